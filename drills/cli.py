@@ -1,0 +1,164 @@
+"""The ``firedrill`` command line.
+
+Today it stands the reference platform up and down; the drills, evidence and
+verification commands join it as they land.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+
+from drills import __version__
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+app = typer.Typer(
+    name="firedrill",
+    help="Chaos and acceptance drills for GPU clusters, with signed evidence.\n\n"
+         "Start here: `firedrill up` brings up a reference GPU cluster on this machine that kubectl "
+         "and the kubernetes client can use.",
+    no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+
+DEFAULT_DATA_DIR = Path(".firedrill/cluster")
+PIDFILE = "firedrill-up.pid"
+
+
+def _running_pid(data_dir: Path) -> int | None:
+    """The pid of a live `firedrill up` on this data directory, if any."""
+    try:
+        pid = int((data_dir / PIDFILE).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid
+    return pid if b"firedrill" in cmdline or b"drills" in cmdline else None
+
+
+def _ready_nodes(url: str, token: str) -> tuple[int, int]:
+    try:
+        nodes = httpx.get(f"{url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"},
+                          timeout=2).json().get("items", [])
+    except (httpx.HTTPError, ValueError):
+        return 0, 0
+    ready = sum(1 for n in nodes for c in (n.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Ready" and c.get("status") == "True")
+    gpus = sum(int(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0")) for n in nodes)
+    return ready, gpus
+
+
+@app.command()
+def up(
+    nodes: Annotated[int, typer.Option(min=0, max=64, help="How many GPU nodes (one agent process each).")] = 4,
+    gpus_per_node: Annotated[int, typer.Option(min=0, max=16, help="Simulated GPUs per node.")] = 8,
+    gpu_model: Annotated[str, typer.Option(help="Simulated GPU model: H100-80GB, H200, A100-80GB, A100-40GB.")] = "H100-80GB",
+    data_dir: Annotated[Path, typer.Option(help="Where the cluster keeps its store, tokens, kubeconfig and logs. "
+                                                "Restarting on the same directory keeps every object.")] = DEFAULT_DATA_DIR,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="API server port on 127.0.0.1 (0 = any free port).")] = 0,
+    heartbeat: Annotated[float, typer.Option(min=0.1, help="Seconds between node lease renewals.")] = 1.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 60.0,
+) -> None:
+    """Start a reference GPU cluster on this machine and keep it running until Ctrl-C or `firedrill down`."""
+    from refplatform.cluster import Cluster, ClusterError, ClusterSpec  # the embedded default target
+
+    data_dir = data_dir.resolve()
+    other = _running_pid(data_dir)
+    if other:
+        err.print(f"error: a cluster is already running on {data_dir} (pid {other}); "
+                  f"stop it with `firedrill down --data-dir {data_dir}` or pick another --data-dir")
+        raise typer.Exit(2)
+    spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu_model,
+                       port=port, heartbeat=heartbeat)
+    cluster = Cluster(spec)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with console.status("starting the API server...") as status:
+            cluster.start_server()
+            status.update(f"starting {nodes} node agents...")
+            for name in spec.node_names():
+                cluster.start_agent(name)
+            deadline = time.monotonic() + timeout
+            while (ready := _ready_nodes(cluster.url, cluster.token))[0] < nodes:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"only {ready[0]} of {nodes} nodes became Ready within {timeout:.0f}s; "
+                                       f"see the agent logs in {data_dir / 'logs'}")
+                if stop.wait(0.2):
+                    raise KeyboardInterrupt
+                status.update(f"waiting for nodes: {ready[0]}/{nodes} Ready")
+    except ClusterError as exc:
+        cluster.stop()
+        err.print(f"error: {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        cluster.stop()
+        raise typer.Exit(130) from None
+    (data_dir / PIDFILE).write_text(str(os.getpid()))
+    ready, gpus = _ready_nodes(cluster.url, cluster.token)
+    console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}), API at {cluster.url}")
+    console.print(f"kubeconfig: {cluster.kubeconfig}\n")
+    console.print("Use it from another terminal:")
+    console.print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    console.print("  kubectl get nodes")
+    console.print("  kubectl get pods -A -o wide\n")
+    console.print(f"Logs: {data_dir / 'logs'}.  Stop with Ctrl-C or `firedrill down --data-dir {data_dir}`.")
+    try:
+        while not stop.wait(1.0):
+            dead = [p.name for p in [cluster.server, *cluster.agents.values()] if p is not None and not p.alive()]
+            if cluster.server is not None and not cluster.server.alive():
+                err.print(f"the API server exited; see {cluster.server.log_path}")
+                break
+            if dead:
+                err.print(f"warning: exited: {', '.join(dead)} (a pulled node stays down until restarted)")
+                for name in list(cluster.agents):
+                    if not cluster.agents[name].alive():
+                        del cluster.agents[name]
+    finally:
+        console.print("stopping the cluster...")
+        cluster.stop()
+        (data_dir / PIDFILE).unlink(missing_ok=True)
+        console.print("stopped; objects are kept in the data directory")
+
+
+@app.command()
+def down(
+    data_dir: Annotated[Path, typer.Option(help="The data directory given to `firedrill up`.")] = DEFAULT_DATA_DIR,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for a clean stop.")] = 30.0,
+) -> None:
+    """Stop the cluster that `firedrill up` is running on DATA_DIR."""
+    data_dir = data_dir.resolve()
+    pid = _running_pid(data_dir)
+    if pid is None:
+        err.print(f"no running cluster on {data_dir} (no live {PIDFILE} there)")
+        raise typer.Exit(1)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _running_pid(data_dir) == pid:
+        if time.monotonic() > deadline:
+            err.print(f"the cluster (pid {pid}) did not stop within {timeout:.0f}s")
+            raise typer.Exit(1)
+        time.sleep(0.1)
+    console.print(f"stopped the cluster on {data_dir}")
+
+
+@app.command()
+def version() -> None:
+    """Print Firedrill's version."""
+    console.print(f"firedrill {__version__}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,5 @@
+import sys
+
+from refplatform.api.server import main
+
+sys.exit(main())

@@ -1,0 +1,408 @@
+"""The HTTP face of the API server: paths, verbs, bodies, watch streams, Tables, audit.
+
+One catch-all ASGI route parses the Kubernetes URL scheme::
+
+    /api/v1[/namespaces/{ns}]/{plural}[/{name}[/{subresource}]]
+    /apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}[/{subresource}]]
+
+authenticates and authorizes the caller, hands the call to
+:class:`~refplatform.api.service.ApiService`, and writes every mutating
+request (allowed or refused) to the audit log in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from refplatform.api import discovery
+from refplatform.api import errors as E
+from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
+from refplatform.api.errors import ApiError
+from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
+from refplatform.api.tables import TableContext, table
+from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
+from refplatform.store import AuditRecord
+
+log = logging.getLogger("refplatform.api")
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Knobs of one API server."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+    bookmark_interval: float = 10.0
+    """Seconds of quiet after which a watch that asked for bookmarks gets one."""
+    default_watch_timeout: float = 1800.0
+    """Seconds a watch stays open when the client gives no timeoutSeconds."""
+
+
+@dataclass
+class Target:
+    """A parsed resource URL."""
+
+    rt: ResourceType
+    namespace: str
+    name: str | None = None
+    subresource: str = ""
+
+
+class WatchHub:
+    """Wakes every open watch after each commit, from whichever thread committed."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: set[asyncio.Event] = set()
+
+    def register(self) -> asyncio.Event:
+        self._loop = asyncio.get_running_loop()
+        ev = asyncio.Event()
+        self._events.add(ev)
+        return ev
+
+    def unregister(self, ev: asyncio.Event) -> None:
+        self._events.discard(ev)
+
+    def _wake_all(self) -> None:
+        for ev in list(self._events):
+            ev.set()
+
+    def notify(self) -> None:
+        loop = self._loop
+        if loop is None or not self._events:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake_all()
+        else:
+            loop.call_soon_threadsafe(self._wake_all)
+
+
+@dataclass
+class ApiServer:
+    """Wires the service, auth and watch hub into a Starlette application."""
+
+    service: ApiService
+    authenticator: TokenAuthenticator | None = None
+    settings: ServerSettings = field(default_factory=ServerSettings)
+    hub: WatchHub = field(default_factory=WatchHub)
+
+    def __post_init__(self) -> None:
+        self.service.store.subscribe(self.hub.notify)
+        self.app = Starlette(routes=[Route("/{path:path}", self.handle,
+                                           methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
+
+    # ------------------------------------------------------------ entry point
+    async def handle(self, request: Request) -> Response:
+        who: Identity | None = None
+        target: Target | None = None
+        try:
+            path = request.url.path.rstrip("/") or "/"
+            if path in ("/healthz", "/readyz", "/livez"):
+                return PlainTextResponse("ok")
+            who = self._authenticate(request, path)
+            doc = self._discovery(path)
+            if doc is not None:
+                if request.method != "GET":
+                    raise E.method_not_allowed(request.method, path)
+                return json_response(doc)
+            target = parse_path(path)
+            response = await self._dispatch(request, who, target)
+        except ApiError as exc:
+            response = json_response(exc.to_status(), exc.code)
+        except Exception:  # noqa: BLE001 - the client must get a Status, and the log the traceback
+            log.exception("internal error serving %s %s", request.method, request.url.path)
+            response = json_response(ApiError(500, "InternalError", "an internal error occurred; "
+                                              "see the API server log").to_status(), 500)
+        if request.method in MUTATING:
+            self._audit(request, who, target, response)
+        return response
+
+    def _authenticate(self, request: Request, path: str) -> Identity:
+        if self.authenticator is None or path in PUBLIC_PATHS:
+            return ANONYMOUS_ADMIN
+        return self.authenticator.authenticate(request.headers.get("authorization"))
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        if path == "/version":
+            return discovery.version()
+        if path == "/api":
+            return discovery.core_versions()
+        if path == "/apis":
+            return discovery.group_list()
+        if path == "/api/v1":
+            return discovery.resource_list("", "v1")
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == "apis":
+            doc = discovery.group(parts[2])
+            if doc is None:
+                raise E.resource_not_found(path)
+            return doc
+        if len(parts) == 4 and parts[1] == "apis":
+            doc = discovery.resource_list(parts[2], parts[3])
+            if doc is None:
+                raise E.resource_not_found(path)
+            return doc
+        return None
+
+    async def _dispatch(self, request: Request, who: Identity, t: Target) -> Response:
+        method, q = request.method, request.query_params
+        rt, ns, name, sub = t.rt, t.namespace, t.name, t.subresource
+        if method == "GET":
+            if name is None:
+                verb = "watch" if q.get("watch") in ("true", "1") else "list"
+                authorize(who, verb, rt, ns)
+                sel = Selection.parse(rt, ns, q.get("labelSelector"), q.get("fieldSelector"))
+                if verb == "watch":
+                    return self._watch(request, rt, sel)
+                return self._list(request, rt, sel)
+            authorize(who, "get", rt, ns, name)
+            if sub == "log":
+                return await self._log(request, ns, name)
+            if sub and sub != "status":
+                raise E.method_not_allowed("GET", f"{rt.plural}/{sub}")
+            obj = self.service.get(rt, ns, name)
+            return self._object_response(request, rt, obj)
+        verb = MUTATING[method]
+        if name is None and method != "POST":
+            raise E.method_not_allowed(method, f"{rt.group_resource} (collection)")
+        authorize(who, verb, rt, ns, name or "")
+        raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
+            request.headers.get("content-length") not in (None, "0") else b""
+        if method == "POST":
+            body = parse_json(raw)
+            if name is None:
+                request.state.audit_name = (body.get("metadata") or {}).get("name", "") \
+                    if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
+                obj = self.service.create(rt, ns, body)
+                return json_response(obj, 201)
+            if rt is PODS and sub == "binding":
+                return json_response(self.service.bind(ns, name, body), 201)
+            if rt is PODS and sub == "eviction":
+                return json_response(self.service.evict(ns, name, body), 201)
+            raise E.method_not_allowed("POST", f"{rt.plural}/{name}/{sub}" if sub else f"{rt.plural}/{name}")
+        if sub not in ("", "status"):
+            raise E.method_not_allowed(method, f"{rt.plural}/{sub}")
+        if method == "PUT":
+            return json_response(self.service.update(rt, ns, name, parse_json(raw), sub))
+        if method == "PATCH":
+            return json_response(self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub))
+        body = parse_json(raw) if raw.strip() else None
+        opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
+        return json_response(self.service.delete(rt, ns, name, opts))
+
+    # ------------------------------------------------------------------ reads
+    def _table_context(self, rt: ResourceType) -> TableContext:
+        return TableContext(now=self.service.clock(), gpus_used=self.service.gpus_used() if rt is NODES else {})
+
+    def _object_response(self, request: Request, rt: ResourceType, obj: dict[str, Any]) -> Response:
+        if wants_table(request):
+            return json_response(table(rt, [obj], self._table_context(rt), obj["metadata"]["resourceVersion"]))
+        return json_response(obj)
+
+    def _list(self, request: Request, rt: ResourceType, sel: Selection) -> Response:
+        q = request.query_params
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise E.bad_request(f"limit must be an integer, got {q.get('limit')!r}") from None
+        items, rv, token = self.service.list(rt, sel, max(0, limit), q.get("continue") or "")
+        if wants_table(request):
+            return json_response(table(rt, items, self._table_context(rt), str(rv), continue_token=token))
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        return json_response({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
+                              "items": items})
+
+    def _watch(self, request: Request, rt: ResourceType, sel: Selection) -> Response:
+        q = request.query_params
+        rv_param = q.get("resourceVersion") or ""
+        try:
+            start = int(rv_param) if rv_param not in ("", "0") else None
+            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.settings.default_watch_timeout
+        except ValueError:
+            raise E.bad_request("resourceVersion and timeoutSeconds must be integers") from None
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        as_table = wants_table(request)
+        service, hub, interval = self.service, self.hub, self.settings.bookmark_interval
+
+        def encode(kind: str, obj: dict[str, Any], first: bool) -> bytes:
+            if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
+                obj = table(rt, [obj], self._table_context(rt), obj["metadata"]["resourceVersion"],
+                            include_columns=first)
+            return (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
+
+        async def stream() -> AsyncIterator[bytes]:
+            loop = asyncio.get_running_loop()
+            wake = hub.register()
+            first = True
+            try:
+                if start is None:
+                    initial, cur = service.initial_events(rt, sel)
+                    for kind, obj in initial:
+                        yield encode(kind, obj, first)
+                        first = False
+                else:
+                    cur = start
+                deadline = loop.time() + timeout
+                quiet_since = loop.time()
+                while True:
+                    wake.clear()
+                    try:
+                        events, cur = service.events_since(rt, sel, cur)
+                    except ApiError as exc:
+                        yield (json.dumps({"type": "ERROR", "object": exc.to_status()}) + "\n").encode()
+                        return
+                    for kind, obj in events:
+                        yield encode(kind, obj, first)
+                        first = False
+                    if events:
+                        quiet_since = loop.time()
+                    now = loop.time()
+                    if bookmarks and now - quiet_since >= interval:
+                        yield encode("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version,
+                                                  "metadata": {"resourceVersion": str(cur)}}, False)
+                        quiet_since = now
+                    remaining = deadline - now
+                    if remaining <= 0:
+                        return
+                    wait = min(remaining, interval - (now - quiet_since)) if bookmarks else remaining
+                    try:
+                        await asyncio.wait_for(wake.wait(), timeout=max(wait, 0.001))
+                    except TimeoutError:
+                        pass
+            finally:
+                hub.unregister(wake)
+
+        return StreamingResponse(stream(), media_type="application/json")
+
+    async def _log(self, request: Request, namespace: str, name: str) -> Response:
+        q = request.query_params
+        address, port, container = self.service.log_target(namespace, name, q.get("container"))
+        if not ipaddress.ip_address(address).is_loopback:
+            raise E.service_unavailable(f"refusing to proxy logs to non-loopback address {address}")
+        params = {k: q[k] for k in ("follow", "tailLines", "timestamps", "sinceSeconds", "limitBytes") if k in q}
+        url = f"http://{address}:{port}/containerLogs/{namespace}/{name}/{container}"
+        if params:
+            url += "?" + urlencode(params)
+        client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+        try:
+            upstream = await client.send(client.build_request("GET", url), stream=True)
+        except httpx.HTTPError as exc:
+            await client.aclose()
+            raise E.service_unavailable(
+                f"cannot reach the agent of the node running pod {name} at {address}:{port} ({exc}); "
+                "the node may be down") from None
+        if upstream.status_code != 200:
+            text = (await upstream.aread()).decode(errors="replace").strip()
+            await upstream.aclose()
+            await client.aclose()
+            raise E.ApiError(404 if upstream.status_code == 404 else 500,
+                             "NotFound" if upstream.status_code == 404 else "InternalError",
+                             f"node agent: {text or upstream.status_code}")
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in upstream.aiter_raw():
+                    yield chunk
+            finally:
+                await upstream.aclose()
+                await client.aclose()
+        return StreamingResponse(relay(), media_type="text/plain")
+
+    # ------------------------------------------------------------------ audit
+    def _audit(self, request: Request, who: Identity | None, t: Target | None, response: Response) -> None:
+        body: dict[str, Any] = {}
+        if response.status_code >= 400 and isinstance(response, Response) and response.body:
+            try:
+                body = json.loads(response.body)
+            except ValueError:
+                body = {}
+        resource = (t.rt.group_resource + (f"/{t.subresource}" if t.subresource else "")) if t else request.url.path
+        name = (t.name or "") if t else ""
+        if t and not name:
+            name = getattr(request.state, "audit_name", "")
+            if not name and response.status_code < 300 and response.body:
+                name = json.loads(response.body).get("metadata", {}).get("name", "")
+        self.service.store.audit(AuditRecord(
+            time=rfc3339(self.service.clock()), user=who.user if who else "<unauthenticated>",
+            verb=MUTATING[request.method], resource=resource, namespace=t.namespace if t else "",
+            name=name, code=response.status_code, reason=body.get("reason", "") if isinstance(body, dict) else ""))
+
+
+# ---------------------------------------------------------------- helpers
+def parse_path(path: str) -> Target:
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise E.resource_not_found(path)
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in NAMESPACES.subresources):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise E.resource_not_found(path)
+    rt = REGISTRY.find(group, version, rest[0])
+    if rt is None:
+        raise E.resource_not_found(path)
+    if rt.namespaced != bool(namespace) and len(rest) > 1:
+        raise E.resource_not_found(path)
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and sub not in rt.subresources:
+        raise E.resource_not_found(path)
+    return Target(rt, namespace, name, sub)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise E.too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise E.too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(raw: bytes) -> Any:
+    if not raw.strip():
+        raise E.bad_request("the request has no body; send a JSON object")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise E.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+
+def wants_table(request: Request) -> bool:
+    return "as=Table" in request.headers.get("accept", "")
+
+
+def json_response(obj: Any, code: int = 200) -> Response:
+    return Response(json.dumps(obj, separators=(",", ":")).encode(), status_code=code,
+                    media_type="application/json")

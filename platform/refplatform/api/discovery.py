@@ -1,0 +1,70 @@
+"""Discovery documents: what kubectl and the official client read before anything else.
+
+kubectl fails outright when ``/api``, ``/apis`` or ``/api/v1`` is missing, so
+these are served from the resource registry, never hand-listed.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+from typing import Any
+
+from refplatform import KUBE_VERSION
+from refplatform.resources import ALL_VERBS, REGISTRY, Registry, ResourceType
+
+SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"],
+                     "eviction": ["create"], "binding": ["create"]}
+
+
+def version() -> dict[str, Any]:
+    major, minor = KUBE_VERSION.lstrip("v").split(".")[:2]
+    machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(_platform.machine(), _platform.machine())
+    return {"major": major, "minor": minor, "gitVersion": KUBE_VERSION, "gitCommit": "",
+            "gitTreeState": "clean", "buildDate": "2026-11-30T00:00:00Z", "goVersion": "n/a",
+            "compiler": "n/a", "platform": f"linux/{machine}"}
+
+
+def core_versions() -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+
+
+def _group(name: str, versions: list[str]) -> dict[str, Any]:
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def group_list(registry: Registry = REGISTRY) -> dict[str, Any]:
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [_group(g, vs) for g, vs in registry.groups().items()]}
+
+
+def group(name: str, registry: Registry = REGISTRY) -> dict[str, Any] | None:
+    versions = registry.groups().get(name)
+    if not versions:
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
+
+
+def _entries(rt: ResourceType) -> list[dict[str, Any]]:
+    entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
+                             "kind": rt.kind, "verbs": list(ALL_VERBS)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    out = [entry]
+    for sub in rt.subresources:
+        kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, rt.kind)
+        out.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                    "kind": kind, "verbs": SUBRESOURCE_VERBS[sub]})
+    return out
+
+
+def resource_list(group_name: str, version_name: str, registry: Registry = REGISTRY) -> dict[str, Any] | None:
+    types = registry.in_group_version(group_name, version_name)
+    if not types:
+        return None
+    gv = f"{group_name}/{version_name}" if group_name else version_name
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+            "resources": [e for rt in types for e in _entries(rt)]}

@@ -1,0 +1,97 @@
+"""Start-up of one API server process: bind on loopback, announce the address, serve.
+
+The server writes ``DIR/apiserver.json`` (``{"url": ..., "pid": ...}``) once
+its socket is listening, so whoever started it waits on that file instead of
+guessing a port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from refplatform.api.app import MAX_BODY_BYTES, ApiServer, ServerSettings
+from refplatform.api.auth import TokenAuthenticator, TokensFileError
+from refplatform.api.service import ApiService
+from refplatform.store import Durability, Store
+
+ADDRESS_FILE = "apiserver.json"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m refplatform.api",
+        description="Serve the reference platform's Kubernetes API on loopback, storing objects in "
+                    "SQLite under --data-dir. Restarting on the same directory keeps every object.")
+    p.add_argument("--data-dir", type=Path, required=True, help="directory for store.sqlite3 and apiserver.json")
+    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default 0)")
+    p.add_argument("--tokens-file", type=Path,
+                   help="YAML bearer tokens (cluster-admin and tenants); without it the server is open")
+    p.add_argument("--durability", choices=[d.value for d in Durability], default=Durability.NORMAL.value,
+                   help="normal: survives a killed server; full: fsync every commit, survives power loss")
+    p.add_argument("--changelog-limit", type=int, default=10_000,
+                   help="changes kept for watch resumes; older versions get 410 Gone (default 10000)")
+    p.add_argument("--bookmark-interval", type=float, default=10.0,
+                   help="seconds of quiet before a watch that allows bookmarks gets one (default 10)")
+    p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body accepted")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s apiserver %(levelname)s %(message)s")
+    log = logging.getLogger("refplatform.api")
+    try:
+        if not ipaddress.ip_address(args.host).is_loopback:
+            print(f"error: --host {args.host} is not a loopback address; the reference platform only "
+                  "serves on loopback (127.0.0.0/8 or ::1)", file=sys.stderr)
+            return 2
+    except ValueError:
+        print(f"error: --host {args.host!r} is not an IP address; use 127.0.0.1", file=sys.stderr)
+        return 2
+    try:
+        authenticator = TokenAuthenticator.from_file(args.tokens_file) if args.tokens_file else None
+    except TokensFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if authenticator is None:
+        log.warning("no --tokens-file: authentication is OFF, every caller is cluster-admin")
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(args.data_dir, changelog_limit=args.changelog_limit, durability=Durability(args.durability))
+    server = ApiServer(ApiService(store), authenticator,
+                       ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval))
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}; pick another --port "
+              "or 0 for any free port", file=sys.stderr)
+        return 2
+    sock.listen(512)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host if family == socket.AF_INET else f'[{host}]'}:{port}"
+    address_file = args.data_dir / ADDRESS_FILE
+    tmp = address_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    os.replace(tmp, address_file)
+    log.info("serving the Kubernetes API at %s (data in %s, %d objects)", url, args.data_dir,
+             sum(store.count(rt.key) for rt in server.service.registry.types))
+    config = uvicorn.Config(server.app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=1, http="h11")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        store.close()
+        address_file.unlink(missing_ok=True)
+    return 0

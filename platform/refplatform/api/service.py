@@ -1,0 +1,482 @@
+"""What each verb does to the store, independent of HTTP.
+
+The HTTP layer (:mod:`refplatform.api.app`) parses a request into a call on
+:class:`ApiService`; this module applies upstream semantics: admission
+(defaults, validation, kind checks), optimistic concurrency, status
+subresources, graceful pod deletion and finalizers, binding and eviction, and
+the event filtering behind watch.  Store errors become Status errors here.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from refplatform.api import errors as E
+from refplatform.api.errors import ApiError, Cause
+from refplatform.api.validation import pod_gpu_request, validate
+from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
+from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, Registry, ResourceType
+from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
+from refplatform.store import (
+    Change, ChangesCompacted, EventType, ObjectExists, ObjectNotFound, Store, VersionConflict,
+)
+
+Obj = dict[str, Any]
+Clock = Callable[[], datetime]
+TERMINAL_PHASES = ("Succeeded", "Failed")
+GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def rfc3339(when: datetime) -> str:
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which objects a list or watch wants: a namespace ("" = all), label and field selectors."""
+
+    namespace: str
+    labels: LabelSelector
+    fields: FieldSelector
+
+    @classmethod
+    def parse(cls, rt: ResourceType, namespace: str, label_selector: str | None,
+              field_selector: str | None) -> "Selection":
+        try:
+            labels = LabelSelector.parse(label_selector or "")
+            fields = FieldSelector.parse(field_selector or "", rt.field_selectors)
+        except SelectorError as exc:
+            raise E.bad_request(str(exc)) from None
+        return cls(namespace, labels, fields)
+
+    def matches(self, rt: ResourceType, obj: Obj) -> bool:
+        meta = obj.get("metadata") or {}
+        if self.namespace and meta.get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(meta.get("labels") or {}) and \
+            self.fields.matches(fields_of(rt, obj))
+
+
+def fields_of(rt: ResourceType, obj: Obj) -> dict[str, str]:
+    """The object's selectable fields, named as in ``rt.field_selectors``."""
+    fields = object_fields(obj, rt.namespaced)
+    for path in rt.field_selectors:
+        if path in fields:
+            continue
+        cur: Any = obj
+        for part in path.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        fields[path] = "" if cur is None else (str(cur).lower() if isinstance(cur, bool) else str(cur))
+    return fields
+
+
+@dataclass(frozen=True)
+class DeleteOptions:
+    grace_period: int | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+
+    @classmethod
+    def from_request(cls, body: Obj | None, grace_query: str | None) -> "DeleteOptions":
+        body = body or {}
+        pre = body.get("preconditions") or {}
+        grace = body.get("gracePeriodSeconds")
+        if grace_query is not None:
+            try:
+                grace = int(grace_query)
+            except ValueError:
+                raise E.bad_request(f"gracePeriodSeconds must be an integer, got {grace_query!r}") from None
+        if grace is not None and (not isinstance(grace, int) or grace < 0):
+            grace = 0 if isinstance(grace, int) else None
+        return cls(grace, pre.get("uid"), pre.get("resourceVersion"))
+
+
+class ApiService:
+    """The verbs of the Kubernetes API over one :class:`Store`."""
+
+    def __init__(self, store: Store, registry: Registry = REGISTRY, clock: Clock = system_clock) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        for ns in SYSTEM_NAMESPACES:
+            if store.find(NAMESPACES.key, "", ns) is None:
+                self.create(NAMESPACES, "", {"metadata": {"name": ns}})
+
+    # ------------------------------------------------------------------ helpers
+    def now(self) -> str:
+        return rfc3339(self.clock())
+
+    def _require_namespace(self, rt: ResourceType, namespace: str) -> None:
+        if not rt.namespaced:
+            return
+        ns = self.store.find(NAMESPACES.key, "", namespace)
+        if ns is None:
+            raise E.not_found(NAMESPACES, namespace)
+
+    def _check_kind(self, rt: ResourceType, body: Any, namespace: str, name: str | None) -> Obj:
+        if not isinstance(body, dict):
+            raise E.bad_request(f"the body must be a JSON object describing a {rt.kind}, got {type(body).__name__}")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if (kind and kind != rt.kind) or (api_version and api_version != rt.api_version):
+            raise E.bad_request(
+                f'the object in the body is kind "{kind or "?"}", apiVersion "{api_version or "?"}", but the URL '
+                f'is for {rt.group_resource}, which expects kind "{rt.kind}", apiVersion "{rt.api_version}"')
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise E.invalid(rt, "", [Cause("metadata", "Invalid value: must be an object")])
+        body["kind"], body["apiVersion"] = rt.kind, rt.api_version
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise E.bad_request("the namespace of the provided object does not match the namespace "
+                                    f"sent on the request ({meta['namespace']} != {namespace})")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if name is not None and meta.get("name") and meta["name"] != name:
+            raise E.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        if name is not None:
+            meta["name"] = name
+        return body
+
+    def _admit(self, rt: ResourceType, obj: Obj) -> None:
+        causes = validate(rt, obj)
+        if causes:
+            raise E.invalid(rt, (obj.get("metadata") or {}).get("name") or "", causes)
+
+    # -------------------------------------------------------------------- reads
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.find(rt.key, namespace if rt.namespaced else "", name)
+        if obj is None:
+            raise E.not_found(rt, name)
+        return obj
+
+    def list(self, rt: ResourceType, sel: Selection, limit: int = 0,
+             continue_token: str = "") -> tuple[list[Obj], int, str]:
+        items, rv = self.store.list(rt.key, sel.namespace or None if rt.namespaced else None)
+        if continue_token:
+            try:
+                start = json.loads(base64.urlsafe_b64decode(continue_token.encode()))["start"]
+            except (ValueError, KeyError, TypeError):
+                raise E.bad_request(f"invalid continue token {continue_token!r}") from None
+            items = [o for o in items if _sort_key(o) > tuple(start)]
+        items = [o for o in items if sel.matches(rt, o)]
+        token = ""
+        if limit and len(items) > limit:
+            items = items[:limit]
+            token = base64.urlsafe_b64encode(json.dumps({"start": list(_sort_key(items[-1]))}).encode()).decode()
+        return items, rv, token
+
+    def gpus_used(self) -> dict[str, int]:
+        """Whole GPUs requested by non-terminal pods, per node."""
+        used: dict[str, int] = {}
+        pods, _ = self.store.list(PODS.key)
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                used[node] = used.get(node, 0) + pod_gpu_request(pod)
+        return used
+
+    # ------------------------------------------------------------------- writes
+    def create(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
+        obj = self._check_kind(rt, copy.deepcopy(body), namespace, None)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(secrets.choice(GENERATE_ALPHABET) for _ in range(5))
+        for server_owned in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                             "deletionGracePeriodSeconds", "generation"):
+            meta.pop(server_owned, None)
+        self._admit(rt, obj)
+        self._require_namespace(rt, namespace)
+        try:
+            return self.store.create(rt.key, obj, now=self.now())
+        except ObjectExists:
+            raise E.already_exists(rt, meta["name"]) from None
+
+    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "") -> Obj:
+        obj = self._check_kind(rt, copy.deepcopy(body), namespace, name)
+        expect_rv = obj["metadata"].get("resourceVersion")
+        if not expect_rv:
+            # Upstream allows an unconditional update; it is then a plain replace.
+            expect_rv = None
+
+        def replace(current: Obj) -> Obj:
+            return self._merge_update(rt, current, obj, subresource)
+        return self._write(rt, namespace, name, replace, expect_rv)
+
+    def patch(self, rt: ResourceType, namespace: str, name: str, body: bytes, content_type: str,
+              subresource: str = "") -> Obj:
+        media = content_type.split(";")[0].strip().lower()
+        if rt.custom and media == "application/strategic-merge-patch+json":
+            raise E.unsupported_media_type(
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml "
+                f"(strategic merge patch is not supported for custom resource {rt.group_resource})")
+        expect: list[str | None] = [None]
+
+        def patched(current: Obj) -> Obj:
+            try:
+                new = apply_patch(current, body, media, rt.kind)
+            except UnsupportedPatchType as exc:
+                raise E.unsupported_media_type(str(exc)) from None
+            except PatchError as exc:
+                raise E.ApiError(422 if "test" in str(exc) else 400,
+                                 "Invalid" if "test" in str(exc) else "BadRequest", str(exc)) from None
+            new = self._check_kind(rt, new, namespace, name)
+            expect[0] = new["metadata"].get("resourceVersion")
+            if expect[0] == current["metadata"]["resourceVersion"]:
+                expect[0] = None  # a patch that does not name a version applies to the latest
+            return self._merge_update(rt, current, new, subresource)
+        return self._write(rt, namespace, name, patched, None, expect)
+
+    def _merge_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str) -> Obj:
+        """Apply status-subresource and immutability rules to a proposed replacement."""
+        has_status = "status" in rt.subresources
+        if subresource == "status":
+            result = copy.deepcopy(current)
+            result["status"] = new.get("status", {})
+            new = result
+        elif has_status:
+            new["status"] = copy.deepcopy(current.get("status", {}))
+        meta, old_meta = new["metadata"], current["metadata"]
+        for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if kept in old_meta:
+                meta[kept] = old_meta[kept]
+            else:
+                meta.pop(kept, None)
+        if rt is PODS and subresource != "status":
+            self._check_pod_spec_update(current, new)
+        self._admit(rt, new)
+        if new.get("spec") != current.get("spec"):
+            meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        return new
+
+    def _check_pod_spec_update(self, current: Obj, new: Obj) -> None:
+        def mutable_stripped(spec: Obj) -> Obj:
+            spec = copy.deepcopy(spec or {})
+            for c in spec.get("containers") or []:
+                c.pop("image", None)
+            for k in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
+                spec.pop(k, None)
+            return spec
+        if mutable_stripped(current.get("spec")) != mutable_stripped(new.get("spec")):
+            raise E.invalid(PODS, new["metadata"]["name"], [Cause(
+                "spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                        "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                        "tolerations) or `spec.terminationGracePeriodSeconds`; bind through pods/binding",
+                "FieldValueForbidden")])
+
+    def _write(self, rt: ResourceType, namespace: str, name: str, fn: Callable[[Obj], Obj],
+               expect_rv: str | None, late_expect: list[str | None] | None = None) -> Obj:
+        ns = namespace if rt.namespaced else ""
+
+        def guarded(current: Obj) -> Obj:
+            new = fn(current)
+            want = expect_rv or (late_expect[0] if late_expect else None)
+            if want and want != current["metadata"]["resourceVersion"]:
+                raise VersionConflict("the object has been modified; please apply your changes to the "
+                                      "latest version and try again")
+            return new
+        try:
+            result = self.store.mutate(rt.key, ns, name, guarded)
+        except ObjectNotFound:
+            raise E.not_found(rt, name) from None
+        except VersionConflict as exc:
+            raise E.conflict(rt, name, str(exc)) from None
+        return self._finish_deletion_if_released(rt, result)
+
+    def _finish_deletion_if_released(self, rt: ResourceType, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._awaits_node(rt, obj):
+            try:
+                return self.store.delete(rt.key, meta.get("namespace", ""), meta["name"], uid=meta["uid"])
+            except (ObjectNotFound, VersionConflict):
+                return obj
+        return obj
+
+    @staticmethod
+    def _awaits_node(rt: ResourceType, obj: Obj) -> bool:
+        """A pod on a node is removed by that node's agent, after its containers stop (as the kubelet does)."""
+        return rt is PODS and bool((obj.get("spec") or {}).get("nodeName")) and \
+            (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES and \
+            int(obj["metadata"].get("deletionGracePeriodSeconds", 0)) > 0
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions) -> Obj:
+        ns = namespace if rt.namespaced else ""
+        current = self.get(rt, ns, name)
+        if opts.uid and opts.uid != current["metadata"]["uid"]:
+            raise E.conflict(rt, name, f"Precondition failed: UID in precondition: {opts.uid}, "
+                                       f"UID in object meta: {current['metadata']['uid']}")
+        if opts.resource_version and opts.resource_version != current["metadata"]["resourceVersion"]:
+            raise E.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
+                                       f"{opts.resource_version}, ResourceVersion in object meta: "
+                                       f"{current['metadata']['resourceVersion']}")
+        if rt is NAMESPACES:
+            self._delete_namespace_contents(name)
+        grace = self._grace_period(rt, current, opts)
+
+        def mark(obj: Obj) -> Obj:
+            meta = obj["metadata"]
+            if not meta.get("deletionTimestamp") or grace < int(meta.get("deletionGracePeriodSeconds", 0)):
+                meta["deletionTimestamp"] = rfc3339(self.clock() + timedelta(seconds=grace))
+                meta["deletionGracePeriodSeconds"] = grace
+            return obj
+        try:
+            if grace == 0 and not current["metadata"].get("finalizers"):
+                return self.store.delete(rt.key, ns, name, uid=current["metadata"]["uid"])
+            marked = self.store.mutate(rt.key, ns, name, mark)
+        except ObjectNotFound:
+            raise E.not_found(rt, name) from None
+        except VersionConflict as exc:
+            raise E.conflict(rt, name, str(exc)) from None
+        return self._finish_deletion_if_released(rt, marked)
+
+    def _grace_period(self, rt: ResourceType, obj: Obj, opts: DeleteOptions) -> int:
+        if rt is not PODS:
+            return 0
+        if not (obj.get("spec") or {}).get("nodeName") or \
+                (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return 0
+        if opts.grace_period is not None:
+            return opts.grace_period
+        return int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+
+    def _delete_namespace_contents(self, namespace: str) -> None:
+        for rt in self.registry.types:
+            if not rt.namespaced:
+                continue
+            items, _ = self.store.list(rt.key, namespace)
+            for obj in items:
+                try:
+                    self.store.delete(rt.key, namespace, obj["metadata"]["name"])
+                except ObjectNotFound:
+                    pass
+
+    # ------------------------------------------------------- pod subresources
+    def bind(self, namespace: str, name: str, body: Any) -> Obj:
+        if not isinstance(body, dict) or body.get("kind") not in (None, "Binding"):
+            raise E.bad_request("the body must be a Binding (kind: Binding, target: {kind: Node, name: ...})")
+        target = body.get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise E.invalid(PODS, name, [Cause("target.name", "Required value", "FieldValueRequired")])
+
+        def assign(pod: Obj) -> Obj:
+            if pod["metadata"].get("deletionTimestamp"):
+                raise E.conflict(PODS, name, "pod is being deleted, cannot be assigned to a host")
+            current = (pod.get("spec") or {}).get("nodeName")
+            if current:
+                raise E.conflict(PODS, name, f"pod {name} is already assigned to node \"{current}\"")
+            pod["spec"]["nodeName"] = node
+            conds = [c for c in pod.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": self.now()})
+            pod["status"]["conditions"] = conds
+            return pod
+        try:
+            self.store.mutate(PODS.key, namespace, name, assign)
+        except ObjectNotFound:
+            raise E.not_found(PODS, name) from None
+        return success(201)
+
+    def evict(self, namespace: str, name: str, body: Any) -> Obj:
+        opts = DeleteOptions.from_request((body or {}).get("deleteOptions") if isinstance(body, dict) else None, None)
+
+        def disrupt(pod: Obj) -> Obj:
+            conds = [c for c in pod.setdefault("status", {}).get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+            conds.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                          "message": "Eviction API: evicting", "lastTransitionTime": self.now()})
+            pod["status"]["conditions"] = conds
+            return pod
+        try:
+            self.store.mutate(PODS.key, namespace, name, disrupt)
+        except ObjectNotFound:
+            raise E.not_found(PODS, name) from None
+        self.delete(PODS, namespace, name, opts)
+        return success(201)
+
+    def log_target(self, namespace: str, name: str, container: str | None) -> tuple[str, int, str]:
+        """Where the pod's logs are served: (node address, agent port, container)."""
+        pod = self.get(PODS, namespace, name)
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        if container is None:
+            if len(names) != 1:
+                raise E.bad_request(f"a container name must be specified for pod {name}, "
+                                    f"choose one of: [{' '.join(names)}]")
+            container = names[0]
+        elif container not in names:
+            raise E.bad_request(f"container {container} is not valid for pod {name}")
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            raise E.bad_request(f"pod {name} does not have a host assigned")
+        node = self.store.find(NODES.key, "", node_name)
+        if node is None:
+            raise E.not_found(NODES, node_name)
+        status = node.get("status") or {}
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+        address = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
+        if not port or not address:
+            raise E.service_unavailable(f"node {node_name} has no agent endpoint registered")
+        return address, int(port), container
+
+    # -------------------------------------------------------------------- watch
+    def initial_events(self, rt: ResourceType, sel: Selection) -> tuple[list[tuple[str, Obj]], int]:
+        items, rv, _ = self.list(rt, sel)
+        return [("ADDED", o) for o in items], rv
+
+    def events_since(self, rt: ResourceType, sel: Selection, rv: int) -> tuple[list[tuple[str, Obj]], int]:
+        """Watch events after ``rv`` for one selection, and the version they bring the watcher to.
+
+        An object that stops matching the selection is reported DELETED, one that starts matching
+        ADDED, as upstream's watch cache does.  Raises 410 Gone when ``rv`` has been compacted."""
+        try:
+            changes = self.store.changes_since(rv)
+        except ChangesCompacted as exc:
+            raise E.gone(str(exc)) from None
+        out: list[tuple[str, Obj]] = []
+        for ch in changes:
+            if ch.type_key != rt.key:
+                continue
+            event = translate(rt, sel, ch)
+            if event:
+                out.append(event)
+        return out, (changes[-1].rv if changes else rv)
+
+
+def translate(rt: ResourceType, sel: Selection, ch: Change) -> tuple[str, Obj] | None:
+    now_match = sel.matches(rt, ch.obj)
+    was_match = ch.prev is not None and sel.matches(rt, ch.prev)
+    if ch.event is EventType.ADDED:
+        return ("ADDED", ch.obj) if now_match else None
+    if ch.event is EventType.DELETED:
+        return ("DELETED", ch.obj) if was_match or now_match else None
+    if now_match and was_match:
+        return ("MODIFIED", ch.obj)
+    if now_match:
+        return ("ADDED", ch.obj)
+    if was_match:
+        return ("DELETED", ch.obj)
+    return None
+
+
+def success(code: int = 200) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
+
+
+def _sort_key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+__all__ = ["ApiService", "ApiError", "DeleteOptions", "Selection", "success"]

@@ -1,0 +1,226 @@
+"""Start and stop a whole reference cluster: the API server and one agent process per node.
+
+Used by ``firedrill up``, by the harness's embedded target and by the
+integration tests, so all three start the platform the same way.  Everything
+lives under one data directory::
+
+    DIR/store.sqlite3      objects, change log, audit log
+    DIR/apiserver.json     the server's URL and pid while it runs
+    DIR/tokens.yaml        bearer tokens (mode 0600), kept across restarts
+    DIR/kubeconfig         for kubectl and the kubernetes client (mode 0600)
+    DIR/logs/*.log         each process's own log
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import yaml
+
+from refplatform.errors import RefPlatformError
+
+ADDRESS_FILE = "apiserver.json"
+TOKENS_FILE = "tokens.yaml"
+KUBECONFIG_FILE = "kubeconfig"
+CONTEXT = "firedrill"
+
+
+class ClusterError(RefPlatformError):
+    """The cluster could not be started or stopped; the message says which process and where its log is."""
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass (then raise, naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class ManagedProcess:
+    """A child process this code started, with its log file.  Only ever signals its own child."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    _log: IO[bytes] | None = None
+
+    @classmethod
+    def spawn(cls, name: str, argv: list[str], log_path: Path) -> "ManagedProcess":
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")
+        popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        return cls(name, popen, log_path, log)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            self.popen.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL: the abrupt death of a node or server, as a fault."""
+        self.signal(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+        self._close()
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then SIGKILL if it does not exit within ``timeout``."""
+        self.signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._close()
+        return self.popen.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The shape of a reference cluster."""
+
+    data_dir: Path
+    nodes: int = 4
+    gpus_per_node: int = 8
+    gpu_model: str = "H100-80GB"
+    port: int = 0
+    heartbeat: float = 1.0
+    node_prefix: str = "gpu-node"
+    bookmark_interval: float = 10.0
+    extra_server_args: tuple[str, ...] = ()
+
+    def node_names(self) -> list[str]:
+        return [f"{self.node_prefix}-{i}" for i in range(self.nodes)]
+
+
+def ensure_tokens(data_dir: Path) -> tuple[Path, str]:
+    """The tokens file and its cluster-admin token, creating both on first use (mode 0600)."""
+    path = data_dir / TOKENS_FILE
+    if path.exists():
+        doc = yaml.safe_load(path.read_text()) or {}
+        for entry in doc.get("tokens") or []:
+            if entry.get("role") == "cluster-admin":
+                return path, str(entry["token"])
+        raise ClusterError(f"{path} has no cluster-admin token; add one or delete the file to regenerate it")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    admin = secrets.token_urlsafe(32)
+    doc = {"tokens": [{"token": admin, "user": "firedrill-admin", "role": "cluster-admin"}]}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    return path, admin
+
+
+def write_kubeconfig(data_dir: Path, url: str, token: str) -> Path:
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": CONTEXT, "preferences": {},
+        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "users": [{"name": "firedrill-admin", "user": {"token": token}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "firedrill-admin",
+                                                   "namespace": "default"}}],
+    }
+    path = data_dir / KUBECONFIG_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    return path
+
+
+@dataclass
+class Cluster:
+    """A running reference cluster.  ``start()`` is idempotent over the same data directory."""
+
+    spec: ClusterSpec
+    server: ManagedProcess | None = None
+    agents: dict[str, ManagedProcess] = field(default_factory=dict)
+    url: str = ""
+    token: str = ""
+    kubeconfig: Path | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.spec.data_dir
+
+    def start_server(self, timeout: float = 30.0) -> str:
+        tokens, self.token = ensure_tokens(self.data_dir)
+        address = self.data_dir / ADDRESS_FILE
+        address.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "refplatform.api", "--data-dir", str(self.data_dir),
+                "--port", str(self.spec.port), "--tokens-file", str(tokens),
+                "--bookmark-interval", str(self.spec.bookmark_interval), *self.spec.extra_server_args]
+        self.server = ManagedProcess.spawn("apiserver", argv, self.data_dir / "logs" / "apiserver.log")
+        server = self.server
+
+        def announced() -> bool:
+            if not server.alive():
+                raise ClusterError(f"the API server exited with code {server.popen.returncode}; "
+                                   f"its log ({server.log_path}) ends with:\n{server.tail()}")
+            return address.exists()
+        wait_until(announced, timeout, f"the API server to listen (log: {server.log_path})")
+        self.url = json.loads(address.read_text())["url"]
+        self.kubeconfig = write_kubeconfig(self.data_dir, self.url, self.token)
+        return self.url
+
+    def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
+                    extra: tuple[str, ...] = ()) -> ManagedProcess:
+        token_file = self.data_dir / "agent-token"
+        if not token_file.exists():
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(self.token)
+        argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(token_file),
+                "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
+                "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.heartbeat),
+                "--data-dir", str(self.data_dir), *extra]
+        proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
+        self.agents[name] = proc
+        return proc
+
+    def start(self, timeout: float = 30.0) -> "Cluster":
+        self.start_server(timeout)
+        for name in self.spec.node_names():
+            self.start_agent(name)
+        return self
+
+    def stop(self) -> None:
+        for proc in self.agents.values():
+            proc.stop()
+        if self.server is not None:
+            self.server.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,37 @@
+"""Shared fixtures: where the shared reference folder is, and a live API server on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from refplatform.cluster import Cluster, ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or skip the test with the reason when it is absent (a user's machine)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the shared reference folder ships beside the repo in CI only")
+    return path
+
+
+@pytest.fixture
+def cluster_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cluster"
+
+
+@pytest.fixture
+def apiserver(cluster_dir: Path) -> Iterator[Cluster]:
+    """An API server process (no agents) with a fresh data directory and a short bookmark interval."""
+    cluster = Cluster(ClusterSpec(cluster_dir, nodes=0, bookmark_interval=0.5))
+    cluster.start_server()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
