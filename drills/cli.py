@@ -47,10 +47,9 @@ def _running_pid(data_dir: Path) -> int | None:
     return pid if b"firedrill" in cmdline or b"drills" in cmdline else None
 
 
-def _ready_nodes(url: str, token: str) -> tuple[int, int]:
+def _ready_nodes(http: httpx.Client) -> tuple[int, int]:
     try:
-        nodes = httpx.get(f"{url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"},
-                          timeout=2).json().get("items", [])
+        nodes = http.get("/api/v1/nodes", timeout=2).json().get("items", [])
     except (httpx.HTTPError, ValueError):
         return 0, 0
     ready = sum(1 for n in nodes for c in (n.get("status") or {}).get("conditions") or []
@@ -92,7 +91,8 @@ def up(
             for name in spec.node_names():
                 cluster.start_agent(name)
             deadline = time.monotonic() + timeout
-            while (ready := _ready_nodes(cluster.url, cluster.token))[0] < nodes:
+            http = cluster.http_client()
+            while (ready := _ready_nodes(http))[0] < nodes:
                 if time.monotonic() > deadline:
                     raise ClusterError(f"only {ready[0]} of {nodes} nodes became Ready within {timeout:.0f}s; "
                                        f"see the agent logs in {data_dir / 'logs'}")
@@ -107,7 +107,8 @@ def up(
         cluster.stop()
         raise typer.Exit(130) from None
     (data_dir / PIDFILE).write_text(str(os.getpid()))
-    ready, gpus = _ready_nodes(cluster.url, cluster.token)
+    ready, gpus = _ready_nodes(http)
+    http.close()
     console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}), API at {cluster.url}")
     console.print(f"kubeconfig: {cluster.kubeconfig}\n")
     console.print("Use it from another terminal:")

@@ -7,16 +7,19 @@ lives under one data directory::
     DIR/store.sqlite3      objects, change log, audit log
     DIR/apiserver.json     the server's URL and pid while it runs
     DIR/tokens.yaml        bearer tokens (mode 0600), kept across restarts
+    DIR/pki/               the cluster's CA and the API server's TLS certificate
     DIR/kubeconfig         for kubectl and the kubernetes client (mode 0600)
     DIR/logs/*.log         each process's own log
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -25,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import httpx
 import yaml
 
 from refplatform.errors import RefPlatformError
+from refplatform.pki import ensure_pki
 
 ADDRESS_FILE = "apiserver.json"
 TOKENS_FILE = "tokens.yaml"
@@ -142,10 +147,11 @@ def ensure_tokens(data_dir: Path) -> tuple[Path, str]:
     return path, admin
 
 
-def write_kubeconfig(data_dir: Path, url: str, token: str) -> Path:
+def write_kubeconfig(data_dir: Path, url: str, token: str, ca_cert: Path) -> Path:
+    ca_data = base64.b64encode(ca_cert.read_bytes()).decode()
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": CONTEXT, "preferences": {},
-        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "clusters": [{"name": CONTEXT, "cluster": {"server": url, "certificate-authority-data": ca_data}}],
         "users": [{"name": "firedrill-admin", "user": {"token": token}}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "firedrill-admin",
                                                    "namespace": "default"}}],
@@ -167,6 +173,8 @@ class Cluster:
     url: str = ""
     token: str = ""
     kubeconfig: Path | None = None
+    ca_file: Path | None = None
+    """The CA that signed the API server's certificate: give it to every client (verify=...)."""
 
     @property
     def data_dir(self) -> Path:
@@ -174,11 +182,15 @@ class Cluster:
 
     def start_server(self, timeout: float = 30.0) -> str:
         tokens, self.token = ensure_tokens(self.data_dir)
+        pki = ensure_pki(self.data_dir)
+        self.ca_file = pki.ca_cert
         address = self.data_dir / ADDRESS_FILE
         address.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "refplatform.api", "--data-dir", str(self.data_dir),
                 "--port", str(self.spec.port), "--tokens-file", str(tokens),
-                "--bookmark-interval", str(self.spec.bookmark_interval), *self.spec.extra_server_args]
+                "--bookmark-interval", str(self.spec.bookmark_interval),
+                "--tls-cert-file", str(pki.server_cert), "--tls-private-key-file", str(pki.server_key),
+                *self.spec.extra_server_args]
         self.server = ManagedProcess.spawn("apiserver", argv, self.data_dir / "logs" / "apiserver.log")
         server = self.server
 
@@ -189,7 +201,7 @@ class Cluster:
             return address.exists()
         wait_until(announced, timeout, f"the API server to listen (log: {server.log_path})")
         self.url = json.loads(address.read_text())["url"]
-        self.kubeconfig = write_kubeconfig(self.data_dir, self.url, self.token)
+        self.kubeconfig = write_kubeconfig(self.data_dir, self.url, self.token, pki.ca_cert)
         return self.url
 
     def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
@@ -202,10 +214,21 @@ class Cluster:
         argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(token_file),
                 "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
                 "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.heartbeat),
-                "--data-dir", str(self.data_dir), *extra]
+                "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *extra]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc
+
+    def http_client(self, token: str | None = None, timeout: float = 10.0) -> httpx.Client:
+        """An httpx client for this cluster's API, trusting its CA and sending a token (the admin's by default)."""
+        headers = {"Authorization": f"Bearer {token}"} if token != "" else {}
+        if token is None:
+            headers = {"Authorization": f"Bearer {self.token}"}
+        return httpx.Client(base_url=self.url, verify=self.ssl_context(), headers=headers, timeout=timeout)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """TLS settings that trust exactly this cluster's CA."""
+        return ssl.create_default_context(cafile=str(self.ca_file))
 
     def start(self, timeout: float = 30.0) -> "Cluster":
         self.start_server(timeout)

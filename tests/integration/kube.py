@@ -11,6 +11,7 @@ from refplatform.cluster import Cluster
 
 def api_client(cluster: Cluster, token: str | None = None) -> client.ApiClient:
     cfg = client.Configuration(host=cluster.url)
+    cfg.ssl_ca_cert = str(cluster.ca_file)
     cfg.api_key = {"authorization": token or cluster.token}
     cfg.api_key_prefix = {"authorization": "Bearer"}
     return client.ApiClient(cfg)

@@ -94,9 +94,8 @@ def test_each_patch_type(v1: client.CoreV1Api) -> None:
     pod = v1.read_namespaced_pod("p", "default")
     assert [c.image for c in pod.spec.containers] == ["canary:2"]
     # JSON merge patch: null deletes a key
-    v1.api_client.call_api(
-        "/api/v1/namespaces/default/pods/p", "PATCH", header_params={"Content-Type": "application/merge-patch+json"},
-        body={"metadata": {"labels": {"a": None, "c": "3"}}}, auth_settings=["BearerToken"], _preload_content=False)
+    v1.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": None, "c": "3"}}},
+                            _content_type="application/merge-patch+json")
     assert v1.read_namespaced_pod("p", "default").metadata.labels == {"b": "2", "c": "3"}
     # JSON patch (a list body)
     v1.patch_namespaced_pod("p", "default", [{"op": "add", "path": "/metadata/annotations", "value": {"x": "y"}},

@@ -29,10 +29,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     ]}))
     c = Cluster(ClusterSpec(data, nodes=0))
     c.start_server()
-    http = httpx.Client(base_url=c.url, headers={"Authorization": f"Bearer {ADMIN}"})
-    for ns in ("team-a", "team-b"):
-        http.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).raise_for_status()
     try:
+        with c.http_client(ADMIN) as http:
+            for ns in ("team-a", "team-b"):
+                http.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).raise_for_status()
         yield c
     finally:
         c.stop()
@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 def admin(cluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {ADMIN}"}) as http:
+    with cluster.http_client(ADMIN) as http:
         yield http
 
 
@@ -115,7 +115,7 @@ def test_stale_resource_version(admin: httpx.Client) -> None:
 
 
 def test_another_tenants_namespace(cluster: Cluster, admin: httpx.Client) -> None:
-    with httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {TEAM_A}"}) as alice:
+    with cluster.http_client(TEAM_A) as alice:
         assert alice.post("/api/v1/namespaces/team-a/pods", json=pod_manifest("mine")).status_code == 201
         resp = alice.post("/api/v1/namespaces/team-b/pods", json=pod_manifest("theirs"))
         body = status_of(resp)
@@ -128,7 +128,7 @@ def test_another_tenants_namespace(cluster: Cluster, admin: httpx.Client) -> Non
 
 
 def test_missing_or_unknown_token_is_unauthorized(cluster: Cluster) -> None:
-    with httpx.Client(base_url=cluster.url) as anon:
+    with cluster.http_client("") as anon:
         resp = anon.get("/api/v1/pods")
         assert resp.status_code == 401 and status_of(resp)["reason"] == "Unauthorized"
         resp = anon.get("/api/v1/pods", headers={"Authorization": "Bearer nope"})
@@ -139,7 +139,7 @@ def test_missing_or_unknown_token_is_unauthorized(cluster: Cluster) -> None:
 def test_audit_log_records_who_did_what_and_survives_restart(tmp_path: Path) -> None:
     c = Cluster(ClusterSpec(tmp_path / "c", nodes=0))
     c.start_server()
-    with httpx.Client(base_url=c.url, headers={"Authorization": f"Bearer {c.token}"}) as http:
+    with c.http_client() as http:
         http.post(PODS, json=pod_manifest("audited")).raise_for_status()
         assert http.post(PODS, json=pod_manifest("audited")).status_code == 409
     c.stop()

@@ -22,8 +22,7 @@ def test_sigkill_during_concurrent_writes_loses_no_acknowledged_write(tmp_path: 
     stop = threading.Event()
 
     def writer(worker: int) -> None:
-        with httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"},
-                          timeout=5) as http:
+        with cluster.http_client(timeout=5) as http:
             for i in range(10_000):
                 if stop.is_set():
                     return
@@ -51,7 +50,7 @@ def test_sigkill_during_concurrent_writes_loses_no_acknowledged_write(tmp_path: 
 
     cluster.start_server()
     try:
-        with httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"}) as http:
+        with cluster.http_client() as http:
             stored = {p["metadata"]["name"] for p in http.get("/api/v1/namespaces/default/pods").json()["items"]}
             missing = [name for name, _ in acknowledged if name not in stored]
             assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="changes kept for watch resumes; older versions get 410 Gone (default 10000)")
     p.add_argument("--bookmark-interval", type=float, default=10.0,
                    help="seconds of quiet before a watch that allows bookmarks gets one (default 10)")
+    p.add_argument("--tls-cert-file", type=Path, help="serving certificate (PEM); with --tls-private-key-file, "
+                   "serve HTTPS, which kubectl needs before it sends a bearer token")
+    p.add_argument("--tls-private-key-file", type=Path, help="the serving certificate's private key (PEM)")
     p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body accepted")
     return p
 
@@ -63,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     except TokensFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("error: give both --tls-cert-file and --tls-private-key-file, or neither", file=sys.stderr)
+        return 2
     if authenticator is None:
         log.warning("no --tokens-file: authentication is OFF, every caller is cluster-admin")
     args.data_dir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sock.listen(512)
     host, port = sock.getsockname()[:2]
-    url = f"http://{host if family == socket.AF_INET else f'[{host}]'}:{port}"
+    scheme = "https" if args.tls_cert_file else "http"
+    url = f"{scheme}://{host if family == socket.AF_INET else f'[{host}]'}:{port}"
     address_file = args.data_dir / ADDRESS_FILE
     tmp = address_file.with_suffix(".tmp")
     tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
@@ -88,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     log.info("serving the Kubernetes API at %s (data in %s, %d objects)", url, args.data_dir,
              sum(store.count(rt.key) for rt in server.service.registry.types))
     config = uvicorn.Config(server.app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=1, http="h11")
+                            timeout_graceful_shutdown=1, http="h11",
+                            ssl_certfile=str(args.tls_cert_file) if args.tls_cert_file else None,
+                            ssl_keyfile=str(args.tls_private_key_file) if args.tls_private_key_file else None)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -218,21 +218,16 @@ class ApiService:
     def patch(self, rt: ResourceType, namespace: str, name: str, body: bytes, content_type: str,
               subresource: str = "") -> Obj:
         media = content_type.split(";")[0].strip().lower()
-        if rt.custom and media == "application/strategic-merge-patch+json":
-            raise E.unsupported_media_type(
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml "
-                f"(strategic merge patch is not supported for custom resource {rt.group_resource})")
         expect: list[str | None] = [None]
 
         def patched(current: Obj) -> Obj:
             try:
-                new = apply_patch(current, body, media, rt.kind)
+                new = apply_patch(current, body, media, rt.kind, custom_resource=rt.custom)
             except UnsupportedPatchType as exc:
                 raise E.unsupported_media_type(str(exc)) from None
             except PatchError as exc:
-                raise E.ApiError(422 if "test" in str(exc) else 400,
-                                 "Invalid" if "test" in str(exc) else "BadRequest", str(exc)) from None
+                reason = {400: "BadRequest", 422: "Invalid"}.get(exc.code, "InternalError")
+                raise E.ApiError(exc.code, reason, str(exc), name, rt.group, rt.plural) from None
             new = self._check_kind(rt, new, namespace, name)
             expect[0] = new["metadata"].get("resourceVersion")
             if expect[0] == current["metadata"]["resourceVersion"]:

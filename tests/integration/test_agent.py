@@ -1,0 +1,249 @@
+"""Node agents as real processes against a real API server, on loopback.
+
+Every wait is on a condition with a deadline; no bare sleeps.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+
+from refplatform.client import ApiStatusError, RestClient, resource_path
+from refplatform.cluster import Cluster, ClusterSpec, wait_until
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT = 0.5
+NODES = ("gpu-node-0", "gpu-node-1")
+DEADLINE = 30.0
+
+
+def deserialize(obj: dict[str, Any], klass: str) -> Any:
+    return ApiClient()._ApiClient__deserialize(obj, klass)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(ClusterSpec(tmp_path / "cluster", nodes=0, heartbeat=HEARTBEAT, bookmark_interval=0.5))
+    c.start_server()
+    try:
+        c.start_agent(NODES[0], extra=("--node-group", "rack-a"))
+        c.start_agent(NODES[1], gpus=4, gpu_model="A100-SXM4-40GB", extra=("--node-group", "rack-b"))
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def api(cluster: Cluster) -> Iterator[RestClient]:
+    with RestClient(cluster.url, cluster.token, ca_file=cluster.ca_file) as client:
+        yield client
+
+
+def node(api: RestClient, name: str) -> dict[str, Any] | None:
+    try:
+        return api.get(resource_path("", "v1", "nodes", None, name))
+    except ApiStatusError as err:
+        if err.not_found:
+            return None
+        raise
+
+
+def ready(api: RestClient, name: str) -> bool:
+    obj = node(api, name)
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def renew_time(api: RestClient, name: str) -> datetime | None:
+    try:
+        lease = api.get(resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease", name))
+    except ApiStatusError as err:
+        if err.not_found:
+            return None
+        raise
+    return deserialize(lease, "V1Lease").spec.renew_time
+
+
+def alive_check(cluster: Cluster) -> None:
+    for name, proc in cluster.agents.items():
+        if proc.popen.poll() is not None and proc.popen.returncode != -signal.SIGKILL:
+            raise AssertionError(f"agent {name} exited {proc.popen.returncode}:\n{proc.tail(40)}")
+
+
+def wait_for(cluster: Cluster, predicate: Any, what: str, timeout: float = DEADLINE) -> None:
+    def check() -> bool:
+        alive_check(cluster)
+        return bool(predicate())
+
+    wait_until(check, timeout, what, interval=0.05)
+
+
+def wait_renewals(cluster: Cluster, api: RestClient, name: str, count: int) -> list[datetime]:
+    """Wait until ``name``'s lease has been renewed ``count`` more times; returns the renew times seen."""
+    seen: list[datetime] = []
+
+    def more() -> bool:
+        t = renew_time(api, name)
+        if t is not None and (not seen or t > seen[-1]):
+            seen.append(t)
+        return len(seen) > count
+
+    wait_for(cluster, more, f"{count} lease renewals of {name}")
+    return seen
+
+
+def test_two_agents_register_heartbeat_run_pods_and_one_is_killed(cluster: Cluster, api: RestClient) -> None:
+    # Both Nodes register and are Ready, with the shapes the strict official client accepts.
+    for name in NODES:
+        wait_for(cluster, lambda name=name: ready(api, name), f"node {name} Ready")
+    n0 = deserialize(node(api, NODES[0]), "V1Node")  # type: ignore[arg-type]
+    n1 = deserialize(node(api, NODES[1]), "V1Node")  # type: ignore[arg-type]
+    assert n0.status.capacity["nvidia.com/gpu"] == "8" and n1.status.capacity["nvidia.com/gpu"] == "4"
+    assert n0.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert n1.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert n1.metadata.labels["firedrill.dev/node-group"] == "rack-b"
+    assert n0.status.node_info.kubelet_version and n0.status.daemon_endpoints.kubelet_endpoint.port > 0
+
+    # Both leases keep renewing, about once a heartbeat.
+    for name in NODES:
+        times = wait_renewals(cluster, api, name, 2)
+        lease = deserialize(
+            api.get(resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease", name)), "V1Lease"
+        )
+        assert lease.spec.holder_identity == name and lease.spec.lease_duration_seconds == 2
+        assert lease.metadata.owner_references[0].kind == "Node"
+        assert (times[-1] - times[0]).total_seconds() < 10 * HEARTBEAT
+
+    # SIGKILL one agent: its lease freezes while the other's keeps moving.
+    cluster.agents[NODES[0]].kill()
+    frozen = renew_time(api, NODES[0])
+    wait_renewals(cluster, api, NODES[1], 4)
+    assert renew_time(api, NODES[0]) == frozen
+
+    # A pod bound to the live node runs, reports status, and its log comes through the API server.
+    pods = resource_path("", "v1", "pods", "default")
+    annotations = {
+        "firedrill.dev/workload": "training",
+        "firedrill.dev/step-seconds": "0.1",
+        "firedrill.dev/checkpoint-every": "5",
+    }
+    api.create(pods, {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train-0", "annotations": annotations},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    })
+    api.create(pods + "/train-0/binding", {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "train-0"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": NODES[1]},
+    })
+
+    def pod() -> dict[str, Any]:
+        return api.get(pods + "/train-0")
+
+    wait_for(cluster, lambda: pod()["status"].get("phase") == "Running", "pod train-0 Running")
+    v1pod = deserialize(pod(), "V1Pod")
+    assert v1pod.spec.node_name == NODES[1] and v1pod.status.host_ip == "127.0.0.1"
+    assert v1pod.status.pod_ip.startswith("127.1.")
+    cs = v1pod.status.container_statuses[0]
+    assert cs.ready and cs.state.running.started_at is not None
+    assert {c.type for c in v1pod.status.conditions if c.status == "True"} >= {"PodScheduled", "Initialized", "ContainersReady", "Ready"}
+
+    def log_text(**params: Any) -> str:
+        return api.get_raw(pods + "/train-0/log", params).decode()
+
+    wait_for(cluster, lambda: "checkpoint step=10" in log_text(), "checkpoint step=10 in the pod's log")
+    lines = log_text().splitlines()
+    assert "starting training" in lines[0] and any(" step=3 loss=" in ln for ln in lines)
+    assert len(log_text(tailLines=2).splitlines()) == 2
+    wait_for(
+        cluster,
+        lambda: int((pod()["metadata"].get("annotations") or {}).get("firedrill.dev/checkpoint-step", "0")) >= 10,
+        "progress annotations",
+    )
+    log_file = cluster.data_dir / "logs" / NODES[1] / "default_train-0_main.log"
+    assert "checkpoint step=5" in log_file.read_text()
+
+    # Graceful delete: the agent stops the workload and deletes the pod itself.
+    deleting = api.delete(pods + "/train-0")
+    assert deleting.get("metadata", {}).get("deletionTimestamp")
+
+    def gone() -> bool:
+        try:
+            pod()
+        except ApiStatusError as err:
+            return err.not_found
+        return False
+
+    wait_for(cluster, gone, "the agent to delete train-0")
+    assert "received SIGTERM" in log_file.read_text().splitlines()[-1]
+
+    # SIGTERM: a clean exit.
+    assert cluster.agents[NODES[1]].stop(timeout=10) == 0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_agent_survives_an_api_server_restart_and_its_own(tmp_path: Path) -> None:
+    cluster = Cluster(ClusterSpec(tmp_path / "cluster", nodes=0, heartbeat=HEARTBEAT, port=free_port()))
+    cluster.start_server()
+    try:
+        cluster.start_agent(NODES[0])
+        with RestClient(cluster.url, cluster.token, ca_file=cluster.ca_file) as api:
+            wait_for(cluster, lambda: ready(api, NODES[0]), "node Ready")
+            pods = resource_path("", "v1", "pods", "default")
+            api.create(pods, {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "t", "annotations": {"firedrill.dev/workload": "training", "firedrill.dev/step-seconds": "0.1"}},
+                "spec": {"nodeName": NODES[0], "containers": [{"name": "main", "image": "busybox"}]},
+            })
+            wait_for(cluster, lambda: api.get(pods + "/t")["status"].get("phase") == "Running", "pod Running")
+
+            # The API server goes away and comes back on the same port: heartbeats resume.
+            assert cluster.server is not None
+            cluster.server.stop()
+            cluster.start_server()
+            wait_renewals(cluster, api, NODES[0], 2)
+            wait_for(cluster, lambda: ready(api, NODES[0]), "node Ready after the server restart")
+
+            # The agent dies and comes back: the running pod's container restarts, resuming from its checkpoint.
+            wait_for(
+                cluster,
+                lambda: int((api.get(pods + "/t")["metadata"].get("annotations") or {}).get("firedrill.dev/checkpoint-step", "0")) >= 10,
+                "a checkpoint",
+            )
+            cluster.agents[NODES[0]].kill()
+            boot_before = node(api, NODES[0])["metadata"]["annotations"]["firedrill.dev/agent-boot-id"]  # type: ignore[index]
+            cluster.start_agent(NODES[0])
+
+            def restarted() -> bool:
+                statuses = api.get(pods + "/t")["status"].get("containerStatuses") or []
+                return bool(statuses) and statuses[0].get("restartCount") == 1 and "running" in statuses[0]["state"]
+
+            wait_for(cluster, restarted, "the container to restart under the new agent")
+            wait_for(
+                cluster,
+                lambda: node(api, NODES[0])["metadata"]["annotations"]["firedrill.dev/agent-boot-id"] != boot_before,  # type: ignore[index]
+                "the node to be updated by the new agent",
+            )
+            log = api.get_raw(pods + "/t/log").decode()
+            assert "resuming from checkpoint step=" in log
+            assert log.count("starting training") == 2
+    finally:
+        cluster.stop()
