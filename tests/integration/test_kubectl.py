@@ -132,3 +132,6 @@ def test_get_pods_watch_prints_a_change(kubectl, v1: client.CoreV1Api) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        t.join(timeout=10)
+        assert proc.stdout is not None
+        proc.stdout.close()

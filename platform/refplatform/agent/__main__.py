@@ -1,0 +1,155 @@
+"""``python -m refplatform.agent``: run one simulated node until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from refplatform.agent.errors import AgentError
+from refplatform.agent.gpus import MODELS
+from refplatform.agent.runner import Agent, AgentConfig
+
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _node_name(value: str) -> str:
+    if len(value) > 253 or not _NODE_NAME.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a valid node name (lowercase DNS subdomain)")
+    return value
+
+
+def _positive_float(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not f > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be > 0")
+    return f
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        i = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if i < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
+    return i
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.required:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    models = ", ".join(f"{m.name} ({m.product}, {m.memory_mib} MiB)" for m in MODELS)
+    p = argparse.ArgumentParser(
+        prog="python -m refplatform.agent",
+        description=(
+            "Node agent of the Firedrill reference platform: one process per simulated GPU node. "
+            "Registers the Node, renews its Lease in kube-node-lease every heartbeat, runs the pods "
+            "bound to it as simulated workloads and serves their logs (kubelet-style /containerLogs). "
+            "Stops cleanly on SIGTERM or SIGINT."
+        ),
+        epilog=(
+            f"GPU models: {models}. When NVML finds real GPUs they are reported instead of --gpus/--gpu-model "
+            "unless --simulate-gpus is given. Files: DIR/agents/NODE.json (pid, log port) once started; "
+            "container logs under DIR/logs/NODE/."
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    p.add_argument("--api", required=True, metavar="URL", help="API server base URL, e.g. https://127.0.0.1:6443")
+    p.add_argument("--token-file", type=Path, metavar="FILE", help="file holding a bearer token for the API server")
+    p.add_argument("--ca-file", type=Path, metavar="FILE",
+                   help="CA certificate(s) that verify an https API server (default: the system trust store)")
+    p.add_argument("--node", required=True, type=_node_name, metavar="NAME", help="the Node's name")
+    p.add_argument("--data-dir", required=True, type=Path, metavar="DIR", help="platform data directory")
+    p.add_argument("--gpus", type=_non_negative_int, default=8, metavar="N", help="simulated GPU count")
+    p.add_argument("--gpu-model", default="H100-80GB", metavar="MODEL", help="simulated GPU model (see below)")
+    p.add_argument("--simulate-gpus", action="store_true", help="simulate GPUs even if NVML finds real ones")
+    p.add_argument("--heartbeat", type=_positive_float, default=1.0, metavar="SECONDS",
+                   help="Lease renewal interval; the lease lasts 4x this, rounded up")
+    p.add_argument("--status-every", type=_non_negative_int, default=10, metavar="N",
+                   help="refresh the Node's Ready condition every N heartbeats")
+    p.add_argument("--node-group", metavar="GROUP", help="value of the firedrill.dev/node-group label")
+    p.add_argument("--cpu", default="64", help="cpu capacity (a quantity)")
+    p.add_argument("--memory", default="512Gi", help="memory capacity (a quantity)")
+    p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
+    p.add_argument("--log-port", type=_non_negative_int, default=0, metavar="PORT",
+                   help="port of the log server on 127.0.0.1 (0: any free port)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format=f"%(asctime)s %(levelname)s agent[{args.node}] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    log = logging.getLogger("refplatform.agent")
+    token = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text(encoding="utf-8").strip() or None
+        except OSError as err:
+            log.error("cannot read token file: %s", err)
+            return 1
+    if args.ca_file is not None and not args.ca_file.is_file():
+        log.error("CA file %s does not exist", args.ca_file)
+        return 1
+    try:
+        config = AgentConfig(
+            api_url=args.api,
+            node=args.node,
+            data_dir=args.data_dir,
+            token=token,
+            ca_file=args.ca_file,
+            gpus=args.gpus,
+            gpu_model=args.gpu_model,
+            heartbeat=args.heartbeat,
+            node_group=args.node_group,
+            simulate_gpus=args.simulate_gpus,
+            cpu=args.cpu,
+            memory=args.memory,
+            max_pods=args.max_pods,
+            status_every=max(1, args.status_every),
+            log_port=args.log_port,
+        )
+        agent = Agent(config)
+    except (AgentError, ValueError, OSError) as err:
+        log.error("%s", err)
+        return 1
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    agent.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        agent.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

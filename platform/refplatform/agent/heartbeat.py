@@ -1,0 +1,230 @@
+"""Node registration and heartbeats.
+
+- :meth:`NodeHeartbeat.register` creates the Node (or, when it exists already,
+  e.g. after an agent restart, merges our labels into it and rewrites its
+  status), retrying with backoff until it succeeds or the agent stops.
+- :meth:`NodeHeartbeat.beat`, every heartbeat interval, renews the Lease
+  ``kube-node-lease/<node>`` (PUT with the last known resourceVersion, like the
+  kubelet; on 409 it rereads, on 404 it recreates), and every
+  ``status_every`` beats, or right after a failure or a stall, refreshes the
+  Node's conditions (``lastHeartbeatTime``; ``lastTransitionTime`` moves only
+  when a status changes, e.g. back from a controller's Ready=Unknown).  A Node
+  that disappeared is registered again.
+
+Nothing here raises out of the loop: the API server may restart at any time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_when_event_set,
+    wait_exponential_jitter,
+)
+from tenacity.wait import wait_base
+
+from refplatform.agent.clock import Clock
+from refplatform.agent.node import LEASE_NAMESPACE, NodeConfig, build_lease, build_node, lease_duration_seconds, node_status
+from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+
+__all__ = ["NodeHeartbeat"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class NodeHeartbeat:
+    """Registers the Node and keeps its Lease and Ready condition fresh."""
+
+    def __init__(
+        self,
+        client: RestClient,
+        config: NodeConfig,
+        clock: Clock,
+        interval: float,
+        *,
+        status_every: int = 10,
+        stop_event: threading.Event | None = None,
+        register_wait: wait_base | None = None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.clock = clock
+        self.interval = interval
+        self.status_every = max(1, status_every)
+        self.lease_duration = lease_duration_seconds(interval)
+        self.stop_event = stop_event or threading.Event()
+        self.register_wait = register_wait or wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.2)
+        self.node_uid: str | None = None
+        self.registered = threading.Event()
+        self.beats = 0
+        self.renewals = 0
+        self._lease: Obj | None = None
+        self._last_ok: float | None = None
+        self._failed = False
+        self._since_status = 0
+        self._node_path = resource_path("", "v1", "nodes", None, config.name)
+        self._lease_path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, config.name)
+
+    # -- registration ------------------------------------------------------
+
+    def register(self) -> bool:
+        """Create or update the Node, retrying with backoff; False if stopped first."""
+        retrying = Retrying(
+            retry=retry_if_exception_type((ApiUnreachable, ApiStatusError)),
+            wait=self.register_wait,
+            stop=stop_when_event_set(self.stop_event),
+            sleep=self._sleep,
+            before_sleep=before_sleep_log(log, logging.INFO),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    if self.stop_event.is_set():
+                        return False
+                    self._register_once()
+        except (ApiUnreachable, ApiStatusError) as err:
+            log.warning("registration abandoned (stopping): %s", err)
+            return False
+        return True
+
+    def _register_once(self) -> None:
+        now = self.clock.now()
+        body = build_node(self.config, now)
+        previous_conditions = None
+        try:
+            node = self.client.create(resource_path("", "v1", "nodes"), body)
+            log.info("registered node %s", self.config.name)
+        except ApiStatusError as err:
+            if not err.conflict:
+                raise
+            node = self.client.patch(
+                self._node_path,
+                {"metadata": {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}},
+                MERGE_PATCH,
+            )
+            previous_conditions = (node.get("status") or {}).get("conditions")
+            log.info("node %s exists; updated it", self.config.name)
+        # Write the status through the status subresource too: a create may drop it, an update must.
+        node = self.client.patch(
+            self._node_path + "/status", {"status": node_status(self.config, now, previous_conditions)}, MERGE_PATCH
+        )
+        self.node_uid = str((node.get("metadata") or {}).get("uid") or "") or None
+        self._since_status = 0
+        self.registered.set()
+
+    def _sleep(self, seconds: float) -> None:
+        """Backoff that a stop interrupts."""
+        self.stop_event.wait(seconds)
+
+    # -- heartbeat ---------------------------------------------------------
+
+    def run(self) -> None:
+        """Register, then beat every interval until stopped."""
+        if not self.register():
+            return
+        next_at = time.monotonic()
+        while not self.stop_event.is_set():
+            self.beat()
+            next_at += self.interval
+            now = time.monotonic()
+            if next_at < now:  # we fell behind (stall, slow server): do not burst
+                next_at = now + self.interval
+            self.stop_event.wait(next_at - now)
+
+    def beat(self) -> bool:
+        """One heartbeat; True if the lease was renewed."""
+        self.beats += 1
+        mono = time.monotonic()
+        stalled = self._last_ok is not None and mono - self._last_ok > self.lease_duration
+        try:
+            self._renew_lease()
+            self._since_status += 1
+            if self._failed or stalled or self._since_status >= self.status_every:
+                self._refresh_status()
+        except (ApiUnreachable, ApiStatusError) as err:
+            if not self._failed:
+                log.warning("heartbeat failed: %s", err)
+            else:
+                log.debug("heartbeat failed again: %s", err)
+            self._failed = True
+            return False
+        if self._failed:
+            log.info("heartbeat recovered")
+        self._failed = False
+        self._last_ok = mono
+        return True
+
+    def _renew_lease(self) -> None:
+        for _ in range(2):
+            now = self.clock.now()
+            if self._lease is None:
+                try:
+                    self._lease = self.client.get(self._lease_path)
+                except ApiStatusError as err:
+                    if not err.not_found:
+                        raise
+                    self._lease = self._create_lease(now)
+                    self.renewals += 1
+                    return
+            body = build_lease(self.config.name, self.node_uid, self.lease_duration, now, self._lease)
+            try:
+                self._lease = self.client.update(self._lease_path, body)
+                self.renewals += 1
+                return
+            except ApiStatusError as err:
+                self._lease = None
+                if not (err.conflict or err.not_found):
+                    raise
+                log.debug("lease renewal %s; rereading", err.reason or err.code)
+        raise ApiStatusError(409, "Conflict", "lease kept changing under us")
+
+    def _create_lease(self, now: datetime) -> Obj:
+        body = build_lease(self.config.name, self.node_uid, self.lease_duration, now)
+        body["metadata"].pop("resourceVersion", None)
+        path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE)
+        try:
+            return self.client.create(path, body)
+        except ApiStatusError as err:
+            if not err.not_found:
+                raise
+        # The namespace itself is missing: create it (ignoring a race), then the lease.
+        try:
+            self.client.create(
+                resource_path("", "v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}},
+            )
+        except ApiStatusError as err:
+            if not err.conflict:
+                raise
+        return self.client.create(path, body)
+
+    def _refresh_status(self) -> None:
+        now = self.clock.now()
+        try:
+            node = self.client.get(self._node_path)
+        except ApiStatusError as err:
+            if not err.not_found:
+                raise
+            log.warning("node %s disappeared; registering again", self.config.name)
+            self._register_once()
+            self._lease = None  # its owner changed
+            return
+        uid = (node.get("metadata") or {}).get("uid")
+        if uid and uid != self.node_uid:
+            self.node_uid = str(uid)
+            self._lease = None
+        conditions = (node.get("status") or {}).get("conditions")
+        status = node_status(self.config, now, conditions)
+        self.client.patch(self._node_path + "/status", {"status": {"conditions": status["conditions"]}}, MERGE_PATCH)
+        self._since_status = 0

@@ -1,0 +1,152 @@
+"""The pod status a node agent reports, as a plain JSON dict (pure; unit-tested
+against the official client's strict ``V1Pod`` model).
+
+The kubelet owns the conditions ``PodReadyToStartContainers``, ``Initialized``,
+``ContainersReady`` and ``Ready`` (and adds ``PodScheduled`` if the scheduler
+did not); any other condition already on the pod (e.g. ``DisruptionTarget``) is
+kept as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from refplatform.agent.clock import rfc3339
+from refplatform.agent.workload import Exit
+
+__all__ = [
+    "ContainerRun",
+    "HOST_IP",
+    "container_id",
+    "image_id",
+    "pod_ip_for",
+    "pod_status",
+    "terminal_phase",
+]
+
+Obj = dict[str, Any]
+
+HOST_IP = "127.0.0.1"
+_OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+DEFAULT_IMAGE = "firedrill.dev/simulated:latest"
+
+
+def pod_ip_for(uid: str) -> str:
+    """A stable loopback address for a pod: ``127.1.x.y`` (never a private range)."""
+    d = hashlib.sha256(uid.encode()).digest()
+    return f"127.1.{d[0]}.{1 + d[1] % 254}"
+
+
+def image_id(image: str) -> str:
+    """A digest-pinned image reference, like the runtime reports."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return f"{name}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def container_id(pod_uid: str, container: str, restart_count: int) -> str:
+    return "containerd://" + hashlib.sha256(f"{pod_uid}/{container}/{restart_count}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """What the agent knows about the pod's (simulated) containers' current run."""
+
+    started_at: datetime
+    restart_count: int = 0
+    exit: Exit | None = None
+    last_terminated: Obj | None = None
+    """``lastState.terminated`` of the previous run, if any."""
+
+
+def terminal_phase(run: ContainerRun) -> str | None:
+    if run.exit is None:
+        return None
+    return "Succeeded" if run.exit.code == 0 else "Failed"
+
+
+def _containers(pod: Obj) -> list[tuple[str, str]]:
+    spec = pod.get("spec") or {}
+    out = [(str(c.get("name") or "main"), str(c.get("image") or DEFAULT_IMAGE)) for c in spec.get("containers") or []]
+    return out or [("main", DEFAULT_IMAGE)]
+
+
+def _condition(ctype: str, status: str, now: datetime, previous: Obj | None, reason: str | None = None) -> Obj:
+    transition = rfc3339(now)
+    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
+        transition = str(previous["lastTransitionTime"])
+    cond: Obj = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": transition}
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
+    """The full ``status`` of ``pod`` (the server's copy) given the agent's ``run``."""
+    meta = pod.get("metadata") or {}
+    uid = str(meta.get("uid") or meta.get("name") or "")
+    old = pod.get("status") or {}
+    phase = terminal_phase(run) or "Running"
+    running = run.exit is None
+    done_reason = None if running else "PodCompleted"
+
+    previous = {c.get("type"): c for c in old.get("conditions") or [] if isinstance(c, dict)}
+    conditions: list[Obj] = []
+    if "PodScheduled" in previous:
+        conditions.append(previous["PodScheduled"])
+    else:
+        conditions.append(_condition("PodScheduled", "True", now, None))
+    conditions += [
+        _condition("PodReadyToStartContainers", "True" if running else "False", now, previous.get("PodReadyToStartContainers")),
+        _condition("Initialized", "True", now, previous.get("Initialized"), done_reason),
+        _condition("ContainersReady", "True" if running else "False", now, previous.get("ContainersReady"), done_reason),
+        _condition("Ready", "True" if running else "False", now, previous.get("Ready"), done_reason),
+    ]
+    conditions += [c for t, c in previous.items() if t not in _OWNED_CONDITIONS and t != "PodScheduled"]
+
+    statuses = []
+    started = rfc3339(run.started_at)
+    for name, image in _containers(pod):
+        cid = container_id(uid, name, run.restart_count)
+        if run.exit is None:
+            state: Obj = {"running": {"startedAt": started}}
+        else:
+            terminated: Obj = {
+                "exitCode": run.exit.code,
+                "reason": run.exit.reason,
+                "startedAt": started,
+                "finishedAt": rfc3339(run.exit.finished_at),
+                "containerID": cid,
+            }
+            if run.exit.message:
+                terminated["message"] = run.exit.message
+            state = {"terminated": terminated}
+        statuses.append(
+            {
+                "name": name,
+                "image": image,
+                "imageID": image_id(image),
+                "containerID": cid,
+                "ready": running,
+                "started": running,
+                "restartCount": run.restart_count,
+                "state": state,
+                "lastState": {"terminated": run.last_terminated} if run.last_terminated else {},
+            }
+        )
+
+    pod_ip = pod_ip_for(uid)
+    return {
+        "phase": phase,
+        "conditions": conditions,
+        "hostIP": HOST_IP,
+        "hostIPs": [{"ip": HOST_IP}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": str(old.get("startTime") or started),
+        "containerStatuses": statuses,
+    }

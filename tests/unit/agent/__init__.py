@@ -1,0 +1,1 @@
+"""Tests of the node agent (refplatform.agent) and the REST client it uses."""

@@ -1,0 +1,185 @@
+"""Registration, Lease renewal and the Ready condition, against an in-memory API."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+from tenacity import wait_none
+
+from refplatform.agent.clock import VirtualClock
+from refplatform.agent.gpus import select_inventory
+from refplatform.agent.heartbeat import NodeHeartbeat
+from refplatform.agent.node import NodeConfig
+
+from .fakeapi import FakeApi, status_error, unreachable
+
+NODE = "/api/v1/nodes/gpu-node-0"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-node-0"
+
+
+def deserialize(obj: dict[str, Any], klass: str) -> Any:
+    return ApiClient()._ApiClient__deserialize(obj, klass)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+def heartbeat(api: FakeApi, clock: VirtualClock, status_every: int = 10) -> NodeHeartbeat:
+    config = NodeConfig("gpu-node-0", select_inventory("H100-80GB", 8, force_simulated=True), node_group="rack-a", log_port=1234)
+    # No real sleeping between registration attempts in tests.
+    return NodeHeartbeat(api, config, clock, 1.0, status_every=status_every, register_wait=wait_none())  # type: ignore[arg-type]
+
+
+def test_register_creates_the_node_and_writes_its_status(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    assert hb.register()
+    node = deserialize(api.objects[NODE], "V1Node")
+    assert node.metadata.labels["firedrill.dev/node-group"] == "rack-a"
+    assert node.status.capacity["nvidia.com/gpu"] == "8"
+    assert hb.node_uid == node.metadata.uid and hb.registered.is_set()
+    assert [c[0] for c in api.calls] == ["POST", "PATCH"]
+
+
+def test_register_after_a_restart_updates_the_existing_node(api: FakeApi, clock: VirtualClock) -> None:
+    heartbeat(api, clock).register()
+    api.objects[NODE]["metadata"]["labels"]["quarantine"] = "yes"
+    api.objects[NODE]["spec"] = {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}
+    uid = api.objects[NODE]["metadata"]["uid"]
+    for c in api.objects[NODE]["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["status"] = "Unknown"
+    clock.advance(60)
+    hb = heartbeat(api, clock)
+    assert hb.register()
+    node = api.objects[NODE]
+    assert node["metadata"]["uid"] == uid == hb.node_uid
+    assert node["metadata"]["labels"]["quarantine"] == "yes"  # others' labels are kept
+    assert node["metadata"]["annotations"]["firedrill.dev/agent-boot-id"] == hb.config.boot_id
+    assert node["spec"]["taints"]  # the spec is not ours to touch
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == "2026-11-30T00:01:00Z"
+
+
+def test_register_retries_until_the_server_answers(api: FakeApi, clock: VirtualClock) -> None:
+    failures = iter([unreachable, unreachable, lambda v, p: status_error(503, "ServiceUnavailable")])
+    api.fail = lambda verb, path: next(failures, lambda v, p: None)(verb, path)
+    hb = heartbeat(api, clock)
+    assert hb.register()
+    assert NODE in api.objects
+    assert len(api.verbs("POST", "/api/v1/nodes")) == 4
+
+
+def test_register_gives_up_only_when_stopped(api: FakeApi, clock: VirtualClock) -> None:
+    api.fail = unreachable
+    hb = heartbeat(api, clock)
+    calls = 0
+
+    def fail(verb: str, path: str) -> Exception:
+        nonlocal calls
+        calls += 1
+        if calls == 50:
+            hb.stop_event.set()
+        return unreachable(verb, path)
+
+    api.fail = fail
+    assert not hb.register()
+    assert calls == 50
+
+
+def test_beat_creates_then_renews_the_lease(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    hb.register()
+    assert hb.beat()
+    lease = deserialize(api.objects[LEASE], "V1Lease")
+    assert lease.spec.holder_identity == "gpu-node-0" and lease.spec.lease_duration_seconds == 4
+    assert lease.metadata.owner_references[0].uid == hb.node_uid
+    first = api.objects[LEASE]["spec"]["renewTime"]
+    clock.advance(1)
+    api.calls.clear()
+    assert hb.beat()
+    assert api.objects[LEASE]["spec"]["renewTime"] == "2026-11-30T00:00:01.000000Z" != first
+    assert [c[0] for c in api.calls] == ["PUT"]  # one request per beat in the steady state
+    assert hb.renewals == 2
+
+
+def test_lease_conflict_rereads_and_retries(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    hb.register()
+    hb.beat()
+    api.put_object(LEASE, api.objects[LEASE])  # someone else bumped its resourceVersion
+    clock.advance(1)
+    assert hb.beat()
+    assert [c[0] for c in api.calls[-3:]] == ["PUT", "GET", "PUT"]
+    assert api.objects[LEASE]["spec"]["renewTime"].startswith("2026-11-30T00:00:01")
+
+
+def test_missing_lease_namespace_is_created(api: FakeApi, clock: VirtualClock) -> None:
+    api.namespaces.discard("kube-node-lease")
+    hb = heartbeat(api, clock)
+    hb.register()
+    assert hb.beat()
+    assert LEASE in api.objects and "kube-node-lease" in api.namespaces
+
+
+def test_status_is_refreshed_every_n_beats(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock, status_every=3)
+    hb.register()
+    api.calls.clear()
+    for _ in range(6):
+        clock.advance(1)
+        hb.beat()
+    assert len(api.verbs("PATCH", NODE + "/status")) == 2
+    ready = next(c for c in api.objects[NODE]["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["lastHeartbeatTime"] == "2026-11-30T00:00:06Z"
+    assert ready["lastTransitionTime"] == "2026-11-30T00:00:00Z"
+
+
+def test_after_an_outage_the_first_good_beat_refreshes_the_status(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    hb.register()
+    hb.beat()
+    for c in api.objects[NODE]["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["status"] = "Unknown"  # what the node lifecycle controller does
+    api.fail = unreachable
+    clock.advance(1)
+    assert not hb.beat()
+    api.fail = lambda v, p: None
+    clock.advance(1)
+    assert hb.beat()
+    ready = next(c for c in api.objects[NODE]["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == "2026-11-30T00:00:02Z"
+
+
+def test_a_deleted_node_is_registered_again(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock, status_every=1)
+    hb.register()
+    hb.beat()
+    old_uid = hb.node_uid
+    del api.objects[NODE]
+    clock.advance(1)
+    assert hb.beat()
+    assert NODE in api.objects and hb.node_uid != old_uid
+    clock.advance(1)
+    assert hb.beat()
+    assert api.objects[LEASE]["metadata"]["ownerReferences"][0]["uid"] == hb.node_uid
+
+
+def test_run_stops_promptly(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    t = threading.Thread(target=hb.run, daemon=True)
+    t.start()
+    assert hb.registered.wait(5)
+    hb.stop_event.set()
+    t.join(3)
+    assert not t.is_alive() and hb.renewals >= 1
