@@ -19,8 +19,8 @@ from rich.console import Console
 
 from drills import __version__
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 app = typer.Typer(
     name="firedrill",

@@ -187,6 +187,7 @@ class ApiServer:
         if name is None and method != "POST":
             raise E.method_not_allowed(method, f"{rt.group_resource} (collection)")
         authorize(who, verb, rt, ns, name or "")
+        check_media_type(request)
         raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
             request.headers.get("content-length") not in (None, "0") else b""
         if method == "POST":
@@ -388,6 +389,17 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise E.too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def check_media_type(request: Request) -> None:
+    """Bodies must be JSON; protobuf, CBOR and YAML get 415 so a client can fall back to JSON."""
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if request.method == "PATCH":
+        return  # the patch type is judged by refplatform.patching
+    if media and media not in ("application/json", "*/*"):
+        raise E.unsupported_media_type(
+            f'the body of the request was in an unknown format ("{media}") - accepted media types '
+            "include: application/json")
 
 
 def parse_json(raw: bytes) -> Any:

@@ -1,0 +1,62 @@
+"""Records core/v1 Events the way upstream recorders do: one object per (involved object, reason,
+message), its ``count`` and ``lastTimestamp`` bumped when the same thing happens again."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from refplatform.client import ApiStatusError, ApiUnreachable, MERGE_PATCH, RestClient, resource_path
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def _rfc3339(when: datetime) -> str:
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(self, client: RestClient, component: str,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self.client = client
+        self.component = component
+        self.clock = clock
+        self._seen: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str) -> None:
+        """Best effort: an Event that cannot be written is logged, never raised."""
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        key = (meta.get("uid", ""), reason, message, event_type)
+        now = _rfc3339(self.clock())
+        try:
+            with self._lock:
+                previous = self._seen.get(key)
+            if previous is not None:
+                name, count = previous
+                self.client.patch(resource_path("", "v1", "events", namespace, name),
+                                  {"count": count + 1, "lastTimestamp": now}, MERGE_PATCH)
+                with self._lock:
+                    self._seen[key] = (name, count + 1)
+                return
+            created = self.client.create(resource_path("", "v1", "events", namespace), {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
+                "involvedObject": {"kind": kind, "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                                   "uid": meta.get("uid", ""), "apiVersion": obj.get("apiVersion", "v1"),
+                                   "resourceVersion": meta.get("resourceVersion", "")},
+                "reason": reason, "message": message, "type": event_type, "count": 1,
+                "firstTimestamp": now, "lastTimestamp": now,
+                "source": {"component": self.component}, "reportingComponent": self.component,
+            })
+            with self._lock:
+                self._seen[key] = (created["metadata"]["name"], 1)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.warning("could not record event %s for %s: %s", reason, meta.get("name"), exc)
+            with self._lock:
+                self._seen.pop(key, None)
