@@ -1,0 +1,78 @@
+"""The pure scheduling core of the reference platform.
+
+Input is a :class:`Snapshot` (nodes, pods, pod groups, queues and an injected
+``now``) and a :class:`SchedulerConfig`; output is :class:`Decisions` (binds with
+GPU indices, evictions, pod-group phases and conditions, FailedScheduling
+reasons).  Nothing here does I/O or reads a clock.  See ``docs/SCHEDULER.md``.
+
+- :func:`schedule` runs one Volcano-style cycle: ``enqueue, allocate, preempt,
+  reclaim, backfill``.
+- :class:`Placer` places pods one at a time with the same filter and score
+  plugins (the trace replay's fast path).
+"""
+
+from refplatform.core.config import (
+    DEFAULT_ACTIONS,
+    DEFAULT_PLUGINS,
+    PLACEMENT_POLICIES,
+    PluginSpec,
+    Profile,
+    SchedulerConfig,
+    TieBreak,
+)
+from refplatform.core.decisions import (
+    Bind,
+    ConditionType,
+    Decisions,
+    Evict,
+    EvictReason,
+    FailedScheduling,
+    PodGroupCondition,
+    PodGroupStatus,
+    Reservation,
+)
+from refplatform.core.errors import ConfigError, CoreError, SnapshotError
+from refplatform.core.fragmentation import FragmentationModel, FragmentationTracker, PodShape, TypicalPods
+from refplatform.core.framework import ExtensionPoint, Plugin, Session, register_action, register_plugin
+from refplatform.core.node import Node, Taint, TaintEffect
+from refplatform.core.placer import PLACER_PLUGINS, Placer
+from refplatform.core.pod import (
+    NodeSelectorRequirement,
+    Pod,
+    PodPhase,
+    PodRef,
+    SelectorOperator,
+    Toleration,
+    TolerationOperator,
+    gpu_model_requirement,
+)
+from refplatform.core.podgroup import DEFAULT_QUEUE, PodGroup, PodGroupPhase
+from refplatform.core.queue import Queue, QueueState
+from refplatform.core.resources import (
+    GPU,
+    GPU_INDEX_ANNOTATION,
+    GPU_MILLI,
+    GPU_MODEL_LABEL,
+    MILLI_PER_GPU,
+    TOPOLOGY_LABEL,
+    Quota,
+    Resources,
+    Usage,
+)
+from refplatform.core.scheduler import schedule
+from refplatform.core.snapshot import Snapshot
+from refplatform.core.state import ClusterState
+from refplatform.core.status import Status, StatusCode
+
+__all__ = [
+    "DEFAULT_ACTIONS", "DEFAULT_PLUGINS", "DEFAULT_QUEUE", "GPU", "GPU_INDEX_ANNOTATION", "GPU_MILLI",
+    "GPU_MODEL_LABEL", "MILLI_PER_GPU", "PLACEMENT_POLICIES", "PLACER_PLUGINS", "TOPOLOGY_LABEL",
+    "Bind", "ClusterState", "ConditionType", "ConfigError", "CoreError", "Decisions", "Evict",
+    "EvictReason", "ExtensionPoint", "FailedScheduling", "FragmentationModel", "FragmentationTracker",
+    "Node", "NodeSelectorRequirement", "Placer", "Plugin", "PluginSpec", "Pod", "PodGroup",
+    "PodGroupCondition", "PodGroupPhase", "PodGroupStatus", "PodPhase", "PodRef", "PodShape", "Profile",
+    "Queue", "QueueState", "Quota", "Reservation", "Resources", "SchedulerConfig", "SelectorOperator",
+    "Session", "Snapshot", "SnapshotError", "Status", "StatusCode", "Taint", "TaintEffect", "TieBreak",
+    "Toleration", "TolerationOperator", "TypicalPods", "Usage", "gpu_model_requirement",
+    "register_action", "register_plugin", "schedule",
+]

@@ -1,0 +1,95 @@
+"""Scheduler configuration as data: actions, plugins, placement policy, profile.
+
+Like Volcano's ``volcano-scheduler.conf``, names are looked up in registries
+(:mod:`refplatform.core.framework`); unknown names raise :class:`ConfigError` when
+a session opens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from refplatform.core.errors import ConfigError
+from refplatform.core.fragmentation import TypicalPods
+from refplatform.core.resources import GPU_MODEL_LABEL, TOPOLOGY_LABEL
+
+
+class Profile(Enum):
+    """How gangs are treated."""
+
+    GANG = "gang"
+    """All-or-nothing: a gang's placement is committed only when minMember pods fit."""
+    NO_GANG = "no-gang"
+    """Pods are bound one by one with no gang check: the baseline that shows the half-job deadlock."""
+
+
+class TieBreak(Enum):
+    """How the winner is chosen among nodes with the same best score."""
+
+    RANDOM = "random"
+    """Uniformly at random from a generator seeded by ``SchedulerConfig.seed`` (kube-scheduler's choice)."""
+    FIRST = "first"
+    """The first node in snapshot order: fully predictable, for tests and demos."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """One enabled plugin; ``weight`` scales its score (score plugins only)."""
+
+    name: str
+    weight: float = 1.0
+
+
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+DEFAULT_PLUGINS: tuple[PluginSpec, ...] = (
+    PluginSpec("reservation"),
+    PluginSpec("priority"),
+    PluginSpec("gang"),
+    PluginSpec("proportion"),
+    PluginSpec("predicates"),
+    PluginSpec("placement", weight=1.0),
+    PluginSpec("topology", weight=1.0),
+)
+PLACEMENT_POLICIES: tuple[str, ...] = ("random", "best-fit", "fgd")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Everything that shapes a cycle besides the snapshot."""
+
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    plugins: tuple[PluginSpec, ...] = DEFAULT_PLUGINS
+    placement: str = "best-fit"
+    """Node-scoring policy of the ``placement`` plugin: ``random``, ``best-fit`` or ``fgd``."""
+    profile: Profile = Profile.GANG
+    typical_pods: TypicalPods | None = None
+    """The workload's typical-pod distribution for ``fgd``; derived from the snapshot's pods when ``None``."""
+    fgd_packing_weight: float = 0.01
+    """Weight of the best-fit score added to ``fgd``'s (both 0..100): a tie-break among
+    nodes within about one FGD point; 0 gives pure FGD with random ties."""
+    topology_key: str | None = TOPOLOGY_LABEL
+    """Node label whose values group nodes; a gang is kept inside one group when one fits."""
+    gpu_model_label: str = GPU_MODEL_LABEL
+    starvation_seconds: float = 300.0
+    """A gang pending longer than this (on the snapshot clock) gets nodes reserved for it."""
+    overcommit_factor: float = 1.2
+    """Enqueue admits gangs while their minResources fit in cluster allocatable times this factor."""
+    tie_break: TieBreak = TieBreak.RANDOM
+    seed: int = 0
+    max_victim_candidates: int = 64
+    """Preempt/reclaim consider at most this many victim gangs per preemptor."""
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENT_POLICIES:
+            raise ConfigError(f"unknown placement policy {self.placement!r}; known: {', '.join(PLACEMENT_POLICIES)}")
+        if self.starvation_seconds < 0 or self.overcommit_factor <= 0:
+            raise ConfigError("starvation_seconds must be >= 0 and overcommit_factor > 0")
+        if len(set(self.actions)) != len(self.actions):
+            raise ConfigError(f"duplicate action in {self.actions}")
+
+    def plugin(self, name: str) -> PluginSpec | None:
+        for spec in self.plugins:
+            if spec.name == name:
+                return spec
+        return None

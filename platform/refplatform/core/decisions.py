@@ -1,0 +1,120 @@
+"""What one scheduling cycle decides: binds, evictions, pod-group statuses, reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from refplatform.core.pod import PodRef
+from refplatform.core.podgroup import PodGroupPhase
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind ``pod`` to ``node``, holding GPUs ``gpu_indices`` (empty for CPU-only pods)."""
+
+    pod: PodRef
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+
+
+class EvictReason(Enum):
+    """Why a pod is evicted (the Kubernetes event reason)."""
+
+    PREEMPTED = "Preempted"
+    """A higher-priority gang of the same queue needs the room."""
+    RECLAIMED = "Reclaimed"
+    """A queue below its deserved share takes back room from a queue above it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    pod: PodRef
+    node: str
+    reason: EvictReason
+    message: str = ""
+    preemptor: str = ""
+    """Key (namespace/name) of the gang the room is made for."""
+
+
+class ConditionType(Enum):
+    """Volcano PodGroup condition types."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    """The gang could not be placed this cycle; reason and message say why."""
+    SCHEDULED = "Scheduled"
+    """minMember pods are placed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupCondition:
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str
+    transition_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatus:
+    namespace: str
+    name: str
+    phase: PodGroupPhase
+    conditions: tuple[PodGroupCondition, ...] = ()
+    running: int = 0
+    """Pods bound and not terminating after this cycle (existing + new binds)."""
+    succeeded: int = 0
+    failed: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class FailedScheduling:
+    """A pod stays pending; ``message`` is the kube-style FailedScheduling text."""
+
+    pod: PodRef
+    message: str
+    reason: str = "Unschedulable"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held idle this cycle for one gang (starvation guard or pipelined preemptor)."""
+
+    job: str
+    nodes: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """Output of :func:`refplatform.core.schedule`, in decision order."""
+
+    binds: tuple[Bind, ...] = ()
+    evictions: tuple[Evict, ...] = ()
+    pod_groups: tuple[PodGroupStatus, ...] = ()
+    failures: tuple[FailedScheduling, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    now: float = 0.0
+
+    def bind_map(self) -> dict[str, str]:
+        """``namespace/name`` of each bound pod -> node name."""
+        return {b.pod.key: b.node for b in self.binds}
+
+    def evicted(self) -> set[str]:
+        return {e.pod.key for e in self.evictions}
+
+    def phases(self) -> dict[str, PodGroupPhase]:
+        return {pg.key: pg.phase for pg in self.pod_groups}
+
+    def failure_messages(self) -> dict[str, str]:
+        return {f.pod.key: f.message for f in self.failures}
+
+    def pod_group(self, key: str) -> PodGroupStatus:
+        for pg in self.pod_groups:
+            if pg.key == key:
+                return pg
+        raise KeyError(key)
