@@ -67,6 +67,8 @@ def up(
                                                 "Restarting on the same directory keeps every object.")] = DEFAULT_DATA_DIR,
     port: Annotated[int, typer.Option(min=0, max=65535, help="API server port on 127.0.0.1 (0 = any free port).")] = 0,
     heartbeat: Annotated[float, typer.Option(min=0.1, help="Seconds between node lease renewals.")] = 1.0,
+    scheduler_profile: Annotated[str, typer.Option(
+        help="gang: all-or-nothing gang scheduling; no-gang: bind pods one by one (shows the half-job deadlock).")] = "gang",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 60.0,
 ) -> None:
     """Start a reference GPU cluster on this machine and keep it running until Ctrl-C or `firedrill down`."""
@@ -78,8 +80,11 @@ def up(
         err.print(f"error: a cluster is already running on {data_dir} (pid {other}); "
                   f"stop it with `firedrill down --data-dir {data_dir}` or pick another --data-dir")
         raise typer.Exit(2)
+    if scheduler_profile not in ("gang", "no-gang"):
+        err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
+        raise typer.Exit(2)
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu_model,
-                       port=port, heartbeat=heartbeat)
+                       port=port, heartbeat=heartbeat, scheduler_profile=scheduler_profile)
     cluster = Cluster(spec)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -87,6 +92,7 @@ def up(
     try:
         with console.status("starting the API server...") as status:
             cluster.start_server()
+            cluster.start_controllers()
             status.update(f"starting {nodes} node agents...")
             for name in spec.node_names():
                 cluster.start_agent(name)
@@ -118,7 +124,8 @@ def up(
     console.print(f"Logs: {data_dir / 'logs'}.  Stop with Ctrl-C or `firedrill down --data-dir {data_dir}`.")
     try:
         while not stop.wait(1.0):
-            dead = [p.name for p in [cluster.server, *cluster.agents.values()] if p is not None and not p.alive()]
+            dead = [p.name for p in [cluster.server, cluster.controller_manager, *cluster.agents.values()]
+                    if p is not None and not p.alive()]
             if cluster.server is not None and not cluster.server.alive():
                 err.print(f"the API server exited; see {cluster.server.log_path}")
                 break

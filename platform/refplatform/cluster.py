@@ -123,6 +123,10 @@ class ClusterSpec:
     heartbeat: float = 1.0
     node_prefix: str = "gpu-node"
     bookmark_interval: float = 10.0
+    scheduler_profile: str = "gang"
+    """``gang`` (all-or-nothing) or ``no-gang`` (pods bound one by one: the deadlock baseline)."""
+    controllers: tuple[str, ...] | None = None
+    """Controllers to run (None: all; empty: no controller process)."""
     extra_server_args: tuple[str, ...] = ()
 
     def node_names(self) -> list[str]:
@@ -169,6 +173,7 @@ class Cluster:
 
     spec: ClusterSpec
     server: ManagedProcess | None = None
+    controller_manager: ManagedProcess | None = None
     agents: dict[str, ManagedProcess] = field(default_factory=dict)
     url: str = ""
     token: str = ""
@@ -204,14 +209,29 @@ class Cluster:
         self.kubeconfig = write_kubeconfig(self.data_dir, self.url, self.token, pki.ca_cert)
         return self.url
 
-    def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
-                    extra: tuple[str, ...] = ()) -> ManagedProcess:
-        token_file = self.data_dir / "agent-token"
+    def _token_file(self) -> Path:
+        token_file = self.data_dir / "admin-token"
         if not token_file.exists():
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as fh:
                 fh.write(self.token)
-        argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(token_file),
+        return token_file
+
+    def start_controllers(self) -> ManagedProcess | None:
+        if self.spec.controllers == ():
+            return None
+        argv = [sys.executable, "-m", "refplatform.controllers", "--api", self.url,
+                "--token-file", str(self._token_file()), "--ca-file", str(self.ca_file),
+                "--scheduler-profile", self.spec.scheduler_profile]
+        if self.spec.controllers is not None:
+            argv += ["--controllers", ",".join(self.spec.controllers)]
+        self.controller_manager = ManagedProcess.spawn("controllers", argv,
+                                                       self.data_dir / "logs" / "controllers.log")
+        return self.controller_manager
+
+    def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
+                    extra: tuple[str, ...] = ()) -> ManagedProcess:
+        argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(self._token_file()),
                 "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
                 "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.heartbeat),
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *extra]
@@ -232,6 +252,7 @@ class Cluster:
 
     def start(self, timeout: float = 30.0) -> "Cluster":
         self.start_server(timeout)
+        self.start_controllers()
         for name in self.spec.node_names():
             self.start_agent(name)
         return self
@@ -239,6 +260,8 @@ class Cluster:
     def stop(self) -> None:
         for proc in self.agents.values():
             proc.stop()
+        if self.controller_manager is not None:
+            self.controller_manager.stop()
         if self.server is not None:
             self.server.stop()
 

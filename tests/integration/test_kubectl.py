@@ -23,7 +23,8 @@ if KUBECTL is None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(ClusterSpec(tmp_path_factory.mktemp("kubectl"), nodes=2, heartbeat=0.5))
+    # No scheduler: these tests bind pods themselves, as a user would with the binding subresource.
+    c = Cluster(ClusterSpec(tmp_path_factory.mktemp("kubectl"), nodes=2, heartbeat=0.5, controllers=()))
     c.start()
     v1 = client.CoreV1Api(api_client(c))
     wait_until(lambda: len(v1.list_node().items) == 2, 30, "both nodes to register")

@@ -210,6 +210,7 @@ def _flag(query: dict[str, list[str]], key: str) -> bool:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "firedrill-agent"
+    disable_nagle_algorithm = True  # small writes (headers, then lines) must not wait for delayed ACKs
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         log.debug("log server: " + format, *args)

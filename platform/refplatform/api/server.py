@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     server = ApiServer(ApiService(store), authenticator,
                        ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP,
+    # and without it every small answer waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))

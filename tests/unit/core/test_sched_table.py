@@ -64,6 +64,9 @@ CASES = [
     Case("no-gang profile binds pods one by one: a partial gang holds 3 nodes", four[:3], config=NO_GANG,
          binds={"a-0": "n0", "a-1": "n1", "a-2": "n2"}, phases={"a": UNKNOWN},
          reasons={"a-3": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}).gangs(gang("a", 4)),
+    Case("no-gang profile ignores the enqueue gate: a Pending group with minResources over free room binds 3",
+         four[:3], config=NO_GANG, binds={"a-0": "n0", "a-1": "n1", "a-2": "n2"}, phases={"a": UNKNOWN},
+         ).gangs(gang("a", 4, phase=PodGroupPhase.PENDING, min_resources=Usage(gpu_milli=32_000))),
     Case("no-gang profile: interleaved gangs deadlock at half each", four, config=NO_GANG,
          pods=[pod(f"{g}-{i}", gpus=8, group=g, created=2 * i + (g == "b")) for g in "ab" for i in range(3)],
          binds={"a-0": "n0", "b-0": "n1", "a-1": "n2", "b-1": "n3"}, phases={"a": UNKNOWN, "b": UNKNOWN}

@@ -1,0 +1,5 @@
+import sys
+
+from refplatform.controllers.process import main
+
+sys.exit(main())

@@ -1,0 +1,176 @@
+"""The live scheduler: informer caches -> core.schedule() -> binds, evictions, statuses, Events.
+
+Every reconcile takes one snapshot of nodes, pods, pod groups and queues,
+asks the pure core for decisions, and applies them through the API:
+
+- a bind is ``POST pods/NAME/binding`` (after annotating the chosen GPU
+  indices), with a ``Scheduled`` Event;
+- an eviction for preemption or reclaim is ``POST pods/NAME/eviction``, with a
+  ``Preempted``/``Reclaimed`` Event on the victim;
+- a pod that stays pending gets ``PodScheduled=False, reason Unschedulable``
+  and a ``FailedScheduling`` Event (written only when the message changes);
+- a PodGroup's phase, counts and conditions go to its ``/status``.
+
+Binds made in one cycle are *assumed* (held in the next snapshots) until the
+informer shows them, so a slow watch never double-books a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from refplatform import core
+from refplatform.client import ApiStatusError, ApiUnreachable, MERGE_PATCH, RestClient, resource_path
+from refplatform.controllers.convert import snapshot_of
+from refplatform.controllers.events import EventRecorder
+from refplatform.controllers.manager import Cache
+from refplatform.core import GPU_INDEX_ANNOTATION, PodGroupPhase
+from refplatform.resources import NODES, PODGROUPS, PODS, QUEUES
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def _rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SchedulerController:
+    name = "scheduler"
+    watches = (NODES, PODS, PODGROUPS, QUEUES)
+    resync = 1.0
+
+    def __init__(self, client: RestClient, config: core.SchedulerConfig,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.config = config
+        self.clock = clock
+        self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
+        self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
+        self._unschedulable: dict[str, str] = {}  # pod uid -> last message written
+
+    # ----------------------------------------------------------------- cycle
+    def reconcile(self, cache: Cache) -> None:
+        pods = cache.list(PODS)
+        pods = self._with_assumed(pods)
+        snapshot = snapshot_of(cache.list(NODES), pods, cache.list(PODGROUPS), cache.list(QUEUES), self.clock())
+        decisions = core.schedule(snapshot, self.config)
+        by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
+        for ev in decisions.evictions:
+            self._evict(by_key.get(ev.pod.key), ev)
+        for bind in decisions.binds:
+            self._bind(by_key.get(bind.pod.key), bind)
+        for failure in decisions.failures:
+            self._unschedulable_pod(by_key.get(failure.pod.key), failure)
+        groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
+        for status in decisions.pod_groups:
+            self._pod_group_status(groups.get(status.key), status)
+
+    def _with_assumed(self, pods: list[Obj]) -> list[Obj]:
+        """Overlay binds this scheduler made that the informer has not shown yet."""
+        live = {p["metadata"].get("uid") for p in pods}
+        for uid in [u for u in self._assumed if u not in live]:
+            del self._assumed[uid]
+        out = []
+        for pod in pods:
+            uid = pod["metadata"].get("uid")
+            if uid in self._assumed:
+                if (pod.get("spec") or {}).get("nodeName"):
+                    del self._assumed[uid]
+                else:
+                    node, indices = self._assumed[uid]
+                    pod = {**pod, "spec": {**pod["spec"], "nodeName": node},
+                           "metadata": {**pod["metadata"], "annotations": {
+                               **(pod["metadata"].get("annotations") or {}),
+                               GPU_INDEX_ANNOTATION: ",".join(map(str, indices))}}}
+            out.append(pod)
+        return out
+
+    # --------------------------------------------------------------- effects
+    def _bind(self, pod: Obj | None, bind: core.Bind) -> None:
+        if pod is None:
+            return
+        ns, name = bind.pod.namespace, bind.pod.name
+        try:
+            if bind.gpu_indices:
+                self.client.patch(resource_path("", "v1", "pods", ns, name), {"metadata": {"annotations": {
+                    GPU_INDEX_ANNOTATION: ",".join(map(str, bind.gpu_indices))}}}, MERGE_PATCH)
+            self.client.create(resource_path("", "v1", "pods", ns, name, "binding"), {
+                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": bind.node}})
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("bind %s/%s -> %s failed: %s", ns, name, bind.node, exc)
+            return
+        self._assumed[pod["metadata"]["uid"]] = (bind.node, bind.gpu_indices)
+        self._unschedulable.pop(pod["metadata"]["uid"], None)
+        gpus = f" (GPUs {','.join(map(str, bind.gpu_indices))})" if bind.gpu_indices else ""
+        self.events.record(pod, "Pod", "Normal", "Scheduled",
+                           f"Successfully assigned {ns}/{name} to {bind.node}{gpus}")
+
+    def _evict(self, pod: Obj | None, ev: core.Evict) -> None:
+        if pod is None:
+            return
+        ns, name = ev.pod.namespace, ev.pod.name
+        try:
+            self.client.create(resource_path("", "v1", "pods", ns, name, "eviction"), {
+                "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("evict %s/%s failed: %s", ns, name, exc)
+            return
+        message = ev.message or f"{ev.reason.value} by {ev.preemptor or 'the scheduler'} on node {ev.node}"
+        self.events.record(pod, "Pod", "Normal", ev.reason.value, message)
+
+    def _unschedulable_pod(self, pod: Obj | None, failure: core.FailedScheduling) -> None:
+        if pod is None or (pod.get("spec") or {}).get("nodeName"):
+            return
+        uid = pod["metadata"]["uid"]
+        if self._unschedulable.get(uid) == failure.message:
+            return
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": failure.reason,
+                           "message": failure.message, "lastTransitionTime": _rfc3339(self.clock())})
+        try:
+            self.client.patch(resource_path("", "v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                            "status"), {"status": {"conditions": conditions}}, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("could not mark %s unschedulable: %s", pod["metadata"]["name"], exc)
+            return
+        self._unschedulable[uid] = failure.message
+        self.events.record(pod, "Pod", "Warning", "FailedScheduling", failure.message)
+
+    def _pod_group_status(self, group: Obj | None, status: core.PodGroupStatus) -> None:
+        if group is None:
+            return
+        current = group.get("status") or {}
+        conditions = []
+        for cond in status.conditions:
+            previous = next((c for c in current.get("conditions") or [] if c.get("type") == cond.type.value), {})
+            same = previous.get("status") == ("True" if cond.status else "False")
+            conditions.append({"type": cond.type.value, "status": "True" if cond.status else "False",
+                               "reason": cond.reason, "message": cond.message,
+                               "lastTransitionTime": previous.get("lastTransitionTime") if same and previous.get(
+                                   "lastTransitionTime") else _rfc3339(cond.transition_time or self.clock())})
+        wanted = {"phase": status.phase.value, "running": status.running, "succeeded": status.succeeded,
+                  "failed": status.failed, "conditions": conditions or current.get("conditions") or []}
+        if all(current.get(k) == v for k, v in wanted.items() if k != "conditions") and \
+                [(c.get("type"), c.get("status"), c.get("message")) for c in current.get("conditions") or []] == \
+                [(c["type"], c["status"], c["message"]) for c in wanted["conditions"]]:
+            return
+        meta = group["metadata"]
+        try:
+            self.client.patch(resource_path(PODGROUPS.group, PODGROUPS.version, PODGROUPS.plural, meta["namespace"],
+                                            meta["name"], "status"), {"status": wanted}, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("could not update podgroup %s status: %s", meta["name"], exc)
+            return
+        if status.phase is PodGroupPhase.RUNNING and current.get("phase") != PodGroupPhase.RUNNING.value:
+            self.events.record(group, "PodGroup", "Normal", "Scheduled",
+                               f"pod group {meta['name']} has {status.running} of its minMember pods placed")
+        unschedulable = next((c for c in status.conditions if c.type is core.ConditionType.UNSCHEDULABLE
+                              and c.status), None)
+        if unschedulable is not None:
+            self.events.record(group, "PodGroup", "Warning", "Unschedulable", unschedulable.message)

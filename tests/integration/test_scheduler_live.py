@@ -1,0 +1,104 @@
+"""The live scheduler on a running platform: a 4 x 8-GPU gang is placed whole, or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from refplatform.cluster import Cluster, ClusterSpec, wait_until
+from tests.integration.kube import api_client, pod_manifest
+
+pytestmark = pytest.mark.integration
+
+
+def start(tmp: Path, profile: str = "gang") -> Cluster:
+    cluster = Cluster(ClusterSpec(tmp, nodes=4, gpus_per_node=8, heartbeat=0.5, scheduler_profile=profile))
+    cluster.start()
+    v1 = client.CoreV1Api(api_client(cluster))
+
+    def ready() -> bool:
+        nodes = v1.list_node().items
+        return len(nodes) == 4 and all(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                                       for n in nodes)
+    wait_until(ready, 30, "4 Ready nodes")
+    return cluster
+
+
+@pytest.fixture
+def gang_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    cluster = start(tmp_path / "c")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def submit_gang(cluster: Cluster, name: str, workers: int = 4, gpus: int = 8) -> None:
+    """A PodGroup with minMember and its pods carrying the group annotation, as Volcano users write them."""
+    custom = client.CustomObjectsApi(api_client(cluster))
+    custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", "default", "podgroups", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"minMember": workers, "minResources": {"nvidia.com/gpu": str(workers * gpus)}}})
+    v1 = client.CoreV1Api(api_client(cluster))
+    for i in range(workers):
+        pod = pod_manifest(f"{name}-worker-{i}", gpus=gpus,
+                           annotations={"scheduling.k8s.io/group-name": name})
+        pod["spec"]["schedulerName"] = "volcano"
+        v1.create_namespaced_pod("default", pod)
+
+
+def bound(cluster: Cluster, prefix: str) -> dict[str, str]:
+    pods = client.CoreV1Api(api_client(cluster)).list_namespaced_pod("default").items
+    return {p.metadata.name: p.spec.node_name for p in pods if p.metadata.name.startswith(prefix) and p.spec.node_name}
+
+
+def occupy_one_node(cluster: Cluster) -> str:
+    """A plain 8-GPU pod that fills one node, so only 3 nodes stay free."""
+    v1 = client.CoreV1Api(api_client(cluster))
+    v1.create_namespaced_pod("default", pod_manifest("blocker", gpus=8))
+    wait_until(lambda: bool(bound(cluster, "blocker")), 20, "the blocker to be bound")
+    return bound(cluster, "blocker")["blocker"]
+
+
+def test_a_gang_of_four_by_eight_lands_whole_on_four_free_nodes(gang_cluster: Cluster) -> None:
+    submit_gang(gang_cluster, "train")
+    wait_until(lambda: len(bound(gang_cluster, "train-")) == 4, 30, "all 4 workers bound")
+    assert sorted(bound(gang_cluster, "train-").values()) == [f"gpu-node-{i}" for i in range(4)]
+    custom = client.CustomObjectsApi(api_client(gang_cluster))
+    wait_until(lambda: custom.get_namespaced_custom_object_status(
+        "scheduling.volcano.sh", "v1beta1", "default", "podgroups", "train")["status"].get("phase") == "Running",
+        20, "the PodGroup to be Running")
+    events = client.CoreV1Api(api_client(gang_cluster)).list_namespaced_event("default").items
+    assert sum(1 for e in events if e.reason == "Scheduled" and e.involved_object.kind == "Pod") >= 4
+
+
+def test_a_gang_that_does_not_fit_holds_nothing_and_says_why(gang_cluster: Cluster) -> None:
+    occupy_one_node(gang_cluster)
+    submit_gang(gang_cluster, "train")
+    v1 = client.CoreV1Api(api_client(gang_cluster))
+
+    def explained() -> bool:
+        events = v1.list_namespaced_event("default").items
+        return any(e.reason in ("FailedScheduling", "Unschedulable") for e in events)
+    wait_until(explained, 30, "a FailedScheduling/Unschedulable reason")
+    assert bound(gang_cluster, "train-") == {}
+    pod = v1.read_namespaced_pod("train-worker-0", "default")
+    cond = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+    assert cond.status == "False" and cond.reason == "Unschedulable" and cond.message
+    # Freeing the node lets the whole gang in.
+    v1.delete_namespaced_pod("blocker", "default", grace_period_seconds=0)
+    wait_until(lambda: len(bound(gang_cluster, "train-")) == 4, 30, "the gang to be placed once room exists")
+
+
+def test_the_no_gang_profile_places_part_of_the_gang(tmp_path: Path) -> None:
+    cluster = start(tmp_path / "c", profile="no-gang")
+    try:
+        occupy_one_node(cluster)
+        submit_gang(cluster, "train")
+        wait_until(lambda: len(bound(cluster, "train-")) == 3, 30, "3 of 4 workers bound (a partial gang)")
+        assert len(bound(cluster, "train-")) == 3
+    finally:
+        cluster.stop()
