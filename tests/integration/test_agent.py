@@ -243,7 +243,202 @@ def test_agent_survives_an_api_server_restart_and_its_own(tmp_path: Path) -> Non
                 "the node to be updated by the new agent",
             )
             log = api.get_raw(pods + "/t/log").decode()
-            assert "resuming from checkpoint step=" in log
+            assert "resumed from checkpoint step=" in log
             assert log.count("starting training") == 2
     finally:
         cluster.stop()
+
+
+# -- ranks of a job: gang-synchronous steps, checkpoint records, partition, fencing, hang -----
+
+JOBS = resource_path("batch.volcano.sh", "v1alpha1", "jobs", "default")
+PODS = resource_path("", "v1", "pods", "default")
+
+
+def healthz(cluster: Cluster, name: str) -> int | None:
+    """The agent's /healthz status code (None: no answer)."""
+    import json
+
+    import urllib3
+
+    try:
+        port = json.loads((cluster.data_dir / "agents" / f"{name}.json").read_text())["logPort"]
+        return int(urllib3.request("GET", f"http://127.0.0.1:{port}/healthz", timeout=2.0, retries=False).status)
+    except (OSError, ValueError, KeyError, urllib3.exceptions.HTTPError):
+        return None
+
+
+def create_gang(api: RestClient, job: str = "j", world: int = 2) -> None:
+    """What the Volcano job controller does: the Job (epoch 0) and one pod per rank, unbound."""
+    api.create(JOBS, {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": job, "annotations": {"firedrill.dev/epoch": "0"}},
+        "spec": {"minAvailable": world, "tasks": [{
+            "name": "worker", "replicas": world,
+            "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+        }]},
+    })
+    for rank in range(world):
+        api.create(PODS, {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{job}-worker-{rank}",
+                "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": "worker"},
+                "annotations": {
+                    "scheduling.k8s.io/group-name": job,
+                    "volcano.sh/task-index": str(rank),
+                    "firedrill.dev/rank": str(rank),
+                    "firedrill.dev/world-size": str(world),
+                    "firedrill.dev/epoch": "0",
+                    "firedrill.dev/workload": "training",
+                    "firedrill.dev/step-seconds": "0.1",
+                    "firedrill.dev/checkpoint-every": "5",
+                    "firedrill.dev/comm-stall-share": "0.2",
+                },
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        })
+
+
+def bind(api: RestClient, pod: str, node_name: str) -> None:
+    api.create(f"{PODS}/{pod}/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+    })
+
+
+def job_annotations(api: RestClient, job: str = "j") -> dict[str, str]:
+    return api.get(f"{JOBS}/{job}")["metadata"].get("annotations") or {}
+
+
+def rank_log(cluster: Cluster, node_name: str, pod: str) -> list[str]:
+    """The container's log texts (the agent's file, so it is readable while the node is cut off)."""
+    path = cluster.data_dir / "logs" / node_name / f"default_{pod}_main.log"
+    try:
+        return [line.split(" ", 1)[1] for line in path.read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+def has_line(cluster: Cluster, node_name: str, pod: str, text: str) -> bool:
+    return any(text in line for line in rank_log(cluster, node_name, pod))
+
+
+def pod_gone(api: RestClient, name: str) -> bool:
+    try:
+        api.get(f"{PODS}/{name}")
+    except ApiStatusError as err:
+        return err.not_found
+    return False
+
+
+def step_times(lines: list[str]) -> list[float]:
+    return [datetime.fromisoformat(line.split(" ", 1)[0]).timestamp() for line in lines if " loss=" in line]
+
+
+@pytest.fixture
+def gang_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, RestClient]]:
+    c = Cluster(ClusterSpec(tmp_path / "cluster", nodes=0, heartbeat=HEARTBEAT, controllers=()))
+    c.start_server()
+    try:
+        for name in NODES:
+            c.start_agent(name)
+        with RestClient(c.url, c.token, ca_file=c.ca_file) as client:
+            for name in NODES:
+                wait_for(c, lambda name=name: ready(client, name), f"node {name} Ready")
+            create_gang(client)
+            yield c, client
+    finally:
+        c.stop()
+
+
+def test_a_gang_steps_together_and_a_partitioned_or_replaced_rank_stops(gang_cluster: tuple[Cluster, RestClient]) -> None:
+    cluster, api = gang_cluster
+    n0, n1 = NODES
+    # Rank 0 alone: it resumes from the (empty) record, then waits for its peer without stepping.
+    bind(api, "j-worker-0", n0)
+    wait_for(cluster, lambda: has_line(cluster, n0, "j-worker-0", "stalled: waiting for peers (1/2 ranks of epoch 0 running)"),
+             "rank 0 to wait for its peer")
+    log0 = rank_log(cluster, n0, "j-worker-0")
+    assert any(line.endswith("resumed from checkpoint step=0") for line in log0)
+    assert not any(" loss=" in line for line in log0)
+
+    # The whole gang: both ranks step, rank 0 records checkpoints on the Job with the fenced patch.
+    bind(api, "j-worker-1", n1)
+    wait_for(cluster, lambda: int(job_annotations(api).get("firedrill.dev/checkpoint-step", "0")) >= 10, "a checkpoint record")
+    ann = job_annotations(api)
+    assert datetime.fromisoformat(ann["firedrill.dev/checkpoint-time"]).microsecond >= 0
+    assert ann["firedrill.dev/checkpoint-time"].endswith("Z") and len(ann["firedrill.dev/checkpoint-time"]) == 27
+    wait_for(cluster, lambda: has_line(cluster, n1, "j-worker-1", "step=10 loss="), "rank 1 at step 10")
+    assert not has_line(cluster, n1, "j-worker-1", "checkpoint record")  # only rank 0 writes it
+    wait_for(cluster, lambda: float((api.get(f"{PODS}/j-worker-1")["metadata"].get("annotations") or {})
+                                    .get("firedrill.dev/comm-stall-seconds", "0")) > 0, "stall seconds published")
+
+    # SIGUSR1: node 1 is cut off.  Its health check fails, its lease freezes, its rank stalls on a stale view.
+    assert healthz(cluster, n1) == 200
+    cluster.agents[n1].signal(signal.SIGUSR1)
+    wait_for(cluster, lambda: healthz(cluster, n1) == 503, "node 1 unhealthy")
+    assert healthz(cluster, n0) == 200
+    wait_for(cluster, lambda: has_line(cluster, n1, "j-worker-1", "stalled: peer view stale"), "rank 1 to stall")
+    frozen = renew_time(api, n1)
+    wait_renewals(cluster, api, n0, 2)
+    assert renew_time(api, n1) == frozen
+
+    # RestartJob while node 1 is away: epoch 1, the old pods deleted (node 1's stays Terminating).
+    restarted = api.patch(f"{JOBS}/j", {"metadata": {"annotations": {"firedrill.dev/epoch": "1"}}})
+    record_at_restart = restarted["metadata"]["annotations"]["firedrill.dev/checkpoint-step"]
+    api.delete(f"{PODS}/j-worker-1")
+    # Rank 0, still up, learns it was replaced: it stops at once, Failed with reason Fenced.
+    wait_for(cluster, lambda: api.get(f"{PODS}/j-worker-0")["status"].get("phase") == "Failed", "rank 0 fenced")
+    pod0 = api.get(f"{PODS}/j-worker-0")
+    assert pod0["status"]["reason"] == "Fenced"
+    assert pod0["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Fenced"
+    assert rank_log(cluster, n0, "j-worker-0")[-1].endswith("fenced: job restarted at epoch 1; rank 0 of epoch 0 stops")
+    assert job_annotations(api)["firedrill.dev/checkpoint-step"] == record_at_restart  # nothing written after
+    # Rank 0 stepped on while node 1 was away (its pod still showed Running), but it never recorded a
+    # checkpoint that rank 1 had not saved: the record claims no step the whole gang did not do.
+    saved1 = [int(line.rsplit("=", 1)[1]) for line in rank_log(cluster, n1, "j-worker-1") if " checkpoint step=" in line]
+    assert 10 <= int(record_at_restart) <= max(saved1)
+
+    # SIGUSR2 heals node 1: it resyncs, stops and deletes its deleted pod, and is healthy again.
+    cluster.agents[n1].signal(signal.SIGUSR2)
+    wait_for(cluster, lambda: pod_gone(api, "j-worker-1"), "node 1 to finish deleting its pod")
+    wait_for(cluster, lambda: healthz(cluster, n1) == 200, "node 1 healthy again")
+    wait_renewals(cluster, api, n1, 1)
+    log1 = rank_log(cluster, n1, "j-worker-1")
+    stale = next(i for i, line in enumerate(log1) if "stalled: peer view stale" in line)
+    assert not any(" loss=" in line for line in log1[stale:])  # never trained on after the view went stale
+    assert "received SIGTERM" in log1[-1] or "fenced:" in log1[-1]
+    agent_log = cluster.agents[n1].log_path.read_text()
+    assert "network partition: all API traffic" in agent_log and "network partition healed" in agent_log
+
+
+def test_a_frozen_agent_stops_pods_deleted_while_it_hung_without_training_on(gang_cluster: tuple[Cluster, RestClient]) -> None:
+    import time
+
+    cluster, api = gang_cluster
+    n0, n1 = NODES
+    bind(api, "j-worker-0", n0)
+    bind(api, "j-worker-1", n1)
+    wait_for(cluster, lambda: has_line(cluster, n1, "j-worker-1", "step=5 loss="), "the gang to step")
+
+    cluster.agents[n1].signal(signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        assert healthz(cluster, n1) is None  # a hung agent does not answer at all
+        api.delete(f"{PODS}/j-worker-1")  # stays Terminating: its node is hung
+        # Its peer sees a rank terminating and stalls; node 1's lease goes well past the freeze threshold.
+        wait_for(cluster, lambda: has_line(cluster, n0, "j-worker-0", "stalled: waiting for peers"), "rank 0 to stall")
+        wait_for(cluster, lambda: (renew_time(api, n0) - renew_time(api, n1)).total_seconds() > 3.0,  # type: ignore[operator]
+                 "node 1's lease to fall 3 s behind")
+    finally:
+        cluster.agents[n1].signal(signal.SIGCONT)
+    wait_for(cluster, lambda: pod_gone(api, "j-worker-1"), "node 1 to stop and delete the pod deleted while it hung")
+    log1 = rank_log(cluster, n1, "j-worker-1")
+    assert "received SIGTERM" in log1[-1] or "fenced:" in log1[-1]
+    late = [t for t in step_times(log1) if t > stopped_at + 0.05]
+    assert late == []  # no step credited to the frozen time or after it
+    wait_for(cluster, lambda: healthz(cluster, n1) == 200, "node 1 healthy again")
+    assert "frozen for" in cluster.agents[n1].log_path.read_text()

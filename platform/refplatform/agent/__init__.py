@@ -5,11 +5,21 @@ its Lease in ``kube-node-lease`` every heartbeat, runs the pods bound to it as
 simulated workloads, reports their status, and serves their logs the way the
 kubelet does.  Run it with ``python -m refplatform.agent --help``.
 
+Faults it simulates on itself: SIGUSR1 / SIGUSR2 start / heal a network
+partition (every API call fails, pods keep running); after SIGSTOP / SIGCONT it
+notices the freeze and resyncs.  ``GET /healthz`` on its loopback port says
+whether it is healthy.  The training workload and its job contract are
+described in ``docs/WORKLOAD.md``.
+
 Modules: :mod:`~refplatform.agent.runner` (the :class:`Agent`),
-:mod:`~refplatform.agent.heartbeat` (registration, Lease, Ready condition),
+:mod:`~refplatform.agent.heartbeat` (registration, Lease, Ready condition, health),
 :mod:`~refplatform.agent.pods` (list/watch and per-pod reconcile),
 :mod:`~refplatform.agent.workload` (simulated workloads on an injected clock),
-:mod:`~refplatform.agent.logs` (log files and the log server),
+:mod:`~refplatform.agent.gang` (the job contract: ranks, gang counts, the fenced checkpoint patch; pure),
+:mod:`~refplatform.agent.jobs` (one peer poll per job, checkpoint records, fencing),
+:mod:`~refplatform.agent.partition` (the partition gate in front of every API call),
+:mod:`~refplatform.agent.freeze` (noticing a SIGSTOP),
+:mod:`~refplatform.agent.logs` (log files, the log server and ``/healthz``),
 :mod:`~refplatform.agent.gpus` (GPU inventory, NVML or simulated),
 :mod:`~refplatform.agent.node` and :mod:`~refplatform.agent.podstatus` (the
 object shapes, pure).

@@ -1,13 +1,18 @@
-"""``python -m refplatform.agent``: run one simulated node until SIGTERM/SIGINT."""
+"""``python -m refplatform.agent``: run one simulated node until SIGTERM/SIGINT.
+
+SIGUSR1 puts the node into a simulated network partition (all API traffic
+stops, pods keep running locally), SIGUSR2 heals it.  Signal handlers only
+queue the request; the main thread acts on it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import re
 import signal
 import sys
-import threading
 from pathlib import Path
 from types import FrameType
 
@@ -60,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Node agent of the Firedrill reference platform: one process per simulated GPU node. "
             "Registers the Node, renews its Lease in kube-node-lease every heartbeat, runs the pods "
-            "bound to it as simulated workloads and serves their logs (kubelet-style /containerLogs). "
-            "Stops cleanly on SIGTERM or SIGINT."
+            "bound to it as simulated workloads and serves their logs (kubelet-style /containerLogs) and its "
+            "health (/healthz). Stops cleanly on SIGTERM or SIGINT. SIGUSR1 simulates a network partition "
+            "(all API traffic stops, pods keep running); SIGUSR2 heals it."
         ),
         epilog=(
             f"GPU models: {models}. When NVML finds real GPUs they are reported instead of --gpus/--gpu-model "
@@ -89,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
     p.add_argument("--log-port", type=_non_negative_int, default=0, metavar="PORT",
                    help="port of the log server on 127.0.0.1 (0: any free port)")
+    p.add_argument("--peer-poll", type=_positive_float, default=0.5, metavar="SECONDS",
+                   help="interval of the poll of each job's pods that gates a training rank's steps")
+    p.add_argument("--peer-stale", type=_positive_float, metavar="SECONDS",
+                   help="a rank stalls when its view of the gang is older than this (default: 3 x --peer-poll)")
+    p.add_argument("--freeze-threshold", type=_positive_float, default=2.0, metavar="SECONDS",
+                   help="a wait overrunning by this much means the agent was frozen (SIGSTOP): thaw and resync")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
     return p
 
@@ -128,24 +140,39 @@ def main(argv: list[str] | None = None) -> int:
             max_pods=args.max_pods,
             status_every=max(1, args.status_every),
             log_port=args.log_port,
+            peer_poll=args.peer_poll,
+            peer_stale=args.peer_stale,
+            freeze_threshold=args.freeze_threshold,
         )
         agent = Agent(config)
     except (AgentError, ValueError, OSError) as err:
         log.error("%s", err)
         return 1
 
-    stop = threading.Event()
+    requests: queue.SimpleQueue[int] = queue.SimpleQueue()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
+        requests.put(signum)  # nothing else in a handler: the main thread acts on it
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, _on_signal)
     agent.start()
     try:
-        while not stop.wait(0.5):
-            pass
+        while True:
+            try:
+                signum = requests.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            name = signal.Signals(signum).name
+            if signum == signal.SIGUSR1:
+                log.info("received %s: simulating a network partition", name)
+                agent.partition()
+            elif signum == signal.SIGUSR2:
+                log.info("received %s: healing the network partition", name)
+                agent.heal()
+            else:
+                log.info("received %s, stopping", name)
+                break
     finally:
         agent.stop()
     return 0

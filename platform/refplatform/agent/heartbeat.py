@@ -10,6 +10,11 @@
   Node's conditions (``lastHeartbeatTime``; ``lastTransitionTime`` moves only
   when a status changes, e.g. back from a controller's Ready=Unknown).  A Node
   that disappeared is registered again.
+- :meth:`NodeHeartbeat.health` says whether the node is healthy: registered and
+  its last heartbeat succeeded within the lease duration.  The Ready condition
+  is ``True``/``KubeletReady`` while the agent's own ``ready_check`` passes, and
+  ``False``/``KubeletNotReady`` (with its message) when it does not; a change is
+  written on the next beat.
 
 Nothing here raises out of the loop: the API server may restart at any time.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -55,7 +61,9 @@ class NodeHeartbeat:
         status_every: int = 10,
         stop_event: threading.Event | None = None,
         register_wait: wait_base | None = None,
+        ready_check: Callable[[], str | None] | None = None,
     ) -> None:
+        """``ready_check``: ``None`` while the node can run pods, else why not (reported as Ready=False)."""
         self.client = client
         self.config = config
         self.clock = clock
@@ -71,7 +79,11 @@ class NodeHeartbeat:
         self._lease: Obj | None = None
         self._last_ok: float | None = None
         self._failed = False
+        self._last_error = ""
         self._since_status = 0
+        self.ready_check = ready_check or (lambda: None)
+        self._reported_not_ready: str | None = None
+        self._kick = threading.Event()
         self._node_path = resource_path("", "v1", "nodes", None, config.name)
         self._lease_path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, config.name)
 
@@ -116,9 +128,11 @@ class NodeHeartbeat:
             previous_conditions = (node.get("status") or {}).get("conditions")
             log.info("node %s exists; updated it", self.config.name)
         # Write the status through the status subresource too: a create may drop it, an update must.
+        not_ready = self.ready_check()
         node = self.client.patch(
-            self._node_path + "/status", {"status": node_status(self.config, now, previous_conditions)}, MERGE_PATCH
+            self._node_path + "/status", {"status": node_status(self.config, now, previous_conditions, not_ready)}, MERGE_PATCH
         )
+        self._reported_not_ready = not_ready
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "") or None
         self._since_status = 0
         self.registered.set()
@@ -126,6 +140,26 @@ class NodeHeartbeat:
     def _sleep(self, seconds: float) -> None:
         """Backoff that a stop interrupts."""
         self.stop_event.wait(seconds)
+
+    # -- health ------------------------------------------------------------
+
+    def health(self) -> tuple[bool, str]:
+        """``(True, "ok")`` while registered and heartbeating, else ``(False, why)``."""
+        if not self.registered.is_set():
+            return False, "not registered yet"
+        if self._failed:
+            return False, f"heartbeat failing: {self._last_error}"
+        last = self._last_ok
+        if last is None:
+            return False, "no heartbeat yet"
+        age = time.monotonic() - last
+        if age > self.lease_duration:
+            return False, f"last heartbeat {age:.1f}s ago (lease {self.lease_duration}s)"
+        return True, "ok"
+
+    def kick(self) -> None:
+        """Beat now (e.g. the network is back) instead of at the next interval."""
+        self._kick.set()
 
     # -- heartbeat ---------------------------------------------------------
 
@@ -140,7 +174,9 @@ class NodeHeartbeat:
             now = time.monotonic()
             if next_at < now:  # we fell behind (stall, slow server): do not burst
                 next_at = now + self.interval
-            self.stop_event.wait(next_at - now)
+            if self._kick.wait(next_at - now):
+                self._kick.clear()
+                next_at = time.monotonic()
 
     def beat(self) -> bool:
         """One heartbeat; True if the lease was renewed."""
@@ -150,7 +186,8 @@ class NodeHeartbeat:
         try:
             self._renew_lease()
             self._since_status += 1
-            if self._failed or stalled or self._since_status >= self.status_every:
+            changed = self.ready_check() != self._reported_not_ready
+            if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
         except (ApiUnreachable, ApiStatusError) as err:
             if not self._failed:
@@ -158,6 +195,7 @@ class NodeHeartbeat:
             else:
                 log.debug("heartbeat failed again: %s", err)
             self._failed = True
+            self._last_error = str(err)
             return False
         if self._failed:
             log.info("heartbeat recovered")
@@ -225,6 +263,10 @@ class NodeHeartbeat:
             self.node_uid = str(uid)
             self._lease = None
         conditions = (node.get("status") or {}).get("conditions")
-        status = node_status(self.config, now, conditions)
+        not_ready = self.ready_check()
+        status = node_status(self.config, now, conditions, not_ready)
         self.client.patch(self._node_path + "/status", {"status": {"conditions": status["conditions"]}}, MERGE_PATCH)
+        self._reported_not_ready = not_ready
+        if not_ready:
+            log.warning("node %s reported not ready: %s", self.config.name, not_ready)
         self._since_status = 0

@@ -7,7 +7,11 @@ in memory, where followers wait for new lines.
 
 :class:`LogServer` answers the kubelet's
 ``GET /containerLogs/<namespace>/<pod>/<container>?tailLines=N&follow=true|false&timestamps=true|false``
-with ``text/plain``; the API server proxies ``pods/<name>/log`` to it.
+with ``text/plain``; the API server proxies ``pods/<name>/log`` to it.  It also
+answers ``GET /healthz``: ``200 ok`` while the agent is healthy (heartbeating,
+not partitioned, its pod sync loop alive), ``503 <why>`` otherwise; the healer
+checks a node this way before reusing it.  (A frozen agent does not answer at
+all, which a caller's timeout reads as unhealthy too.)
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import select
 import socket
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -25,12 +29,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from refplatform.agent.clock import rfc3339_nano
 from refplatform.agent.workload import LogLine
 
-__all__ = ["ContainerLog", "LogServer", "LogStore"]
+__all__ = ["ContainerLog", "HealthCheck", "LogServer", "LogStore"]
 
 log = logging.getLogger(__name__)
 
 # (timestamp prefix, text)
 Entry = tuple[str, str]
+HealthCheck = Callable[[], tuple[bool, str]]
+"""``(healthy, message)``."""
 
 
 class ContainerLog:
@@ -192,8 +198,9 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], store: LogStore) -> None:
+    def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck) -> None:
         self.store = store
+        self.health = health
         self.stopping = threading.Event()
         super().__init__(address, _Handler)
 
@@ -227,7 +234,11 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]
         if parts == ["healthz"]:
-            self._text(200, "ok")
+            try:
+                healthy, message = self.server.health()
+            except Exception as err:  # a broken check is an unhealthy agent, not a dead server
+                healthy, message = False, f"health check failed: {err}"
+            self._text(200 if healthy else 503, "ok" if healthy else message)
             return
         if len(parts) != 4 or parts[0] != "containerLogs":
             self._text(404, f"404 page not found: {url.path}\n")
@@ -293,8 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
 class LogServer:
     """The kubelet-style log endpoint of one node, on 127.0.0.1."""
 
-    def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = _Server((host, port), store)
+    def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0, *, health: HealthCheck | None = None) -> None:
+        """``health``: answers ``/healthz`` (default: always healthy)."""
+        self._server = _Server((host, port), store, health or (lambda: (True, "ok")))
         self._thread: threading.Thread | None = None
 
     @property

@@ -109,8 +109,9 @@ def node_labels(config: NodeConfig) -> dict[str, str]:
     return labels
 
 
-def node_conditions(now: datetime, previous: list[Obj] | None = None) -> list[Obj]:
-    """The healthy conditions, heartbeat ``now``.
+def node_conditions(now: datetime, previous: list[Obj] | None = None, not_ready: str | None = None) -> list[Obj]:
+    """The node's conditions, heartbeat ``now``: healthy (Ready=True, reason KubeletReady), or, with a
+    ``not_ready`` message, Ready=False with reason KubeletNotReady (the agent is up but cannot run pods).
 
     ``lastTransitionTime`` is kept from ``previous`` where the status did not
     change (e.g. stays True), and is ``now`` where it did (e.g. the node
@@ -120,6 +121,8 @@ def node_conditions(now: datetime, previous: list[Obj] | None = None) -> list[Ob
     stamp = rfc3339(now)
     out = []
     for ctype, status, reason, message in _HEALTHY_CONDITIONS:
+        if ctype == "Ready" and not_ready:
+            status, reason, message = "False", "KubeletNotReady", not_ready
         prev = before.get(ctype)
         transition = stamp
         if prev and prev.get("status") == status and prev.get("lastTransitionTime"):
@@ -137,14 +140,16 @@ def node_conditions(now: datetime, previous: list[Obj] | None = None) -> list[Ob
     return out
 
 
-def node_status(config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None) -> Obj:
+def node_status(
+    config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None, not_ready: str | None = None
+) -> Obj:
     capacity = {"cpu": config.cpu, "memory": config.memory, "pods": config.pods}
     if config.gpus.count > 0:
         capacity[GPU_RESOURCE] = str(config.gpus.count)
     return {
         "capacity": dict(capacity),
         "allocatable": dict(capacity),
-        "conditions": node_conditions(now, previous_conditions),
+        "conditions": node_conditions(now, previous_conditions, not_ready),
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": config.name},

@@ -17,6 +17,13 @@ Two threads:
 A failed API call is retried on a later pass with per-pod backoff; nothing the
 API server does can crash the loop.
 
+A training pod that is a rank of a job (label ``volcano.sh/job-name``) gets its
+gang view and checkpoint link from the :class:`~refplatform.agent.jobs.JobCoordinator`.
+:meth:`PodSync.resync` (after a partition heals) relists at once and retries
+every pod's pending writes now, so pods deleted meanwhile are stopped as the
+kubelet does; :meth:`PodSync.note_freeze` (after the process was frozen) also
+thaws every workload first, so none is credited with work for the frozen time.
+
 Simplifications against the kubelet: all containers of a pod share one
 simulated run (the workload's output goes to the first container's log); a
 workload that ends puts the pod in a terminal phase whatever its
@@ -38,9 +45,20 @@ from typing import Any
 
 from refplatform.agent.clock import Clock, rfc3339, rfc3339_millis
 from refplatform.agent.errors import WorkloadConfigError
+from refplatform.agent.gang import RankSpec
+from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
 from refplatform.agent.podstatus import ContainerRun, pod_status
-from refplatform.agent.workload import Exit, LogLine, Workload, workload_for
+from refplatform.agent.workload import (
+    CheckpointLink,
+    Exit,
+    Gang,
+    LogLine,
+    TrainingWorkload,
+    Workload,
+    workload_for,
+    workload_kind,
+)
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 
 __all__ = ["Backoff", "PodSync", "PodWorker"]
@@ -126,9 +144,14 @@ class PodSync:
         progress_interval: float = 1.0,
         watch_timeout: int = 30,
         resync: float = 5.0,
+        jobs: JobCoordinator | None = None,
+        freeze_threshold: float = 2.0,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
-        acknowledged DELETE is sent again for a pod the watch still shows."""
+        acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
+        ranks of jobs to their peers (without it every training pod trains alone);
+        ``freeze_threshold``: a reconcile wait that overruns by more than this many seconds
+        means the process was frozen."""
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -136,9 +159,17 @@ class PodSync:
         self.tick = tick
         self.progress_interval = progress_interval
         self.watch_timeout = watch_timeout
-        self.resync = resync
+        self.resync_after = resync
+        self.jobs = jobs
+        self.freeze_threshold = freeze_threshold
+        self.last_pass: float | None = None
+        """``time.monotonic()`` of the last reconcile pass (the agent's health check reads it)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._interrupt = threading.Event()  # ends a watch backoff early (stop, resync)
+        self._relist = threading.Event()
+        self._thaw = threading.Event()
+        self._retry_now = threading.Event()
         self._lock = threading.Lock()
         self._pods: dict[str, Obj] = {}
         self._synced = threading.Event()
@@ -157,6 +188,7 @@ class PodSync:
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._wake.set()
+        self._interrupt.set()
         stream = self._stream
         if stream is not None:
             stream.stop()
@@ -172,6 +204,21 @@ class PodSync:
         with self._lock:
             return dict(self._pods)
 
+    def resync(self) -> None:
+        """Relist now and retry every pending write now (the network is back)."""
+        self._relist.set()
+        self._retry_now.set()
+        self._interrupt.set()
+        stream = self._stream
+        if stream is not None:
+            stream.stop()
+        self._wake.set()
+
+    def note_freeze(self, seconds: float) -> None:
+        """The process was frozen for ``seconds``: thaw every workload on the next pass, then resync."""
+        self._thaw.set()
+        self.resync()
+
     # -- watcher -----------------------------------------------------------
 
     def _mine(self, pod: Obj) -> bool:
@@ -183,6 +230,9 @@ class PodSync:
         rv: str | None = None
         backoff = Backoff(0.2, 5.0)
         while not self._stop.is_set():
+            if self._relist.is_set():
+                self._relist.clear()
+                rv = None
             try:
                 if rv is None:
                     listed = self.client.list(path, selector)
@@ -209,6 +259,8 @@ class PodSync:
                             break
                         self._apply(etype, obj)
                         backoff.reset()
+                        if self._relist.is_set():
+                            break
                     else:
                         rv = stream.resource_version or rv
                 self._stream = None
@@ -222,12 +274,20 @@ class PodSync:
                 log.warning("pod list/watch failed (retry in %.1fs): %s", delay, err)
                 if err.code >= 400 and err.code < 500:
                     rv = None
-                self._stop.wait(delay)
+                self._backoff_wait(delay)
             except ApiUnreachable as err:
                 self._stream = None
                 delay = backoff.next_delay()
                 log.log(logging.INFO if backoff.failures <= 2 else logging.DEBUG, "pod watch: %s (retry in %.1fs)", err, delay)
-                self._stop.wait(delay)
+                if self._relist.is_set():
+                    backoff.reset()
+                    continue
+                self._backoff_wait(delay)
+
+    def _backoff_wait(self, delay: float) -> None:
+        """Wait ``delay`` seconds, unless stopped or asked to resync first."""
+        self._interrupt.wait(delay)
+        self._interrupt.clear()
 
     def _apply(self, etype: str, obj: Obj) -> None:
         uid = _meta(obj).get("uid")
@@ -246,10 +306,16 @@ class PodSync:
 
     def _sync_loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.tick)
+            before = time.monotonic()
+            woken = self._wake.wait(self.tick)
             self._wake.clear()
             if self._stop.is_set():
                 break
+            overrun = time.monotonic() - before - (0.0 if woken else self.tick)
+            if overrun > self.freeze_threshold:
+                log.warning("pod sync: a %.1fs wait overran by %.1fs (frozen?); thawing and resyncing", self.tick, overrun)
+                self.note_freeze(overrun)
+            self.last_pass = time.monotonic()
             try:
                 self.sync_once()
             except Exception:  # the loop must survive anything; a bug shows in the log
@@ -259,6 +325,15 @@ class PodSync:
         """One level-triggered pass over every known pod and worker."""
         pods = self.pods()
         now = self.clock.now()
+        if self._thaw.is_set():
+            self._thaw.clear()
+            for worker in self.workers.values():
+                if worker.workload is not None:
+                    worker.workload.thaw(now)
+        if self._retry_now.is_set():
+            self._retry_now.clear()
+            for worker in self.workers.values():
+                worker.succeeded()
         # Retire the workers of vanished pods first: a pod recreated under the same name then starts clean.
         for uid in [u for u in self.workers if u not in pods]:
             self.reconcile(uid, None, now)
@@ -319,13 +394,15 @@ class PodSync:
             self.store.open(worker.namespace, worker.name, name, fresh=previous is None, owner=worker.uid)
         annotations = _meta(pod).get("annotations") or {}
         try:
-            workload = workload_for(annotations)
+            gang, checkpoints = self._links(worker, pod)
+            workload = workload_for(annotations, gang, checkpoints)
             lines = workload.start(now)
         except WorkloadConfigError as err:
             worker.log.append([LogLine(now, f"{rfc3339_millis(now)} cannot start workload: {err}")])
             worker.run = ContainerRun(now, restart_count, Exit(_START_ERROR_EXIT, "StartError", now, str(err)), last_terminated)
             worker.status_dirty = True
             self.store.close_pod(worker.namespace, worker.name, worker.uid)
+            self._detach(worker)
             log.warning("pod %s: %s", _key(pod), err)
             return
         worker.workload = workload
@@ -334,6 +411,20 @@ class PodSync:
         worker.status_dirty = True
         log.info("pod %s: started %s workload (restartCount %d)", _key(pod), workload.kind, restart_count)
         self._check_exit(worker)
+
+    def _links(self, worker: PodWorker, pod: Obj) -> tuple[Gang | None, CheckpointLink | None]:
+        """A training rank of a job gets its gang and checkpoint link; anything else runs alone."""
+        if self.jobs is None or workload_kind(_meta(pod).get("annotations")) != TrainingWorkload.kind:
+            return None, None
+        spec = RankSpec.from_pod(pod)
+        if spec is None:
+            return None, None
+        link = self.jobs.attach(worker.uid, spec)
+        return link, link
+
+    def _detach(self, worker: PodWorker) -> None:
+        if self.jobs is not None:
+            self.jobs.detach(worker.uid)
 
     def _advance(self, worker: PodWorker, now: datetime) -> None:
         assert worker.workload is not None and worker.log is not None
@@ -347,6 +438,7 @@ class PodSync:
             worker.run = ContainerRun(worker.run.started_at, worker.run.restart_count, ended, worker.run.last_terminated)
             worker.status_dirty = True
             self.store.close_pod(worker.namespace, worker.name, worker.uid)
+            self._detach(worker)
             log.info("pod %s/%s: workload exited %d (%s)", worker.namespace, worker.name, ended.code, ended.reason)
 
     def _halt(self, worker: PodWorker, now: datetime) -> None:
@@ -357,6 +449,7 @@ class PodSync:
                 worker.log.append(lines)
             log.info("pod %s/%s: workload stopped", worker.namespace, worker.name)
         self.store.close_pod(worker.namespace, worker.name, worker.uid)
+        self._detach(worker)
 
     def _report_status(self, worker: PodWorker, pod: Obj, now: datetime) -> None:
         assert worker.run is not None
@@ -398,7 +491,7 @@ class PodSync:
 
     def _delete(self, worker: PodWorker) -> None:
         mono = time.monotonic()
-        if mono < worker.retry_at or (worker.delete_sent_at is not None and mono - worker.delete_sent_at < self.resync):
+        if mono < worker.retry_at or (worker.delete_sent_at is not None and mono - worker.delete_sent_at < self.resync_after):
             return
         body = {
             "apiVersion": "v1",

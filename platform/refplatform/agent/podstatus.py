@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from refplatform.agent.clock import rfc3339
-from refplatform.agent.workload import Exit
+from refplatform.agent.workload import FENCED_REASON, Exit
 
 __all__ = [
     "ContainerRun",
@@ -31,6 +31,8 @@ Obj = dict[str, Any]
 
 HOST_IP = "127.0.0.1"
 _OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+# Container exit reasons that also become the pod's ``status.reason`` (a fenced rank: "pod Failed, reason Fenced").
+POD_LEVEL_REASONS = frozenset({FENCED_REASON})
 DEFAULT_IMAGE = "firedrill.dev/simulated:latest"
 
 
@@ -140,7 +142,11 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
         )
 
     pod_ip = pod_ip_for(uid)
+    extra: Obj = {}
+    if run.exit is not None and run.exit.reason in POD_LEVEL_REASONS:
+        extra = {"reason": run.exit.reason, "message": run.exit.message}
     return {
+        **extra,
         "phase": phase,
         "conditions": conditions,
         "hostIP": HOST_IP,

@@ -1,4 +1,11 @@
-"""The node agent: log server + registration/heartbeat + pod sync, in one process."""
+"""The node agent: log server + registration/heartbeat + pod sync + job polls, in one process.
+
+Every API call goes through one :class:`~refplatform.agent.partition.PartitionGate`
+(:meth:`Agent.partition` / :meth:`Agent.heal`, wired to SIGUSR1 / SIGUSR2 by
+``__main__``).  A :class:`~refplatform.agent.freeze.FreezeDetector` notices when
+the process was frozen (SIGSTOP) and has the pod sync thaw and resync.
+:meth:`Agent.health` backs ``GET /healthz`` on the log server.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,18 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
+from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
+from refplatform.agent.jobs import DEFAULT_POLL, STALE_POLLS, JobCoordinator
 from refplatform.agent.logs import LogServer, LogStore
 from refplatform.agent.node import NodeConfig
+from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
 from refplatform.client import RestClient
 
@@ -46,10 +57,18 @@ class AgentConfig:
     log_port: int = 0
     watch_timeout: int = 30
     tick: float = 0.1
+    peer_poll: float = DEFAULT_POLL
+    """Seconds between two polls of a job's pods (one poll per job on this node)."""
+    peer_stale: float | None = None
+    """A gang view older than this stalls the ranks (default: 3 polls)."""
+    freeze_threshold: float = 2.0
+    """A wait that overruns by this many seconds means the process was frozen (SIGSTOP)."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
             raise ValueError("heartbeat must be > 0 seconds")
+        if self.peer_poll <= 0 or (self.peer_stale is not None and self.peer_stale <= 0):
+            raise ValueError("peer poll interval and staleness bound must be > 0 seconds")
         if not self.node:
             raise ValueError("node name must not be empty")
 
@@ -63,13 +82,25 @@ class Agent:
         self.gpus = gpus or select_inventory(config.gpu_model, config.gpus, force_simulated=config.simulate_gpus)
         self.stop_event = threading.Event()
         agent = f"refplatform-agent/{config.node}"
-        self.client = RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=5.0, user_agent=agent)
+        self.gate = PartitionGate()
+        self.client = GatedClient(
+            RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=5.0, user_agent=agent), self.gate
+        )
         # Heartbeats get their own pool and a shorter timeout, so slow pod traffic never delays them.
-        self.hb_client = RestClient(
-            config.api_url, config.token, ca_file=config.ca_file, timeout=max(1.0, 2 * config.heartbeat), user_agent=agent
+        self.hb_client = GatedClient(
+            RestClient(
+                config.api_url, config.token, ca_file=config.ca_file, timeout=max(1.0, 2 * config.heartbeat), user_agent=agent
+            ),
+            self.gate,
+        )
+        # Peer polls too: a poll slower than the staleness bound is worthless anyway.
+        stale = config.peer_stale if config.peer_stale is not None else STALE_POLLS * config.peer_poll
+        self.jobs_client = GatedClient(
+            RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=max(1.0, stale), user_agent=agent),
+            self.gate,
         )
         self.logs = LogStore(config.data_dir / "logs" / config.node)
-        self.log_server = LogServer(self.logs, port=config.log_port)
+        self.log_server = LogServer(self.logs, port=config.log_port, health=self.health)
         self.node_config = NodeConfig(
             name=config.node,
             gpus=self.gpus,
@@ -86,10 +117,22 @@ class Agent:
             config.heartbeat,
             status_every=config.status_every,
             stop_event=self.stop_event,
+            ready_check=self._not_ready,
         )
+        self.jobs = JobCoordinator(self.jobs_client, self.clock, poll_interval=config.peer_poll, stale_after=stale)
         self.pods = PodSync(
-            self.client, config.node, self.logs, self.clock, tick=config.tick, watch_timeout=config.watch_timeout
+            self.client,  # type: ignore[arg-type]  # the gated client has the same verbs
+            config.node,
+            self.logs,
+            self.clock,
+            tick=config.tick,
+            watch_timeout=config.watch_timeout,
+            jobs=self.jobs,
+            freeze_threshold=config.freeze_threshold,
         )
+        self.freeze = FreezeDetector(config.freeze_threshold)
+        self.freeze.on_freeze(self._on_freeze)
+        self.gate.on_change(self._on_partition)
         self._hb_thread: threading.Thread | None = None
         self._stopped = False
 
@@ -101,7 +144,9 @@ class Agent:
         self.log_server.start()
         self._hb_thread = threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True)
         self._hb_thread.start()
+        self.jobs.start()
         self.pods.start()
+        self.freeze.start()
         self._write_state()
         log.info(
             "agent %s: %d x %s GPU(s)%s, log server on 127.0.0.1:%d, API %s",
@@ -112,6 +157,52 @@ class Agent:
             self.log_server.port,
             self.config.api_url,
         )
+
+    # -- faults and health -----------------------------------------------------
+
+    def partition(self) -> None:
+        """Simulate a network partition: every API call fails as unreachable until :meth:`heal`."""
+        if not self.gate.partition():
+            log.info("partition requested, but already partitioned")
+
+    def heal(self) -> None:
+        """End the simulated partition: resync pods, poll jobs and heartbeat at once."""
+        if not self.gate.heal():
+            log.info("heal requested, but not partitioned")
+
+    def _on_partition(self, partitioned: bool) -> None:
+        if partitioned:
+            log.warning("network partition: all API traffic of node %s stopped; pods keep running locally", self.config.node)
+            return
+        log.warning("network partition healed: node %s resyncs its pods, jobs and heartbeat", self.config.node)
+        self.pods.resync()
+        self.jobs.poll_now()
+        self.heartbeat.kick()
+
+    def _on_freeze(self, seconds: float) -> None:
+        self.pods.note_freeze(seconds)
+        self.jobs.poll_now()
+        self.heartbeat.kick()
+
+    def _not_ready(self) -> str | None:
+        """Why this node cannot run pods although it heartbeats (``None``: it can)."""
+        last = self.pods.last_pass
+        limit = max(2.0, 20 * self.config.tick)
+        if last is not None and time.monotonic() - last > limit:
+            return f"pod sync loop stalled for {time.monotonic() - last:.1f}s"
+        return None
+
+    def health(self) -> tuple[bool, str]:
+        """``(True, "ok")`` while heartbeating, not partitioned, and the pod sync loop runs; else ``(False, why)``."""
+        if self.gate.partitioned:
+            return False, f"partitioned for {self.gate.partitioned_for():.1f}s: no API traffic"
+        healthy, why = self.heartbeat.health()
+        if not healthy:
+            return False, why
+        not_ready = self._not_ready()
+        if not_ready:
+            return False, not_ready
+        return True, "ok"
 
     def _write_state(self) -> None:
         state = {
@@ -133,10 +224,14 @@ class Agent:
             return
         self._stopped = True
         self.stop_event.set()
+        self.heartbeat.kick()
+        self.freeze.stop()
         self.pods.stop(timeout)
+        self.jobs.stop(timeout)
         if self._hb_thread is not None:
             self._hb_thread.join(timeout)
         self.log_server.stop()
         self.client.close()
         self.hb_client.close()
+        self.jobs_client.close()
         log.info("agent %s stopped", self.config.node)

@@ -11,51 +11,87 @@ Which workload a pod runs is chosen by the annotation ``firedrill.dev/workload``
 equivalent of ``sleep infinity``.  To add a kind, subclass :class:`Workload`
 and register a factory in :data:`WORKLOADS`.
 
+The training workload is one rank of a synchronous data-parallel job.  What it
+needs from the outside world comes in through two small interfaces, so it stays
+pure: a :class:`Gang` (may I step: is my whole gang Running, and is that view
+fresh?) and a :class:`CheckpointLink` (where do I resume from, record my
+checkpoints, have I been replaced?).  A pod outside a job trains alone
+(:data:`ALONE`, :class:`LocalCheckpoints`).  The agent's implementations live
+in :mod:`refplatform.agent.jobs`; ``docs/WORKLOAD.md`` is the user's guide.
+
 Annotations read (all optional):
 
-=====================================  ========  ==================================
-``firedrill.dev/workload``             idle      ``idle`` or ``training``
-``firedrill.dev/steps-total``          0         training: stop after N steps (0 = never)
-``firedrill.dev/step-seconds``         0.5       training: seconds per step
-``firedrill.dev/checkpoint-every``     10        training: checkpoint every N steps (0 = never)
-``firedrill.dev/checkpoint-step``      0         training: resume from this checkpoint on restart
-``firedrill.dev/run-seconds``          forever   idle: exit after N seconds
-``firedrill.dev/exit-code``            0         the exit code of a natural end
-=====================================  ========  ==================================
+=======================================  ========  ==================================
+``firedrill.dev/workload``               idle      ``idle`` or ``training``
+``firedrill.dev/steps-total``            0         training: stop after N steps (0 = never)
+``firedrill.dev/step-seconds``           0.5       training: wall seconds per step
+``firedrill.dev/checkpoint-every``       10        training: checkpoint every N steps (0 = never)
+``firedrill.dev/checkpoint-step``        0         training alone: resume from this step on restart
+``firedrill.dev/input-stall-share``      0         training: share of each step spent waiting on input
+``firedrill.dev/comm-stall-share``       0         training: share of each step stalled on communication
+``firedrill.dev/rank``                   0         training in a job: global rank (0..world-size-1)
+``firedrill.dev/world-size``             1         training in a job: ranks in the gang
+``firedrill.dev/epoch``                  0         training in a job: the job's restart epoch
+``firedrill.dev/run-seconds``            forever   idle: exit after N seconds
+``firedrill.dev/exit-code``              0         the exit code of a natural end
+=======================================  ========  ==================================
 
-Published (by the agent, as pod annotations): ``firedrill.dev/step`` and
-``firedrill.dev/checkpoint-step`` for training, from :meth:`Workload.progress`.
+Published (by the agent, as pod annotations) for training, from
+:meth:`Workload.progress`: ``firedrill.dev/step``,
+``firedrill.dev/checkpoint-step``, ``firedrill.dev/input-stall-seconds``,
+``firedrill.dev/comm-stall-seconds`` and ``firedrill.dev/peer-wait-seconds``.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import ClassVar
+from datetime import UTC, datetime, timedelta
+from typing import ClassVar, Protocol
 
 from refplatform.agent.clock import rfc3339_millis
 from refplatform.agent.errors import WorkloadConfigError
 
 __all__ = [
+    "ALONE",
     "ANN_CHECKPOINT_EVERY",
     "ANN_CHECKPOINT_STEP",
+    "ANN_COMM_STALL_SECONDS",
+    "ANN_COMM_STALL_SHARE",
+    "ANN_EPOCH",
     "ANN_EXIT_CODE",
+    "ANN_INPUT_STALL_SECONDS",
+    "ANN_INPUT_STALL_SHARE",
+    "ANN_PEER_WAIT_SECONDS",
+    "ANN_RANK",
     "ANN_RUN_SECONDS",
     "ANN_STEP",
     "ANN_STEP_SECONDS",
     "ANN_STEPS_TOTAL",
     "ANN_WORKLOAD",
+    "ANN_WORLD_SIZE",
+    "CheckpointLink",
     "Exit",
+    "FENCED_EXIT",
+    "FENCED_REASON",
+    "Fence",
+    "Gang",
+    "GangStatus",
     "IdleWorkload",
+    "LocalCheckpoints",
     "LogLine",
+    "RecordOutcome",
+    "StallKind",
     "TrainingParams",
     "TrainingWorkload",
     "WORKLOADS",
     "Workload",
+    "rank_fields",
     "workload_for",
+    "workload_kind",
 ]
 
 ANN_WORKLOAD = "firedrill.dev/workload"
@@ -64,11 +100,24 @@ ANN_STEP_SECONDS = "firedrill.dev/step-seconds"
 ANN_CHECKPOINT_EVERY = "firedrill.dev/checkpoint-every"
 ANN_RUN_SECONDS = "firedrill.dev/run-seconds"
 ANN_EXIT_CODE = "firedrill.dev/exit-code"
+ANN_INPUT_STALL_SHARE = "firedrill.dev/input-stall-share"
+ANN_COMM_STALL_SHARE = "firedrill.dev/comm-stall-share"
+# Set by the job controller on each rank's pod.
+ANN_RANK = "firedrill.dev/rank"
+ANN_WORLD_SIZE = "firedrill.dev/world-size"
+ANN_EPOCH = "firedrill.dev/epoch"
+# Published by the agent.
 ANN_STEP = "firedrill.dev/step"
 ANN_CHECKPOINT_STEP = "firedrill.dev/checkpoint-step"
+ANN_INPUT_STALL_SECONDS = "firedrill.dev/input-stall-seconds"
+ANN_COMM_STALL_SECONDS = "firedrill.dev/comm-stall-seconds"
+ANN_PEER_WAIT_SECONDS = "firedrill.dev/peer-wait-seconds"
 
 # Exit code of a workload stopped by SIGTERM (128 + 15), as a shell reports it.
 SIGTERM_EXIT = 143
+# Exit code and reason of a rank that learned it was replaced (EX_TEMPFAIL: the job goes on without it).
+FENCED_EXIT = 75
+FENCED_REASON = "Fenced"
 # Never emit more than this many steps in one advance (a long-stalled agent catches up over several calls).
 MAX_STEPS_PER_ADVANCE = 10_000
 
@@ -136,6 +185,10 @@ class Workload(ABC):
         """Pod annotations that publish the workload's progress (none by default)."""
         return {}
 
+    def thaw(self, now: datetime) -> None:
+        """The whole process was frozen (SIGSTOP) until ``now``.  Default: time just passed."""
+        return None
+
     @abstractmethod
     def _on_start(self, now: datetime) -> list[LogLine]: ...
 
@@ -180,7 +233,7 @@ class IdleWorkload(Workload):
         self.exit_code = exit_code
 
     @classmethod
-    def from_annotations(cls, annotations: Mapping[str, str]) -> IdleWorkload:
+    def from_annotations(cls, annotations: Mapping[str, str], *_links: object) -> IdleWorkload:
         return cls(_float(annotations, ANN_RUN_SECONDS, None), _int(annotations, ANN_EXIT_CODE, 0))
 
     def _on_start(self, now: datetime) -> list[LogLine]:
@@ -202,56 +255,254 @@ class TrainingParams:
     steps_total: int = 0
     """Stop (exit) after this many steps; 0 = train forever."""
     step_seconds: float = 0.5
+    """Wall seconds one step takes while the gang is complete (stalls included)."""
     checkpoint_every: int = 10
     """Checkpoint every N steps; 0 = never."""
     resume_step: int = 0
-    """Start from this checkpointed step (a restarted container resumes)."""
+    """Training alone: start from this checkpointed step (a restarted container resumes)."""
     exit_code: int = 0
+    input_stall_share: float = 0.0
+    """Share of each step's wall time spent waiting on the input pipeline (allocated, idle)."""
+    comm_stall_share: float = 0.0
+    """Share of each step's wall time stalled on non-overlapped communication (active, waiting)."""
+    rank: int = 0
+    world_size: int = 1
+    epoch: int = 0
 
     @classmethod
     def from_annotations(cls, annotations: Mapping[str, str]) -> TrainingParams:
         step_seconds = _float(annotations, ANN_STEP_SECONDS, 0.5)
         assert step_seconds is not None
-        return cls(
+        rank, world_size, epoch = rank_fields(annotations)
+        params = cls(
             steps_total=_int(annotations, ANN_STEPS_TOTAL, 0),
             step_seconds=step_seconds,
             checkpoint_every=_int(annotations, ANN_CHECKPOINT_EVERY, 10),
             resume_step=_int(annotations, ANN_CHECKPOINT_STEP, 0),
             exit_code=_int(annotations, ANN_EXIT_CODE, 0),
+            input_stall_share=_share(annotations, ANN_INPUT_STALL_SHARE),
+            comm_stall_share=_share(annotations, ANN_COMM_STALL_SHARE),
+            rank=rank,
+            world_size=world_size,
+            epoch=epoch,
         )
+        if params.input_stall_share + params.comm_stall_share > 1.0 + 1e-9:
+            raise WorkloadConfigError(
+                f"{ANN_INPUT_STALL_SHARE} + {ANN_COMM_STALL_SHARE} = "
+                f"{params.input_stall_share + params.comm_stall_share:g} exceeds 1 (they are shares of one step)"
+            )
+        return params
+
+
+def _share(annotations: Mapping[str, str], key: str) -> float:
+    raw = annotations.get(key)
+    if raw is None or str(raw).strip() == "":
+        return 0.0
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise WorkloadConfigError(f"annotation {key}={raw!r} is not a number") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise WorkloadConfigError(f"annotation {key}={raw!r} must be a share between 0 and 1")
+    return value
+
+
+def rank_fields(annotations: Mapping[str, str]) -> tuple[int, int, int]:
+    """``(rank, world_size, epoch)`` from the job controller's annotations (defaults 0, 1, 0)."""
+    world_size = _int(annotations, ANN_WORLD_SIZE, 1, minimum=1)
+    rank = _int(annotations, ANN_RANK, 0)
+    if rank >= world_size:
+        raise WorkloadConfigError(f"annotation {ANN_RANK}={rank} is not below {ANN_WORLD_SIZE}={world_size}")
+    return rank, world_size, _int(annotations, ANN_EPOCH, 0)
+
+
+# -- what a rank needs from outside: peers and checkpoint storage -------------------------------
+
+
+class StallKind(enum.Enum):
+    """Why a rank is not stepping."""
+
+    PEERS = "peers"
+    """The last view of the gang shows fewer than world-size ranks Running and not terminating."""
+    STALE = "stale"
+    """The view of the gang is older than the staleness bound (the API is unreachable, or we were frozen)."""
+
+
+@dataclass(frozen=True)
+class GangStatus:
+    """What a rank knows about its gang, asked at one instant.
+
+    ``window`` is the stretch of time over which the gang is known complete: from
+    the first of the current run of observations that saw every rank Running,
+    to the last such observation plus the staleness bound (cut short by a later
+    observation that saw the gang broken).  A rank steps only inside it; when
+    ``window`` is ``None`` or ends before the instant asked about, ``kind`` and
+    ``reason`` say why it stalls.
+    """
+
+    window: tuple[datetime, datetime] | None
+    kind: StallKind = StallKind.PEERS
+    reason: str = ""
+
+
+class Gang(Protocol):
+    """A rank's view of its peers (the agent polls the API; tests script it)."""
+
+    def status(self, now: datetime) -> GangStatus: ...
+
+
+_DAWN = datetime.min.replace(tzinfo=UTC)
+_DOOM = datetime.max.replace(tzinfo=UTC)
+
+
+class _Alone:
+    """A gang of one: always complete."""
+
+    def status(self, now: datetime) -> GangStatus:
+        return GangStatus((_DAWN, _DOOM))
+
+
+ALONE: Gang = _Alone()
+"""The gang of a pod that is not part of a job."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """This rank was replaced: its job restarted at a newer epoch."""
+
+    job_epoch: int
+    """The job's epoch, newer than the rank's."""
+    how: str
+    """How the rank learned it (e.g. ``checkpoint record refused``)."""
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    """The result of writing one checkpoint record (rank 0)."""
+
+    step: int
+    at: datetime
+    error: str | None = None
+    """``None``: written.  Otherwise why not (reported once per step; the write is retried)."""
+
+
+class CheckpointLink(Protocol):
+    """A rank's checkpoint storage.  Never blocks: I/O happens elsewhere, results come back here."""
+
+    def resume_step(self) -> int | None:
+        """The step to resume from, once read (``None``: still reading)."""
+        ...
+
+    def fence(self) -> Fence | None:
+        """Set once the rank learned it was replaced."""
+        ...
+
+    def record(self, step: int, at: datetime) -> None:
+        """Rank 0: write the checkpoint record for ``step`` (asynchronously; the newest one wins)."""
+        ...
+
+    def outcomes(self) -> list[RecordOutcome]:
+        """Results of record writes since the last call."""
+        ...
+
+
+class LocalCheckpoints:
+    """Checkpoints of a pod that trains alone: the resume step comes from its own annotation; nothing is recorded."""
+
+    def __init__(self, resume_step: int = 0) -> None:
+        self._resume = resume_step
+
+    def resume_step(self) -> int | None:
+        return self._resume
+
+    def fence(self) -> Fence | None:
+        return None
+
+    def record(self, step: int, at: datetime) -> None:
+        return None
+
+    def outcomes(self) -> list[RecordOutcome]:
+        return []
+
+
+_US = timedelta(microseconds=1)
+
+
+def _us(delta: timedelta) -> int:
+    return delta // _US
+
+
+def _secs(us: int) -> str:
+    return f"{us / 1e6:.3f}"
 
 
 class TrainingWorkload(Workload):
-    """A training loop: one step every ``step_seconds``, checkpoints, a loss curve.
+    """One rank of a synchronous data-parallel training job, on a clock.
 
-    Step ``s`` completes at ``started_at + (s - resume_step) * step_seconds``;
-    each step logs ``<ts> step=<s> loss=<x>`` and every ``checkpoint_every``-th
-    step also ``<ts> checkpoint step=<s>``.  With ``steps_total`` it exits (code
-    ``exit_code``, default 0) once that step is done.
-
-    Extension points for later kinds: :meth:`_step_due` (when is the next step
-    allowed: e.g. gang-synchronous stepping), :meth:`_on_step` (what a step
-    emits: e.g. checkpoint records, stall shares).
+    Work accrues only while the :class:`Gang` is known complete; a step takes
+    ``step_seconds`` of such time (``input_stall_share`` of it waiting on input,
+    ``comm_stall_share`` of it stalled on communication, the rest computing).
+    Each step logs ``<ts> step=<s> loss=<x>`` at the instant it completed; every
+    ``checkpoint_every``-th step also ``<ts> checkpoint step=<s>``, and rank 0
+    hands the record to its :class:`CheckpointLink`.  Before the first step the
+    rank waits for its resume point (``resumed from checkpoint step=N``).  When
+    the link reports a :class:`Fence`, the rank logs ``fenced: ...`` and exits
+    :data:`FENCED_EXIT` with reason ``Fenced`` at once.  With ``steps_total`` it
+    exits ``exit_code`` (default 0) once that step is done.  A pod outside a job
+    trains alone (:data:`ALONE`), stepping on time alone as it always did.
     """
 
     kind = "training"
 
-    def __init__(self, params: TrainingParams | None = None) -> None:
+    def __init__(
+        self,
+        params: TrainingParams | None = None,
+        gang: Gang | None = None,
+        checkpoints: CheckpointLink | None = None,
+    ) -> None:
         super().__init__()
         self.params = params or TrainingParams()
         if self.params.steps_total and self.params.resume_step > self.params.steps_total:
             raise WorkloadConfigError(
                 f"resume step {self.params.resume_step} is beyond steps-total {self.params.steps_total}"
             )
+        self.gang = gang or ALONE
+        self.in_job = gang is not None
+        self.checkpoints = checkpoints or LocalCheckpoints(self.params.resume_step)
         self.step = self.params.resume_step
         self.checkpoint_step = self.params.resume_step
+        self.resumed_from: int | None = None
+        self._step_us = max(1, round(self.params.step_seconds * 1e6))
+        self._input_us = round(self.params.input_stall_share * self._step_us)
+        self._comm_us = round(self.params.comm_stall_share * self._step_us)
+        self._cursor: datetime | None = None  # time accounted up to
+        self._work_us = 0  # work done on the current step
+        self.input_stall_us = 0
+        self.comm_stall_us = 0
+        self.peer_wait_us = 0
+        self._stall: StallKind | None = None
+        self._stall_reason = ""
+        self._stall_since: datetime | None = None
 
     @classmethod
-    def from_annotations(cls, annotations: Mapping[str, str]) -> TrainingWorkload:
-        return cls(TrainingParams.from_annotations(annotations))
+    def from_annotations(
+        cls, annotations: Mapping[str, str], gang: Gang | None = None, checkpoints: CheckpointLink | None = None
+    ) -> TrainingWorkload:
+        return cls(TrainingParams.from_annotations(annotations), gang, checkpoints)
+
+    @property
+    def stalled(self) -> StallKind | None:
+        """Why the rank is not stepping now (``None``: stepping, or not yet resumed)."""
+        return self._stall
 
     def progress(self) -> dict[str, str]:
-        return {ANN_STEP: str(self.step), ANN_CHECKPOINT_STEP: str(self.checkpoint_step)}
+        return {
+            ANN_STEP: str(self.step),
+            ANN_CHECKPOINT_STEP: str(self.checkpoint_step),
+            ANN_INPUT_STALL_SECONDS: _secs(self.input_stall_us),
+            ANN_COMM_STALL_SECONDS: _secs(self.comm_stall_us),
+            ANN_PEER_WAIT_SECONDS: _secs(self.peer_wait_us),
+        }
 
     @staticmethod
     def loss(step: int) -> float:
@@ -259,15 +510,99 @@ class TrainingWorkload(Workload):
         jitter = ((step * 2654435761) % 1000) / 1000.0 * 0.02
         return 0.3 + 2.2 * math.exp(-step / 200.0) + jitter
 
-    def _step_time(self, step: int) -> datetime:
-        assert self.started_at is not None
-        return self.started_at + timedelta(seconds=(step - self.params.resume_step) * self.params.step_seconds)
+    def thaw(self, now: datetime) -> None:
+        """The process was frozen (SIGSTOP) until ``now``: no work was done meanwhile."""
+        if self.running and self._cursor is not None and now > self._cursor:
+            self._cursor = now
 
-    def _step_due(self, now: datetime) -> int:
-        """The last step completed by ``now`` (before the ``steps_total`` cap)."""
-        assert self.started_at is not None
-        elapsed = (now - self.started_at).total_seconds()
-        return self.params.resume_step + int(math.floor(elapsed / self.params.step_seconds + 1e-9))
+    # -- the loop ----------------------------------------------------------
+
+    def _on_start(self, now: datetime) -> list[LogLine]:
+        p = self.params
+        text = (
+            f"starting training steps_total={p.steps_total} step_seconds={p.step_seconds:g} "
+            f"checkpoint_every={p.checkpoint_every}"
+        )
+        if self.in_job:
+            text += f" rank={p.rank} world_size={p.world_size} epoch={p.epoch}"
+        if p.input_stall_share or p.comm_stall_share:
+            text += f" input_stall_share={p.input_stall_share:g} comm_stall_share={p.comm_stall_share:g}"
+        self._cursor = now
+        return [LogLine(now, f"{rfc3339_millis(now)} {text}")] + self._advance(now)
+
+    def _advance(self, now: datetime) -> list[LogLine]:
+        assert self._cursor is not None
+        lines = self._record_outcomes()
+        fence = self.checkpoints.fence()
+        if fence is not None:
+            return lines + self._fenced(fence, max(now, self._cursor))
+        if self.resumed_from is None:
+            resume = self.checkpoints.resume_step()
+            if resume is None:  # still reading the checkpoint record
+                self._cursor = max(self._cursor, now)
+                return lines
+            lines += self._resume(resume, max(self._cursor, now))
+            if self.exit is not None:
+                return lines
+        if now < self._cursor:
+            return lines
+        status = self.gang.status(now)
+        start = self._cursor
+        end = start  # where work stopped accruing
+        complete_now = False
+        if status.window is not None:
+            since, until = status.window
+            complete_now = since <= now < until
+            a, b = max(start, since), min(now, until)
+            if b > a:
+                if self._stall is not None:
+                    stalled_for = (a - (self._stall_since or a)).total_seconds()
+                    lines.append(self._line(a, f"stepping resumed after {stalled_for:.1f}s stalled"))
+                    self._stall, self._stall_since = None, None
+                self.peer_wait_us += _us(a - start)
+                capped_at = self._accrue(a, b, lines)
+                if self.exit is not None:
+                    return lines
+                if capped_at is not None:  # too many steps for one call: the rest next time
+                    self._cursor = capped_at
+                    return lines
+                end = b
+        if not complete_now:
+            # Log a new stall, a new kind of stall, or new peer counts (not every tick of a stale view's age).
+            if self._stall is not status.kind or (status.kind is StallKind.PEERS and status.reason != self._stall_reason):
+                lines.append(self._line(end, f"stalled: {status.reason}"))
+                if self._stall is None:
+                    self._stall_since = end
+                self._stall, self._stall_reason = status.kind, status.reason
+        self.peer_wait_us += _us(now - end)
+        self._cursor = now
+        return lines
+
+    def _accrue(self, a: datetime, b: datetime, lines: list[LogLine]) -> datetime | None:
+        """Do the work of ``[a, b]``; returns the instant it stopped early (the per-call cap), else ``None``."""
+        available = _us(b - a)
+        t = a
+        emitted = 0
+        total = self.params.steps_total
+        while True:
+            need = self._step_us - self._work_us
+            if need > available:
+                self._work_us += available
+                return None
+            available -= need
+            t += timedelta(microseconds=need)
+            self._work_us = 0
+            self.step += 1
+            emitted += 1
+            self.input_stall_us += self._input_us
+            self.comm_stall_us += self._comm_us
+            lines += self._on_step(self.step, t)
+            if total and self.step >= total:
+                lines.append(self._line(t, f"training complete step={self.step}"))
+                self.exit = Exit.of(self.params.exit_code, t)
+                return None
+            if emitted >= MAX_STEPS_PER_ADVANCE:
+                return t
 
     def _on_step(self, step: int, at: datetime) -> list[LogLine]:
         ts = rfc3339_millis(at)
@@ -276,40 +611,43 @@ class TrainingWorkload(Workload):
         if every and step % every == 0:
             self.checkpoint_step = step
             lines.append(LogLine(at, f"{ts} checkpoint step={step}"))
+            if self.params.rank == 0:
+                self.checkpoints.record(step, at)
         return lines
 
-    def _on_start(self, now: datetime) -> list[LogLine]:
-        p = self.params
-        ts = rfc3339_millis(now)
-        lines = [
-            LogLine(
-                now,
-                f"{ts} starting training steps_total={p.steps_total} step_seconds={p.step_seconds:g} "
-                f"checkpoint_every={p.checkpoint_every}",
-            )
-        ]
-        if p.resume_step:
-            lines.append(LogLine(now, f"{ts} resuming from checkpoint step={p.resume_step}"))
-        return lines + self._advance(now)
-
-    def _advance(self, now: datetime) -> list[LogLine]:
-        due = self._step_due(now)
+    def _resume(self, step: int, now: datetime) -> list[LogLine]:
+        self.resumed_from = step
+        self.step = self.checkpoint_step = step
+        self._work_us = 0
+        self._cursor = now
+        lines = [self._line(now, f"resumed from checkpoint step={step}")]
         total = self.params.steps_total
-        if total:
-            due = min(due, total)
-        due = min(due, self.step + MAX_STEPS_PER_ADVANCE)
-        lines: list[LogLine] = []
-        while self.step < due:
-            self.step += 1
-            lines += self._on_step(self.step, self._step_time(self.step))
-        if total and self.step >= total:
-            at = self._step_time(self.step) if self.step > self.params.resume_step else now
-            lines.append(LogLine(at, f"{rfc3339_millis(at)} training complete step={self.step}"))
-            self.exit = Exit.of(self.params.exit_code, at)
+        if total and step >= total:
+            lines.append(self._line(now, f"training complete step={step}"))
+            self.exit = Exit.of(self.params.exit_code, now)
         return lines
 
+    def _record_outcomes(self) -> list[LogLine]:
+        lines = []
+        for o in self.checkpoints.outcomes():
+            if o.error is None:
+                lines.append(self._line(o.at, f"checkpoint record step={o.step} written"))
+            else:
+                lines.append(self._line(o.at, f"checkpoint record step={o.step} failed: {o.error}"))
+        return lines
 
-WorkloadFactory = Callable[[Mapping[str, str]], Workload]
+    def _fenced(self, fence: Fence, now: datetime) -> list[LogLine]:
+        p = self.params
+        text = f"fenced: job restarted at epoch {fence.job_epoch}; rank {p.rank} of epoch {p.epoch} stops"
+        self.exit = Exit(FENCED_EXIT, FENCED_REASON, now, f"{text} ({fence.how})")
+        return [self._line(now, text)]
+
+    @staticmethod
+    def _line(at: datetime, text: str) -> LogLine:
+        return LogLine(at, f"{rfc3339_millis(at)} {text}")
+
+WorkloadFactory = Callable[[Mapping[str, str], "Gang | None", "CheckpointLink | None"], Workload]
+"""Builds a workload from a pod's annotations and, for a rank of a job, its gang and checkpoint links."""
 
 WORKLOADS: dict[str, WorkloadFactory] = {
     IdleWorkload.kind: IdleWorkload.from_annotations,
@@ -318,14 +656,25 @@ WORKLOADS: dict[str, WorkloadFactory] = {
 """Workload kinds by the value of the ``firedrill.dev/workload`` annotation."""
 
 
-def workload_for(annotations: Mapping[str, str] | None) -> Workload:
+def workload_kind(annotations: Mapping[str, str] | None) -> str:
+    """The kind named by ``firedrill.dev/workload`` (``idle`` without it)."""
+    return ((annotations or {}).get(ANN_WORKLOAD) or IdleWorkload.kind).strip()
+
+
+def workload_for(
+    annotations: Mapping[str, str] | None,
+    gang: Gang | None = None,
+    checkpoints: CheckpointLink | None = None,
+) -> Workload:
     """The workload a pod with these annotations runs.
 
-    Raises :class:`WorkloadConfigError` for an unknown kind or a bad parameter.
+    ``gang`` and ``checkpoints`` link a rank of a job to its peers and its
+    checkpoint record (without them a training pod trains alone).  Raises
+    :class:`WorkloadConfigError` for an unknown kind or a bad parameter.
     """
     annotations = annotations or {}
-    kind = (annotations.get(ANN_WORKLOAD) or IdleWorkload.kind).strip()
+    kind = workload_kind(annotations)
     factory = WORKLOADS.get(kind)
     if factory is None:
         raise WorkloadConfigError(f"unknown workload {kind!r} (known: {', '.join(sorted(WORKLOADS))})")
-    return factory(annotations)
+    return factory(annotations, gang, checkpoints)

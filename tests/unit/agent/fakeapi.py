@@ -9,7 +9,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, WatchEvent
+import jsonpatch
+import jsonpointer
+
+from refplatform.client import JSON_PATCH, MERGE_PATCH, ApiStatusError, ApiUnreachable, WatchEvent
 
 Obj = dict[str, Any]
 Call = tuple[str, str, Any]
@@ -96,6 +99,10 @@ class FakeApi:
     def list(self, path: str, params: Any = None) -> Obj:
         self._check("LIST", path, params)
         items = [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(path + "/") or "/pods/" in p]
+        selector = (params or {}).get("labelSelector")
+        if selector:  # only k=v,k=v here
+            want = dict(term.split("=", 1) for term in selector.split(","))
+            items = [o for o in items if all((o["metadata"].get("labels") or {}).get(k) == v for k, v in want.items())]
         rv = str(next(self._rv))
         self.list_rvs.append(rv)
         return {"kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
@@ -127,6 +134,12 @@ class FakeApi:
         base = path[: -len("/status")] if path.endswith("/status") else path
         if base not in self.objects:
             raise status_error(404, "NotFound")
+        if content_type == JSON_PATCH:
+            try:
+                patched = jsonpatch.JsonPatch(body).apply(copy.deepcopy(self.objects[base]))
+            except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as err:
+                raise status_error(422, "Invalid", f"JSON patch failed: {err}") from None
+            return self.put_object(base, patched)
         return self.put_object(base, merge_patch(self.objects[base], body))
 
     def delete(self, path: str, body: Obj | None = None, params: Any = None) -> Obj:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -183,3 +184,60 @@ def test_run_stops_promptly(api: FakeApi, clock: VirtualClock) -> None:
     hb.stop_event.set()
     t.join(3)
     assert not t.is_alive() and hb.renewals >= 1
+
+
+def test_health_follows_the_heartbeat(api: FakeApi, clock: VirtualClock) -> None:
+    hb = heartbeat(api, clock)
+    assert hb.health() == (False, "not registered yet")
+    hb.register()
+    assert hb.health() == (False, "no heartbeat yet")
+    assert hb.beat() and hb.health() == (True, "ok")
+    api.fail = unreachable
+    assert not hb.beat()
+    healthy, why = hb.health()
+    assert not healthy and why.startswith("heartbeat failing: API server unreachable")
+    api.fail = lambda v, p: None
+    assert hb.beat() and hb.health() == (True, "ok")
+
+
+def test_ready_condition_follows_the_ready_check(api: FakeApi, clock: VirtualClock) -> None:
+    reason: list[str | None] = [None]
+    config = NodeConfig("gpu-node-0", select_inventory("H100-80GB", 8, force_simulated=True))
+    hb = NodeHeartbeat(api, config, clock, 1.0, status_every=100, register_wait=wait_none(),  # type: ignore[arg-type]
+                       ready_check=lambda: reason[0])
+    hb.register()
+    hb.beat()
+
+    def ready() -> dict[str, Any]:
+        return next(c for c in api.objects[NODE]["status"]["conditions"] if c["type"] == "Ready")
+
+    assert (ready()["status"], ready()["reason"]) == ("True", "KubeletReady")
+    reason[0] = "pod sync loop stalled for 3.0s"
+    clock.advance(1)
+    hb.beat()  # a change is written on the next beat, not after status_every beats
+    assert (ready()["status"], ready()["reason"], ready()["message"]) == ("False", "KubeletNotReady", "pod sync loop stalled for 3.0s")
+    deserialize(api.objects[NODE], "V1Node")
+    reason[0] = None
+    clock.advance(1)
+    hb.beat()
+    assert (ready()["status"], ready()["reason"], ready()["lastTransitionTime"]) == ("True", "KubeletReady", "2026-11-30T00:00:02Z")
+
+
+def test_kick_beats_at_once(api: FakeApi, clock: VirtualClock) -> None:
+    config = NodeConfig("gpu-node-0", select_inventory("H100-80GB", 8, force_simulated=True))
+    hb = NodeHeartbeat(api, config, clock, 60.0, register_wait=wait_none())  # type: ignore[arg-type]
+    t = threading.Thread(target=hb.run, daemon=True)
+    t.start()
+    try:
+        assert hb.registered.wait(5)
+        deadline = time.monotonic() + 5
+        while hb.renewals < 1 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+        hb.kick()
+        while hb.renewals < 2 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+        assert hb.renewals == 2  # a 60 s interval, yet a second beat
+    finally:
+        hb.stop_event.set()
+        hb.kick()
+        t.join(3)

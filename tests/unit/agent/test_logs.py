@@ -128,3 +128,29 @@ def test_follow_ends_when_the_client_goes_away(store: LogStore, server: str) -> 
         time.sleep(0.05)
     assert threading.active_count() == before, "the follower did not notice the client left"
     assert not log.closed
+
+
+def test_healthz_answers_the_agents_health(store: LogStore) -> None:
+    state = {"health": (True, "ok")}
+    srv = LogServer(store, health=lambda: state["health"])
+    srv.start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}/healthz"
+        ok = get(url)
+        assert (ok.status, ok.data) == (200, b"ok")
+        state["health"] = (False, "partitioned for 1.0s: no API traffic")
+        bad = get(url)
+        assert (bad.status, bad.data) == (503, b"partitioned for 1.0s: no API traffic")
+
+        def broken() -> tuple[bool, str]:
+            raise RuntimeError("boom")
+
+        srv._server.health = broken
+        assert get(url).status == 503
+    finally:
+        srv.stop()
+
+
+def test_healthz_defaults_to_healthy(server: str) -> None:
+    resp = get(server + "/healthz")
+    assert (resp.status, resp.data) == (200, b"ok")

@@ -11,6 +11,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from refplatform.agent.clock import VirtualClock
+from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import LogStore
 from refplatform.agent.pods import PodSync
 from refplatform.client import WatchEvent
@@ -35,11 +36,18 @@ class Env:
         self.store = LogStore(tmp_path / "logs" / NODE)
         self.sync = PodSync(self.api, NODE, self.store, self.clock)  # type: ignore[arg-type]
 
-    def add_pod(self, name: str, annotations: dict[str, str] | None = None, node: str = NODE, **status: Any) -> dict[str, Any]:
+    def add_pod(
+        self,
+        name: str,
+        annotations: dict[str, str] | None = None,
+        node: str = NODE,
+        labels: dict[str, str] | None = None,
+        **status: Any,
+    ) -> dict[str, Any]:
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}, "labels": labels or {}},
             "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
             "status": status or {"phase": "Pending"},
         }
@@ -245,7 +253,7 @@ def test_after_an_agent_restart_a_running_pod_restarts_and_resumes_from_its_chec
     assert st.start_time.isoformat().startswith("2026-11-30T00:00:00")  # the pod's start, not the container's
     log = fresh.log("t")
     assert log[0].endswith("checkpoint_every=3")  # the old lines are still there
-    assert any(line.endswith("resuming from checkpoint step=3") for line in log)
+    assert any(line.endswith("resumed from checkpoint step=3") for line in log)
 
 
 def test_a_finished_pod_is_not_rerun_after_a_restart(env: Env) -> None:
@@ -307,3 +315,145 @@ def test_a_pod_recreated_under_the_same_name_gets_a_fresh_log_that_stays_open(en
     clog = env.store.get("default", "w", "main")
     assert clog is not None and not clog.closed
     assert [w.uid for w in env.sync.workers.values()] == [env.pod("w")["metadata"]["uid"]]
+
+
+# -- ranks of a job, resync after a partition, thaw after a freeze -----------------------------
+
+JOB = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/j"
+
+
+def rank_annotations(rank: int, epoch: int = 0) -> dict[str, str]:
+    return TRAINING | {
+        "firedrill.dev/steps-total": "0",
+        "firedrill.dev/step-seconds": "1",
+        "firedrill.dev/checkpoint-every": "2",
+        "firedrill.dev/rank": str(rank),
+        "firedrill.dev/world-size": "2",
+        "firedrill.dev/epoch": str(epoch),
+    }
+
+
+@pytest.fixture
+def gang_env(env: Env) -> Env:
+    env.sync.jobs = JobCoordinator(env.api, env.clock)  # type: ignore[arg-type]
+    env.api.put_object(JOB, {"metadata": {"name": "j", "namespace": "default",
+                                          "annotations": {"firedrill.dev/epoch": "0", "firedrill.dev/checkpoint-step": "4"}}})
+    return env
+
+
+def poll(env: Env) -> None:
+    assert env.sync.jobs is not None
+    env.sync.jobs.poll_now()
+    env.sync.jobs.run_once()
+
+
+def run(env: Env, seconds: float, every: float = 0.5) -> None:
+    """Poll the jobs and sync the pods every ``every`` seconds, as the agent's threads do."""
+    for _ in range(round(seconds / every)):
+        poll(env)
+        env.step(every)
+    poll(env)
+
+
+def test_a_rank_steps_with_its_gang_records_and_is_fenced_when_the_job_restarts(gang_env: Env) -> None:
+    env = gang_env
+    labels = {"volcano.sh/job-name": "j"}
+    env.add_pod("j-w-0", rank_annotations(0), labels=labels)
+    env.add_pod("j-w-1", rank_annotations(1), node="gpu-node-1", labels=labels, phase="Pending")
+    env.step()
+    assert env.sync.jobs is not None and env.sync.jobs.jobs() == [("default", "j")]
+    poll(env)
+    env.step()
+    assert env.log("j-w-0")[-2:] == [
+        "2026-11-30T00:00:00.000Z resumed from checkpoint step=4",
+        "2026-11-30T00:00:00.000Z stalled: waiting for peers (1/2 ranks of epoch 0 running)",
+    ]
+    run(env, 1.0)
+    assert env.pod("j-w-0")["metadata"]["annotations"]["firedrill.dev/step"] == "4"
+    peer = env.api.objects[pod_path("j-w-1")]
+    peer["status"]["phase"] = "Running"  # what the peer's agent reports
+    run(env, 2.0)  # steps 5, 6: a checkpoint, but rank 1 has not said it saved its shard
+    assert env.api.objects[JOB]["metadata"]["annotations"]["firedrill.dev/checkpoint-step"] == "4"
+    peer["metadata"]["annotations"]["firedrill.dev/checkpoint-step"] = "6"  # now it has
+    poll(env)
+    assert env.api.objects[JOB]["metadata"]["annotations"]["firedrill.dev/checkpoint-step"] == "6"
+    assert env.api.objects[JOB]["metadata"]["annotations"]["firedrill.dev/checkpoint-time"] == "2026-11-30T00:00:03.000000Z"
+    env.step()  # the workload hears how the write went
+    log = env.log("j-w-0")
+    assert "2026-11-30T00:00:01.000Z stepping resumed after 1.0s stalled" in log
+    assert log[-1] == "2026-11-30T00:00:03.000Z checkpoint record step=6 written"
+    # RestartJob: the epoch moves on; the next poll fences this rank, which stops at once.
+    env.api.objects[JOB]["metadata"]["annotations"]["firedrill.dev/epoch"] = "1"
+    poll(env)
+    env.step(5)
+    pod = deserialize(env.pod("j-w-0"), "V1Pod")
+    term = pod.status.container_statuses[0].state.terminated
+    assert (pod.status.phase, pod.status.reason, term.reason, term.exit_code) == ("Failed", "Fenced", "Fenced", 75)
+    assert "rank 0 of epoch 0 stops" in pod.status.message
+    assert env.log("j-w-0")[-1].endswith("fenced: job restarted at epoch 1; rank 0 of epoch 0 stops")
+    assert env.pod("j-w-0")["metadata"]["annotations"]["firedrill.dev/step"] == "6"
+    assert env.sync.jobs.jobs() == []  # detached: no more polls for it
+
+
+def test_a_pod_without_the_job_label_trains_alone(gang_env: Env) -> None:
+    env = gang_env
+    env.add_pod("solo", rank_annotations(1))
+    env.step()
+    env.step(2)
+    assert env.pod("solo")["metadata"]["annotations"]["firedrill.dev/step"] == "2"
+    assert env.sync.jobs is not None and env.sync.jobs.jobs() == []
+
+
+def test_bad_rank_annotations_fail_the_pod_with_start_error(gang_env: Env) -> None:
+    env = gang_env
+    env.add_pod("bad", rank_annotations(0) | {"firedrill.dev/world-size": "zero"}, labels={"volcano.sh/job-name": "j"})
+    env.step()
+    st = deserialize(env.pod("bad"), "V1Pod").status
+    assert st.phase == "Failed" and st.container_statuses[0].state.terminated.reason == "StartError"
+
+
+def test_after_a_freeze_no_work_is_credited_for_the_frozen_time(env: Env) -> None:
+    env.add_pod("t", TRAINING | {"firedrill.dev/steps-total": "0", "firedrill.dev/step-seconds": "1"})
+    env.step()
+    env.step(1.5)
+    env.clock.advance(60)  # SIGSTOP ... SIGCONT
+    env.sync.note_freeze(60)
+    env.step()
+    env.allow_retry()
+    env.step(0.6)
+    assert env.pod("t")["metadata"]["annotations"]["firedrill.dev/step"] == "2"
+
+
+def test_resync_retries_pending_writes_at_once(env: Env) -> None:
+    env.api.fail = unreachable  # partitioned
+    env.add_pod("r")
+    env.step()
+    env.api.fail = lambda verb, path: None  # healed
+    env.step()
+    assert env.pod("r")["status"]["phase"] == "Pending"  # still backing off
+    env.sync.resync()
+    env.step()
+    assert env.pod("r")["status"]["phase"] == "Running"
+
+
+def test_resync_relists_and_stops_pods_deleted_meanwhile(env: Env) -> None:
+    api = env.api
+    env.add_pod("kept", TRAINING | {"firedrill.dev/steps-total": "0"})
+    env.add_pod("gone", TRAINING | {"firedrill.dev/steps-total": "0"})
+    env.sync.tick = 0.01
+    env.sync.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(env.sync.workers) < 2 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+        assert len(env.sync.workers) == 2
+        del api.objects[pod_path("gone")]  # deleted while we could not hear about it
+        env.sync.resync()
+        while len(api.verbs("LIST")) < 2 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+        while len(env.sync.workers) > 1 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+    finally:
+        env.sync.stop()
+    assert [w.name for w in env.sync.workers.values()] == ["kept"]
+    assert env.log("gone")[-1].endswith("received SIGTERM, exiting")

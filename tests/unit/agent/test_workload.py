@@ -30,6 +30,11 @@ def texts(lines) -> list[str]:
     return [line.text for line in lines]
 
 
+def progress(w) -> dict[str, str]:
+    """Step and checkpoint only (the stall counters have their own tests)."""
+    return {k: v for k, v in w.progress().items() if k in (ANN_STEP, ANN_CHECKPOINT_STEP)}
+
+
 def test_no_annotation_is_an_idle_process_that_never_ends() -> None:
     clock = VirtualClock()
     w = workload_for({})
@@ -67,8 +72,11 @@ def test_training_steps_once_per_step_seconds_and_checkpoints() -> None:
     w = workload_for(training(**{ANN_STEP_SECONDS: "0.5", ANN_CHECKPOINT_EVERY: "4"}))
     start = clock.now()
     first = texts(w.start(start))
-    assert first == [f"{rfc3339_millis(start)} starting training steps_total=0 step_seconds=0.5 checkpoint_every=4"]
-    assert w.progress() == {ANN_STEP: "0", ANN_CHECKPOINT_STEP: "0"}
+    assert first == [
+        f"{rfc3339_millis(start)} starting training steps_total=0 step_seconds=0.5 checkpoint_every=4",
+        f"{rfc3339_millis(start)} resumed from checkpoint step=0",
+    ]
+    assert progress(w) == {ANN_STEP: "0", ANN_CHECKPOINT_STEP: "0"}
 
     clock.advance(0.49)
     assert w.advance(clock.now()) == []
@@ -87,7 +95,7 @@ def test_training_steps_once_per_step_seconds_and_checkpoints() -> None:
     ]
     # Each line carries the instant its step completed, not the instant we looked.
     assert [(ln.time - start).total_seconds() for ln in lines] == [1.0, 1.5, 2.0, 2.0]
-    assert w.progress() == {ANN_STEP: "4", ANN_CHECKPOINT_STEP: "4"}
+    assert progress(w) == {ANN_STEP: "4", ANN_CHECKPOINT_STEP: "4"}
     assert w.running
 
 
@@ -113,7 +121,7 @@ def test_training_exits_zero_when_steps_total_is_reached() -> None:
     assert sum(" step=" in t and "loss=" in t for t in lines) == 5
     assert w.exit is not None and (w.exit.code, w.exit.reason) == (0, "Completed")
     assert (w.exit.finished_at - start).total_seconds() == 5
-    assert w.progress() == {ANN_STEP: "5", ANN_CHECKPOINT_STEP: "4"}
+    assert progress(w) == {ANN_STEP: "5", ANN_CHECKPOINT_STEP: "4"}
     assert not w.running
     clock.advance(10)
     assert w.advance(clock.now()) == []
@@ -123,7 +131,7 @@ def test_training_resumes_from_its_checkpoint() -> None:
     clock = VirtualClock()
     w = workload_for(training(**{ANN_STEPS_TOTAL: "12", ANN_STEP_SECONDS: "1", ANN_CHECKPOINT_STEP: "10"}))
     lines = texts(w.start(clock.now()))
-    assert lines[-1].endswith("resuming from checkpoint step=10")
+    assert lines[-1].endswith("resumed from checkpoint step=10")
     clock.advance(1)
     assert texts(w.advance(clock.now()))[0].split(" ")[1] == "step=11"
     clock.advance(1)
@@ -173,3 +181,227 @@ def test_bad_annotations_are_config_errors(annotations: dict[str, str], message:
 def test_advance_before_start_is_a_bug() -> None:
     with pytest.raises(RuntimeError):
         workload_for({}).advance(VirtualClock().now())
+
+
+# -- a rank of a job: gang-gated stepping, checkpoint records, fencing --------------------------
+
+from datetime import datetime, timedelta  # noqa: E402
+
+from refplatform.agent.workload import (  # noqa: E402
+    ANN_COMM_STALL_SECONDS,
+    ANN_COMM_STALL_SHARE,
+    ANN_EPOCH,
+    ANN_INPUT_STALL_SECONDS,
+    ANN_INPUT_STALL_SHARE,
+    ANN_PEER_WAIT_SECONDS,
+    ANN_RANK,
+    ANN_WORLD_SIZE,
+    FENCED_EXIT,
+    Fence,
+    GangStatus,
+    RecordOutcome,
+    StallKind,
+)
+
+
+class ScriptedGang:
+    """A gang whose view the test sets: complete over ``window``, else stalled for ``kind``."""
+
+    def __init__(self) -> None:
+        self.window: tuple[datetime, datetime] | None = None
+        self.kind = StallKind.PEERS
+        self.reason = "waiting for peers (1/2 ranks of epoch 0 running)"
+
+    def status(self, now: datetime) -> GangStatus:
+        return GangStatus(self.window, self.kind, self.reason)
+
+
+class FakeLink:
+    def __init__(self, resume: int | None = None) -> None:
+        self.resume: int | None = resume
+        self.fenced: Fence | None = None
+        self.records: list[tuple[int, datetime]] = []
+        self.pending_outcomes: list[RecordOutcome] = []
+
+    def resume_step(self) -> int | None:
+        return self.resume
+
+    def fence(self) -> Fence | None:
+        return self.fenced
+
+    def record(self, step: int, at: datetime) -> None:
+        self.records.append((step, at))
+
+    def outcomes(self) -> list[RecordOutcome]:
+        out, self.pending_outcomes = self.pending_outcomes, []
+        return out
+
+
+def rank(r: int = 0, world: int = 2, epoch: int = 0, **ann: str) -> dict[str, str]:
+    return training(**{ANN_RANK: str(r), ANN_WORLD_SIZE: str(world), ANN_EPOCH: str(epoch), ANN_STEP_SECONDS: "1",
+                       ANN_CHECKPOINT_EVERY: "2", **ann})
+
+
+def body(lines) -> list[str]:
+    """Log texts without their timestamps."""
+    return [line.text.split(" ", 1)[1] for line in lines]
+
+
+FOREVER = timedelta(days=3650)
+
+
+def test_a_rank_waits_for_its_resume_point_before_stepping() -> None:
+    clock = VirtualClock()
+    gang, link = ScriptedGang(), FakeLink(resume=None)
+    gang.window = (clock.now(), clock.now() + FOREVER)
+    w = workload_for(rank(), gang, link)
+    assert body(w.start(clock.now())) == ["starting training steps_total=0 step_seconds=1 checkpoint_every=2 rank=0 world_size=2 epoch=0"]
+    clock.advance(5)
+    assert w.advance(clock.now()) == [] and w.step == 0  # still reading the Job's record
+    link.resume = 20
+    assert body(w.advance(clock.now())) == ["resumed from checkpoint step=20"]
+    clock.advance(1)
+    assert body(w.advance(clock.now()))[0].startswith("step=21 loss=")
+    assert w.resumed_from == 20 and progress(w) == {ANN_STEP: "21", ANN_CHECKPOINT_STEP: "20"}
+
+
+def test_a_rank_steps_only_while_its_gang_is_known_complete() -> None:
+    clock = VirtualClock()
+    t0 = clock.now()
+    gang, link = ScriptedGang(), FakeLink(resume=0)
+    w = workload_for(rank(), gang, link)
+    # Never complete yet: a stall line at the start, no steps, peer wait counted.
+    assert body(w.start(t0))[-1] == "stalled: waiting for peers (1/2 ranks of epoch 0 running)"
+    clock.advance(3)
+    assert w.advance(clock.now()) == []
+    assert w.stalled is StallKind.PEERS and w.step == 0
+    # Complete from t=3.5 (the first poll that saw every rank), vouched for until t=7.
+    gang.window = (t0 + timedelta(seconds=3.5), t0 + timedelta(seconds=7))
+    gang.kind, gang.reason = StallKind.STALE, "peer view stale (last poll 2.5s ago)"
+    clock.advance(7)  # t = 10
+    lines = w.advance(clock.now())
+    assert body(lines)[0] == "stepping resumed after 3.5s stalled"
+    steps = [ln for ln in lines if " loss=" in ln.text]
+    assert [(ln.time - t0).total_seconds() for ln in steps] == [4.5, 5.5, 6.5]  # 3.5 s of work: 3 steps
+    assert body(lines)[-1] == "stalled: peer view stale (last poll 2.5s ago)"
+    assert lines[-1].time == t0 + timedelta(seconds=7)
+    assert w.progress()[ANN_PEER_WAIT_SECONDS] == "6.500"  # 10 s minus 3.5 s of work
+    # The half step done by t=7 is not lost: the next window finishes it.
+    gang.window = (t0 + timedelta(seconds=11), t0 + FOREVER)
+    clock.advance(1.5)  # t = 11.5
+    lines = w.advance(clock.now())
+    assert [(ln.time - t0).total_seconds() for ln in lines if " loss=" in ln.text] == [11.5]
+
+
+def test_the_stall_line_changes_only_when_its_kind_does() -> None:
+    clock = VirtualClock()
+    gang, link = ScriptedGang(), FakeLink(resume=0)
+    w = workload_for(rank(), gang, link)
+    w.start(clock.now())
+    for _ in range(3):
+        clock.advance(1)
+        w.advance(clock.now())
+    gang.kind, gang.reason = StallKind.STALE, "peer view stale (last poll 1.6s ago)"
+    clock.advance(1)
+    assert body(w.advance(clock.now())) == ["stalled: peer view stale (last poll 1.6s ago)"]
+    clock.advance(1)
+    assert w.advance(clock.now()) == []
+
+
+def test_rank_zero_records_its_checkpoints_and_logs_the_outcomes() -> None:
+    clock = VirtualClock()
+    t0 = clock.now()
+    links = [FakeLink(resume=0), FakeLink(resume=0)]
+    ranks = [workload_for(rank(r), ScriptedGang(), links[r]) for r in (0, 1)]
+    for w in ranks:
+        w.gang.window = (t0, t0 + FOREVER)  # type: ignore[attr-defined]
+        w.start(t0)
+    clock.advance(4)
+    for w in ranks:
+        assert sum("checkpoint step=" in t for t in texts(w.advance(clock.now()))) == 2
+    assert [(s, (at - t0).total_seconds()) for s, at in links[0].records] == [(2, 2.0), (4, 4.0)]
+    assert links[1].records == []  # only rank 0 writes the record
+    links[0].pending_outcomes = [RecordOutcome(2, t0 + timedelta(seconds=2.1)),
+                                 RecordOutcome(4, t0 + timedelta(seconds=4.1), "API unreachable (partitioned)")]
+    assert body(ranks[0].advance(clock.now())) == [
+        "checkpoint record step=2 written",
+        "checkpoint record step=4 failed: API unreachable (partitioned)",
+    ]
+
+
+def test_a_fenced_rank_stops_at_once_and_fails_with_reason_fenced() -> None:
+    clock = VirtualClock()
+    gang, link = ScriptedGang(), FakeLink(resume=0)
+    gang.window = (clock.now(), clock.now() + FOREVER)
+    w = workload_for(rank(1, world=4, epoch=2), gang, link)
+    w.start(clock.now())
+    clock.advance(2.5)
+    w.advance(clock.now())
+    link.fenced = Fence(3, "the Job's epoch is newer")
+    clock.advance(10)
+    assert body(w.advance(clock.now())) == ["fenced: job restarted at epoch 3; rank 1 of epoch 2 stops"]
+    assert w.step == 2  # no step after it learned
+    assert w.exit is not None and (w.exit.code, w.exit.reason) == (FENCED_EXIT, "Fenced") and FENCED_EXIT != 0
+    assert "the Job's epoch is newer" in w.exit.message
+    assert w.advance(clock.now()) == []
+
+
+def test_a_rank_fenced_before_it_resumed_never_steps() -> None:
+    clock = VirtualClock()
+    link = FakeLink(resume=None)
+    link.fenced = Fence(1, "the Job's epoch is newer")
+    w = workload_for(rank(0), ScriptedGang(), link)
+    lines = body(w.start(clock.now()))
+    assert lines[-1] == "fenced: job restarted at epoch 1; rank 0 of epoch 0 stops" and w.exit is not None
+
+
+def test_stall_shares_are_accounted_per_step() -> None:
+    clock = VirtualClock()
+    w = workload_for(training(**{ANN_STEP_SECONDS: "2", ANN_INPUT_STALL_SHARE: "0.25", ANN_COMM_STALL_SHARE: "0.1"}))
+    first = texts(w.start(clock.now()))
+    assert first[0].endswith("checkpoint_every=10 input_stall_share=0.25 comm_stall_share=0.1")
+    clock.advance(9)  # 4 steps of 2 s (the steps still take step-seconds in total)
+    w.advance(clock.now())
+    assert w.step == 4
+    p = w.progress()
+    assert (p[ANN_INPUT_STALL_SECONDS], p[ANN_COMM_STALL_SECONDS], p[ANN_PEER_WAIT_SECONDS]) == ("2.000", "0.800", "0.000")
+
+
+@pytest.mark.parametrize(
+    "annotations, message",
+    [
+        (training(**{ANN_INPUT_STALL_SHARE: "1.5"}), "between 0 and 1"),
+        (training(**{ANN_COMM_STALL_SHARE: "-0.1"}), "between 0 and 1"),
+        (training(**{ANN_INPUT_STALL_SHARE: "0.7", ANN_COMM_STALL_SHARE: "0.4"}), "exceeds 1"),
+        (training(**{ANN_INPUT_STALL_SHARE: "lots"}), "not a number"),
+        (rank(2, world=2), "not below"),
+        (rank(0, world=0), "below 1"),
+    ],
+)
+def test_bad_rank_and_stall_annotations_are_config_errors(annotations: dict[str, str], message: str) -> None:
+    with pytest.raises(WorkloadConfigError, match=message):
+        workload_for(annotations)
+
+
+def test_a_thawed_rank_is_not_credited_with_work_for_the_frozen_time() -> None:
+    clock = VirtualClock()
+    gang, link = ScriptedGang(), FakeLink(resume=0)
+    gang.window = (clock.now(), clock.now() + FOREVER)  # the view says nothing against it
+    w = workload_for(rank(), gang, link)
+    w.start(clock.now())
+    clock.advance(1.5)
+    w.advance(clock.now())
+    assert w.step == 1
+    clock.advance(30)  # SIGSTOP ... SIGCONT
+    w.thaw(clock.now())
+    assert w.advance(clock.now()) == []
+    clock.advance(0.5)  # the half step done before the freeze completes now
+    assert [ln.time for ln in w.advance(clock.now()) if " loss=" in ln.text] == [clock.now()]
+
+
+def test_a_rank_that_resumes_at_steps_total_completes_at_once() -> None:
+    clock = VirtualClock()
+    w = workload_for(rank(**{ANN_STEPS_TOTAL: "10"}), ScriptedGang(), FakeLink(resume=10))
+    lines = body(w.start(clock.now()))
+    assert lines[-2:] == ["resumed from checkpoint step=10", "training complete step=10"]
+    assert w.exit is not None and w.exit.code == 0
