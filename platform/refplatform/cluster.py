@@ -33,6 +33,7 @@ import yaml
 
 from refplatform.errors import RefPlatformError
 from refplatform.pki import ensure_pki
+from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 
 ADDRESS_FILE = "apiserver.json"
 TOKENS_FILE = "tokens.yaml"
@@ -120,7 +121,8 @@ class ClusterSpec:
     gpus_per_node: int = 8
     gpu_model: str = "H100-80GB"
     port: int = 0
-    heartbeat: float = 1.0
+    heartbeat: float | None = None
+    """Seconds between Lease renewals of each agent; ``None``: the profile's."""
     node_prefix: str = "gpu-node"
     bookmark_interval: float = 10.0
     scheduler_profile: str = "gang"
@@ -128,9 +130,36 @@ class ClusterSpec:
     controllers: tuple[str, ...] | None = None
     """Controllers to run (None: all; empty: no controller process)."""
     extra_server_args: tuple[str, ...] = ()
+    profile: str = DEFAULT_PROFILE
+    """Healing profile (:mod:`refplatform.profiles`): ``tuned`` or ``k8s-defaults``; gives the agents their
+    heartbeat and the controllers their grace period, default toleration and healer switches."""
+    spares: int = 0
+    """Spare nodes started beyond ``nodes`` (named on from the working nodes) and put into the healer's
+    spare pool at start.  ``firedrill up`` defaults it to the profile's count (``tuned``: 1)."""
+
+    def __post_init__(self) -> None:
+        get_profile(self.profile)  # an unknown name fails here, naming the known ones
+        if self.spares < 0:
+            raise ClusterError("spares must be >= 0")
+
+    @property
+    def healing(self) -> Profile:
+        return get_profile(self.profile)
+
+    @property
+    def agent_heartbeat(self) -> float:
+        return self.healing.heartbeat if self.heartbeat is None else self.heartbeat
 
     def node_names(self) -> list[str]:
+        """The working nodes."""
         return [f"{self.node_prefix}-{i}" for i in range(self.nodes)]
+
+    def spare_names(self) -> list[str]:
+        """The spare nodes: numbered on after the working ones."""
+        return [f"{self.node_prefix}-{i}" for i in range(self.nodes, self.nodes + self.spares)]
+
+    def all_node_names(self) -> list[str]:
+        return self.node_names() + self.spare_names()
 
 
 def ensure_tokens(data_dir: Path) -> tuple[Path, str]:
@@ -222,7 +251,9 @@ class Cluster:
             return None
         argv = [sys.executable, "-m", "refplatform.controllers", "--api", self.url,
                 "--token-file", str(self._token_file()), "--ca-file", str(self.ca_file),
-                "--scheduler-profile", self.spec.scheduler_profile]
+                "--scheduler-profile", self.spec.scheduler_profile, "--profile", self.spec.profile]
+        if self.spec.spares:
+            argv += ["--spare-nodes", ",".join(self.spec.spare_names())]
         if self.spec.controllers is not None:
             argv += ["--controllers", ",".join(self.spec.controllers)]
         self.controller_manager = ManagedProcess.spawn("controllers", argv,
@@ -233,7 +264,7 @@ class Cluster:
                     extra: tuple[str, ...] = ()) -> ManagedProcess:
         argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(self._token_file()),
                 "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
-                "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.heartbeat),
+                "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.agent_heartbeat),
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *extra]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
@@ -253,9 +284,39 @@ class Cluster:
     def start(self, timeout: float = 30.0) -> "Cluster":
         self.start_server(timeout)
         self.start_controllers()
-        for name in self.spec.node_names():
+        for name in self.spec.all_node_names():
             self.start_agent(name)
         return self
+
+    def readiness(self, http: httpx.Client) -> tuple[int, int, int]:
+        """(working nodes Ready, their GPUs, spares Ready and enrolled in the spare pool)."""
+        try:
+            nodes = http.get("/api/v1/nodes", timeout=2).json().get("items", [])
+        except (httpx.HTTPError, ValueError):
+            return 0, 0, 0
+        spares = set(self.spec.spare_names())
+        ready = gpus = pool = 0
+        for node in nodes:
+            meta = node.get("metadata") or {}
+            if not any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (node.get("status") or {}).get("conditions") or []):
+                continue
+            if meta.get("name") in spares:
+                pool += (meta.get("labels") or {}).get("firedrill.dev/spare") == "true"
+                continue
+            ready += 1
+            gpus += int(((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
+        return ready, gpus, pool
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until every working node is Ready and every spare is Ready and in the spare pool."""
+        with self.http_client() as http:
+            want = (len(self.spec.node_names()), len(self.spec.spare_names()))
+
+            def ready() -> bool:
+                nodes, _, pool = self.readiness(http)
+                return nodes >= want[0] and pool >= want[1]
+            wait_until(ready, timeout, f"{want[0]} Ready nodes and {want[1]} enrolled spare(s)", interval=0.1)
 
     def stop(self) -> None:
         for proc in self.agents.values():

@@ -127,7 +127,9 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[core.Toleration, ...]:
     return tuple(out)
 
 
-def pod_of(obj: Obj) -> core.Pod:
+def pod_of(obj: Obj, arrival: float = 0.0) -> core.Pod:
+    """``arrival`` (0..1) orders pods created within the same second, as a queue orders arrivals:
+    creationTimestamp has one-second resolution, and FIFO within it is what the no-gang baseline needs."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     try:
         phase = PodPhase(status.get("phase", "Pending"))
@@ -139,7 +141,7 @@ def pod_of(obj: Obj) -> core.Pod:
                     requests=pod_requests(spec), priority=int(spec.get("priority") or 0),
                     node_name=spec.get("nodeName") or None, gpu_indices=indices, group=group_of(obj),
                     node_selector=dict(spec.get("nodeSelector") or {}), affinity=_affinity(spec),
-                    tolerations=_tolerations(spec), created_at=_epoch(meta.get("creationTimestamp")),
+                    tolerations=_tolerations(spec), created_at=_epoch(meta.get("creationTimestamp")) + arrival,
                     phase=phase, terminating=bool(meta.get("deletionTimestamp")))
 
 
@@ -176,9 +178,12 @@ def schedulable(pod: Obj, scheduler_names: frozenset[str] = SCHEDULER_NAMES) -> 
 
 
 def snapshot_of(nodes: list[Obj], pods: list[Obj], pod_groups: list[Obj], queues: list[Obj], now: float,
-                scheduler_names: frozenset[str] = SCHEDULER_NAMES) -> core.Snapshot:
+                scheduler_names: frozenset[str] = SCHEDULER_NAMES,
+                arrival: Mapping[str, float] | None = None) -> core.Snapshot:
+    arrival = arrival or {}
     return core.Snapshot(
         nodes=tuple(node_of(n) for n in nodes),
-        pods=tuple(pod_of(p) for p in pods if schedulable(p, scheduler_names)),
+        pods=tuple(pod_of(p, arrival.get((p.get("metadata") or {}).get("uid", ""), 0.0))
+                   for p in pods if schedulable(p, scheduler_names)),
         pod_groups=tuple(pod_group_of(g) for g in pod_groups),
         queues=tuple(queue_of(q) for q in queues), now=now)

@@ -1,9 +1,16 @@
 """Records core/v1 Events the way upstream recorders do: one object per (involved object, reason,
-message), its ``count`` and ``lastTimestamp`` bumped when the same thing happens again."""
+message), its ``count`` and ``lastTimestamp`` bumped when the same thing happens again.
+
+Every Event carries ``eventTime``, a ``MicroTime`` (``2026-11-30T01:02:03.123456Z``), as the
+``events.k8s.io`` recorders write it, so the healing loop's steps can be ordered and timed to
+the microsecond; a repeat also updates ``series`` (``count``, ``lastObservedTime``, MicroTime).
+``firstTimestamp``/``lastTimestamp`` keep their second precision for ``kubectl get events``.
+"""
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -19,28 +26,44 @@ def _rfc3339(when: datetime) -> str:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_time(when: datetime) -> str:
+    """Kubernetes ``MicroTime``: RFC 3339 with exactly six fractional digits, UTC, ``Z``."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class EventRecorder:
+    """Writes Events for one component (``source.component``, ``reportingComponent``)."""
+
     def __init__(self, client: RestClient, component: str,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 instance: str | None = None) -> None:
         self.client = client
         self.component = component
         self.clock = clock
+        self.instance = instance or f"{component}-{socket.gethostname()}"
         self._seen: dict[tuple[str, str, str, str], tuple[str, int]] = {}
         self._lock = threading.Lock()
 
-    def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str) -> None:
-        """Best effort: an Event that cannot be written is logged, never raised."""
+    def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str, *,
+               action: str | None = None, when: datetime | None = None) -> None:
+        """Best effort: an Event that cannot be written is logged, never raised.
+
+        ``when`` is the instant of the transition (default: the recorder's clock now);
+        ``action`` is what was done (events.k8s.io's ``action``; default the reason).
+        """
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         key = (meta.get("uid", ""), reason, message, event_type)
-        now = _rfc3339(self.clock())
+        instant = when or self.clock()
+        now, micro = _rfc3339(instant), micro_time(instant)
         try:
             with self._lock:
                 previous = self._seen.get(key)
             if previous is not None:
                 name, count = previous
                 self.client.patch(resource_path("", "v1", "events", namespace, name),
-                                  {"count": count + 1, "lastTimestamp": now}, MERGE_PATCH)
+                                  {"count": count + 1, "lastTimestamp": now,
+                                   "series": {"count": count + 1, "lastObservedTime": micro}}, MERGE_PATCH)
                 with self._lock:
                     self._seen[key] = (name, count + 1)
                 return
@@ -51,8 +74,10 @@ class EventRecorder:
                                    "uid": meta.get("uid", ""), "apiVersion": obj.get("apiVersion", "v1"),
                                    "resourceVersion": meta.get("resourceVersion", "")},
                 "reason": reason, "message": message, "type": event_type, "count": 1,
-                "firstTimestamp": now, "lastTimestamp": now,
+                "firstTimestamp": now, "lastTimestamp": now, "eventTime": micro,
+                "action": action or reason,
                 "source": {"component": self.component}, "reportingComponent": self.component,
+                "reportingInstance": self.instance,
             })
             with self._lock:
                 self._seen[key] = (created["metadata"]["name"], 1)

@@ -10,12 +10,20 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from refplatform import core
 from refplatform.client import RestClient
+from refplatform.controllers.healer import HealerController
+from refplatform.controllers.health import HealthProber
 from refplatform.controllers.manager import Controller, ControllerManager
+from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
+from refplatform.controllers.tainteviction import TaintEvictionController
+from refplatform.controllers.vcjob import VolcanoJobController
+from refplatform.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from refplatform.profiles import Profile as HealingProfile
 
 log = logging.getLogger("refplatform.controllers")
 
@@ -25,8 +33,47 @@ def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
     return SchedulerController(client, config)
 
 
+def profile_of(args: argparse.Namespace) -> HealingProfile:
+    """The profile named by ``--profile``, with any timer given on the command line overriding it."""
+    base = get_profile(args.profile)
+    overrides = {k: v for k, v in (("node_monitor_grace_period", args.node_monitor_grace_period),
+                                   ("node_monitor_period", args.node_monitor_period),
+                                   ("default_toleration_seconds", args.default_toleration_seconds),
+                                   ("quarantine", args.quarantine)) if v is not None}
+    return replace(base, **overrides) if overrides else base
+
+
+def _prober(profile: HealingProfile) -> HealthProber:
+    return HealthProber(profile.health_check_timeout, interval=min(0.25, profile.node_monitor_period * 2 + 0.05))
+
+
+def _nodelifecycle(client: RestClient, args: argparse.Namespace) -> Controller:
+    profile = profile_of(args)
+    return NodeLifecycleController(client, grace=profile.node_monitor_grace_period,
+                                   monitor_period=profile.node_monitor_period, prober=_prober(profile))
+
+
+def _tainteviction(client: RestClient, args: argparse.Namespace) -> Controller:
+    return TaintEvictionController(client, default_toleration_seconds=profile_of(args).default_toleration_seconds)
+
+
+def _vcjob(client: RestClient, args: argparse.Namespace) -> Controller:
+    return VolcanoJobController(client)
+
+
+def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
+    profile = profile_of(args)
+    spares = [n.strip() for n in (args.spare_nodes or "").split(",") if n.strip()]
+    return HealerController(client, spares=spares, grace=profile.node_monitor_grace_period, prober=_prober(profile),
+                            quarantine=profile.quarantine, quarantine_after=profile.quarantine_after)
+
+
 FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "scheduler": _scheduler,
+    "nodelifecycle": _nodelifecycle,
+    "tainteviction": _tainteviction,
+    "vcjob": _vcjob,
+    "healer": _healer,
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
 
@@ -34,7 +81,8 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m refplatform.controllers",
-        description="Run the reference platform's controllers (scheduler, ...) against its API server.")
+        description="Run the reference platform's controllers (scheduler, node lifecycle, taint eviction, "
+                    "Volcano jobs, healer) against its API server.")
     p.add_argument("--api", required=True, metavar="URL", help="API server URL, e.g. https://127.0.0.1:6443")
     p.add_argument("--token-file", type=Path, help="file holding a cluster-admin bearer token")
     p.add_argument("--ca-file", type=Path, help="CA certificate that signed the API server's certificate")
@@ -44,6 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gang: all-or-nothing gangs (default); no-gang: bind pods one by one (the deadlock baseline)")
     p.add_argument("--placement", choices=sorted(core.PLACEMENT_POLICIES), default="best-fit",
                    help="node choice among those that fit (default best-fit)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
+                   help="healing timers (see refplatform.profiles): tuned (grace 3 s, toleration 0 s, quarantine "
+                        "and spares; default) or k8s-defaults (grace 50 s, toleration 300 s)")
+    p.add_argument("--node-monitor-grace-period", type=float, metavar="SECONDS",
+                   help="override the profile: a Lease older than this makes the node Ready=Unknown")
+    p.add_argument("--node-monitor-period", type=float, metavar="SECONDS",
+                   help="override the profile: longest wait between looks at the Leases")
+    p.add_argument("--default-toleration-seconds", type=float, metavar="SECONDS",
+                   help="override the profile: tolerationSeconds of the implicit not-ready/unreachable tolerations")
+    p.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
+                   help="override the profile: whether the healer quarantines lost nodes (out-of-service taint)")
+    p.add_argument("--spare-nodes", metavar="NAME,...", default="",
+                   help="nodes the healer enrolls in the spare pool (label firedrill.dev/spare=true, "
+                        "taint firedrill.dev/spare:NoSchedule)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 

@@ -52,12 +52,16 @@ class SchedulerController:
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
         self._unschedulable: dict[str, str] = {}  # pod uid -> last message written
+        self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
+        self._arrivals = 0
 
     # ----------------------------------------------------------------- cycle
     def reconcile(self, cache: Cache) -> None:
         pods = cache.list(PODS)
         pods = self._with_assumed(pods)
-        snapshot = snapshot_of(cache.list(NODES), pods, cache.list(PODGROUPS), cache.list(QUEUES), self.clock())
+        self._note_arrivals(pods)
+        snapshot = snapshot_of(cache.list(NODES), pods, cache.list(PODGROUPS), cache.list(QUEUES), self.clock(),
+                               arrival=self._arrival)
         decisions = core.schedule(snapshot, self.config)
         by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
         for ev in decisions.evictions:
@@ -69,6 +73,16 @@ class SchedulerController:
         groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
         for status in decisions.pod_groups:
             self._pod_group_status(groups.get(status.key), status)
+
+    def _note_arrivals(self, pods: list[Obj]) -> None:
+        """Number pods in the order they reached the scheduler (new ones by creation resourceVersion)."""
+        live = {p["metadata"].get("uid") for p in pods}
+        for uid in [u for u in self._arrival if u not in live]:
+            del self._arrival[uid]
+        new = [p for p in pods if p["metadata"].get("uid") not in self._arrival]
+        for pod in sorted(new, key=lambda p: int(p["metadata"].get("resourceVersion") or 0)):
+            self._arrivals += 1
+            self._arrival[pod["metadata"]["uid"]] = (self._arrivals % 100_000) / 100_000
 
     def _with_assumed(self, pods: list[Obj]) -> list[Obj]:
         """Overlay binds this scheduler made that the informer has not shown yet."""

@@ -1,0 +1,102 @@
+"""The taint eviction controller: pods leave a ``NoExecute``-tainted node when their toleration runs out.
+
+Upstream's ``TaintEvictionController`` (kube-controller-manager, component
+``taint-eviction-controller``).  For each pod bound to a node with
+``NoExecute`` taints, :func:`refplatform.core.healing.eviction_time` gives the
+instant it must go: at once for an untolerated taint, else after the shortest
+matching ``tolerationSeconds`` counted from the taint's ``timeAdded``.  Pods
+that carry no toleration of their own for ``not-ready``/``unreachable`` get the
+profile's default, as the ``DefaultTolerationSeconds`` admission plugin gives
+them 300 s upstream.
+
+An eviction is what upstream does: a ``TaintManagerEviction`` Event ("Marking
+for deletion Pod NS/NAME"), the ``DisruptionTarget`` condition with reason
+``DeletionByTaintManager``, then an ordinary (graceful) delete.  On a dead node
+the pod then stays ``Terminating``; the Volcano job controller and the healer
+take it from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from refplatform.client import ApiStatusError, ApiUnreachable, STRATEGIC_MERGE_PATCH, RestClient, resource_path
+from refplatform.controllers.events import EventRecorder
+from refplatform.controllers.manager import Cache
+from refplatform.controllers.nodeinfo import rfc3339, taints_of, tolerations_of
+from refplatform.core.healing import eviction_time, with_default_tolerations
+from refplatform.resources import NODES, PODS
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+_TERMINAL = ("Succeeded", "Failed")
+
+
+class TaintEvictionController:
+    name = "tainteviction"
+    watches = (NODES, PODS)
+
+    def __init__(self, client: RestClient, *, default_toleration_seconds: float, max_wait: float = 1.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.default_toleration_seconds = default_toleration_seconds
+        self.max_wait = max_wait
+        self.clock = clock
+        self.events = EventRecorder(client, "taint-eviction-controller",
+                                    clock=lambda: datetime.fromtimestamp(self.clock(), timezone.utc))
+        self.resync = max_wait
+        self._evicted: set[str] = set()
+
+    def reconcile(self, cache: Cache) -> None:
+        now = self.clock()
+        nodes = {n["metadata"]["name"]: n for n in cache.list(NODES)}
+        next_at: float | None = None
+        live: set[str] = set()
+        for pod in cache.list(PODS):
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            live.add(meta.get("uid", ""))
+            node = nodes.get(spec.get("nodeName") or "")
+            if node is None or meta.get("deletionTimestamp") or meta.get("uid") in self._evicted or \
+                    (pod.get("status") or {}).get("phase") in _TERMINAL:
+                continue
+            taints = taints_of(node)
+            if not taints:
+                continue
+            at = eviction_time(taints, with_default_tolerations(tolerations_of(pod), self.default_toleration_seconds),
+                               now)
+            if at is None:
+                continue
+            if at <= now:
+                self.evict(pod, node["metadata"]["name"], now)
+            else:
+                next_at = at if next_at is None else min(next_at, at)
+        self._evicted &= live
+        self.resync = self.max_wait if next_at is None else max(0.01, min(self.max_wait, next_at - now + 0.005))
+
+    def evict(self, pod: Obj, node: str, now: float) -> None:
+        meta = pod["metadata"]
+        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta.get("uid", "")
+        path = resource_path("", "v1", "pods", ns, name)
+        self.events.record(pod, "Pod", "Normal", "TaintManagerEviction", f"Marking for deletion Pod {ns}/{name}",
+                           action="Deleting", when=datetime.fromtimestamp(now, timezone.utc))
+        try:
+            self.client.patch(path + "/status", {"status": {"conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": rfc3339(now)}]}},
+                STRATEGIC_MERGE_PATCH)
+            self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}})
+        except ApiStatusError as exc:
+            if exc.not_found or exc.conflict:
+                self._evicted.add(uid)
+                return
+            log.info("could not evict %s/%s from %s: %s", ns, name, node, exc)
+            return
+        except ApiUnreachable as exc:
+            log.info("could not evict %s/%s from %s: %s", ns, name, node, exc)
+            return
+        self._evicted.add(uid)
+        log.info("evicted %s/%s from %s (NoExecute taint)", ns, name, node)

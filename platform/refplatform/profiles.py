@@ -1,0 +1,131 @@
+"""Healing profiles: how fast the reference platform notices a lost node and how it recovers.
+
+A profile is one typed bundle of timers read by three parties:
+
+- :mod:`refplatform.cluster` gives the node agents ``--heartbeat`` (their
+  Lease renewal interval) and adds the profile's spare nodes;
+- the controllers (``python -m refplatform.controllers --profile NAME``) take
+  the node-monitor grace period, the default NoExecute toleration and the
+  healer's switches from it;
+- ``firedrill up --profile NAME`` picks one.
+
+Two profiles exist:
+
+``tuned``
+    What a GPU platform that cares about fault-to-resume time configures:
+    1 s heartbeats, a 3 s grace period, evict at once (toleration 0 s), force-
+    delete pods on a quarantined node (the ``out-of-service`` taint) and keep
+    one spare node ready to take a lost node's place.
+
+``k8s-defaults``
+    Stock Kubernetes timers, the anchor the ``tuned`` numbers are compared
+    with: the kubelet renews its Lease every 10 s, kube-controller-manager
+    declares a node lost after 50 s and the ``DefaultTolerationSeconds``
+    admission plugin lets pods stay 300 s on an unreachable node.  Nobody puts
+    the ``out-of-service`` taint on a node (upstream leaves that to an admin),
+    so pods of a dead node stay ``Terminating``; no spares.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from refplatform.errors import RefPlatformError
+
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "K8S_DEFAULTS", "TUNED", "Profile", "ProfileError", "get_profile"]
+
+
+class ProfileError(RefPlatformError):
+    """An unknown profile name."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The healing timers and switches of a reference cluster."""
+
+    name: str
+    heartbeat: float
+    """Seconds between Lease renewals by each node agent (``--heartbeat``).
+
+    Upstream: the kubelet's ``nodeLeaseDurationSeconds`` is 40 s and it renews
+    every 0.25 x that, 10 s.  The agent writes ``leaseDurationSeconds`` = 4 x
+    the heartbeat; the controllers judge staleness by :attr:`node_monitor_grace_period`,
+    as kube-controller-manager does."""
+    node_monitor_grace_period: float
+    """Seconds a Lease may go unrenewed before the node's Ready condition becomes
+    ``Unknown`` and it is tainted ``node.kubernetes.io/unreachable``.
+
+    Upstream: kube-controller-manager ``--node-monitor-grace-period``, 40 s up to
+    1.31 and 50 s from 1.32 (kubernetes/kubernetes#126287)."""
+    node_monitor_period: float
+    """Seconds between the node lifecycle controller's looks at the Leases.
+
+    Upstream: ``--node-monitor-period``, 5 s."""
+    default_toleration_seconds: float
+    """``tolerationSeconds`` of the implicit ``not-ready``/``unreachable`` NoExecute
+    tolerations given to pods that carry none of their own.
+
+    Upstream: the ``DefaultTolerationSeconds`` admission plugin,
+    ``--default-not-ready-toleration-seconds`` and
+    ``--default-unreachable-toleration-seconds``, 300 s."""
+    spares: int
+    """Spare nodes kept beyond the working nodes (label ``firedrill.dev/spare=true``,
+    taint ``firedrill.dev/spare:NoSchedule``), released when a node is lost.
+    Upstream has no such thing (cluster autoscalers and node pools do it)."""
+    quarantine: bool
+    """Whether the healer quarantines a lost node: cordon, label
+    ``firedrill.dev/quarantine`` and the ``node.kubernetes.io/out-of-service:NoExecute``
+    taint, after which the pods stuck ``Terminating`` there are force-deleted
+    (upstream's pod garbage collector does that once an admin sets the taint)."""
+    quarantine_after: float = 0.0
+    """Seconds a node must stay not-Ready (after the grace period) before it is quarantined."""
+    health_check_timeout: float = 0.5
+    """Seconds to wait for a node agent's ``GET /healthz`` before calling it unhealthy."""
+
+    def lease_duration_seconds(self) -> int:
+        """What the agents write as ``leaseDurationSeconds`` (4 x the heartbeat, rounded up)."""
+        return max(1, math.ceil(4 * self.heartbeat - 1e-9))
+
+    def detect_bounds(self) -> tuple[float, float]:
+        """Earliest and latest fault-to-detection delay these timers allow, in seconds.
+
+        A fault lands somewhere in a heartbeat interval after the last renewal, so
+        detection comes ``grace - heartbeat`` to ``grace`` after it, plus up to one
+        monitor period."""
+        return (max(0.0, self.node_monitor_grace_period - self.heartbeat),
+                self.node_monitor_grace_period + self.node_monitor_period)
+
+
+TUNED = Profile(
+    name="tuned",
+    heartbeat=1.0,
+    node_monitor_grace_period=3.0,
+    node_monitor_period=0.1,
+    default_toleration_seconds=0.0,
+    spares=1,
+    quarantine=True,
+)
+
+K8S_DEFAULTS = Profile(
+    name="k8s-defaults",
+    heartbeat=10.0,
+    node_monitor_grace_period=50.0,
+    node_monitor_period=5.0,
+    default_toleration_seconds=300.0,
+    spares=0,
+    quarantine=False,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (TUNED, K8S_DEFAULTS)}
+"""Every profile, by name."""
+
+DEFAULT_PROFILE = TUNED.name
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called ``name``; :class:`ProfileError` naming the known ones otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ProfileError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
