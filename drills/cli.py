@@ -13,14 +13,13 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
 from rich.console import Console
 
 from drills import __version__
 
-console = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 app = typer.Typer(
     name="firedrill",
@@ -47,17 +46,6 @@ def _running_pid(data_dir: Path) -> int | None:
     return pid if b"firedrill" in cmdline or b"drills" in cmdline else None
 
 
-def _ready_nodes(http: httpx.Client) -> tuple[int, int]:
-    try:
-        nodes = http.get("/api/v1/nodes", timeout=2).json().get("items", [])
-    except (httpx.HTTPError, ValueError):
-        return 0, 0
-    ready = sum(1 for n in nodes for c in (n.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Ready" and c.get("status") == "True")
-    gpus = sum(int(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0")) for n in nodes)
-    return ready, gpus
-
-
 @app.command()
 def up(
     nodes: Annotated[int, typer.Option(min=0, max=64, help="How many GPU nodes (one agent process each).")] = 4,
@@ -66,7 +54,14 @@ def up(
     data_dir: Annotated[Path, typer.Option(help="Where the cluster keeps its store, tokens, kubeconfig and logs. "
                                                 "Restarting on the same directory keeps every object.")] = DEFAULT_DATA_DIR,
     port: Annotated[int, typer.Option(min=0, max=65535, help="API server port on 127.0.0.1 (0 = any free port).")] = 0,
-    heartbeat: Annotated[float, typer.Option(min=0.1, help="Seconds between node lease renewals.")] = 1.0,
+    heartbeat: Annotated[float | None, typer.Option(
+        min=0.1, help="Seconds between node lease renewals (default: the profile's, 1 s on tuned).")] = None,
+    profile: Annotated[str, typer.Option(
+        help="Healing profile: tuned (heartbeat 1 s, grace 3 s, evict at once, quarantine, 1 spare node) or "
+             "k8s-defaults (lease renewed every 10 s, grace 50 s, toleration 300 s, no spares).")] = "tuned",
+    spares: Annotated[int | None, typer.Option(
+        min=0, max=16, help="Spare nodes beyond --nodes, kept out of use (tainted) until a node is lost "
+                            "(default: the profile's).")] = None,
     scheduler_profile: Annotated[str, typer.Option(
         help="gang: all-or-nothing gang scheduling; no-gang: bind pods one by one (shows the half-job deadlock).")] = "gang",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 60.0,
@@ -83,8 +78,14 @@ def up(
     if scheduler_profile not in ("gang", "no-gang"):
         err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
         raise typer.Exit(2)
+    from refplatform.profiles import PROFILES  # the embedded default target's settings
+    if profile not in PROFILES:
+        err.print(f"error: --profile must be one of {', '.join(PROFILES)}, not {profile!r}")
+        raise typer.Exit(2)
+    spare_count = PROFILES[profile].spares if spares is None else spares
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu_model,
-                       port=port, heartbeat=heartbeat, scheduler_profile=scheduler_profile)
+                       port=port, heartbeat=heartbeat, scheduler_profile=scheduler_profile, profile=profile,
+                       spares=spare_count)
     cluster = Cluster(spec)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -93,18 +94,20 @@ def up(
         with console.status("starting the API server...") as status:
             cluster.start_server()
             cluster.start_controllers()
-            status.update(f"starting {nodes} node agents...")
-            for name in spec.node_names():
+            spares_text = f" and {spare_count} spare(s)" if spare_count else ""
+            status.update(f"starting {nodes} node agents{spares_text}...")
+            for name in spec.all_node_names():
                 cluster.start_agent(name)
             deadline = time.monotonic() + timeout
             http = cluster.http_client()
-            while (ready := _ready_nodes(http))[0] < nodes:
+            while (ready := cluster.readiness(http))[0] < nodes or ready[2] < spare_count:
                 if time.monotonic() > deadline:
-                    raise ClusterError(f"only {ready[0]} of {nodes} nodes became Ready within {timeout:.0f}s; "
-                                       f"see the agent logs in {data_dir / 'logs'}")
+                    raise ClusterError(f"only {ready[0]} of {nodes} nodes became Ready and {ready[2]} of "
+                                       f"{spare_count} spares joined the spare pool within {timeout:.0f}s; "
+                                       f"see the logs in {data_dir / 'logs'}")
                 if stop.wait(0.2):
                     raise KeyboardInterrupt
-                status.update(f"waiting for nodes: {ready[0]}/{nodes} Ready")
+                status.update(f"waiting for nodes: {ready[0]}/{nodes} Ready, {ready[2]}/{spare_count} spares")
     except ClusterError as exc:
         cluster.stop()
         err.print(f"error: {exc}")
@@ -113,9 +116,11 @@ def up(
         cluster.stop()
         raise typer.Exit(130) from None
     (data_dir / PIDFILE).write_text(str(os.getpid()))
-    ready, gpus = _ready_nodes(http)
+    ready, gpus, pool = cluster.readiness(http)
     http.close()
-    console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}), API at {cluster.url}")
+    spare_text = f", {pool} spare node{'s' if pool != 1 else ''}" if spare_count else ""
+    console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}){spare_text}, "
+                  f"profile {profile}, API at {cluster.url}")
     console.print(f"kubeconfig: {cluster.kubeconfig}\n")
     console.print("Use it from another terminal:")
     console.print(f"  export KUBECONFIG={cluster.kubeconfig}")
@@ -160,6 +165,53 @@ def down(
             raise typer.Exit(1)
         time.sleep(0.1)
     console.print(f"stopped the cluster on {data_dir}")
+
+
+@app.command()
+def run(
+    features: Annotated[Path, typer.Option(help="Folder of .feature files: the contract to check.")] = Path("features"),
+    kubeconfig: Annotated[Path | None, typer.Option(help="Drill a real cluster through this kubeconfig "
+                                                       "(default: start the embedded reference platform).")] = None,
+    context: Annotated[str | None, typer.Option(help="Kubeconfig context to use.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Target profile YAML: flavor, queue, fault method, safety "
+                                                    "(docs/PROFILE.md). Required for a real cluster.")] = None,
+    repeat: Annotated[int, typer.Option(min=1, max=100, help="Run each scenario N times; report p50/p95.")] = 1,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the features and print the plan; touch nothing.")] = False,
+    keyword: Annotated[str | None, typer.Option("-k", help="Only scenarios matching this pytest -k expression.")] = None,
+    scheduler_profile: Annotated[str, typer.Option(help="Embedded platform only: gang or no-gang "
+                                                        "(no-gang shows the half-job deadlock).")] = "gang",
+) -> None:
+    """Perform every scenario of the features against a platform, judge it, and print the verdicts.
+
+    Exit codes: 0 all passed, 1 a promise was broken (FAIL), 2 bad input, 3 inconclusive, 4 harness error.
+    """
+    from drills.run import ExitCode, RunOptions, run as run_features
+
+    if kubeconfig is not None and profile is None:
+        err.print("error: a real cluster needs --profile FILE (flavor, queue, fault method, safety); "
+                  "see docs/PROFILE.md and examples/")
+        raise typer.Exit(ExitCode.USAGE)
+    if scheduler_profile not in ("gang", "no-gang"):
+        err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
+        raise typer.Exit(ExitCode.USAGE)
+    code = run_features(RunOptions(features, kubeconfig, context, profile, repeat, dry_run, keyword,
+                                   scheduler_profile), console)
+    raise typer.Exit(int(code))
+
+
+@app.command()
+def steps(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print docs/STEPS.md (the vocabulary as Markdown).")] = False,
+) -> None:
+    """List every step sentence a feature file may use."""
+    from drills.bdd import steps as _registered  # noqa: F401 - registers the vocabulary
+    from drills.bdd.vocabulary import VOCABULARY, markdown as render
+
+    if markdown:
+        console.print(render(), end="")
+        return
+    for d in VOCABULARY:
+        console.print(f"{d.keyword:5} {d.readable}")
 
 
 @app.command()

@@ -1,0 +1,51 @@
+"""What one scenario carries from step to step: the target, the run id, the drills it started, the result."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+
+from drills.connect import Target
+from drills.gang import GangDrill
+from drills.nodepull import NodePullDrill
+from drills.verdict import DrillResult
+
+log = logging.getLogger(__name__)
+
+
+def new_run_id() -> str:
+    """Short, DNS-safe and unique enough to label everything one scenario creates."""
+    return "fd" + secrets.token_hex(3)
+
+
+@dataclass
+class ScenarioContext:
+    target: Target
+    result: DrillResult
+    run_id: str = field(default_factory=new_run_id)
+    gang: GangDrill | None = None
+    node_pull: NodePullDrill | None = None
+
+    def gang_drill(self) -> GangDrill:
+        if self.gang is None:
+            self.result.drill = "gang-submission"
+            self.gang = GangDrill(self.target, self.result, self.run_id)
+        return self.gang
+
+    def node_pull_drill(self) -> NodePullDrill:
+        if self.node_pull is None:
+            self.result.drill = "node-pull"
+            self.node_pull = NodePullDrill(self.target, self.result, self.run_id)
+        return self.node_pull
+
+    def rollback(self) -> None:
+        """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
+        for drill in (self.node_pull, self.gang):
+            if drill is not None:
+                try:
+                    drill.rollback()
+                except Exception as exc:  # noqa: BLE001 - rollback must reach every drill
+                    log.warning("rollback failed: %s", exc)
+        self.target.restore_all()
+        self.target.driver.stop_watches()

@@ -1,0 +1,170 @@
+"""The pytest plugin behind ``firedrill run``: the scenario fixture, live progress, verdicts, outcomes.
+
+- ``drill`` (fixture): a :class:`~drills.bdd.context.ScenarioContext` per scenario, rolled back on every
+  exit path (pass, fail, error, Ctrl-C) by its finalizer.
+- After a scenario's last step its verdict is delivered: FAIL fails the test with every missed threshold
+  named; INCONCLUSIVE skips it with the reason (JUnit shows it as skipped, the run's exit code says 3).
+- Each Gherkin step is also an Allure step, when Allure is recording.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import allure
+import pytest
+
+from drills.bdd.context import ScenarioContext
+from drills.bdd.vocabulary import suggest
+from drills.connect import Target
+from drills.gang import DrillInconclusive
+from drills.verdict import DrillResult, Verdict
+
+CONTEXT = pytest.StashKey[ScenarioContext]()
+
+
+class ScenarioFailed(AssertionError):
+    """The platform broke a promise stated in the scenario."""
+
+
+@dataclass
+class ScenarioOutcome:
+    nodeid: str
+    feature: str = ""
+    scenario: str = ""
+    tags: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
+    """None when the harness itself failed (an error, not a verdict on the platform)."""
+    result: DrillResult | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+def summarize(result: DrillResult) -> str:
+    lines = [f"{result.drill}: {result.verdict.value}"]
+    lines += [f"  - {j.message}" for j in result.judgements if j.verdict is not Verdict.PASS]
+    lines += [f"  - {f}" for f in result.findings]
+    return "\n".join(lines)
+
+
+class FiredrillPlugin:
+    def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1) -> None:
+        self.target = target
+        self.progress = progress
+        self.repeat = repeat
+        self.outcomes: list[ScenarioOutcome] = []
+        self._open_steps: dict[int, Any] = {}
+        self._started: dict[str, float] = {}
+        self._names: dict[str, tuple[str, str, list[str]]] = {}
+        self.t0 = time.monotonic()
+
+    def _say(self, text: str) -> None:
+        self.progress(f"[{time.monotonic() - self.t0:6.1f}s] {text}")
+
+    # ------------------------------------------------------------ fixtures
+    @pytest.fixture
+    def drill(self, request: pytest.FixtureRequest) -> Iterator[ScenarioContext]:
+        ctx = ScenarioContext(self.target, DrillResult("scenario"))
+        request.node.stash[CONTEXT] = ctx
+        try:
+            yield ctx
+        finally:
+            self._say("  rollback")
+            ctx.rollback()
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if self.repeat > 1:
+            metafunc.fixturenames.append("firedrill_repeat")
+            metafunc.parametrize("firedrill_repeat", range(1, self.repeat + 1), ids=lambda i: f"run{i}")
+
+    # ---------------------------------------------------------- bdd hooks
+    def pytest_bdd_apply_tag(self, tag: str, function: Any) -> bool:
+        """Tags name contract clauses (``@clause:4.2``) and conformance items; they are recorded with each
+        scenario's evidence, not turned into pytest marks (which cannot hold ':')."""
+        return True
+
+    def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
+        tags = sorted(getattr(scenario, "tags", set()) or [])
+        self._names[request.node.nodeid] = (feature.name, scenario.name, tags)
+        self._started[request.node.nodeid] = time.monotonic()
+        allure.dynamic.feature(feature.name)
+        allure.dynamic.title(scenario.name)
+        for tag in tags:
+            allure.dynamic.tag(tag)
+        self._say(f"{feature.name} > {scenario.name}" + (f"  [{' '.join('@' + t for t in tags)}]" if tags else ""))
+
+    def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
+                               step_func: Any) -> None:
+        self._say(f"  {step.keyword} {step.name}")
+        cm = allure.step(f"{step.keyword} {step.name}")
+        cm.__enter__()
+        self._open_steps[id(step)] = cm
+
+    def pytest_bdd_after_step(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
+                              step_func: Any, step_func_args: Any) -> None:
+        cm = self._open_steps.pop(id(step), None)
+        if cm is not None:
+            cm.__exit__(None, None, None)
+        if step is scenario.steps[-1]:
+            self._deliver(request)
+
+    def pytest_bdd_step_error(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
+                              step_func: Any, step_func_args: Any, exception: BaseException) -> None:
+        cm = self._open_steps.pop(id(step), None)
+        if cm is not None:
+            cm.__exit__(type(exception), exception, exception.__traceback__)
+
+    def pytest_bdd_step_func_lookup_error(self, request: pytest.FixtureRequest, feature: Any, scenario: Any,
+                                          step: Any, exception: BaseException) -> None:
+        close = suggest(step.name)
+        hint = ("; closest known steps: " + " | ".join(close)) if close else ""
+        self._say(f"  unknown step: {step.keyword} {step.name}{hint}")
+
+    def _deliver(self, request: pytest.FixtureRequest) -> None:
+        ctx = request.node.stash.get(CONTEXT, None)
+        if ctx is None:
+            return
+        result = ctx.result
+        if result.verdict is Verdict.FAIL:
+            raise ScenarioFailed(summarize(result))
+        if result.verdict is Verdict.INCONCLUSIVE:
+            pytest.skip("INCONCLUSIVE: " + "; ".join(result.findings))
+
+    # ------------------------------------------------------ test outcomes
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+        outcome = yield
+        report = outcome.get_result()
+        if call.excinfo is not None and call.excinfo.errisinstance(DrillInconclusive):
+            ctx = item.stash.get(CONTEXT, None)
+            if ctx is not None:
+                ctx.result.inconclusive(str(call.excinfo.value))
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), 0, f"INCONCLUSIVE: {call.excinfo.value}")
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self._record(item, report, call)
+
+    def _record(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[Any]) -> None:
+        feature, scenario, tags = self._names.get(item.nodeid, ("", item.name, []))
+        ctx = item.stash.get(CONTEXT, None)
+        out = ScenarioOutcome(item.nodeid, feature, scenario, tags,
+                              seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()))
+        if ctx is not None:
+            out.result = ctx.result
+        if report.passed:
+            out.verdict = Verdict.PASS
+        elif report.skipped:
+            out.verdict = Verdict.INCONCLUSIVE
+            out.error = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        elif call.excinfo is not None and call.excinfo.errisinstance(ScenarioFailed):
+            out.verdict = Verdict.FAIL
+            out.error = str(call.excinfo.value)
+        else:
+            out.verdict = None
+            out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
+        label = out.verdict.value if out.verdict else "HARNESS ERROR"
+        self._say(f"  {label} ({out.seconds:.1f} s)" + (f": {out.error.splitlines()[0]}" if out.error else ""))
+        self.outcomes.append(out)

@@ -1,0 +1,174 @@
+"""Targets: what a drill acts on.  The embedded reference platform by default, or a real cluster.
+
+``Target`` bundles the one driver, the target profile (flavor, queue, fault
+method, safety settings) and the fault injector.  The embedded platform is
+the only place the harness touches ``refplatform``, and only to start and
+stop it (``refplatform.cluster``), so the drills themselves run the same code
+against both.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drills.errors import FiredrillError
+from drills.faults import ClusterFaults, FaultRecord, ReferenceFaults
+from drills.kube.driver import NODE, POD, KubeDriver
+from drills.kube.fingerprint import Fingerprint, fingerprint
+from drills.kube.flavors import flavor_apis
+from drills.safety import require_preflight
+from drills.kube.timeline import Timeline
+from drills.target import FaultMethod, TargetProfile, reference_profile
+
+log = logging.getLogger(__name__)
+
+
+class TargetError(FiredrillError):
+    """The target cannot be set up (the embedded platform did not start, or the cluster is unusable)."""
+
+
+@dataclass
+class EmbeddedPlatform:
+    """The reference platform, started for one run in a temporary data directory and torn down after."""
+
+    nodes: int = 4
+    spares: int = 1
+    gpus_per_node: int = 8
+    scheduler_profile: str = "gang"
+    healing_profile: str = "tuned"
+    data_dir: Path | None = None
+    cluster: Any = None
+    _tmp: Any = field(default=None, repr=False)
+
+    def start(self, timeout: float = 60.0) -> "EmbeddedPlatform":
+        from refplatform.cluster import Cluster, ClusterSpec  # the embedded default target
+
+        if self.data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="firedrill-embedded-")
+            self.data_dir = Path(self._tmp.name)
+        spec = ClusterSpec(self.data_dir, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
+                           scheduler_profile=self.scheduler_profile, profile=self.healing_profile,
+                           spares=self.spares)
+        self.cluster = Cluster(spec)
+        try:
+            self.cluster.start()
+            self.cluster.wait_ready(timeout)  # every node Ready and the spares enrolled (tainted) in the pool
+        except Exception as exc:
+            self.stop()
+            raise TargetError(f"the embedded reference platform did not start: {exc}") from None
+        return self
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.cluster.kubeconfig)
+
+    def faults(self) -> ReferenceFaults:
+        cluster = self.cluster
+        return ReferenceFaults(lambda node: cluster.agents.get(node), self.restart_node)
+
+    def restart_node(self, node: str) -> None:
+        """Bring a pulled node's agent back (the rollback of ``kill``)."""
+        old = self.cluster.agents.get(node)
+        if old is not None and old.alive():
+            return
+        self.cluster.start_agent(node)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+@dataclass
+class Target:
+    """Everything a drill needs: the driver (and its timeline), the profile, how to pull a node."""
+
+    driver: KubeDriver
+    profile: TargetProfile
+    embedded: EmbeddedPlatform | None = None
+    faults_done: list[FaultRecord] = field(default_factory=list)
+    fingerprint: Fingerprint | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def identify(self) -> Fingerprint:
+        """What the target is (server version, GPU models, driver and flavor CRD versions), for the evidence."""
+        groups = self.driver.request("GET", "/apis").get("groups") or []
+        wanted = flavor_apis(self.profile.flavor)
+        served = {g["name"]: [v["version"] for v in g.get("versions") or []] for g in groups if g.get("name") in wanted}
+        self.fingerprint = fingerprint(self.driver.version(), self.driver.list(NODE), served,
+                                       gpu_resource=self.profile.gpu_resource)
+        return self.fingerprint
+
+    def preflight(self) -> None:
+        """Refuse to drill an already degraded cluster (when the profile says so); keep warnings otherwise."""
+        self.warnings = require_preflight(self.driver.list(NODE), self.driver.list(POD), self.profile.safety,
+                                          gpu_resource=self.profile.gpu_resource)
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.driver.timeline
+
+    @property
+    def description(self) -> str:
+        if self.embedded is not None:
+            return (f"embedded reference platform ({self.embedded.nodes} nodes + {self.embedded.spares} spare, "
+                    f"{self.embedded.gpus_per_node} GPUs each, {self.embedded.scheduler_profile} scheduler, "
+                    f"{self.embedded.healing_profile} healing) at {self.driver.host}")
+        return f"cluster at {self.driver.host} ({self.profile.flavor.value})"
+
+    def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
+        """Inject a fault on ``node``; the record says whether it was confirmed and how to undo it."""
+        if self.embedded is not None:
+            injector: ReferenceFaults | ClusterFaults = self.embedded.faults()
+        else:
+            injector = ClusterFaults(self.driver, run_id, self.profile.fault)
+        record = injector.inject(node, method)
+        self.faults_done.append(record)
+        return record
+
+    def restore_all(self) -> None:
+        """Undo every fault this target injected (rollback), newest first; never raises."""
+        while self.faults_done:
+            record = self.faults_done.pop()
+            if record.undo is not None:
+                try:
+                    record.undo()
+                except Exception as exc:  # noqa: BLE001 - rollback must try every fault
+                    log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+
+    def close(self) -> None:
+        self.restore_all()
+        self.driver.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+
+
+def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1) -> Target:
+    platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile).start()
+    try:
+        driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())
+        target = Target(driver, reference_profile(), platform)
+        target.identify()
+    except FiredrillError:
+        platform.stop()
+        raise
+    return target
+
+
+def cluster_target(kubeconfig: Path | None, context: str | None, profile: TargetProfile) -> Target:
+    """Connect to a real cluster, identify it and check it is healthy enough to drill (raises otherwise)."""
+    target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
+    try:
+        target.identify()
+        target.preflight()
+    except FiredrillError:
+        target.driver.close()
+        raise
+    return target

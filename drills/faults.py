@@ -1,0 +1,175 @@
+"""Fault methods: how a node is pulled, how the pull is confirmed, and how it is undone.
+
+On the embedded reference platform a node is an OS process the harness
+started, so the faults are real signals to that process: ``kill`` (SIGKILL),
+``hang`` (SIGSTOP) and ``partition`` (SIGUSR1: heartbeats stop, pods keep
+running; SIGUSR2 heals).  On a real cluster: ``kubelet-stop`` (a privileged
+pod on the node stops the kubelet through ``nsenter``), ``delete-node`` (for
+KWOK-style nodes) and ``command`` (a user template such as a cloud or IPMI CLI
+with ``{node}``).
+
+Every injector returns a :class:`FaultRecord` whose ``confirmed`` says whether
+the fault took effect; a drill treats an unconfirmed fault as INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from drills.errors import FiredrillError
+from drills.target import FaultMethod, FaultSettings
+
+
+class FaultError(FiredrillError):
+    """A fault could not be injected or undone; the message says which node and why."""
+
+
+@dataclass
+class FaultRecord:
+    node: str
+    method: FaultMethod
+    confirmed: bool
+    detail: str = ""
+    undo: Callable[[], None] | None = field(default=None, repr=False)
+
+
+class NodeProcess(Protocol):
+    """What the embedded platform exposes about a node agent it started."""
+
+    def alive(self) -> bool: ...
+
+    def signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+    @property
+    def pid(self) -> int: ...
+
+
+def _process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+class ReferenceFaults:
+    """Faults on the embedded platform: signals to agent processes this harness started."""
+
+    def __init__(self, agents: Callable[[str], NodeProcess | None], restart: Callable[[str], None]) -> None:
+        self._agents = agents
+        self._restart = restart
+
+    def inject(self, node: str, method: FaultMethod) -> FaultRecord:
+        if not method.reference_only:
+            raise FaultError(f"fault method {method.value!r} is for real clusters; on the reference platform use "
+                             "kill, hang or partition")
+        proc = self._agents(node)
+        if proc is None or not proc.alive():
+            raise FaultError(f"node {node} has no running agent started by this harness; cannot pull it")
+        if method is FaultMethod.KILL:
+            proc.kill()
+            return FaultRecord(node, method, not proc.alive(), f"SIGKILL pid {proc.pid}",
+                               undo=lambda: self._restart(node))
+        if method is FaultMethod.HANG:
+            proc.signal(signal.SIGSTOP)
+            stopped = _process_state(proc.pid) == "T" or _wait_state(proc.pid, "T")
+            return FaultRecord(node, method, stopped, f"SIGSTOP pid {proc.pid}",
+                               undo=lambda: proc.signal(signal.SIGCONT))
+        proc.signal(signal.SIGUSR1)
+        return FaultRecord(node, method, proc.alive(), f"SIGUSR1 pid {proc.pid} (partition)",
+                           undo=lambda: proc.signal(signal.SIGUSR2))
+
+
+def _wait_state(pid: int, state: str, attempts: int = 50) -> bool:
+    """SIGSTOP takes effect asynchronously; give the kernel up to half a second to show it."""
+    for _ in range(attempts):
+        if _process_state(pid) == state:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def kubelet_stop_pod(node: str, run_id: str, image: str = "busybox:1.36") -> dict[str, Any]:
+    """The privileged pod that stops the kubelet on ``node`` (and is deleted on rollback)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"firedrill-kubelet-stop-{node}"[:63].rstrip("-"), "namespace": "kube-system",
+                     "labels": {"firedrill.dev/drill-run": run_id, "firedrill.dev/fault": "kubelet-stop"}},
+        "spec": {"nodeName": node, "hostPID": True, "restartPolicy": "Never",
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "stop-kubelet", "image": image,
+                                 "securityContext": {"privileged": True},
+                                 "command": ["nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net",
+                                             "--pid", "--", "systemctl", "stop", "kubelet"]}]},
+    }
+
+
+def run_command(command: str, node: str, timeout: float) -> FaultRecord:
+    """Run a fault (or restore) command made from the profile's template, without a shell."""
+    argv = shlex.split(command)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FaultError(f"fault command {command!r} for node {node} failed to run: {exc}") from None
+    return FaultRecord(node, FaultMethod.COMMAND, proc.returncode == 0,
+                       f"{command} -> rc {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}")
+
+
+class ClusterFaults:
+    """Faults on a real cluster, through the one driver (and a user command for ``command``)."""
+
+    def __init__(self, driver: Any, run_id: str, settings: FaultSettings) -> None:
+        self.driver = driver
+        self.run_id = run_id
+        self.settings = settings
+        self.timeout = settings.timeout_seconds
+
+    def inject(self, node: str, method: FaultMethod) -> FaultRecord:
+        from drills.kube.driver import NODE, POD, resource_for
+
+        if method.reference_only:
+            raise FaultError(f"fault method {method.value!r} only exists on the reference platform; on a real "
+                             "cluster use kubelet-stop, delete-node or command")
+        if method is FaultMethod.DELETE_NODE:
+            saved = self.driver.get(NODE, node)
+            self.driver.delete(NODE, node)
+            gone = self.driver.find(NODE, node) is None
+
+            def recreate() -> None:
+                meta = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
+                self.driver.create({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": saved.get("spec", {})})
+            return FaultRecord(node, method, gone, f"deleted Node {node}", undo=recreate)
+        if method is FaultMethod.KUBELET_STOP:
+            pod = kubelet_stop_pod(node, self.run_id)
+            self.driver.create(pod)
+            deadline = time.monotonic() + self.timeout
+            phase = ""
+            while time.monotonic() < deadline:
+                phase = ((self.driver.find(POD, pod["metadata"]["name"], "kube-system") or {}).get("status")
+                         or {}).get("phase", "")
+                if phase in ("Succeeded", "Failed"):
+                    break
+                time.sleep(0.5)
+
+            def cleanup() -> None:
+                self.driver.delete(resource_for(pod), pod["metadata"]["name"], "kube-system", grace_seconds=0)
+                restore = self.settings.restore_for(node)
+                if restore:
+                    run_command(restore, node, self.timeout)
+            return FaultRecord(node, method, phase == "Succeeded",
+                               f"privileged pod ran 'systemctl stop kubelet' on {node}: {phase or 'no answer'}"
+                               + ("" if self.settings.restore_template else
+                                  "; restart the kubelet on the node by hand after the drill"), undo=cleanup)
+        record = run_command(self.settings.command_for(node), node, self.timeout)
+        restore = self.settings.restore_for(node)
+        if restore:
+            record.undo = lambda: run_command(restore, node, self.timeout) and None
+        return record

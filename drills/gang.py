@@ -1,0 +1,266 @@
+"""The gang submission drill: does a distributed job get all of its GPUs or none?
+
+Steady state before (enough free GPU nodes) -> act (submit one or more gangs,
+their pods interleaved as two jobs submitted together would be) -> observe
+(when each pod was bound and when it ran; partial-hold GPU-seconds) -> steady
+state after / rollback (everything the drill made is deleted, on every exit
+path).
+
+The gangs are written in the target's flavor, in the plain form (group
+object plus pods), so the drill controls the order in which pods reach the
+scheduler: the interleaving is what turns a scheduler without gang support
+into a deadlock, and the drill names it when it sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from drills.connect import Target
+from drills.holds import Gang, PodChange, partial_hold
+from drills.kube.driver import POD, KubeError, resource_for
+from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
+from drills.verdict import DrillResult, Measurement
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+
+
+class DrillInconclusive(Exception):
+    """The drill cannot establish the facts on this target (not enough capacity, fault not confirmed)."""
+
+
+def free_gpus_per_node(target: Target) -> dict[str, int]:
+    """Free GPUs on each schedulable, Ready node the drill may use."""
+    gpu = target.profile.gpu_resource
+    nodes = target.driver.list(resource_for({"apiVersion": "v1", "kind": "Node"}))
+    pods = target.driver.list(POD)
+    used: dict[str, int] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if node and (p.get("status") or {}).get("phase") not in TERMINAL:
+            for c in (p.get("spec") or {}).get("containers") or []:
+                used[node] = used.get(node, 0) + int(((c.get("resources") or {}).get("limits") or {}).get(gpu, 0))
+    free = {}
+    for n in nodes:
+        spec, status = n.get("spec") or {}, n.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        blocked = spec.get("unschedulable") or any(t.get("effect") in ("NoSchedule", "NoExecute")
+                                                   for t in spec.get("taints") or [])
+        if ready and not blocked:
+            name = n["metadata"]["name"]
+            free[name] = int((status.get("allocatable") or {}).get(gpu, 0)) - used.get(name, 0)
+    return free
+
+
+@dataclass
+class PodTrack:
+    gang: str
+    gpus: int
+    bound_at: float | None = None
+    running_at: float | None = None
+    node: str | None = None
+    holding: bool = False
+    phase: str = "Pending"
+
+
+@dataclass
+class GangDrill:
+    target: Target
+    result: DrillResult
+    run_id: str
+    specs: list[GangSpec] = field(default_factory=list)
+    pods: dict[str, PodTrack] = field(default_factory=dict)
+    changes: list[PodChange] = field(default_factory=list)
+    submitted_at: float | None = None
+    whole_at: dict[str, float] = field(default_factory=dict)
+    """When each gang first had min_member workers Running at the same time."""
+    partial_since: float | None = None
+    """Since when two or more gangs have held GPUs while none of them was whole (a deadlock in the making)."""
+    deadlock: str = ""
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+
+    # ------------------------------------------------------- steady state
+    def steady_state_before(self, nodes: int, gpus_per_node: int) -> None:
+        free = free_gpus_per_node(self.target)
+        fitting = sorted(n for n, g in free.items() if g >= gpus_per_node)
+        self.result.details["free_gpus_before"] = free
+        if len(fitting) < nodes:
+            raise DrillInconclusive(
+                f"the cluster has {len(fitting)} schedulable nodes with {gpus_per_node} free GPUs, the drill needs "
+                f"{nodes}; free GPUs per node: {free or 'none'}")
+
+    # ---------------------------------------------------------------- act
+    def submit(self, gangs: int, workers: int, gpus: int, run_seconds: float | None = None) -> None:
+        profile = self.target.profile
+        annotations = {"firedrill.dev/workload": "idle"}
+        if run_seconds is not None:
+            annotations["firedrill.dev/run-seconds"] = f"{run_seconds:g}"
+        names = [f"gang-{chr(ord('a') + i)}-{self.run_id}"[:50] for i in range(gangs)]
+        self.specs = [GangSpec(name=n, run_id=self.run_id, workers=workers, gpus_per_worker=gpus,
+                               image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
+                               annotations=annotations, gpu_resource=profile.gpu_resource) for n in names]
+        manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in self.specs]
+        for spec in self.specs:
+            for i in range(spec.workers):
+                self.pods[f"{spec.name}-worker-{i}"] = PodTrack(spec.name, gpus)
+        self.target.driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id),
+                                 on_event=self._on_pod)
+        groups = [[m for m in ms if m.get("kind") != "Pod"] for ms in manifests]
+        pod_lists = [[m for m in ms if m.get("kind") == "Pod"] for ms in manifests]
+        self.submitted_at = self.target.driver.timeline.action(
+            "submit-gangs", target=",".join(names), workers=workers, gpus_per_worker=gpus).stamp.mono
+        for group in groups:
+            for obj in group:
+                self.target.driver.create(obj)
+        for i in range(workers):  # interleaved, as jobs submitted together reach the scheduler
+            for pods in pod_lists:
+                self.target.driver.create(pods[i])
+
+    def _on_pod(self, event: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        now = self.target.driver.timeline.clock.mono()
+        with self._lock:
+            track = self.pods.get(name)
+            if track is None:
+                return
+            node = (obj.get("spec") or {}).get("nodeName")
+            track.phase = (obj.get("status") or {}).get("phase", "Pending")
+            if node and track.bound_at is None:
+                track.bound_at, track.node = now, node
+            if track.phase == "Running" and track.running_at is None:
+                track.running_at = now
+            holding = bool(node) and track.phase not in TERMINAL and event != "DELETED"
+            if holding != track.holding:
+                track.holding = holding
+                self.changes.append(PodChange(now, track.gang, name, holding))
+            running = sum(1 for t in self.pods.values() if t.gang == track.gang and t.holding and t.phase == "Running")
+            spec = next((s for s in self.specs if s.name == track.gang), None)
+            if spec is not None and running >= spec.min_available and track.gang not in self.whole_at:
+                self.whole_at[track.gang] = now
+            self._check_deadlock(now)
+            self._lock.notify_all()
+
+    def _partial(self) -> list[tuple[GangSpec, list[PodTrack]]]:
+        return [(s, h) for s in self.specs if s.name not in self.whole_at
+                and 0 < len(h := self._held(s.name)) < s.min_available]
+
+    def _check_deadlock(self, now: float, confirm_after: float = 1.0) -> None:
+        """Two or more gangs each holding part of what they need, none whole, for ``confirm_after`` seconds:
+        each waits for GPUs another holds.  Recorded once, with who holds what."""
+        partial = self._partial()
+        if len(partial) < 2 or len(self.whole_at) == len(self.specs):
+            self.partial_since = None
+            return
+        if self.partial_since is None:
+            self.partial_since = now
+        if not self.deadlock and now - self.partial_since >= confirm_after:
+            parts = [f"gang {s.name} holds {sum(t.gpus for t in h)} GPUs with {len(h)} of {s.min_available} "
+                     f"workers placed" for s, h in partial]
+            self.deadlock = ("DEADLOCK: " + "; ".join(parts) + ". Each waits for GPUs another holds, so none can "
+                             "run (the scheduler placed the gangs pod by pod, without gang scheduling).")
+            self.result.fail(self.deadlock)
+
+    def _hopeless(self) -> bool:
+        """A deadlock was seen, or some gang that never ran whole no longer has enough live pods to."""
+        if self.deadlock:
+            return True
+        return any(s.name not in self.whole_at and sum(1 for t in self.pods.values() if t.gang == s.name
+                                                       and t.phase not in TERMINAL) < s.min_available
+                   for s in self.specs)
+
+    # ------------------------------------------------------------ observe
+    def _wait(self, predicate: Any, timeout: float) -> bool:
+        deadline = self.target.driver.timeline.clock.mono() + timeout
+        with self._lock:
+            while not predicate():
+                now = self.target.driver.timeline.clock.mono()
+                self._check_deadlock(now)
+                if deadline - now <= 0 or self._hopeless():
+                    return False
+                self._lock.wait(min(deadline - now, 0.2))
+            return True
+
+    def _whole(self, gang: str) -> bool:
+        """Has the gang had all min_member workers Running at the same time (not merely one after another)?"""
+        return gang in self.whole_at
+
+    def _held(self, gang: str) -> list[PodTrack]:
+        return [t for t in self.pods.values() if t.gang == gang and t.holding]
+
+    def wait_all_running(self, timeout: float) -> Measurement:
+        ok = self._wait(lambda: all(self._whole(s.name) for s in self.specs), timeout)
+        return self.result.measure(self._time_to_whole("time to run whole", ok, timeout))
+
+    def _time_to_whole(self, name: str, ok: bool, timeout: float) -> Measurement:
+        assert self.submitted_at is not None
+        with self._lock:
+            if not ok:
+                missing = [s.name for s in self.specs if s.name not in self.whole_at]
+                why = "a deadlock was seen" if self.deadlock else f"waited {timeout:g} s"
+                return Measurement(name, None, "s", note=f"gang(s) {', '.join(missing)} never ran whole ({why})")
+            return Measurement(name, max(self.whole_at.values()) - self.submitted_at, "s")
+
+    def wait_one_whole_others_empty(self, timeout: float) -> Measurement:
+        """Exactly one gang runs whole, and while it does the others hold no GPU at all."""
+        ok = self._wait(lambda: any(self._whole(s.name) for s in self.specs), timeout)
+        name = "time until one gang runs whole"
+        with self._lock:
+            if not ok:
+                note = "a deadlock was seen" if self.deadlock else f"no gang ran whole within {timeout:g} s"
+                return self.result.measure(Measurement(name, None, "s", note=note))
+            winner = min(self.whole_at, key=self.whole_at.__getitem__)
+            for s in self.specs:
+                held = self._held(s.name)
+                if s.name != winner and held:
+                    self.result.fail(f"while gang {winner} runs, gang {s.name} holds {sum(t.gpus for t in held)} GPUs "
+                                     f"with {len(held)} of {s.min_available} workers placed")
+            assert self.submitted_at is not None
+            self.result.details["first_whole_gang"] = winner
+            return self.result.measure(Measurement(name, self.whole_at[winner] - self.submitted_at, "s"))
+
+    def wait_all_ran_whole(self, timeout: float) -> Measurement:
+        ok = self._wait(lambda: all(self._whole(s.name) for s in self.specs), timeout)
+        return self.result.measure(self._time_to_whole("time until every gang ran whole", ok, timeout))
+
+    def partial_hold(self, tolerance: float = 1.0) -> Measurement:
+        now = self.target.driver.timeline.clock.mono()
+        with self._lock:
+            holds = partial_hold(list(self.changes), [Gang(s.name, s.min_available, s.gpus_per_worker)
+                                                      for s in self.specs], now, tolerance)
+        total = sum(h.gpu_seconds for h in holds.values())
+        self.result.details["partial_hold"] = {k: {"gpu_seconds": round(v.gpu_seconds, 3),
+                                                   "episodes": v.episodes} for k, v in holds.items()}
+        return self.result.measure(Measurement("partial-hold GPU-seconds", total, "GPU-s",
+                                               note=f"episodes shorter than {tolerance:g} s count zero"))
+
+    def bind_report(self) -> dict[str, dict[str, Any]]:
+        """Per pod: node, seconds from submission to bind and to running (the evidence table)."""
+        base = self.submitted_at or 0.0
+        with self._lock:
+            return {name: {"gang": t.gang, "node": t.node,
+                           "bound_s": None if t.bound_at is None else round(t.bound_at - base, 3),
+                           "running_s": None if t.running_at is None else round(t.running_at - base, 3)}
+                    for name, t in sorted(self.pods.items())}
+
+    # ----------------------------------------------------------- rollback
+    def rollback(self) -> None:
+        """Delete everything this drill made (pods first, then group objects); never raises."""
+        driver, ns = self.target.driver, self.target.profile.namespace
+        try:
+            for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
+                driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
+            for spec in self.specs:
+                for obj in gang_manifests(spec, self.target.profile.flavor, VolcanoForm.PODGROUP):
+                    if obj.get("kind") != "Pod":
+                        driver.delete(resource_for(obj), obj["metadata"]["name"], ns)
+        except KubeError as exc:
+            log.warning("rollback of gang drill %s incomplete: %s", self.run_id, exc)
+        self.result.details["bind_report"] = self.bind_report()
+
+
+__all__ = ["DrillInconclusive", "GangDrill", "GangFlavor", "free_gpus_per_node"]

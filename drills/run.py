@@ -1,0 +1,197 @@
+"""``firedrill run``: check the features, connect the target, run the scenarios, judge, summarize.
+
+Exit codes, so CI can tell "the platform broke a promise" from "the harness could not run":
+
+====  =====================================================================
+0     every scenario PASSed
+1     at least one scenario FAILed (a promise was broken)
+2     usage or input error: bad option, broken feature file, unknown step, bad profile
+3     no FAIL, but at least one scenario was INCONCLUSIVE
+4     the harness could not run: cluster unreachable, platform did not start, harness error
+====  =====================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
+from drills.connect import Target, cluster_target, embedded_target
+from drills.errors import FiredrillError
+from drills.features import FeatureError, FeatureInfo, load_features
+from drills.target import TargetProfile, load_profile, reference_profile
+from drills.verdict import Verdict
+
+
+class ExitCode(IntEnum):
+    PASSED = 0
+    FAILED = 1
+    USAGE = 2
+    INCONCLUSIVE = 3
+    HARNESS = 4
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    features: Path
+    kubeconfig: Path | None = None
+    context: str | None = None
+    profile: Path | None = None
+    repeat: int = 1
+    dry_run: bool = False
+    keyword: str | None = None
+    scheduler_profile: str = "gang"
+    nodes: int = 4
+
+
+def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
+          options: RunOptions) -> None:
+    console.print(f"Plan (dry run: nothing is started, created or pulled)\n  target: {target}")
+    console.print(f"  flavor {profile.flavor.value}, namespace {profile.namespace}, queue {profile.queue}, "
+                  f"fault method {profile.fault.method.value}")
+    if options.kubeconfig is not None or options.profile is not None:
+        s = profile.safety
+        console.print(f"  safety: only nodes labelled {s.allow_label}; at most {s.max_nodes} node(s) and "
+                      f"{s.max_gpu_share:.0%} of GPUs per drill; control plane "
+                      f"{'refused' if s.refuse_control_plane else 'allowed'}; "
+                      f"{'refuse' if s.require_healthy else 'allow'} a degraded cluster")
+    for f in features:
+        console.print(f"  {f.path.name}: {f.name}")
+        for sc in f.scenarios:
+            console.print(f"    - {sc.name}  x{options.repeat}" + (f"  [{' '.join('@' + t for t in sc.tags)}]"
+                                                                      if sc.tags else ""))
+            for text in sc.steps:
+                console.print(f"        {text}")
+
+
+def _connect(options: RunOptions, profile: TargetProfile) -> Target:
+    if options.kubeconfig is not None or options.context is not None:
+        return cluster_target(options.kubeconfig, options.context, profile)
+    return embedded_target(options.scheduler_profile, nodes=options.nodes)
+
+
+def run(options: RunOptions, console: Console | None = None) -> int:
+    console = console or Console(highlight=False, soft_wrap=True, markup=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    try:
+        features = load_features(options.features)
+        profile = load_profile(options.profile) if options.profile else reference_profile()
+    except FeatureError as exc:
+        err.print(f"error: the features cannot run ({len(exc.problems)} problem(s)):")
+        for p in exc.problems:
+            err.print(f"  {p}")
+        return ExitCode.USAGE
+    except FiredrillError as exc:
+        err.print(f"error: {exc}")
+        return ExitCode.USAGE
+    remote = options.kubeconfig is not None or options.context is not None
+    where = (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
+             if options.context else "")) if remote else \
+        f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler)"
+    if options.dry_run:
+        _plan(console, features, where, profile, options)
+        return ExitCode.PASSED
+    console.print(f"Starting: {where}")
+    try:
+        target = _connect(options, profile)
+    except FiredrillError as exc:
+        err.print(f"error: {exc}")
+        return ExitCode.HARNESS
+    console.print(f"Target: {target.description}")
+    if target.fingerprint is not None:
+        fp = target.fingerprint
+        models = ", ".join(f"{m.capacity} x {m.product}" for m in fp.gpu_models) or "no GPUs found"
+        console.print(f"  server {fp.server_version}, {fp.node_count} nodes, GPUs: {models}; fingerprint "
+                      f"{fp.digest()[:16]}")
+    for warning in target.warnings:
+        console.print(f"  warning: {warning}")
+    plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat)
+    args = [str(Path(__file__).parent / "bdd" / "test_contract.py"), "-c", os.devnull,
+            "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
+            "-p", "no:terminal", "-p", "no:randomly", "--capture=no"]
+    if options.keyword:
+        args += ["-k", options.keyword]
+    os.environ["FIREDRILL_FEATURES"] = str(options.features.resolve())
+    try:
+        code = pytest.main(args, plugins=[plugin])
+    except KeyboardInterrupt:
+        err.print("interrupted: faults undone and drill objects deleted")
+        return ExitCode.HARNESS
+    finally:
+        target.close()
+    if code == pytest.ExitCode.INTERRUPTED:
+        if plugin.outcomes:
+            summary(console, plugin.outcomes, options.repeat)
+        err.print("interrupted: every started drill was rolled back (faults undone, drill objects deleted)")
+        return ExitCode.HARNESS
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        err.print(f"error: the harness could not run the scenarios (pytest exit {int(code)})")
+        return ExitCode.HARNESS
+    if not plugin.outcomes:
+        err.print("error: no scenario ran" + (f" (nothing matched -k {options.keyword!r})" if options.keyword else ""))
+        return ExitCode.USAGE
+    summary(console, plugin.outcomes, options.repeat)
+    return exit_code(plugin.outcomes)
+
+
+def exit_code(outcomes: list[ScenarioOutcome]) -> int:
+    if any(o.verdict is None for o in outcomes):
+        return ExitCode.HARNESS
+    if any(o.verdict is Verdict.FAIL for o in outcomes):
+        return ExitCode.FAILED
+    if any(o.verdict is Verdict.INCONCLUSIVE for o in outcomes):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.PASSED
+
+
+def summary(console: Console, outcomes: list[ScenarioOutcome], repeat: int) -> None:
+    table = Table(title="Firedrill results", show_lines=False)
+    for col in ("scenario", "verdict", "measured vs threshold"):
+        table.add_column(col)
+    for o in outcomes:
+        verdict = o.verdict.value if o.verdict else "HARNESS ERROR"
+        lines: list[str] = []
+        if o.result is not None:
+            lines += [j.message for j in o.result.judgements]
+            lines += o.result.findings
+        if o.error and (o.verdict is None or not lines):
+            lines.append(o.error.splitlines()[0])
+        table.add_row(f"{o.feature} > {o.scenario}", verdict, "\n".join(lines) or "-")
+    console.print(table)
+    if repeat > 1:
+        _percentiles(console, outcomes)
+    counts = {v: sum(1 for o in outcomes if o.verdict is v) for v in Verdict}
+    errors = sum(1 for o in outcomes if o.verdict is None)
+    console.print(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, "
+                  f"{counts[Verdict.INCONCLUSIVE]} inconclusive, {errors} harness errors")
+
+
+def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:
+    series: dict[tuple[str, str], list[float]] = {}
+    for o in outcomes:
+        if o.result is None:
+            continue
+        for m in o.result.measurements.values():
+            if m.value is not None:
+                series.setdefault((o.scenario, f"{m.name} ({m.unit})"), []).append(m.value)
+    table = Table(title="Repeated measurements")
+    for col in ("scenario", "measurement", "n", "p50", "p95", "max"):
+        table.add_column(col)
+    for (scenario, name), values in sorted(series.items()):
+        values.sort()
+        p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+        table.add_row(scenario, name, str(len(values)), f"{statistics.median(values):.3f}", f"{p95:.3f}",
+                      f"{values[-1]:.3f}")
+    console.print(table)
+
+
+__all__: list[Any] = ["ExitCode", "RunOptions", "run", "exit_code"]

@@ -1,0 +1,435 @@
+"""The target profile: what cluster a run drills, how it pulls a node, and what it must never touch.
+
+``firedrill run --profile FILE`` reads a YAML file describing a real cluster;
+without ``--profile`` the run uses :func:`reference_profile`, the embedded
+reference platform.  The profile's digest goes into the run's evidence, so the
+file is strict: an unknown or misspelt field is an error, never ignored.
+
+Fields (``docs/PROFILE.md`` has the same list and a complete example)::
+
+    apiVersion: firedrill.dev/v1alpha1   optional; if present, exactly this
+    kind: TargetProfile                   optional; if present, exactly this
+    name            required  a name for the target, shown in reports (e.g. staging-h100)
+    flavor          required  gang scheduler: volcano | kueue | kai
+    namespace       required  namespace the drills create their pods in (a DNS-1123 label)
+    queue           required  Volcano queue, Kueue LocalQueue or KAI leaf queue for the gangs
+    canary_image    required  container image of the drill pods (any image that can sleep)
+    gpu_resource    optional  extended resource the pods request; default nvidia.com/gpu
+    fault:          required
+      method        required  kill | hang | partition (reference platform only: SIGKILL, SIGSTOP,
+                              heartbeats cut) | kubelet-stop (privileged pod + nsenter) |
+                              delete-node (KWOK-style nodes) | command (your own CLI)
+      command_template        required with method: command, forbidden otherwise; a shell command
+                              with the placeholder {node}, e.g. "ipmitool -H {node}-bmc power off"
+      restore_template        optional, methods command and kubelet-stop: a command with {node} that undoes the
+                              fault on rollback (e.g. "ipmitool -H {node}-bmc power on"); without it the
+                              run says the node must be restored by hand
+      timeout_seconds         optional; seconds for the fault to be confirmed; default 60
+    safety:                   optional; every field has a safe default
+      allow_label             key=value a node must carry to be touched; default firedrill.dev/chaos=allowed
+      max_nodes               most nodes one drill may pull; default 1
+      max_gpu_share           most of the cluster's GPUs one drill may remove, 0 < x <= 1; default 0.25
+      refuse_control_plane    never touch control-plane nodes; default true
+      require_healthy         refuse to start on an already degraded cluster; default true
+
+:func:`load_profile` reports every problem at once, each with the file, the
+field path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from drills.errors import FiredrillError
+from drills.kube.flavors import GangFlavor, valid_dns_label, valid_label_key, valid_label_value
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "FaultMethod",
+    "FaultSettings",
+    "ProfileError",
+    "SafetySettings",
+    "TargetProfile",
+    "load_profile",
+    "reference_profile",
+]
+
+API_VERSION = "firedrill.dev/v1alpha1"
+KIND = "TargetProfile"
+DOCS = "docs/PROFILE.md"
+REFERENCE_IMAGE = "firedrill.dev/simulated:latest"
+
+
+class ProfileError(FiredrillError):
+    """A target profile that cannot be used; ``problems`` lists each one (field path: what is wrong)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class FaultMethod(Enum):
+    """How a drill pulls a node."""
+
+    KILL = "kill"
+    """Reference platform: SIGKILL the node's agent process (a crashed host)."""
+    HANG = "hang"
+    """Reference platform: SIGSTOP the agent (a hung host: the process exists but does nothing)."""
+    PARTITION = "partition"
+    """Reference platform: the agent stops heartbeating but its pods keep running (a network partition)."""
+    KUBELET_STOP = "kubelet-stop"
+    """Real cluster: a privileged pod on the node stops the kubelet through nsenter."""
+    DELETE_NODE = "delete-node"
+    """Real cluster: delete the Node object (KWOK-style simulated nodes)."""
+    COMMAND = "command"
+    """Real cluster: run ``fault.command_template`` with ``{node}`` replaced (a cloud or IPMI CLI)."""
+
+    @property
+    def reference_only(self) -> bool:
+        """True for the methods that act on the reference platform's agent processes."""
+        return self in (FaultMethod.KILL, FaultMethod.HANG, FaultMethod.PARTITION)
+
+
+def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
+    if method is not FaultMethod.COMMAND:
+        if template is not None:
+            return [f"fault.command_template: set, but fault.method is {method.value}; it is used only with "
+                    "method: command (remove it or set method: command)"]
+        return []
+    if template is None or not template.strip():
+        return ["fault.command_template: required when fault.method is command; give a shell command with "
+                "the placeholder {node}, e.g. \"ipmitool -H {node}-bmc power off\""]
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as err:
+        return [f"fault.command_template: {template!r} is not a valid template ({err}); write braces that are "
+                "not placeholders as {{ and }}"]
+    if "node" not in fields:
+        return [f"fault.command_template: {template!r} has no {{node}} placeholder, so every drill would hit "
+                "the same machine; put {node} where the node name goes"]
+    others = sorted(fields - {"node"})
+    if others:
+        return [f"fault.command_template: unknown placeholder(s) {', '.join('{' + f + '}' for f in others)}; "
+                "only {node} is replaced (write a literal brace as {{ or }})"]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSettings:
+    """How the fault is injected and how long it may take to be confirmed."""
+
+    method: FaultMethod
+    command_template: str | None = None
+    """Method ``command`` only: a shell command with ``{node}``."""
+    restore_template: str | None = None
+    """Methods ``command`` and ``kubelet-stop``: the command with ``{node}`` that undoes the fault on rollback."""
+    timeout_seconds: float = 60.0
+    """Seconds for the fault to be confirmed; past it the drill is INCONCLUSIVE."""
+
+    def __post_init__(self) -> None:
+        problems = _template_problems(self.method, self.command_template)
+        if self.restore_template is not None:
+            if self.method not in (FaultMethod.COMMAND, FaultMethod.KUBELET_STOP):
+                problems.append(f"fault.restore_template: set, but fault.method is {self.method.value}; it is used "
+                                "only with command or kubelet-stop (the reference platform restores by itself)")
+            else:
+                problems += [p.replace("command_template", "restore_template").replace(
+                    "required when fault.method is command; ", "")
+                    for p in _template_problems(FaultMethod.COMMAND, self.restore_template)]
+        if self.timeout_seconds <= 0:
+            problems.append(f"fault.timeout_seconds: {self.timeout_seconds} must be above 0")
+        if problems:
+            raise ProfileError("invalid fault settings: " + "; ".join(problems), problems)
+
+    def command_for(self, node: str) -> str:
+        """The command for ``node`` (method ``command`` only)."""
+        if self.command_template is None:
+            raise ProfileError(f"fault.method is {self.method.value}, which has no command template")
+        return self.command_template.format(node=node)
+
+    def restore_for(self, node: str) -> str | None:
+        """The command that undoes the fault on ``node``, if the profile gives one."""
+        return None if self.restore_template is None else self.restore_template.format(node=node)
+
+
+def _allow_label_problems(allow_label: str) -> list[str]:
+    key, eq, value = allow_label.partition("=")
+    if not eq or not valid_label_key(key) or not valid_label_value(value) or not value:
+        return [f"safety.allow_label: {allow_label!r} must be key=value with a valid label key and a non-empty "
+                "value, e.g. firedrill.dev/chaos=allowed"]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class SafetySettings:
+    """What a drill on a real cluster may touch; see :mod:`drills.safety` for the checks."""
+
+    allow_label: str = "firedrill.dev/chaos=allowed"
+    """``key=value``: only nodes carrying this label are ever faulted."""
+    max_nodes: int = 1
+    """Most nodes one drill may pull."""
+    max_gpu_share: float = 0.25
+    """Most of the cluster's GPUs (capacity) one drill may remove, 0 < share <= 1."""
+    refuse_control_plane: bool = True
+    """Never touch nodes labelled ``node-role.kubernetes.io/control-plane`` or ``.../master``."""
+    require_healthy: bool = True
+    """Refuse to start when pre-flight finds the cluster already degraded."""
+
+    def __post_init__(self) -> None:
+        problems = _allow_label_problems(self.allow_label)
+        if self.max_nodes < 1:
+            problems.append(f"safety.max_nodes: {self.max_nodes} must be 1 or more")
+        if not 0 < self.max_gpu_share <= 1:
+            problems.append(f"safety.max_gpu_share: {self.max_gpu_share} must be above 0 and at most 1")
+        if problems:
+            raise ProfileError("invalid safety settings: " + "; ".join(problems), problems)
+
+    @property
+    def allow_label_key(self) -> str:
+        return self.allow_label.partition("=")[0]
+
+    @property
+    def allow_label_value(self) -> str:
+        return self.allow_label.partition("=")[2]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetProfile:
+    """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
+
+    name: str
+    flavor: GangFlavor
+    namespace: str
+    queue: str
+    canary_image: str
+    fault: FaultSettings
+    safety: SafetySettings = field(default_factory=SafetySettings)
+    gpu_resource: str = "nvidia.com/gpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as YAML would write it (every field, defaults included): what the evidence records."""
+        fault: dict[str, Any] = {"method": self.fault.method.value, "timeout_seconds": self.fault.timeout_seconds}
+        if self.fault.command_template is not None:
+            fault["command_template"] = self.fault.command_template
+        if self.fault.restore_template is not None:
+            fault["restore_template"] = self.fault.restore_template
+        return {
+            "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "flavor": self.flavor.value,
+            "namespace": self.namespace, "queue": self.queue, "canary_image": self.canary_image,
+            "gpu_resource": self.gpu_resource, "fault": fault,
+            "safety": {"allow_label": self.safety.allow_label, "max_nodes": self.safety.max_nodes,
+                       "max_gpu_share": self.safety.max_gpu_share,
+                       "refuse_control_plane": self.safety.refuse_control_plane,
+                       "require_healthy": self.safety.require_healthy},
+        }
+
+
+def reference_profile() -> TargetProfile:
+    """The built-in profile of the embedded reference platform (``firedrill run`` without ``--profile``).
+
+    Its nodes are local processes, so the allow label is one every simulated GPU node carries, and up to
+    half the GPUs may go (one node of a small cluster); only one node is pulled at a time.
+    """
+    return TargetProfile(
+        name="reference", flavor=GangFlavor.VOLCANO, namespace="default", queue="default",
+        canary_image=REFERENCE_IMAGE, fault=FaultSettings(FaultMethod.KILL, timeout_seconds=10.0),
+        safety=SafetySettings(allow_label="nvidia.com/gpu.present=true", max_nodes=1, max_gpu_share=0.5))
+
+
+# --- loading -----------------------------------------------------------------------------------------------
+
+_Missing: Any = object()
+E = TypeVar("E", bound=Enum)
+
+_TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
+        "safety")
+_FAULT = ("method", "command_template", "restore_template", "timeout_seconds")
+_SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+class _Section:
+    """One mapping of the file, with its field path; records problems instead of raising."""
+
+    def __init__(self, data: Mapping[str, Any], path: str, known: tuple[str, ...], problems: list[str]) -> None:
+        self.data, self.path, self.problems = data, path, problems
+        for key in data:
+            if key not in known:
+                hint = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+                did_you_mean = f"did you mean {hint[0]!r}? " if hint else ""
+                self.problems.append(f"{self.where(str(key))}: unknown field; {did_you_mean}"
+                                     f"known fields here: {', '.join(known)}")
+
+    def where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def _get(self, key: str, default: Any, kinds: tuple[type, ...], expected: str) -> Any:
+        value = self.data.get(key, _Missing)
+        if value is _Missing:
+            if default is _Missing:
+                self.problems.append(f"{self.where(key)}: required field is missing; expected {expected}")
+            return default
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            shown = "" if value is None else f" ({value!r})"
+            self.problems.append(f"{self.where(key)}: expected {expected}, got {_type_name(value)}{shown}")
+            return _Missing
+        return value
+
+    def string(self, key: str, default: Any = _Missing, *, check: Callable[[str], bool] | None = None,
+               expected: str = "a string") -> Any:
+        value = self._get(key, default, (str,), expected)
+        if isinstance(value, str) and key in self.data:
+            if not value.strip():
+                self.problems.append(f"{self.where(key)}: is empty; expected {expected}")
+                return _Missing
+            if check is not None and not check(value):
+                self.problems.append(f"{self.where(key)}: {value!r} is not {expected}")
+                return _Missing
+        return value
+
+    def integer(self, key: str, default: int, *, minimum: int) -> Any:
+        value = self._get(key, default, (int,), f"an integer >= {minimum}")
+        if isinstance(value, int) and value < minimum:
+            self.problems.append(f"{self.where(key)}: {value} is below the minimum {minimum}")
+            return _Missing
+        return value
+
+    def number(self, key: str, default: float, *, above: float, at_most: float | None = None) -> Any:
+        bound = f"above {above:g}" + (f" and at most {at_most:g}" if at_most is not None else "")
+        value = self._get(key, default, (int, float), f"a number {bound}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value <= above or (at_most is not None and value > at_most):
+                self.problems.append(f"{self.where(key)}: {value} must be {bound}")
+                return _Missing
+            return float(value)
+        return value
+
+    def optional_string(self, key: str, expected: str) -> Any:
+        """A string that may be absent (None) but, when given, must be a string."""
+        return self._get(key, None, (str,), expected)
+
+    def boolean(self, key: str, default: bool) -> Any:
+        return self._get(key, default, (bool,), "true or false")
+
+    def choice(self, key: str, enum: type[E], default: Any = _Missing) -> Any:
+        allowed = " | ".join(str(member.value) for member in enum)
+        value = self._get(key, default, (str,), f"one of {allowed}")
+        if isinstance(value, str):
+            try:
+                return enum(value)
+            except ValueError:
+                hint = difflib.get_close_matches(value, [str(m.value) for m in enum], n=1, cutoff=0.6)
+                did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+                self.problems.append(f"{self.where(key)}: {value!r} is not allowed{did_you_mean}; "
+                                     f"allowed: {allowed}")
+                return _Missing
+        return value
+
+    def section(self, key: str, known: tuple[str, ...], *, required: bool) -> _Section | None:
+        value = self.data.get(key, _Missing)
+        if value is _Missing or value is None:
+            if required:
+                self.problems.append(f"{self.where(key)}: required section is missing; it takes "
+                                     f"{', '.join(known)}")
+                return None
+            value = {}
+        if not isinstance(value, Mapping):
+            self.problems.append(f"{self.where(key)}: expected a mapping of {', '.join(known)}, "
+                                 f"got {_type_name(value)}")
+            return None
+        return _Section(value, self.where(key), known, self.problems)
+
+
+def _exactly(expected: str) -> Callable[[str], bool]:
+    return lambda value: value == expected
+
+
+def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
+    top = _Section(doc, "", _TOP, problems)
+    top.string("apiVersion", API_VERSION, check=_exactly(API_VERSION), expected=repr(API_VERSION))
+    top.string("kind", KIND, check=_exactly(KIND), expected=repr(KIND))
+    name = top.string("name")
+    flavor = top.choice("flavor", GangFlavor)
+    namespace = top.string("namespace", check=valid_dns_label,
+                           expected="a namespace name (DNS-1123 label: a-z, 0-9, '-', at most 63)")
+    queue = top.string("queue")
+    canary_image = top.string("canary_image", expected="a container image reference")
+    gpu_resource = top.string("gpu_resource", "nvidia.com/gpu", check=valid_label_key,
+                              expected="a resource name such as nvidia.com/gpu")
+
+    fault_section = top.section("fault", _FAULT, required=True)
+    method = template = restore = timeout = _Missing
+    if fault_section is not None:
+        method = fault_section.choice("method", FaultMethod)
+        template = fault_section.optional_string("command_template", "a shell command with {node}")
+        restore = fault_section.optional_string("restore_template", "a shell command with {node}")
+        timeout = fault_section.number("timeout_seconds", 60.0, above=0)
+        if isinstance(method, FaultMethod) and template is not _Missing:
+            problems.extend(_template_problems(method, template))
+
+    safety_section = top.section("safety", _SAFETY, required=False)
+    safety_values: dict[str, Any] = {}
+    if safety_section is not None:
+        allow = safety_section.string("allow_label", "firedrill.dev/chaos=allowed", expected="key=value")
+        if isinstance(allow, str):
+            problems.extend(_allow_label_problems(allow))
+        safety_values = {
+            "allow_label": allow,
+            "max_nodes": safety_section.integer("max_nodes", 1, minimum=1),
+            "max_gpu_share": safety_section.number("max_gpu_share", 0.25, above=0, at_most=1),
+            "refuse_control_plane": safety_section.boolean("refuse_control_plane", True),
+            "require_healthy": safety_section.boolean("require_healthy", True),
+        }
+    if problems:
+        return None
+    try:
+        fault = FaultSettings(method, template, restore, timeout)
+    except ProfileError as err:
+        problems.extend(err.problems)
+        return None
+    return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
+                         gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values))
+
+
+def load_profile(path: str | Path) -> TargetProfile:
+    """Read and check a target profile; raise :class:`ProfileError` naming the file, each field and the fix."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"target profile {path} does not exist; pass the path of a YAML profile "
+                           f"(see {DOCS} and examples/profile-*.yaml)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProfileError(f"cannot read target profile {path}: {err}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ProfileError(f"target profile {path} is not valid YAML{where}: {problem}") from None
+    if not isinstance(doc, Mapping):
+        raise ProfileError(f"target profile {path} must be a YAML mapping of fields (name, flavor, namespace, "
+                           f"...), got {_type_name(doc)}; see {DOCS}")
+    problems: list[str] = []
+    profile = _parse(doc, problems)
+    if profile is None:
+        listing = "\n".join(f"  - {problem}" for problem in problems)
+        raise ProfileError(f"target profile {path} has {len(problems)} problem(s):\n{listing}\n"
+                           f"Every field is described in {DOCS}.", problems)
+    return profile

@@ -1,0 +1,16 @@
+@conformance:self_healing
+Feature: Node pull
+  When a GPU node dies under a training job, the platform notices, moves the
+  job to healthy nodes and training resumes from its last checkpoint, by itself.
+
+  @clause:5.1
+  Scenario: A training job survives losing the node of one worker
+    Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps
+    And the job has written a checkpoint within 60 seconds
+    When I pull the node of worker 0 with kill
+    Then the platform detects the failure within 5 seconds
+    And the job's pods are off the failed node within 5 seconds of detection
+    And the job runs again on healthy nodes within 10 seconds of eviction
+    And training resumes beyond the checkpoint within 10 seconds of replacement
+    And the whole recovery takes at most 20 seconds
+    And at most 10 steps of work are lost

@@ -1,0 +1,44 @@
+"""Wall time of the acceptance run: `firedrill run` on the shipped features against the embedded platform.
+
+    python tests/bench/bench_acceptance.py [--runs 3]
+
+Budget (DESIGN.md): the gang + node-pull acceptance run in <= 60 s wall on a 2-core machine, platform
+start-up and teardown included.  Prints each run's wall time and exit code, and the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUDGET_S = 60.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    walls, codes = [], []
+    for i in range(args.runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", "from drills.cli import main; main()", "run"], cwd=REPO,
+                              capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        codes.append(proc.returncode)
+        print(f"run {i + 1}: {walls[-1]:.1f} s wall, exit {proc.returncode}", flush=True)
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:] + proc.stderr[-2000:])
+    median = statistics.median(walls)
+    ok = median <= BUDGET_S and all(c == 0 for c in codes)
+    print(f"acceptance run (gang + node pull, embedded platform): median {median:.1f} s wall over {args.runs} runs, "
+          f"max {max(walls):.1f} s; budget <= {BUDGET_S:.0f} s: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

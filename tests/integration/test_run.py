@@ -1,0 +1,118 @@
+"""`firedrill run` as CI and a customer run it: verdicts, exit codes, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
+
+
+def firedrill(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FIREDRILL, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def features_copy(tmp_path: Path, *names: str) -> Path:
+    out = tmp_path / "features"
+    out.mkdir()
+    for name in names:
+        shutil.copy(REPO / "features" / name, out / name)
+    return out
+
+
+def test_gang_feature_on_the_no_gang_profile_fails_naming_the_deadlock(tmp_path: Path) -> None:
+    features = features_copy(tmp_path, "gang_submission.feature")
+    out = firedrill("run", "--features", str(features), "--scheduler-profile", "no-gang", "-k", "half")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAIL" in out.stdout and "DEADLOCK" in out.stdout, out.stdout
+    assert "partial-hold GPU-seconds" in out.stdout
+
+
+def test_a_threshold_below_what_the_platform_achieves_fails_naming_phase_value_and_threshold(
+        tmp_path: Path) -> None:
+    features = features_copy(tmp_path, "node_pull.feature")
+    path = features / "node_pull.feature"
+    text = path.read_text()
+    assert "detects the failure within 5 seconds" in text
+    path.write_text(text.replace("detects the failure within 5 seconds", "detects the failure within 50 ms"))
+    out = firedrill("run", "--features", str(features))
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "detect: measured" in ln)
+    assert "threshold <= 0.05 s" in out.stdout.replace("\n", " ") and "MISSED" in out.stdout, out.stdout
+    assert line
+
+
+def test_a_new_scenario_from_the_vocabulary_runs_without_python(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "my_contract.feature").write_text(
+        "Feature: Our own promise\n"
+        "  Scenario: Two big workers, and the node of worker 1 is cut off from the network\n"
+        "    Given a canary training job of 2 workers with 8 GPUs each, checkpointing every 5 steps\n"
+        "    And the job has written a checkpoint within 60 seconds\n"
+        "    When I pull the node of worker 1 with partition\n"
+        "    Then the platform detects the failure within 10 seconds\n"
+        "    And the whole recovery takes at most 60 seconds\n")
+    out = firedrill("run", "--features", str(features))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS" in out.stdout and "1 passed" in out.stdout
+
+
+def test_a_broken_feature_file_names_the_line(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "broken.feature").write_text("Feature: x\n  Scenario: y\n    Given a step\n  this is not gherkin\n")
+    out = firedrill("run", "--features", str(features))
+    assert out.returncode == 2
+    assert f"{features / 'broken.feature'}:4:" in out.stderr and "not valid Gherkin" in out.stderr
+
+
+def test_an_unknown_step_suggests_the_closest_known_steps(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "typo.feature").write_text(
+        "Feature: x\n  Scenario: y\n    When I submit a gang of 4 worker with 8 GPU each\n")
+    out = firedrill("run", "--features", str(features))
+    assert out.returncode == 2
+    assert "typo.feature:3: unknown step" in out.stderr
+    assert "I submit a gang of <workers> workers with <gpus> GPUs each" in out.stderr
+
+
+def test_a_profile_with_a_missing_field_says_which(tmp_path: Path) -> None:
+    profile = yaml.safe_load((REPO / "examples" / "profile-volcano.yaml").read_text())
+    del profile["queue"]
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    out = firedrill("run", "--kubeconfig", str(kubeconfig), "--profile", str(path))
+    assert out.returncode == 2
+    assert str(path) in out.stderr and "queue" in out.stderr
+
+
+def test_an_unreachable_cluster_is_a_harness_error(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:9", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    out = firedrill("run", "--kubeconfig", str(kubeconfig), "--profile", str(REPO / "examples" / "profile-volcano.yaml"),
+                    timeout=120)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "cannot reach the cluster at https://127.0.0.1:9" in out.stderr
+
+
+def test_a_dry_run_prints_the_plan_and_touches_nothing() -> None:
+    out = firedrill("run", "--dry-run")
+    assert out.returncode == 0
+    assert "dry run: nothing is started" in out.stdout
+    assert "I pull the node of worker 0 with kill" in out.stdout and "@clause:5.1" in out.stdout

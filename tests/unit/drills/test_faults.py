@@ -1,0 +1,102 @@
+"""Fault injectors against real child processes (the reference methods) and real commands."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from drills.faults import FaultError, ReferenceFaults, kubelet_stop_pod, run_command
+from drills.target import FaultMethod
+
+
+class Child:
+    """A process this test started, shaped like the embedded platform's agent handles."""
+
+    def __init__(self) -> None:
+        code = "import signal, time; signal.signal(signal.SIGUSR1, lambda *a: None); time.sleep(60)"
+        self.popen = subprocess.Popen([sys.executable, "-c", code])
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)
+
+    def kill(self) -> None:
+        self.popen.kill()
+        self.popen.wait(timeout=10)
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    c = Child()
+    yield c
+    if c.alive():
+        c.popen.send_signal(signal.SIGCONT)
+        c.kill()
+
+
+def state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def faults_for(child: Child, restarted: list[str]) -> ReferenceFaults:
+    return ReferenceFaults(lambda node: child if node == "n1" else None, restarted.append)
+
+
+def test_kill_is_confirmed_and_undone_by_a_restart(child: Child) -> None:
+    restarted: list[str] = []
+    record = faults_for(child, restarted).inject("n1", FaultMethod.KILL)
+    assert record.confirmed and not child.alive()
+    assert record.undo is not None
+    record.undo()
+    assert restarted == ["n1"]
+
+
+def test_hang_stops_the_process_and_undo_continues_it(child: Child) -> None:
+    record = faults_for(child, []).inject("n1", FaultMethod.HANG)
+    assert record.confirmed and child.alive()
+    assert state_of(child.pid) == "T"
+    assert record.undo is not None
+    record.undo()
+    assert state_of(child.pid) != "T"
+
+
+def test_partition_signals_the_agent_which_keeps_running(child: Child) -> None:
+    record = faults_for(child, []).inject("n1", FaultMethod.PARTITION)
+    assert record.confirmed and child.alive() and "SIGUSR1" in record.detail
+
+
+def test_reference_faults_refuse_cluster_methods_and_unknown_nodes(child: Child) -> None:
+    faults = faults_for(child, [])
+    with pytest.raises(FaultError, match="for real clusters"):
+        faults.inject("n1", FaultMethod.KUBELET_STOP)
+    with pytest.raises(FaultError, match="node n9 has no running agent"):
+        faults.inject("n9", FaultMethod.KILL)
+
+
+def test_a_command_fault_is_confirmed_by_its_exit_code() -> None:
+    assert run_command("true", "n1", 5).confirmed
+    failed = run_command("false", "n1", 5)
+    assert not failed.confirmed and "rc 1" in failed.detail
+    with pytest.raises(FaultError, match="failed to run"):
+        run_command("/no/such/binary {node}", "n1", 5)
+
+
+def test_the_kubelet_stop_pod_is_a_valid_privileged_pod_pinned_to_the_node() -> None:
+    manifest = kubelet_stop_pod("gpu-node-3", "fdabc123")
+    pod = client.ApiClient()._ApiClient__deserialize(manifest, "V1Pod")  # type: ignore[attr-defined]
+    assert pod.spec.node_name == "gpu-node-3" and pod.spec.host_pid
+    assert pod.spec.containers[0].security_context.privileged
+    assert pod.spec.containers[0].command[-3:] == ["systemctl", "stop", "kubelet"]
+    assert manifest["metadata"]["labels"]["firedrill.dev/drill-run"] == "fdabc123"
