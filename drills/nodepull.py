@@ -65,6 +65,10 @@ class NodePullDrill:
     job: Obj = field(default_factory=dict)
     events: list[Obj] = field(default_factory=list)
     pulled: str | None = None
+    victims: set[str] = field(default_factory=set)
+    """UIDs of the job's pods on the pulled node at the fault."""
+    before_fault: set[str] = field(default_factory=set)
+    """UIDs of every pod of the job at the fault (their Events are not the recovery's)."""
     checkpoint_at_fault: int = 0
     step_at_fault: int = 0
     instants: dict[str, Instant] = field(default_factory=dict)
@@ -120,6 +124,15 @@ class NodePullDrill:
         if event == "ADDED" or event == "MODIFIED":
             with self._cond:
                 self.events.append(obj)
+                if obj.get("reason") == "Resumed" and self._recovery_pod_event(obj):
+                    self._advance(resumed=True)
+                self._cond.notify_all()
+
+    def _recovery_pod_event(self, ev: Obj) -> bool:
+        """An Event about a pod of the job that did not exist at the fault (a replacement rank)."""
+        inv = ev.get("involvedObject") or {}
+        return "fault" in self.instants and inv.get("kind") == "Pod" and \
+            inv.get("name") in self.pods and inv.get("uid") not in self.before_fault
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
@@ -157,8 +170,9 @@ class NodePullDrill:
             self.instants[name] = Instant(clock.mono(), clock.wall())
             self.target.timeline.action(f"t_{name}", target=self.pulled or "")
 
-    def _advance(self) -> None:
-        """Called under the lock on every change: stamp each instant the moment its condition first holds."""
+    def _advance(self, resumed: bool = False) -> None:
+        """Called under the lock on every change: stamp each instant the moment its condition first holds.
+        ``resumed``: a replacement rank just reported (Event ``Resumed``) a step beyond its checkpoint."""
         if "fault" not in self.instants or self.pulled is None:
             return
         if "detect" not in self.instants and not self._node_healthy(self.pulled):
@@ -174,9 +188,9 @@ class NodePullDrill:
                     self._node_healthy((p.get("spec") or {}).get("nodeName", "")) for p in running):
                 self._stamp("replace")
         if "replace" in self.instants and "resume" not in self.instants:
-            steps = [int(v) for p in self._running_pods()
-                     if str(v := ((p["metadata"].get("annotations") or {}).get(STEP, ""))).isdigit()]
-            if steps and max(steps) > self.checkpoint_at_fault:
+            steps = [int(v) for p in self._running_pods() if p["metadata"].get("uid") not in self.before_fault
+                     and str(v := ((p["metadata"].get("annotations") or {}).get(STEP, ""))).isdigit()]
+            if resumed or (steps and max(steps) > self.checkpoint_at_fault):
                 self._stamp("resume")
 
     # ----------------------------------------------------------------- act
@@ -189,6 +203,9 @@ class NodePullDrill:
             if pod is None:
                 raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
             node = pod["spec"]["nodeName"]
+            self.victims = {p["metadata"]["uid"] for p in self.pods.values()
+                            if (p.get("spec") or {}).get("nodeName") == node}
+            self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
             self.checkpoint_at_fault = self._checkpoint()
             self.step_at_fault = max((int(v) for p in self._running_pods()
                                       if str(v := (p["metadata"].get("annotations") or {}).get(STEP, "")).isdigit()),
@@ -251,29 +268,36 @@ class NodePullDrill:
                                                for k, v in t.items()}
 
     def _server_instants(self) -> dict[str, float]:
-        """The same instants as the platform stamped them in its Events (eventTime, microseconds)."""
+        """The same instants as the platform stamped them in its Events (eventTime, microseconds):
+        detect = the pulled node's NodeNotReady; evict = the last eviction (Evicted/Killing) of a pod that was
+        on the pulled node; replace = the last Started of the replacement ranks; resume = their first Resumed."""
         out: dict[str, float] = {}
         fault_wall = self.instants["fault"].wall if "fault" in self.instants else 0.0
 
-        def first(reasons: tuple[str, ...], kind: str | None = None, name: str | None = None) -> float | None:
-            times = [ts for e in self.events if e.get("reason") in reasons
-                     and (kind is None or (e.get("involvedObject") or {}).get("kind") == kind)
-                     and (name is None or (e.get("involvedObject") or {}).get("name") == name)
-                     and (ts := parse_time(e.get("eventTime")) or parse_time(e.get("lastTimestamp"))) is not None
-                     and ts >= fault_wall - 0.001]
-            return min(times) if times else None
-        detect = first(("NodeNotReady",), "Node", self.pulled)
-        if detect is not None:
-            out["detect"] = detect
-        evict = first(("TaintManagerEviction", "Evicted", "Killing"), "Pod")
-        if evict is not None:
-            out["evict"] = evict
-        restart = first(("Started",), "Pod")
-        if restart is not None and "evict" in out and restart >= out["evict"]:
-            out["replace"] = restart
-        resume = first(("Resumed",), "Pod")
-        if resume is not None:
-            out["resume"] = resume
+        def stamps(reasons: tuple[str, ...], accept: Any) -> dict[str, float]:
+            """uid (or name) -> the earliest matching eventTime at or after the fault."""
+            found: dict[str, float] = {}
+            for e in self.events:
+                inv = e.get("involvedObject") or {}
+                ts = parse_time(e.get("eventTime")) or parse_time(e.get("lastTimestamp"))
+                if e.get("reason") in reasons and ts is not None and ts >= fault_wall - 0.001 and accept(inv):
+                    key = inv.get("uid") or inv.get("name", "")
+                    found[key] = min(ts, found.get(key, ts))
+            return found
+        detect = stamps(("NodeNotReady",), lambda inv: inv.get("kind") == "Node" and inv.get("name") == self.pulled)
+        if detect:
+            out["detect"] = min(detect.values())
+        evicted = stamps(("Evicted", "Killing"), lambda inv: inv.get("uid") in self.victims)
+        if evicted:
+            out["evict"] = max(evicted.values())
+        replacements = {p["metadata"]["uid"] for p in self._running_pods()
+                        if p["metadata"].get("uid") not in self.before_fault}
+        started = stamps(("Started",), lambda inv: inv.get("uid") in replacements)
+        if started and self.spec is not None and len(started) >= self.spec.min_available:
+            out["replace"] = max(started.values())
+        resumed = stamps(("Resumed",), lambda inv: inv.get("uid") in replacements)
+        if resumed:
+            out["resume"] = min(resumed.values())
         return out
 
     # ------------------------------------------------------------ rollback

@@ -289,23 +289,23 @@ class Cluster:
         return self
 
     def readiness(self, http: httpx.Client) -> tuple[int, int, int]:
-        """(working nodes Ready, their GPUs, spares Ready and enrolled in the spare pool)."""
+        """(working nodes Ready, their GPUs, spares Ready in the spare pool), by role, not by name: after a
+        pull the promoted spare works and the returned node is the spare."""
         try:
             nodes = http.get("/api/v1/nodes", timeout=2).json().get("items", [])
         except (httpx.HTTPError, ValueError):
             return 0, 0, 0
-        spares = set(self.spec.spare_names())
         ready = gpus = pool = 0
         for node in nodes:
-            meta = node.get("metadata") or {}
+            labels = (node.get("metadata") or {}).get("labels") or {}
             if not any(c.get("type") == "Ready" and c.get("status") == "True"
                        for c in (node.get("status") or {}).get("conditions") or []):
                 continue
-            if meta.get("name") in spares:
-                pool += (meta.get("labels") or {}).get("firedrill.dev/spare") == "true"
-                continue
-            ready += 1
-            gpus += int(((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
+            if labels.get("firedrill.dev/spare") == "true":
+                pool += 1
+            elif "firedrill.dev/quarantine" not in labels:
+                ready += 1
+                gpus += int(((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
         return ready, gpus, pool
 
     def wait_ready(self, timeout: float = 30.0) -> None:
