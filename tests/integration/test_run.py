@@ -116,3 +116,42 @@ def test_a_dry_run_prints_the_plan_and_touches_nothing() -> None:
     assert out.returncode == 0
     assert "dry run: nothing is started" in out.stdout
     assert "I pull the node of worker 0 with kill" in out.stdout and "@clause:5.1" in out.stdout
+
+
+def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:
+    import signal
+    import threading
+
+    proc = subprocess.Popen([*FIREDRILL, "run", "-k", "survives"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    pulled = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "When I pull the node" in line:
+                pulled.set()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert pulled.wait(120), "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 4
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    text = "".join(lines)
+    assert "rollback" in text and "interrupted: every started drill was rolled back" in text
+
+
+def test_repeat_reports_percentiles() -> None:
+    out = firedrill("run", "-k", "fits", "--repeat", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Repeated measurements" in out.stdout and "p95" in out.stdout
+    assert "2 passed" in out.stdout
