@@ -46,6 +46,17 @@ JOB = RESOURCES[("batch.volcano.sh/v1alpha1", "Job")]
 UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
 
+def event_time(event: Obj, since: float) -> float | None:
+    """The platform's stamp of an Event's occurrence at or after ``since``: a repeat of the same Event
+    keeps its first eventTime and stamps the new one in series.lastObservedTime (both microseconds)."""
+    for raw in ((event.get("series") or {}).get("lastObservedTime"), event.get("eventTime"),
+                event.get("lastTimestamp")):
+        ts = parse_time(raw)
+        if ts is not None and ts >= since:
+            return ts
+    return None
+
+
 @dataclass
 class Instant:
     mono: float
@@ -279,8 +290,8 @@ class NodePullDrill:
             found: dict[str, float] = {}
             for e in self.events:
                 inv = e.get("involvedObject") or {}
-                ts = parse_time(e.get("eventTime")) or parse_time(e.get("lastTimestamp"))
-                if e.get("reason") in reasons and ts is not None and ts >= fault_wall - 0.001 and accept(inv):
+                ts = event_time(e, fault_wall - 0.001)
+                if e.get("reason") in reasons and ts is not None and accept(inv):
                     key = inv.get("uid") or inv.get("name", "")
                     found[key] = min(ts, found.get(key, ts))
             return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,19 @@ def renew_time(api: RestClient, name: str) -> datetime | None:
             return None
         raise
     return deserialize(lease, "V1Lease").spec.renew_time
+
+
+def kubelet_events(api: RestClient, pod: str, namespace: str = "default") -> list[dict[str, Any]]:
+    """The Events a node agent recorded on ``pod``, oldest ``eventTime`` first (each a strict CoreV1Event)."""
+    listed = api.list(resource_path("", "v1", "events", namespace), {"fieldSelector": f"involvedObject.name={pod}"})
+    out = [e for e in listed["items"] if e.get("reportingComponent") == "kubelet"]
+    for e in out:
+        deserialize(e, "CoreV1Event")
+    return sorted(out, key=lambda e: e["eventTime"])
+
+
+def event_time(ev: dict[str, Any]) -> datetime:
+    return deserialize(ev, "CoreV1Event").event_time  # type: ignore[no-any-return]
 
 
 def alive_check(cluster: Cluster) -> None:
@@ -150,13 +163,37 @@ def test_two_agents_register_heartbeat_run_pods_and_one_is_killed(cluster: Clust
     def pod() -> dict[str, Any]:
         return api.get(pods + "/train-0")
 
-    wait_for(cluster, lambda: pod()["status"].get("phase") == "Running", "pod train-0 Running")
+    running_seen: list[datetime] = []
+
+    def running() -> bool:
+        if pod()["status"].get("phase") != "Running":
+            return False
+        running_seen.append(datetime.now(UTC))  # the instant this test saw it Running
+        return True
+
+    wait_for(cluster, running, "pod train-0 Running")
     v1pod = deserialize(pod(), "V1Pod")
     assert v1pod.spec.node_name == NODES[1] and v1pod.status.host_ip == "127.0.0.1"
     assert v1pod.status.pod_ip.startswith("127.1.")
     cs = v1pod.status.container_statuses[0]
     assert cs.ready and cs.state.running.started_at is not None
     assert {c.type for c in v1pod.status.conditions if c.status == "True"} >= {"PodScheduled", "Initialized", "ContainersReady", "Ready"}
+
+    # The agent's Events: Started at the instant it set the pod Running, then Resumed at its first step.
+    wait_for(cluster, lambda: {"Started", "Resumed"} <= {e["reason"] for e in kubelet_events(api, "train-0")},
+             "Started and Resumed Events on train-0")
+    started, resumed = (next(e for e in kubelet_events(api, "train-0") if e["reason"] == r) for r in ("Started", "Resumed"))
+    for ev in (started, resumed):
+        ref = ev["involvedObject"]
+        assert (ref["kind"], ref["name"], ref["uid"]) == ("Pod", "train-0", v1pod.metadata.uid)
+        assert (ev["type"], ev["source"], ev["reportingInstance"]) == ("Normal", {"component": "kubelet", "host": NODES[1]}, NODES[1])
+    assert started["message"] == "Started container main"
+    assert resumed["message"] == "Resumed training at step 1 beyond checkpoint 0"
+    t_started, t_resumed, seen = event_time(started), event_time(resumed), running_seen[0]
+    assert t_started < t_resumed  # in order, each stamped at its own instant (microseconds)
+    assert t_started <= seen and (seen - t_started).total_seconds() < 1.0, (t_started, seen)
+    assert abs((t_resumed - seen).total_seconds()) < 1.0, (t_resumed, seen)
+    assert cs.state.running.started_at == t_started.replace(microsecond=0)  # the same instant, to the second
 
     def log_text(**params: Any) -> str:
         return api.get_raw(pods + "/train-0/log", params).decode()
@@ -186,6 +223,9 @@ def test_two_agents_register_heartbeat_run_pods_and_one_is_killed(cluster: Clust
 
     wait_for(cluster, gone, "the agent to delete train-0")
     assert "received SIGTERM" in log_file.read_text().splitlines()[-1]
+    wait_for(cluster, lambda: any(e["reason"] == "Killing" for e in kubelet_events(api, "train-0")), "a Killing Event")
+    killing = next(e for e in kubelet_events(api, "train-0") if e["reason"] == "Killing")
+    assert killing["message"] == "Stopping container main" and event_time(killing) > t_resumed
 
     # SIGTERM: a clean exit.
     assert cluster.agents[NODES[1]].stop(timeout=10) == 0
@@ -396,6 +436,11 @@ def test_a_gang_steps_together_and_a_partitioned_or_replaced_rank_stops(gang_clu
     assert pod0["status"]["reason"] == "Fenced"
     assert pod0["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Fenced"
     assert rank_log(cluster, n0, "j-worker-0")[-1].endswith("fenced: job restarted at epoch 1; rank 0 of epoch 0 stops")
+    wait_for(cluster, lambda: "Fenced" in {e["reason"] for e in kubelet_events(api, "j-worker-0")}, "a Fenced Event")
+    assert [(e["reason"], e["type"]) for e in kubelet_events(api, "j-worker-0")] == [
+        ("Started", "Normal"), ("Resumed", "Normal"), ("Fenced", "Warning")]
+    fenced = kubelet_events(api, "j-worker-0")[-1]
+    assert fenced["message"] == pod0["status"]["message"] and fenced["source"]["host"] == n0
     assert job_annotations(api)["firedrill.dev/checkpoint-step"] == record_at_restart  # nothing written after
     # Rank 0 stepped on while node 1 was away (its pod still showed Running), but it never recorded a
     # checkpoint that rank 1 had not saved: the record claims no step the whole gang did not do.

@@ -31,6 +31,13 @@ workload that ends puts the pod in a terminal phase whatever its
 died with the old agent) is restarted: ``restartCount`` + 1, ``lastState``
 terminated with reason ``Unknown``, and a training workload resumes from its
 published checkpoint.
+
+With a :class:`~refplatform.agent.events.PodEventRecorder` the syncer records,
+on the Pod, ``Started`` per container at the instant it set the pod Running
+(``startedAt``), the workload's own transitions (a rank's ``Resumed`` and
+``Fenced``) at the instants the workload stamped them, and ``Killing`` per
+container at the instant it stopped a running workload (pod deleted, gone, or
+ended by someone else).  Recording only queues: it never blocks a pass.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Any
 
 from refplatform.agent.clock import Clock, rfc3339, rfc3339_millis
 from refplatform.agent.errors import WorkloadConfigError
+from refplatform.agent.events import KILLING, STARTED, PodEventRecorder, container_field_path, pod_reference
 from refplatform.agent.gang import RankSpec
 from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
@@ -105,6 +113,9 @@ class PodWorker:
     namespace: str
     name: str
     container: str
+    containers: list[str] = field(default_factory=list)
+    ref: Obj = field(default_factory=dict)
+    """The pod as an Event's ``involvedObject`` (from the latest copy seen)."""
     workload: Workload | None = None
     run: ContainerRun | None = None
     log: ContainerLog | None = None
@@ -146,12 +157,13 @@ class PodSync:
         resync: float = 5.0,
         jobs: JobCoordinator | None = None,
         freeze_threshold: float = 2.0,
+        events: PodEventRecorder | None = None,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
         ranks of jobs to their peers (without it every training pod trains alone);
         ``freeze_threshold``: a reconcile wait that overruns by more than this many seconds
-        means the process was frozen."""
+        means the process was frozen; ``events``: records the pods' Events (none without it)."""
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -162,6 +174,7 @@ class PodSync:
         self.resync_after = resync
         self.jobs = jobs
         self.freeze_threshold = freeze_threshold
+        self.events = events
         self.last_pass: float | None = None
         """``time.monotonic()`` of the last reconcile pass (the agent's health check reads it)."""
         self._stop = threading.Event()
@@ -352,12 +365,14 @@ class PodSync:
         phase = (pod.get("status") or {}).get("phase")
         if worker is None and (meta.get("deletionTimestamp") or phase not in _TERMINAL):
             worker = self.workers[uid] = PodWorker(
-                uid, str(meta.get("namespace") or "default"), str(meta["name"]), _first_container(pod)
+                uid, str(meta.get("namespace") or "default"), str(meta["name"]), _first_container(pod),
+                _container_names(pod), pod_reference(pod),
             )
             if not meta.get("deletionTimestamp"):
                 self._start(worker, pod, now)
         if worker is None:
             return
+        worker.ref = pod_reference(pod)  # the latest copy (its resourceVersion) for the next Event
         if meta.get("deletionTimestamp"):
             self._halt(worker, now)
             self._delete(worker)
@@ -410,6 +425,9 @@ class PodSync:
         worker.log.append(lines)
         worker.status_dirty = True
         log.info("pod %s: started %s workload (restartCount %d)", _key(pod), workload.kind, restart_count)
+        for name in worker.containers:  # at the instant reported as every container's startedAt
+            self._record(worker, "Normal", STARTED, f"Started container {name}", now, name)
+        self._record_workload_events(worker)
         self._check_exit(worker)
 
     def _links(self, worker: PodWorker, pod: Obj) -> tuple[Gang | None, CheckpointLink | None]:
@@ -429,6 +447,7 @@ class PodSync:
     def _advance(self, worker: PodWorker, now: datetime) -> None:
         assert worker.workload is not None and worker.log is not None
         worker.log.append(worker.workload.advance(now))
+        self._record_workload_events(worker)
         self._check_exit(worker)
 
     def _check_exit(self, worker: PodWorker) -> None:
@@ -447,9 +466,30 @@ class PodSync:
             lines = worker.workload.stop(now)
             if worker.log is not None:
                 worker.log.append(lines)
+            self._record_workload_events(worker)  # what it did on its way out comes first
+            if worker.workload.killed:
+                for name in worker.containers:
+                    self._record(worker, "Normal", KILLING, f"Stopping container {name}", now, name)
             log.info("pod %s/%s: workload stopped", worker.namespace, worker.name)
         self.store.close_pod(worker.namespace, worker.name, worker.uid)
         self._detach(worker)
+
+    def _record(self, worker: PodWorker, event_type: str, reason: str, message: str, when: datetime,
+                container: str | None = None) -> None:
+        """Queue an Event on the worker's pod (best effort; never blocks or raises)."""
+        if self.events is None:
+            return
+        ref = worker.ref or {"kind": "Pod", "namespace": worker.namespace, "name": worker.name, "uid": worker.uid,
+                             "apiVersion": "v1", "resourceVersion": ""}
+        self.events.record(ref, event_type, reason, message, when,
+                           field_path=container_field_path(container or worker.container))
+
+    def _record_workload_events(self, worker: PodWorker) -> None:
+        """The workload's own transitions (a rank's Resumed, Fenced), at the instants it stamped."""
+        if worker.workload is None:
+            return
+        for ev in worker.workload.take_events():
+            self._record(worker, ev.type, ev.reason, ev.message, ev.at)
 
     def _report_status(self, worker: PodWorker, pod: Obj, now: datetime) -> None:
         assert worker.run is not None

@@ -1,4 +1,4 @@
-"""The node agent: log server + registration/heartbeat + pod sync + job polls, in one process.
+"""The node agent: log server + registration/heartbeat + pod sync + job polls + pod Events, in one process.
 
 Every API call goes through one :class:`~refplatform.agent.partition.PartitionGate`
 (:meth:`Agent.partition` / :meth:`Agent.heal`, wired to SIGUSR1 / SIGUSR2 by
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
+from refplatform.agent.events import PodEventRecorder
 from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
@@ -99,6 +100,11 @@ class Agent:
             RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=max(1.0, stale), user_agent=agent),
             self.gate,
         )
+        # Pod Events are written off the pod sync thread, on their own pool, and dropped while partitioned.
+        self.events_client = GatedClient(
+            RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=2.0, user_agent=agent), self.gate
+        )
+        self.events = PodEventRecorder(self.events_client, config.node)
         self.logs = LogStore(config.data_dir / "logs" / config.node)
         self.log_server = LogServer(self.logs, port=config.log_port, health=self.health)
         self.node_config = NodeConfig(
@@ -129,6 +135,7 @@ class Agent:
             watch_timeout=config.watch_timeout,
             jobs=self.jobs,
             freeze_threshold=config.freeze_threshold,
+            events=self.events,
         )
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
@@ -145,6 +152,7 @@ class Agent:
         self._hb_thread = threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True)
         self._hb_thread.start()
         self.jobs.start()
+        self.events.start()
         self.pods.start()
         self.freeze.start()
         self._write_state()
@@ -228,10 +236,12 @@ class Agent:
         self.freeze.stop()
         self.pods.stop(timeout)
         self.jobs.stop(timeout)
+        self.events.stop(min(timeout, 2.0))
         if self._hb_thread is not None:
             self._hb_thread.join(timeout)
         self.log_server.stop()
         self.client.close()
         self.hb_client.close()
         self.jobs_client.close()
+        self.events_client.close()
         log.info("agent %s stopped", self.config.node)

@@ -40,6 +40,11 @@ Published (by the agent, as pod annotations) for training, from
 :meth:`Workload.progress`: ``firedrill.dev/step``,
 ``firedrill.dev/checkpoint-step``, ``firedrill.dev/input-stall-seconds``,
 ``firedrill.dev/comm-stall-seconds`` and ``firedrill.dev/peer-wait-seconds``.
+
+Transitions only the workload knows (a training rank's ``Resumed`` and
+``Fenced``) come out of :meth:`Workload.take_events` as :class:`WorkloadEvent` objects,
+each stamped with the instant it happened; the agent records them as core/v1
+Events on the pod (:mod:`refplatform.agent.events`).
 """
 
 from __future__ import annotations
@@ -83,12 +88,14 @@ __all__ = [
     "IdleWorkload",
     "LocalCheckpoints",
     "LogLine",
+    "RESUMED_REASON",
     "RecordOutcome",
     "StallKind",
     "TrainingParams",
     "TrainingWorkload",
     "WORKLOADS",
     "Workload",
+    "WorkloadEvent",
     "rank_fields",
     "workload_for",
     "workload_kind",
@@ -118,6 +125,8 @@ SIGTERM_EXIT = 143
 # Exit code and reason of a rank that learned it was replaced (EX_TEMPFAIL: the job goes on without it).
 FENCED_EXIT = 75
 FENCED_REASON = "Fenced"
+# Reason of the event a rank reports when it completes the first step beyond the checkpoint it resumed from.
+RESUMED_REASON = "Resumed"
 # Never emit more than this many steps in one advance (a long-stalled agent catches up over several calls).
 MAX_STEPS_PER_ADVANCE = 10_000
 
@@ -128,6 +137,19 @@ class LogLine:
 
     time: datetime
     text: str
+
+
+@dataclass(frozen=True)
+class WorkloadEvent:
+    """A transition the workload reports to the agent, stamped with the instant it happened.
+
+    The agent records it as a core/v1 Event on the pod (``type`` ``Normal`` or ``Warning``).
+    """
+
+    at: datetime
+    type: str
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +175,9 @@ class Workload(ABC):
     def __init__(self) -> None:
         self.started_at: datetime | None = None
         self.exit: Exit | None = None
+        self.killed = False
+        """Whether :meth:`stop` ended it (SIGTERM), rather than its own end."""
+        self._events: list[WorkloadEvent] = []
 
     @property
     def running(self) -> bool:
@@ -179,7 +204,16 @@ class Workload(ABC):
         if self.exit is None:
             lines.append(LogLine(now, f"{rfc3339_millis(now)} received SIGTERM, exiting"))
             self.exit = Exit.of(SIGTERM_EXIT, now, "stopped by the node agent")
+            self.killed = True
         return lines
+
+    def take_events(self) -> list[WorkloadEvent]:
+        """The transitions reported since the last call, oldest first (the agent records them as Events)."""
+        out, self._events = self._events, []
+        return out
+
+    def _event(self, at: datetime, event_type: str, reason: str, message: str) -> None:
+        self._events.append(WorkloadEvent(at, event_type, reason, message))
 
     def progress(self) -> dict[str, str]:
         """Pod annotations that publish the workload's progress (none by default)."""
@@ -450,6 +484,11 @@ class TrainingWorkload(Workload):
     :data:`FENCED_EXIT` with reason ``Fenced`` at once.  With ``steps_total`` it
     exits ``exit_code`` (default 0) once that step is done.  A pod outside a job
     trains alone (:data:`ALONE`), stepping on time alone as it always did.
+
+    Events (:meth:`take_events`): ``Resumed`` (Normal) at the instant the first
+    step beyond the resume point completed (also from checkpoint 0, so every
+    start that steps has one), ``Fenced`` (Warning) at the instant the rank
+    learned it was replaced.
     """
 
     kind = "training"
@@ -472,6 +511,8 @@ class TrainingWorkload(Workload):
         self.step = self.params.resume_step
         self.checkpoint_step = self.params.resume_step
         self.resumed_from: int | None = None
+        self.resumed_at: datetime | None = None
+        """When the first step beyond :attr:`resumed_from` completed."""
         self._step_us = max(1, round(self.params.step_seconds * 1e6))
         self._input_us = round(self.params.input_stall_share * self._step_us)
         self._comm_us = round(self.params.comm_stall_share * self._step_us)
@@ -594,6 +635,10 @@ class TrainingWorkload(Workload):
             self._work_us = 0
             self.step += 1
             emitted += 1
+            if self.resumed_at is None and self.resumed_from is not None and self.step == self.resumed_from + 1:
+                self.resumed_at = t
+                self._event(t, "Normal", RESUMED_REASON,
+                            f"Resumed training at step {self.step} beyond checkpoint {self.resumed_from}")
             self.input_stall_us += self._input_us
             self.comm_stall_us += self._comm_us
             lines += self._on_step(self.step, t)
@@ -640,6 +685,7 @@ class TrainingWorkload(Workload):
         p = self.params
         text = f"fenced: job restarted at epoch {fence.job_epoch}; rank {p.rank} of epoch {p.epoch} stops"
         self.exit = Exit(FENCED_EXIT, FENCED_REASON, now, f"{text} ({fence.how})")
+        self._event(now, "Warning", FENCED_REASON, self.exit.message)
         return [self._line(now, text)]
 
     @staticmethod

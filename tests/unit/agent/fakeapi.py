@@ -64,11 +64,14 @@ class FakeStream:
 class FakeApi:
     """Objects by path; uids and resourceVersions assigned like a server; failures injectable."""
 
+    base_url = "http://127.0.0.1:1"  # what a GatedClient puts in front of a path
+
     def __init__(self) -> None:
         self.objects: dict[str, Obj] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
+        self._names = itertools.count(1)
         self.fail: Callable[[str, str], Exception | None] = lambda verb, path: None
         self.watches: list[tuple[str | None, FakeStream]] = []
         self.watch_script: list[list[WatchEvent]] = []
@@ -109,6 +112,9 @@ class FakeApi:
 
     def create(self, path: str, body: Obj, params: Any = None) -> Obj:
         self._check("POST", path, body)
+        meta = body.get("metadata") or {}
+        if not meta.get("name") and meta.get("generateName"):  # as the server does: a random suffix
+            body = dict(body, metadata=dict(meta, name=f"{meta['generateName']}{next(self._names):05x}"))
         target = f"{path}/{body['metadata']['name']}"
         if target in self.objects:
             raise status_error(409, "AlreadyExists")

@@ -185,7 +185,7 @@ def test_advance_before_start_is_a_bug() -> None:
 
 # -- a rank of a job: gang-gated stepping, checkpoint records, fencing --------------------------
 
-from datetime import datetime, timedelta  # noqa: E402
+from datetime import UTC, datetime, timedelta  # noqa: E402
 
 from refplatform.agent.workload import (  # noqa: E402
     ANN_COMM_STALL_SECONDS,
@@ -201,6 +201,7 @@ from refplatform.agent.workload import (  # noqa: E402
     GangStatus,
     RecordOutcome,
     StallKind,
+    WorkloadEvent,
 )
 
 
@@ -405,3 +406,61 @@ def test_a_rank_that_resumes_at_steps_total_completes_at_once() -> None:
     lines = body(w.start(clock.now()))
     assert lines[-2:] == ["resumed from checkpoint step=10", "training complete step=10"]
     assert w.exit is not None and w.exit.code == 0
+
+
+# -- the events a workload reports (the agent records them on the pod) --------------------------
+
+
+def test_a_rank_reports_resumed_at_its_first_step_beyond_the_checkpoint_and_fenced_when_it_learns() -> None:
+    clock = VirtualClock(datetime(2026, 11, 30, 1, 2, 3, 123456, tzinfo=UTC))
+    gang, link = ScriptedGang(), FakeLink(resume=None)
+    w = workload_for(rank(0, **{ANN_STEP_SECONDS: "0.75"}), gang, link)
+    w.start(clock.now())
+    clock.advance(1)
+    link.resume = 6
+    w.advance(clock.now())
+    assert w.take_events() == []  # resumed, stalled: not a step yet
+    clock.advance(2)
+    gang.window = (clock.now(), clock.now() + FOREVER)
+    opened = clock.now()
+    clock.advance(5)
+    w.advance(clock.now())
+    first = opened + timedelta(seconds=0.75)
+    assert w.take_events() == [
+        WorkloadEvent(first, "Normal", "Resumed", "Resumed training at step 7 beyond checkpoint 6")
+    ]
+    assert w.resumed_at == first and w.take_events() == []  # once, and taken once
+    clock.advance(3)
+    w.advance(clock.now())
+    assert w.take_events() == []
+    link.fenced = Fence(1, "the Job's epoch is newer")
+    clock.advance(0.4)
+    w.advance(clock.now())
+    assert w.exit is not None
+    assert w.take_events() == [WorkloadEvent(clock.now(), "Warning", "Fenced", w.exit.message)]
+    assert not w.killed
+
+
+def test_a_lone_trainer_reports_resumed_from_zero_and_stop_marks_it_killed() -> None:
+    clock = VirtualClock()
+    w = workload_for(training(**{ANN_STEP_SECONDS: "0.5"}))
+    w.start(clock.now())
+    assert w.take_events() == []
+    clock.advance(0.2)
+    w.advance(clock.now())
+    assert w.take_events() == []
+    clock.advance(2)
+    w.stop(clock.now())  # the catch-up before the SIGTERM completes the steps due
+    (resumed,) = w.take_events()
+    assert (resumed.at, resumed.message) == (clock.now() - timedelta(seconds=1.7),
+                                             "Resumed training at step 1 beyond checkpoint 0")
+    assert w.killed and w.exit is not None and w.exit.code == 143
+
+
+def test_an_idle_workload_reports_nothing() -> None:
+    clock = VirtualClock()
+    w = workload_for({ANN_RUN_SECONDS: "1"})
+    w.start(clock.now())
+    clock.advance(2)
+    w.advance(clock.now())
+    assert w.exit is not None and w.take_events() == [] and not w.killed
