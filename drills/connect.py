@@ -17,7 +17,7 @@ from typing import Any
 
 from drills.errors import FiredrillError
 from drills.faults import ClusterFaults, FaultRecord, ReferenceFaults
-from drills.kube.driver import NODE, POD, KubeDriver
+from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.kube.fingerprint import Fingerprint, fingerprint
 from drills.kube.flavors import flavor_apis
 from drills.safety import require_preflight
@@ -25,6 +25,7 @@ from drills.kube.timeline import Timeline
 from drills.target import FaultMethod, TargetProfile, reference_profile
 
 log = logging.getLogger(__name__)
+NAMESPACE = RESOURCES[("v1", "Namespace")]
 
 
 class TargetError(FiredrillError):
@@ -106,6 +107,18 @@ class Target:
                                        gpu_resource=self.profile.gpu_resource)
         return self.fingerprint
 
+    def secrets(self) -> list[str]:
+        """Credentials of the target that must never appear in evidence (tokens, passwords, key material)."""
+        cfg = self.driver.api.configuration
+        found = [str(v).split(" ", 1)[-1] for v in (cfg.api_key or {}).values() if v]
+        found += [v for v in (getattr(cfg, "password", None), getattr(cfg, "username", None)) if v]
+        for path in (getattr(cfg, "key_file", None),):
+            if path and Path(path).exists():
+                found.append(Path(path).read_text(errors="replace").strip())
+        if self.embedded is not None and self.embedded.cluster is not None:
+            found.append(self.embedded.cluster.token)
+        return [s for s in found if len(s) >= 8]
+
     def preflight(self) -> None:
         """Refuse to drill an already degraded cluster (when the profile says so); keep warnings otherwise."""
         self.warnings = require_preflight(self.driver.list(NODE), self.driver.list(POD), self.profile.safety,
@@ -150,11 +163,15 @@ class Target:
             self.embedded.stop()
 
 
-def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1) -> Target:
+def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1,
+                    profile: TargetProfile | None = None) -> Target:
     platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile).start()
+    profile = profile or reference_profile()
     try:
         driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())
-        target = Target(driver, reference_profile(), platform)
+        target = Target(driver, profile, platform)
+        if driver.find(NAMESPACE, profile.namespace) is None:
+            driver.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": profile.namespace}})
         target.identify()
     except FiredrillError:
         platform.stop()

@@ -13,6 +13,7 @@ Exit codes, so CI can tell "the platform broke a promise" from "the harness coul
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
 from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
 from drills.features import FeatureError, FeatureInfo, load_features
+from drills.kube.flavors import valid_dns_label
 from drills.target import TargetProfile, load_profile, reference_profile
 from drills.verdict import Verdict
 
@@ -51,6 +53,7 @@ class RunOptions:
     keyword: str | None = None
     scheduler_profile: str = "gang"
     nodes: int = 4
+    namespace: str | None = None
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -76,7 +79,7 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
 def _connect(options: RunOptions, profile: TargetProfile) -> Target:
     if options.kubeconfig is not None or options.context is not None:
         return cluster_target(options.kubeconfig, options.context, profile)
-    return embedded_target(options.scheduler_profile, nodes=options.nodes)
+    return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile)
 
 
 def run(options: RunOptions, console: Console | None = None) -> int:
@@ -85,6 +88,10 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     try:
         features = load_features(options.features)
         profile = load_profile(options.profile) if options.profile else reference_profile()
+        if options.namespace:
+            if not valid_dns_label(options.namespace):
+                raise FiredrillError(f"--namespace {options.namespace!r} is not a namespace name (a-z, 0-9, '-')")
+            profile = dataclasses.replace(profile, namespace=options.namespace)
     except FeatureError as exc:
         err.print(f"error: the features cannot run ({len(exc.problems)} problem(s)):")
         for p in exc.problems:

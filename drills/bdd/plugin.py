@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import allure
@@ -34,6 +35,8 @@ class ScenarioFailed(AssertionError):
 class ScenarioOutcome:
     nodeid: str
     feature: str = ""
+    feature_file: str = ""
+    """Relative to the features directory."""
     scenario: str = ""
     tags: list[str] = field(default_factory=list)
     verdict: Verdict | None = None
@@ -41,6 +44,7 @@ class ScenarioOutcome:
     result: DrillResult | None = None
     error: str = ""
     seconds: float = 0.0
+    repeat: int = 1
 
 
 def summarize(result: DrillResult) -> str:
@@ -51,14 +55,16 @@ def summarize(result: DrillResult) -> str:
 
 
 class FiredrillPlugin:
-    def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1) -> None:
+    def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
+                 features_dir: Path | None = None) -> None:
         self.target = target
+        self.features_dir = features_dir
         self.progress = progress
         self.repeat = repeat
         self.outcomes: list[ScenarioOutcome] = []
         self._open_steps: dict[int, Any] = {}
         self._started: dict[str, float] = {}
-        self._names: dict[str, tuple[str, str, list[str]]] = {}
+        self._names: dict[str, tuple[str, str, list[str], str]] = {}
         self.t0 = time.monotonic()
 
     def _say(self, text: str) -> None:
@@ -88,7 +94,10 @@ class FiredrillPlugin:
 
     def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
         tags = sorted(getattr(scenario, "tags", set()) or [])
-        self._names[request.node.nodeid] = (feature.name, scenario.name, tags)
+        path = Path(feature.filename)
+        if self.features_dir is not None and path.is_relative_to(self.features_dir):
+            path = path.relative_to(self.features_dir)
+        self._names[request.node.nodeid] = (feature.name, scenario.name, tags, path.as_posix())
         self._started[request.node.nodeid] = time.monotonic()
         allure.dynamic.feature(feature.name)
         allure.dynamic.title(scenario.name)
@@ -148,10 +157,13 @@ class FiredrillPlugin:
             self._record(item, report, call)
 
     def _record(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[Any]) -> None:
-        feature, scenario, tags = self._names.get(item.nodeid, ("", item.name, []))
+        feature, scenario, tags, feature_file = self._names.get(item.nodeid, ("", item.name, [], ""))
         ctx = item.stash.get(CONTEXT, None)
-        out = ScenarioOutcome(item.nodeid, feature, scenario, tags,
-                              seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()))
+        callspec = getattr(item, "callspec", None)
+        repeat = int(callspec.params.get("firedrill_repeat", 1)) if callspec is not None else 1
+        out = ScenarioOutcome(item.nodeid, feature, feature_file, scenario, tags,
+                              seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()),
+                              repeat=repeat)
         if ctx is not None:
             out.result = ctx.result
         if report.passed:
