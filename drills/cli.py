@@ -173,6 +173,11 @@ def run(
     kubeconfig: Annotated[Path | None, typer.Option(help="Drill a real cluster through this kubeconfig "
                                                        "(default: start the embedded reference platform).")] = None,
     context: Annotated[str | None, typer.Option(help="Kubeconfig context to use.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Namespace for the drills' pods (overrides the profile's).")] = None,
+    reports: Annotated[Path, typer.Option(help="Where run archives go: REPORTS/<run-id>/ and REPORTS/ledger.jsonl.")] = Path("reports"),
+    sign_key: Annotated[Path | None, typer.Option(envvar="FIREDRILL_SIGNING_KEY", help="Ed25519 private key (PEM, "
+                                                  "mode 0600) that signs the evidence; from `firedrill keygen`. Without it a "
+                                                  "throwaway key is used and the run says so.")] = None,
     profile: Annotated[Path | None, typer.Option(help="Target profile YAML: flavor, queue, fault method, safety "
                                                     "(docs/PROFILE.md). Required for a real cluster.")] = None,
     repeat: Annotated[int, typer.Option(min=1, max=100, help="Run each scenario N times; report p50/p95.")] = 1,
@@ -195,7 +200,7 @@ def run(
         err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
         raise typer.Exit(ExitCode.USAGE)
     code = run_features(RunOptions(features, kubeconfig, context, profile, repeat, dry_run, keyword,
-                                   scheduler_profile), console)
+                                   scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key), console)
     raise typer.Exit(int(code))
 
 
@@ -212,6 +217,108 @@ def steps(
         return
     for d in VOCABULARY:
         console.print(f"{d.keyword:5} {d.readable}")
+
+
+@app.command()
+def keygen(
+    out: Annotated[Path, typer.Option(help="Directory for firedrill-signing.key (private, mode 0600) and "
+                                           "firedrill-signing.pub (public).")] = Path(".firedrill/keys"),
+) -> None:
+    """Make an Ed25519 key pair for signing run archives; refuses to overwrite an existing key."""
+    from drills.evidence.errors import EvidenceError
+    from drills.evidence.signing import generate_keypair, keyid_of, load_public_key
+
+    try:
+        private, public = generate_keypair(out)
+        keyid = keyid_of(load_public_key(public))
+    except EvidenceError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"private key: {private} (mode 0600; keep it secret, never commit it)")
+    console.print(f"public key:  {public} (publish it; verifiers run `firedrill verify RUN --key {public}`)")
+    console.print(f"keyid:       {keyid} (SHA-256 of the DER SubjectPublicKeyInfo)")
+
+
+@app.command()
+def verify(
+    run: Annotated[Path, typer.Argument(help="A run directory (reports/<run-id>) or its .tar.gz.")],
+    key: Annotated[Path | None, typer.Option(help="The signer's public key (firedrill-signing.pub): also proves "
+                                                   "who sealed it. Default: the archive's own public-key.pem, "
+                                                   "which proves integrity only.")] = None,
+    ledger: Annotated[Path | None, typer.Option(help="The ledger (reports/ledger.jsonl): also check the run's "
+                                                      "line and the whole chain.")] = None,
+) -> None:
+    """Check an archive's signatures, file digests and sizes and, with --ledger, the ledger chain.
+
+    Exit codes: 0 verified, 1 does not verify, 2 cannot read (missing path, not an archive, bad key or ledger file).
+    """
+    from drills.evidence.errors import VerifyReadError
+    from drills.evidence.verify import verify as verify_archive
+
+    try:
+        report = verify_archive(run, key, ledger)
+    except VerifyReadError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    for line in report.lines():
+        console.print(line)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def archive(
+    run: Annotated[Path, typer.Argument(help="A sealed run directory (reports/<run-id>).")],
+    out: Annotated[Path | None, typer.Option(help="Where to write <run-id>.tar.gz (default: beside RUN).")] = None,
+) -> None:
+    """Pack a sealed run directory as <run-id>.tar.gz (deterministic, relative paths) after verifying it.
+
+    Exit codes: 0 packed and verified, 1 the run does not verify (nothing packed), 2 cannot read RUN.
+    """
+    from drills.evidence.archive import make_tarball
+    from drills.evidence.errors import EvidenceError, VerifyReadError
+    from drills.evidence.verify import verify as verify_archive
+
+    try:
+        report = verify_archive(run)
+    except VerifyReadError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    if not report.ok:
+        for line in report.lines():
+            err.print(line)
+        err.print(f"error: {run} does not verify; not packing it")
+        raise typer.Exit(1)
+    try:
+        tarball = make_tarball(run, out)
+        packed = verify_archive(tarball)
+    except EvidenceError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {tarball}: {packed.summary()}")
+    raise typer.Exit(0 if packed.ok else 1)
+
+
+@app.command()
+def report(
+    run: Annotated[str, typer.Argument(help="A run archive folder (reports/<run-id>) or a run id under --reports-dir.")],
+    reports_dir: Annotated[Path, typer.Option(help="Where run archives live.")] = Path("reports"),
+    output: Annotated[Path | None, typer.Option(help="Write the HTML here instead of the archive's report.html.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a report.html that a sealed archive's manifest "
+                                                        "records, even though `firedrill verify` will then "
+                                                        "report the archive as altered.")] = False,
+) -> None:
+    """Re-render report.html from an archive's record.json (and signer.json, if present).
+
+    Exit codes: 0 written (or already identical), 2 cannot read the archive or refused to overwrite.
+    """
+    from drills.evidence.report import ReportError, find_archive, write_report
+
+    try:
+        path, changed = write_report(find_archive(run, reports_dir), output, force=force)
+    except ReportError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"{'wrote' if changed else 'unchanged:'} {path}")
 
 
 @app.command()

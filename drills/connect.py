@@ -183,6 +183,9 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
     """Connect to a real cluster, identify it and check it is healthy enough to drill (raises otherwise)."""
     target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
     try:
+        if target.driver.find(NAMESPACE, profile.namespace) is None:
+            raise TargetError(f"namespace {profile.namespace!r} (from the target profile) does not exist on the "
+                              f"cluster at {target.driver.host}; create it, or pass --namespace")
         target.identify()
         target.preflight()
     except FiredrillError:

@@ -261,6 +261,7 @@ class GangDrill:
         except KubeError as exc:
             log.warning("rollback of gang drill %s incomplete: %s", self.run_id, exc)
         self.result.details["bind_report"] = self.bind_report()
+        self.result.details["submitted_mono"] = self.submitted_at
 
 
 __all__ = ["DrillInconclusive", "GangDrill", "GangFlavor", "free_gpus_per_node"]

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import statistics
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ from rich.table import Table
 from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
 from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
+from drills.evidence.archive import seal
+from drills.evidence.collect import build_record, new_run_id
+from drills.evidence.report import SignatureStatus, render_report
+from drills.evidence.signing import Signer
 from drills.features import FeatureError, FeatureInfo, load_features
 from drills.kube.flavors import valid_dns_label
 from drills.target import TargetProfile, load_profile, reference_profile
@@ -54,6 +59,10 @@ class RunOptions:
     scheduler_profile: str = "gang"
     nodes: int = 4
     namespace: str | None = None
+    reports: Path = Path("reports")
+    """Archives land in reports/<run-id>/, and reports/ledger.jsonl chains them."""
+    sign_key: Path | None = None
+    """Ed25519 private key (PEM, mode 0600); without it a throwaway key signs the run."""
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -107,6 +116,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     if options.dry_run:
         _plan(console, features, where, profile, options)
         return ExitCode.PASSED
+    try:
+        signer = _signer(options, err)
+    except FiredrillError as exc:
+        err.print(f"error: {exc}")
+        return ExitCode.USAGE
+    run_id = new_run_id()
+    run_dir = options.reports / run_id
+    started = datetime.now(timezone.utc)
     console.print(f"Starting: {where}")
     try:
         target = _connect(options, profile)
@@ -121,17 +138,27 @@ def run(options: RunOptions, console: Console | None = None) -> int:
                       f"{fp.digest()[:16]}")
     for warning in target.warnings:
         console.print(f"  warning: {warning}")
-    plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat)
+    plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
+                             features_dir=options.features.resolve())
+    run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "bdd" / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
-            "-p", "no:terminal", "-p", "no:randomly", "--capture=no"]
+            "-p", "no:terminal", "-p", "no:randomly", "--capture=no",
+            f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_suite_name=firedrill", "-o", "junit_family=xunit2",
+            f"--alluredir={run_dir / 'allure-results'}"]
     if options.keyword:
         args += ["-k", options.keyword]
     os.environ["FIREDRILL_FEATURES"] = str(options.features.resolve())
     try:
         code = pytest.main(args, plugins=[plugin])
+        if plugin.outcomes:
+            _evidence(options, console, err, run_id=run_id, run_dir=run_dir, started=started, plugin=plugin,
+                      target=target, features=features, profile=profile, signer=signer)
     except KeyboardInterrupt:
         err.print("interrupted: faults undone and drill objects deleted")
+        return ExitCode.HARNESS
+    except FiredrillError as exc:
+        err.print(f"error: the run's evidence could not be sealed: {exc}")
         return ExitCode.HARNESS
     finally:
         target.close()
@@ -148,6 +175,49 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         return ExitCode.USAGE
     summary(console, plugin.outcomes, options.repeat)
     return exit_code(plugin.outcomes)
+
+
+def _signer(options: RunOptions, err: Console) -> Signer:
+    """The run's signing key: --sign-key, else $FIREDRILL_SIGNING_KEY, else a throwaway key (said loudly)."""
+    path = options.sign_key or (Path(os.environ["FIREDRILL_SIGNING_KEY"])
+                                if os.environ.get("FIREDRILL_SIGNING_KEY") else None)
+    if path is not None:
+        return Signer.from_key_file(path)
+    err.print("WARNING: no signing key (--sign-key or FIREDRILL_SIGNING_KEY): this run is signed with a THROWAWAY "
+              "key made for it alone. The archive proves it was not altered, not who made it. Make a key with "
+              "`firedrill keygen`.")
+    return Signer.generate_ephemeral()
+
+
+def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: str, run_dir: Path,
+              started: datetime, plugin: FiredrillPlugin, target: Target, features: list[FeatureInfo],
+              profile: TargetProfile, signer: Signer) -> None:
+    """Build the run record, render the report, sign and seal the archive, chain it in the ledger."""
+    fp = target.fingerprint
+    record = build_record(
+        run_id=run_id, started=started, finished=datetime.now(timezone.utc), outcomes=plugin.outcomes,
+        target_kind="embedded" if target.embedded is not None else "cluster",
+        target_description=_public_description(target, options), fingerprint=fp.to_dict() if fp else {},
+        fingerprint_digest=fp.digest() if fp else "", features_dir=options.features, feature_files=[
+            f.path for f in features], profile=profile.to_dict(),
+        options={"repeat": options.repeat, "keyword": options.keyword, "context": options.context,
+                 "scheduler_profile": options.scheduler_profile if target.embedded is not None else None,
+                 "features": options.features.name},
+        timeline=[ob.to_json() for ob in target.timeline])
+    (run_dir / "report.html").write_text(
+        render_report(record, SignatureStatus(signer.keyid, signer.ephemeral, None)), encoding="utf-8")
+    sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=target.secrets())
+    console.print(f"Evidence: {run_dir} ({len(sealed.files)} files, signed by {'a throwaway key' if sealed.ephemeral else 'key'} "
+                  f"{sealed.keyid[:16]}, ledger {sealed.ledger_path}); report: {run_dir / 'report.html'}")
+    console.print(f"Verify it with: firedrill verify {run_dir}")
+
+
+def _public_description(target: Target, options: RunOptions) -> str:
+    """The target as the evidence names it: no kubeconfig path, no server credentials."""
+    if target.embedded is not None:
+        return target.description.rsplit(" at ", 1)[0]
+    return f"cluster{f' (context {options.context})' if options.context else ''} at {target.driver.host} " \
+           f"({target.profile.flavor.value})"
 
 
 def exit_code(outcomes: list[ScenarioOutcome]) -> int:

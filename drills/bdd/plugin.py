@@ -45,6 +45,7 @@ class ScenarioOutcome:
     error: str = ""
     seconds: float = 0.0
     repeat: int = 1
+    timeline_span: tuple[int, int] = (0, 0)
 
 
 def summarize(result: DrillResult) -> str:
@@ -64,6 +65,7 @@ class FiredrillPlugin:
         self.outcomes: list[ScenarioOutcome] = []
         self._open_steps: dict[int, Any] = {}
         self._started: dict[str, float] = {}
+        self._timeline_start: dict[str, int] = {}
         self._names: dict[str, tuple[str, str, list[str], str]] = {}
         self.t0 = time.monotonic()
 
@@ -99,6 +101,7 @@ class FiredrillPlugin:
             path = path.relative_to(self.features_dir)
         self._names[request.node.nodeid] = (feature.name, scenario.name, tags, path.as_posix())
         self._started[request.node.nodeid] = time.monotonic()
+        self._timeline_start[request.node.nodeid] = len(self.target.timeline)
         allure.dynamic.feature(feature.name)
         allure.dynamic.title(scenario.name)
         for tag in tags:
@@ -163,7 +166,8 @@ class FiredrillPlugin:
         repeat = int(callspec.params.get("firedrill_repeat", 1)) if callspec is not None else 1
         out = ScenarioOutcome(item.nodeid, feature, feature_file, scenario, tags,
                               seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()),
-                              repeat=repeat)
+                              repeat=repeat, timeline_span=(self._timeline_start.get(item.nodeid, 0),
+                                                            len(self.target.timeline)))
         if ctx is not None:
             out.result = ctx.result
         if report.passed:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import subprocess
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ class Outcome(Protocol):
     error: str
     seconds: float
     repeat: int
+    timeline_span: tuple[int, int]
+    """[start, end) indices of the run timeline observed during this scenario."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -51,8 +54,16 @@ def sha256_file(path: Path) -> str:
 
 
 def json_safe(value: Any) -> Any:
-    """Tuples to lists, unknown types to strings: what JSON can hold, and nothing else."""
-    return json.loads(json.dumps(value, default=str))
+    """Tuples to lists, unknown types to strings, NaN and infinities to None: what canonical JSON can hold."""
+    def finite(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [finite(x) for x in v]
+        return v
+    return finite(json.loads(json.dumps(value, default=str)))
 
 
 def harness_commit() -> str | None:
@@ -74,14 +85,28 @@ def scenario_record(o: Outcome) -> ScenarioRecord:
         judgements = tuple(JudgementRecord(
             ThresholdRecord(j.threshold.name, j.threshold.limit, j.threshold.unit, j.threshold.comparison.value),
             None if j.measurement is None else j.measurement.value, j.verdict.value, j.message) for j in r.judgements)
-        measurements = tuple(MeasurementRecord(m.name, m.value, m.unit, m.platform, m.error, m.note)
-                             for m in r.measurements.values())
+        measurements = tuple(MeasurementRecord(m.name, _finite(m.value), m.unit, _finite(m.platform),
+                                               _finite(m.error), m.note) for m in r.measurements.values())
     return ScenarioRecord(
         feature=o.feature, feature_file=o.feature_file, scenario=o.scenario, tags=tuple(o.tags),
         drill=r.drill if r is not None else "scenario", verdict=verdict, judgements=judgements,
         measurements=measurements, findings=tuple(r.findings) if r is not None else (),
         details=json_safe(r.details) if r is not None else {}, seconds=round(o.seconds, 3), error=o.error,
         repeat=o.repeat)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def tag_timeline(timeline: list[dict[str, Any]], outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Mark each observation with the scenario during which it was made (the statements' excerpts)."""
+    for o in outcomes:
+        slug = scenario_record(o).slug
+        start, end = o.timeline_span
+        for entry in timeline[start:end]:
+            entry["scenario"] = slug
+    return timeline
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -93,6 +118,7 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
                  target_kind: str, target_description: str, fingerprint: dict[str, Any], fingerprint_digest: str,
                  features_dir: Path, feature_files: Iterable[Path], profile: dict[str, Any],
                  options: dict[str, Any], timeline: Iterable[dict[str, Any]]) -> RunRecord:
+    outcomes = list(outcomes)
     scenarios = tuple(scenario_record(o) for o in outcomes)
     features = {p.resolve().relative_to(features_dir.resolve()).as_posix(): sha256_file(p)
                 for p in sorted(feature_files)}
@@ -102,4 +128,5 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
         harness_commit=harness_commit(),
         target=TargetRecord(target_kind, target_description, json_safe(fingerprint), fingerprint_digest),
         features=features, profile=json_safe(profile), profile_digest=profile_digest, options=json_safe(options),
-        scenarios=scenarios, verdict=worst(s.verdict for s in scenarios), timeline=tuple(json_safe(list(timeline))))
+        scenarios=scenarios, verdict=worst(s.verdict for s in scenarios),
+        timeline=tuple(tag_timeline(json_safe(list(timeline)), outcomes)))

@@ -1,0 +1,808 @@
+"""The HTML report: one self-contained file a customer opens from disk and reads.
+
+:func:`render_report` turns a :class:`~drills.evidence.record.RunRecord` (and what is known about its
+signature) into a single HTML document: inline CSS, inline SVG charts, no script, no font, no image and
+no URL fetched (a Content-Security-Policy of ``default-src 'none'`` says so to the browser).  Every name
+that comes from the cluster or a feature file goes through Jinja's autoescaping.
+
+Top to bottom: the verdict; findings; the contract clauses traced to scenarios, judgements and evidence
+files; a timeline per node pull; a placement chart per gang submission; distributions when scenarios were
+repeated; the target fingerprint; what the run was made of.
+
+Rendering is deterministic (no clock, no randomness): re-rendering the same record with the same
+Firedrill version gives the same bytes, so an archive's manifest digest of ``report.html`` stays valid.
+
+Charts are computed here as plain geometry (numbers and label strings) and drawn by the template, so the
+template escapes every label like any other text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from drills import __version__
+from drills.evidence.errors import EvidenceError
+from drills.evidence.record import JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord
+
+__all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "write_report"]
+
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
+VERDICT_ICON = {"PASS": "\u2713", "FAIL": "\u2717", "INCONCLUSIVE": "?", "ERROR": "!"}
+NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"), ("replace", "evict", "replace"),
+                    ("resume", "replace", "resume"), ("total", "fault", "resume"))
+PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "replace": "#2f6fb0", "resume": "#2e8540",
+                 "total": "#5b6270"}
+GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
+COMPARISON = {"<=": "\u2264", ">=": "\u2265"}
+
+
+@dataclass(frozen=True)
+class SignatureStatus:
+    """What the report says about the archive's signature.
+
+    ``keyid``: SHA-256 of the signing public key (hex), or None when the run was not signed.
+    ``ephemeral``: the key was generated for this run only, so a valid signature proves the archive is
+    unaltered (integrity), not who produced it.
+    ``verified``: True or False when the signatures were checked before rendering, None when not checked.
+    """
+
+    keyid: str | None = None
+    ephemeral: bool = True
+    verified: bool | None = None
+    note: str = ""
+
+    @classmethod
+    def from_signer(cls, signer: dict[str, Any] | None, *, verified: bool | None = None,
+                    note: str = "") -> "SignatureStatus":
+        """From an archive's ``signer.json`` (``{"keyid": ..., "ephemeral": bool}``); None: unsigned."""
+        if not signer:
+            return cls(None, True, verified, note)
+        keyid = signer.get("keyid")
+        return cls(str(keyid) if keyid else None, bool(signer.get("ephemeral", True)), verified, note)
+
+    @property
+    def short_keyid(self) -> str:
+        return "" if not self.keyid else (self.keyid[:16] + "\u2026" if len(self.keyid) > 16 else self.keyid)
+
+    def describe(self) -> str:
+        """One line, e.g. ``signed by key 3f9a0c…  (ephemeral: integrity only)``."""
+        if not self.keyid:
+            return "unsigned: this run carries no signature"
+        kind = "ephemeral: integrity only" if self.ephemeral else "persistent key: integrity and origin"
+        return f"signed by key {self.short_keyid} ({kind})"
+
+    @property
+    def check(self) -> str:
+        if self.verified is True:
+            return "signatures verified"
+        if self.verified is False:
+            return "SIGNATURE CHECK FAILED"
+        return "not checked by this report: run `firedrill verify` on the archive"
+
+
+# --------------------------------------------------------------------------------------------- formatting
+
+
+def fmt_value(value: float | None, unit: str = "") -> str:
+    """A measured value for people: durations in ms below a second, counts without decimals."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "not measured"
+    if unit == "s":
+        if abs(value) < 1:
+            return f"{value * 1000:.0f} ms" if abs(value) >= 0.0095 else f"{value * 1000:.1f} ms"
+        return f"{value:.2f} s"
+    if float(value).is_integer():
+        text = f"{int(value)}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def fmt_limit(value: float, unit: str) -> str:
+    return f"{value:g} {unit}".strip()
+
+
+def fmt_signed_ms(value: float | None) -> str:
+    if value is None:
+        return "\u2014"
+    return f"{value * 1000:+.1f} ms"
+
+
+def fmt_time(rfc3339: str) -> str:
+    dt = _parse_time(rfc3339)
+    return rfc3339 if dt is None else dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def nice_axis(xmax: float, target_ticks: int = 6) -> tuple[float, list[float]]:
+    """An axis end at or above ``xmax`` and round tick values from 0 (1, 2, 2.5, 5 x 10^k steps)."""
+    xmax = max(xmax, 1e-3)
+    raw = xmax / target_ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    end = math.ceil(xmax / step - 1e-9) * step
+    ticks = [round(i * step, 10) for i in range(int(round(end / step)) + 1)]
+    return end, ticks
+
+
+def fmt_tick(value: float, unit: str = "s") -> str:
+    text = f"{value:.3f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{text} {unit}".strip()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Nearest rank on sorted values (as the run summary does)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# --------------------------------------------------------------------------------------------- view model
+
+
+@dataclass
+class JudgementView:
+    name: str
+    measured: str
+    limit: str
+    comparison: str
+    verdict: str
+    note: str
+
+
+@dataclass
+class ScenarioRow:
+    anchor: str
+    clauses: list[str]
+    feature: str
+    scenario: str
+    repeat: int
+    repeats: int
+    drill: str
+    verdict: str
+    seconds: float
+    judgements: list[JudgementView]
+    findings: list[tuple[str, str]]
+    error: str
+    evidence: str
+
+
+@dataclass
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass
+class InstantMark:
+    x: float
+    label: str
+    label_y: float
+    title: str
+
+
+@dataclass
+class PhaseRow:
+    name: str
+    span: str
+    colour: str
+    y: float
+    x0: float | None
+    x1: float | None
+    """Harness bar; x1 None: the end instant was never observed."""
+    px0: float | None
+    px1: float | None
+    """Platform-stamped bar, when both platform instants are known."""
+    label: str
+    platform_label: str
+    limit_x: float | None
+    verdict: str
+
+
+@dataclass
+class PhaseTableRow:
+    name: str
+    span: str
+    harness: str
+    platform: str
+    error: str
+    threshold: str
+    verdict: str
+
+
+@dataclass
+class NodePullView:
+    anchor: str
+    title: str
+    verdict: str
+    fault: list[tuple[str, str]]
+    note: str
+    width: float = 1000
+    height: float = 0
+    plot_x: float = 0
+    plot_w: float = 0
+    plot_top: float = 0
+    plot_bottom: float = 0
+    ticks: list[Tick] = field(default_factory=list)
+    instants: list[InstantMark] = field(default_factory=list)
+    rows: list[PhaseRow] = field(default_factory=list)
+    table: list[PhaseTableRow] = field(default_factory=list)
+    extras: list[tuple[str, str]] = field(default_factory=list)
+    has_platform: bool = False
+    findings: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class PodRow:
+    name: str
+    label: str
+    colour: str
+    y: float
+    wait_x1: float
+    """End of the pending line (bind, or the axis end when never placed)."""
+    placed: bool
+    bound_x: float | None
+    running_x: float | None
+    end_x: float | None
+    node: str
+    text_x: float
+    title: str
+
+
+@dataclass
+class GangHeader:
+    name: str
+    label: str
+    colour: str
+    y: float
+    summary: str
+
+
+@dataclass
+class EpisodeBox:
+    gang: str
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    label: str
+    label_y: float
+
+
+@dataclass
+class GangView:
+    anchor: str
+    title: str
+    verdict: str
+    note: str
+    legend: list[tuple[str, str]]
+    width: float = 1000
+    height: float = 0
+    plot_x: float = 0
+    plot_w: float = 0
+    plot_top: float = 0
+    plot_bottom: float = 0
+    ticks: list[Tick] = field(default_factory=list)
+    headers: list[GangHeader] = field(default_factory=list)
+    pods: list[PodRow] = field(default_factory=list)
+    episodes: list[EpisodeBox] = field(default_factory=list)
+    holds: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """(gang, pods placed, partial-hold GPU-seconds, episodes as text) for the table under the chart."""
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    open_running: bool = False
+    """Some pod ran but the record does not say when it let go of its GPUs (drawn as a dot)."""
+
+
+@dataclass
+class DistributionRow:
+    name: str
+    unit: str
+    n: int
+    p50: str
+    p95: str
+    max: str
+    threshold: str
+    dots: list[tuple[float, float]]
+    box: tuple[float, float]
+    p50_x: float
+    p95_x: float
+    limit_x: float | None
+    axis_end: str
+
+
+@dataclass
+class DistributionView:
+    anchor: str
+    title: str
+    runs: int
+    verdicts: str
+    rows: list[DistributionRow]
+
+
+# -------------------------------------------------------------------------------------------- the charts
+
+
+def _anchor(prefix: str, slug: str) -> str:
+    return f"{prefix}-{re.sub(r'[^a-z0-9-]+', '-', slug.lower()).strip('-') or 'scenario'}"
+
+
+def _judgement_for(s: ScenarioRecord, name: str) -> JudgementRecord | None:
+    return next((j for j in s.judgements if j.threshold.name == name), None)
+
+
+def _measurement(s: ScenarioRecord, name: str) -> MeasurementRecord | None:
+    return next((m for m in s.measurements if m.name == name), None)
+
+
+def _scenario_title(s: ScenarioRecord, repeats: int) -> str:
+    run = f" (run {s.repeat} of {repeats})" if repeats > 1 else ""
+    return f"{s.scenario}{run}"
+
+
+def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
+    details = s.details or {}
+    fault = details.get("fault") or {}
+    facts = [(k, str(fault[k])) for k in ("node", "method", "rank", "detail", "checkpoint_at_fault",
+                                         "step_at_fault") if k in fault]
+    if "confirmed" in fault:
+        facts.append(("confirmed", "yes" if fault["confirmed"] else "NO"))
+    view = NodePullView(_anchor("nodepull", s.slug), _scenario_title(s, repeats), s.verdict, facts, "")
+    view.findings = [_split_finding(f) for f in s.findings]
+    view.extras = [(m.name, fmt_value(m.value, m.unit)) for m in s.measurements
+                   if m.name not in dict((p[0], p) for p in NODE_PULL_PHASES)]
+    raw = details.get("instants") or {}
+    instants = {k: v for k, v in raw.items() if isinstance(v, dict) and _num(v.get("mono")) is not None}
+    if "fault" not in instants:
+        view.note = ("No timeline: the fault was never confirmed, so no phase was timed."
+                     if fault.get("confirmed") is False or s.verdict == "INCONCLUSIVE"
+                     else "No timeline: the drill recorded no fault instant.")
+        return view
+    f = instants["fault"]
+    harness = {k: float(v["mono"]) - float(f["mono"]) for k, v in instants.items()}
+    base = _num(f.get("server")) if _num(f.get("server")) is not None else _num(f.get("wall"))
+    platform: dict[str, float] = {"fault": 0.0}
+    for k, v in instants.items():
+        if k != "fault" and base is not None and _num(v.get("server")) is not None:
+            platform[k] = float(v["server"]) - base
+    view.has_platform = len(platform) > 1
+    end = max([*harness.values(), *platform.values(), 0.001])
+    axis_end, ticks = nice_axis(end * 1.02)
+    left, plot_w, row_h, top = 190.0, 560.0, 46.0 if view.has_platform else 34.0, 56.0
+    scale = plot_w / axis_end
+    view.plot_x, view.plot_w, view.plot_top = left, plot_w, top
+    view.ticks = [Tick(left + t * scale, fmt_tick(t)) for t in ticks]
+    levels: list[float] = []
+    for k in ("fault", "detect", "evict", "replace", "resume"):
+        if k in harness:
+            ix = left + harness[k] * scale
+            level = next((i for i, last in enumerate(levels) if ix - last >= 64), len(levels))
+            if level == len(levels):
+                levels.append(ix)
+            levels[level] = ix
+            view.instants.append(InstantMark(ix, f"t_{k}", 14 + 12 * min(level, 2),
+                                             f"t_{k} at {fmt_value(harness[k], 's')} after the fault"))
+
+    def x(t: float | None) -> float | None:
+        return None if t is None else left + max(0.0, t) * scale
+
+    for i, (phase, a, b) in enumerate(NODE_PULL_PHASES):
+        m, j = _measurement(s, phase), _judgement_for(s, phase)
+        hv = m.value if m is not None and m.value is not None else (
+            harness[b] - harness[a] if a in harness and b in harness else None)
+        pv = m.platform if m is not None and m.platform is not None else (
+            platform[b] - platform[a] if a in platform and b in platform else None)
+        err = m.error if m is not None and m.error is not None else (
+            hv - pv if hv is not None and pv is not None else None)
+        y = top + i * row_h
+        if a in harness and b in harness:
+            label = fmt_value(hv, "s")
+        elif a in harness:
+            label = f"t_{b} never observed"
+        else:
+            label = "not observed"
+        limit_x = None
+        if j is not None and a in harness and j.threshold.unit == "s" and j.threshold.comparison == "<=":
+            candidate = harness[a] + j.threshold.limit
+            limit_x = x(candidate) if candidate <= axis_end else None
+        view.rows.append(PhaseRow(
+            phase, f"t_{a} \u2192 t_{b}", PHASE_COLOURS[phase], y, x(harness.get(a)), x(harness.get(b)),
+            x(platform.get(a)) if b in platform else None, x(platform.get(b)),
+            label, f"platform {fmt_value(pv, 's')}" if pv is not None and b in platform else "",
+            limit_x, j.verdict if j is not None else ""))
+        view.table.append(PhaseTableRow(
+            phase, f"t_{a} \u2192 t_{b}", fmt_value(hv, "s") if hv is not None else (m.note if m and m.note
+                                                                                    else "not observed"),
+            fmt_value(pv, "s") if pv is not None else "\u2014", fmt_signed_ms(err),
+            f"{COMPARISON.get(j.threshold.comparison, j.threshold.comparison)} "
+            f"{fmt_limit(j.threshold.limit, j.threshold.unit)}" if j else "\u2014", j.verdict if j else ""))
+    view.plot_bottom = top + len(NODE_PULL_PHASES) * row_h
+    view.height = view.plot_bottom + 44
+    return view
+
+
+def _submitted_mono(s: ScenarioRecord, gangs: list[str], pods: dict[str, dict[str, Any]],
+                    timeline: tuple[dict[str, Any], ...]) -> float | None:
+    """The harness's monotonic time of the gangs' submission: from the details when the drill recorded it,
+    else the ``submit-gangs`` action in the timeline, else inferred from the first partial-hold episode
+    (an episode opens when the gang's first pod binds)."""
+    for key in ("submitted_mono", "submitted_at"):
+        if _num((s.details or {}).get(key)) is not None:
+            return float(s.details[key])
+    for ob in timeline:
+        if ob.get("kind") == "Action" and ob.get("event") == "submit-gangs" and _num(ob.get("mono")) is not None:
+            names = str((ob.get("summary") or {}).get("target") or ob.get("name") or "").split(",")
+            if gangs and set(gangs) <= set(names):
+                return float(ob["mono"])
+    for gang, hold in ((s.details or {}).get("partial_hold") or {}).items():
+        episodes = hold.get("episodes") or [] if isinstance(hold, dict) else []
+        bound = [p["bound_s"] for p in pods.values() if p.get("gang") == gang and _num(p.get("bound_s")) is not None]
+        if episodes and bound and _num(episodes[0][0]) is not None:
+            return float(episodes[0][0]) - min(bound)
+    return None
+
+
+def _pod_ends(pods: dict[str, dict[str, Any]], submitted: float | None,
+              timeline: tuple[dict[str, Any], ...]) -> dict[str, float]:
+    """Seconds from submission until each pod stopped holding its GPUs (finished, failed or deleted)."""
+    ends: dict[str, float] = {name: float(p["ended_s"]) for name, p in pods.items() if _num(p.get("ended_s")) is not None}
+    if submitted is None:
+        return ends
+    for ob in timeline:
+        name = ob.get("name")
+        if ob.get("kind") != "Pod" or name not in pods or name in ends or _num(ob.get("mono")) is None:
+            continue
+        phase = (ob.get("summary") or {}).get("phase")
+        if ob["mono"] >= submitted and (ob.get("event") == "DELETED" or phase in ("Succeeded", "Failed")):
+            if _num(pods[name].get("bound_s")) is not None:
+                ends[name] = float(ob["mono"]) - submitted
+    return ends
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def gang_view(s: ScenarioRecord, repeats: int, timeline: tuple[dict[str, Any], ...]) -> GangView:
+    details = s.details or {}
+    raw = details.get("bind_report") or {}
+    pods = {str(k): v for k, v in raw.items() if isinstance(v, dict)}
+    holds = {str(k): v for k, v in (details.get("partial_hold") or {}).items() if isinstance(v, dict)}
+    gangs = sorted({str(p.get("gang") or "?") for p in pods.values()} | set(holds))
+    colour = {g: GANG_COLOURS[i % len(GANG_COLOURS)] for i, g in enumerate(gangs)}
+    view = GangView(_anchor("gang", s.slug), _scenario_title(s, repeats), s.verdict, "",
+                    [(g, colour[g]) for g in gangs])
+    view.findings = [_split_finding(f) for f in s.findings]
+    submitted = _submitted_mono(s, gangs, pods, timeline)
+    ends = _pod_ends(pods, submitted, timeline)
+    for g in gangs:
+        h = holds.get(g) or {}
+        eps = h.get("episodes") or []
+        text = "; ".join(f"{e[2] if len(e) > 2 else '?'} pods holding {e[3] if len(e) > 3 else '?'} GPUs "
+                         f"for {fmt_value(e[1] - e[0], 's')}"
+                         for e in eps if len(e) >= 2 and _num(e[0]) is not None and _num(e[1]) is not None)
+        members = [p for p in pods.values() if str(p.get("gang") or "?") == g]
+        placed = sum(1 for p in members if _num(p.get("bound_s")) is not None)
+        view.holds.append((g, f"{placed} of {len(members)}",
+                           fmt_value(_num(h.get("gpu_seconds")), "GPU-s") if h else "\u2014", text or "none"))
+    if not pods:
+        view.note = "No pod placement was recorded for this scenario."
+        return view
+    episodes: list[tuple[str, float, float, int, int]] = []
+    if submitted is not None:
+        for g, h in holds.items():
+            for e in h.get("episodes") or []:
+                if len(e) >= 2 and _num(e[0]) is not None and _num(e[1]) is not None:
+                    episodes.append((g, float(e[0]) - submitted, float(e[1]) - submitted,
+                                     int(e[2]) if len(e) > 2 else 0, int(e[3]) if len(e) > 3 else 0))
+    elif any(h.get("episodes") for h in holds.values()):
+        view.note = "Partial-hold episodes are listed below; their times could not be placed on this axis."
+    values = [float(v) for p in pods.values() for v in (p.get("bound_s"), p.get("running_s")) if _num(v) is not None]
+    values += list(ends.values()) + [e[2] for e in episodes]
+    axis_end, ticks = nice_axis(max(values, default=0.1) * 1.02)
+    left, plot_w, top, row_h, head_h = 250.0, 580.0, 30.0, 20.0, 24.0
+    scale = plot_w / axis_end
+    view.plot_x, view.plot_w, view.plot_top = left, plot_w, top
+    view.ticks = [Tick(left + t * scale, fmt_tick(t)) for t in ticks]
+    y = top
+    for g in gangs:
+        members = sorted((n for n, p in pods.items() if str(p.get("gang") or "?") == g), key=_natural)
+        placed = sum(1 for n in members if _num(pods[n].get("bound_s")) is not None)
+        view.headers.append(GangHeader(g, _short(g, 30), colour[g], y + 15,
+                                       f"{placed} of {len(members)} pods placed"))
+        y += head_h
+        first = y
+        for n in members:
+            p = pods[n]
+            bound, running = _num(p.get("bound_s")), _num(p.get("running_s"))
+            bx = None if bound is None else left + bound * scale
+            rx = None if running is None else left + running * scale
+            ex = None if n not in ends else left + ends[n] * scale
+            last = max([v for v in (bx, rx, ex) if v is not None], default=left + plot_w)
+            node = str(p.get("node") or "") if bound is not None else "never placed"
+            title = (f"{n}: " + (f"bound to {p.get('node')} at {fmt_value(bound, 's')}" if bound is not None
+                                 else "never bound") +
+                     (f", running at {fmt_value(running, 's')}" if running is not None else "") +
+                     (f", released at {fmt_value(ends[n], 's')}" if n in ends else ""))
+            if rx is not None and ex is None:
+                view.open_running = True
+            view.pods.append(PodRow(n, _short(n, 34), colour[g], y, bx if bx is not None else left + plot_w,
+                                    bx is not None, bx, rx, ex, node, last + (10 if ex is None else 6), title))
+            y += row_h
+        for eg, e0, e1, npods, gpus in episodes:
+            if eg == g:
+                x0, x1 = left + max(0.0, e0) * scale, left + max(0.0, e1) * scale
+                view.episodes.append(EpisodeBox(g, x0, max(x1, x0 + 2), first - 2, y - 2,
+                                                f"partial hold: {npods} pods, {gpus} GPUs, {fmt_value(e1 - e0, 's')}",
+                                                first - 5))
+        y += 6
+    view.plot_bottom = y
+    view.height = y + 44
+    return view
+
+
+def distribution_views(record: RunRecord) -> list[DistributionView]:
+    groups: dict[tuple[str, str], list[ScenarioRecord]] = {}
+    for s in record.scenarios:
+        groups.setdefault((s.feature_file, s.scenario), []).append(s)
+    views = []
+    for (_, name), runs in groups.items():
+        if len(runs) < 2 and all(r.repeat <= 1 for r in runs):
+            continue
+        series: dict[str, tuple[str, list[float]]] = {}
+        for r in runs:
+            for m in r.measurements:
+                unit, vals = series.setdefault(m.name, (m.unit, []))
+                if m.value is not None and math.isfinite(m.value):
+                    vals.append(float(m.value))
+        rows = []
+        width = 300.0
+        for mname, (unit, vals) in series.items():
+            if not vals:
+                continue
+            j = next((j for r in runs for j in r.judgements if j.threshold.name == mname), None)
+            hi = max(vals)
+            limit = j.threshold.limit if j is not None else None
+            if limit is not None and hi < limit <= 2 * max(hi, 1e-9):
+                hi = limit
+            end, _ = nice_axis(hi * 1.05 if hi > 0 else 1.0, 4)
+            sx = width / end
+
+            def px(v: float) -> float:
+                return round(6 + max(0.0, v) * sx, 1)
+            dots = [(px(v), 17 + ((i % 3) - 1) * 4) for i, v in enumerate(vals)]
+            p50 = statistics.median(vals)
+            p95 = _percentile(vals, 0.95)
+            rows.append(DistributionRow(
+                mname, unit, len(vals), fmt_value(p50, unit), fmt_value(p95, unit), fmt_value(max(vals), unit),
+                f"{COMPARISON.get(j.threshold.comparison, j.threshold.comparison)} "
+                f"{fmt_limit(j.threshold.limit, j.threshold.unit)}" if j else "\u2014",
+                dots, (px(_percentile(vals, 0.25)), px(_percentile(vals, 0.75))), px(p50), px(p95),
+                px(limit) if limit is not None and limit <= end else None, fmt_tick(end, unit)))
+        verdicts = ", ".join(f"{sum(1 for r in runs if r.verdict == v)} {v}" for v in VERDICTS
+                             if any(r.verdict == v for r in runs))
+        views.append(DistributionView(_anchor("dist", runs[0].slug), name, len(runs), verdicts, rows))
+    return views
+
+
+def _scenario_rows(record: RunRecord, repeats: dict[tuple[str, str], int]) -> list[ScenarioRow]:
+    rows = []
+    for idx, s in enumerate(record.scenarios):
+        judgements = []
+        for j in s.judgements:
+            m = _measurement(s, j.threshold.name)
+            judgements.append(JudgementView(
+                j.threshold.name, fmt_value(j.measured, j.threshold.unit),
+                fmt_limit(j.threshold.limit, j.threshold.unit),
+                COMPARISON.get(j.threshold.comparison, j.threshold.comparison), j.verdict,
+                m.note if m is not None and j.measured is None and m.note else ""))
+        clauses = tuple(_natural(c) for c in sorted(s.clauses, key=_natural))
+        rows.append(((0 if clauses else 1, clauses), idx, ScenarioRow(
+            _anchor("scenario", s.slug), sorted(s.clauses, key=_natural), s.feature, s.scenario, s.repeat,
+            repeats[(s.feature_file, s.scenario)], s.drill, s.verdict, s.seconds, judgements,
+            [_split_finding(f) for f in s.findings], s.error, f"evidence/{s.slug}.dsse.json")))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [r[2] for r in rows]
+
+
+def _split_finding(text: str) -> tuple[str, str]:
+    """``DEADLOCK: gang a holds ...`` -> (``DEADLOCK``, ``gang a holds ...``): a named finding is shown bold."""
+    m = re.match(r"^([A-Z][A-Z _-]{2,}):\s*(.*)$", text, re.S)
+    return (m.group(1), m.group(2)) if m else ("", text)
+
+
+def _headline(record: RunRecord) -> str:
+    n = len(record.scenarios)
+    counts = {v: sum(1 for s in record.scenarios if s.verdict == v) for v in VERDICTS}
+    if record.verdict == "PASS":
+        return f"Every promise held: {counts['PASS']} of {n} scenario{'s' if n != 1 else ''} passed."
+    if record.verdict == "FAIL":
+        return (f"A promise was broken: {counts['FAIL']} of {n} scenario{'s' if n != 1 else ''} failed.")
+    if record.verdict == "INCONCLUSIVE":
+        return (f"No promise was shown broken, but {counts['INCONCLUSIVE']} of {n} scenario"
+                f"{'s' if n != 1 else ''} could not be judged.")
+    if record.verdict == "ERROR":
+        return (f"The harness could not finish: {counts['ERROR']} of {n} scenario{'s' if n != 1 else ''} hit a "
+                "harness error; no claim is made about those.")
+    return f"{n} scenario{'s' if n != 1 else ''}."
+
+
+def _fingerprint(record: RunRecord) -> dict[str, Any]:
+    fp = record.target.fingerprint or {}
+
+    def hist(d: Any) -> list[tuple[str, int]]:
+        return sorted(((str(k), int(v)) for k, v in d.items() if isinstance(v, int)), key=lambda kv: kv[0]) \
+            if isinstance(d, dict) else []
+    server = fp.get("server") if isinstance(fp.get("server"), dict) else {}
+    gpus = fp.get("gpus") if isinstance(fp.get("gpus"), dict) else {}
+    nodes = fp.get("nodes") if isinstance(fp.get("nodes"), dict) else {}
+    labels = fp.get("labels") if isinstance(fp.get("labels"), dict) else {}
+    crds = fp.get("crds") if isinstance(fp.get("crds"), dict) else {}
+    software = nodes.get("software") if isinstance(nodes.get("software"), dict) else {}
+    return {
+        "present": bool(fp),
+        "server_version": str(server.get("gitVersion") or "unknown"),
+        "server": sorted((str(k), str(v)) for k, v in server.items() if v not in ("", None)),
+        "node_count": nodes.get("count", "unknown"),
+        "software": [(k, hist(v)) for k, v in sorted(software.items())],
+        "gpu_resource": str(gpus.get("resource") or ""),
+        "gpu_capacity": gpus.get("capacity"),
+        "gpu_allocatable": gpus.get("allocatable"),
+        "models": [m for m in gpus.get("models") or [] if isinstance(m, dict)],
+        "drivers": hist(fp.get("driver_versions")),
+        "cuda": hist(fp.get("cuda_runtime_versions")),
+        "labels": [(k, hist(v)) for k, v in sorted(labels.items())],
+        "crds": [(str(k), ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in sorted(crds.items())],
+        "schema": str(fp.get("schema") or ""),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ render
+
+
+def _grouped(views: list[tuple[ScenarioRecord, Any]]) -> list[list[Any]]:
+    """Charts of one scenario together, in record order: the first is shown, its repeats fold under it."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for s, v in views:
+        groups.setdefault((s.feature_file, s.scenario), []).append(v)
+    return list(groups.values())
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("drills.evidence", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.filters["n"] = lambda v: f"{v:.1f}"
+    env.filters["fmt_time"] = fmt_time
+    env.filters["fmt_value"] = fmt_value
+    env.filters["lower"] = lambda v: str(v).lower()
+    return env
+
+
+def render_report(record: RunRecord, signature: SignatureStatus) -> str:
+    """The run as one self-contained HTML document (no network access needed to open it)."""
+    repeats: dict[tuple[str, str], int] = {}
+    for s in record.scenarios:
+        key = (s.feature_file, s.scenario)
+        repeats[key] = max(repeats.get(key, 0), s.repeat, sum(1 for t in record.scenarios
+                                                            if (t.feature_file, t.scenario) == key))
+    start, end = _parse_time(record.started), _parse_time(record.finished)
+    node_pulls = _grouped([(s, node_pull_view(s, repeats[(s.feature_file, s.scenario)]))
+                           for s in record.scenarios if s.drill == "node-pull"])
+    gangs = _grouped([(s, gang_view(s, repeats[(s.feature_file, s.scenario)], record.timeline))
+                      for s in record.scenarios if s.drill == "gang-submission"])
+    findings = [(s, _split_finding(f)) for s in record.scenarios for f in s.findings]
+    errors = [s for s in record.scenarios if s.verdict == "ERROR" or (s.verdict != "PASS" and s.error
+                                                                        and not s.findings)]
+    return _environment().get_template("report.html.j2").render(
+        r=record, sig=signature, verdict=record.verdict if record.verdict in VERDICTS else "ERROR",
+        verdict_word=record.verdict, icon=VERDICT_ICON, headline=_headline(record),
+        duration=fmt_duration((end - start).total_seconds()) if start and end and end >= start else "",
+        counts=[(v, sum(1 for s in record.scenarios if s.verdict == v)) for v in VERDICTS],
+        rows=_scenario_rows(record, repeats), findings=findings, errors=errors,
+        node_pulls=node_pulls, gangs=gangs, distributions=distribution_views(record),
+        fp=_fingerprint(record), renderer_version=__version__,
+        options=sorted((str(k), str(v)) for k, v in (record.options or {}).items()),
+        features=sorted(record.features.items()))
+
+
+# ------------------------------------------------------------------------------------------- archives
+
+
+class ReportError(EvidenceError):
+    """A run archive cannot be rendered: no such run, no or unreadable ``record.json``, or a write refused."""
+
+
+def find_archive(run: str | Path, reports_dir: Path = Path("reports")) -> Path:
+    """The archive folder for ``run``: a folder holding ``record.json``, or a run id under ``reports_dir``."""
+    for candidate in (Path(run), reports_dir / str(run)):
+        if (candidate / "record.json").is_file():
+            return candidate
+    if Path(run).is_dir() or (reports_dir / str(run)).is_dir():
+        folder = Path(run) if Path(run).is_dir() else reports_dir / str(run)
+        raise ReportError(f"{folder} holds no record.json, so it is not a run archive Firedrill can render")
+    raise ReportError(f"no run archive {str(run)!r}: neither a folder nor a run id under {reports_dir}")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"cannot read {path}: {exc}") from None
+
+
+def render_archive(archive: Path) -> str:
+    """The report of an archive, from its ``record.json`` and, when present, ``signer.json``."""
+    data = _read_json(archive / "record.json")
+    try:
+        record = RunRecord.from_dict(data)
+    except (TypeError, KeyError, AttributeError, ValueError) as exc:
+        raise ReportError(f"{archive / 'record.json'} is not a run record this Firedrill ({__version__}) "
+                          f"can read: {exc}") from None
+    signer_path = archive / "signer.json"
+    signer = _read_json(signer_path) if signer_path.is_file() else None
+    if signer is not None and not isinstance(signer, dict):
+        raise ReportError(f"{signer_path} should hold an object such as {{\"keyid\": ..., \"ephemeral\": true}}")
+    return render_report(record, SignatureStatus.from_signer(signer))
+
+
+def write_report(archive: Path, output: Path | None = None, *, force: bool = False) -> tuple[Path, bool]:
+    """Render ``archive`` to ``output`` (default: the archive's ``report.html``); returns (path, changed).
+
+    An archive with a ``manifest.json`` records the digest of its ``report.html``: a re-render that would
+    change those bytes is refused unless ``force`` (write elsewhere with ``output`` instead), because
+    ``firedrill verify`` would then report the archive as altered."""
+    html = render_archive(archive).encode("utf-8")
+    target = output if output is not None else archive / "report.html"
+    try:
+        old = target.read_bytes() if target.is_file() else None
+    except OSError:
+        old = None
+    if old == html:
+        return target, False
+    if output is None and old is not None and (archive / "manifest.json").is_file() and not force:
+        raise ReportError(f"{target} differs from the re-rendered report, and {archive / 'manifest.json'} records "
+                          "its digest: overwriting it would make `firedrill verify` report the archive as altered. "
+                          "Write it elsewhere with --output FILE, or overwrite with --force.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(html)
+    except OSError as exc:
+        raise ReportError(f"cannot write {target}: {exc}") from None
+    return target, True
