@@ -21,6 +21,10 @@ from refplatform.core import (
 )
 
 Obj = dict[str, Any]
+EXTENDED_PREFIXES = ("nvidia.com/", "firedrill.dev/")
+"""Extended resources counted as plain per-node integers (MIG profiles, gpu.shared, HAMi's
+gpumem/gpucores, and any other name under these domains); others (``pods``,
+``ephemeral-storage``, ``hugepages-*``, other vendors) are ignored."""
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 SCHEDULER_NAMES = frozenset({"volcano", "default-scheduler"})
 
@@ -41,12 +45,25 @@ def _epoch(value: str | None) -> float:
         return 0.0
 
 
+def extended_of(res: Mapping[str, Any]) -> dict[str, int]:
+    """The extended resources of a requests / allocatable map (whole units, zero dropped)."""
+    out: dict[str, int] = {}
+    for name, value in res.items():
+        if name in (GPU, GPU_MILLI) or not name.startswith(EXTENDED_PREFIXES):
+            continue
+        amount = int(_qty(value))
+        if amount > 0:
+            out[name] = amount
+    return out
+
+
 def resources_of(res: Mapping[str, Any] | None) -> core.Resources:
     res = res or {}
     gpu_milli = int(_qty(res.get(GPU_MILLI, 0)))
     return core.Resources(cpu_milli=int(_qty(res.get("cpu", 0)) * 1000),
                           memory_bytes=int(_qty(res.get("memory", 0))),
-                          gpus=int(_qty(res.get(GPU, 0))), gpu_milli=gpu_milli if gpu_milli < 1000 else 0)
+                          gpus=int(_qty(res.get(GPU, 0))), gpu_milli=gpu_milli if gpu_milli < 1000 else 0,
+                          extended=tuple(extended_of(res).items()))
 
 
 def usage_of(res: Mapping[str, Any] | None) -> core.Usage:

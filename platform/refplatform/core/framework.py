@@ -214,7 +214,7 @@ class Session:
             elif len(gpus) != task.gpu_count or not self.state.gpus_fit(node, gpus, task.gpu_milli):
                 gpus = self.state.best_fit_gpus(node, task.gpu_count, task.gpu_milli) or ()
             task.node, task.gpus = node, gpus
-            self.state.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli if gpus else 0)
+            self.state.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli if gpus else 0, task.ext)
             if len(gpus) < task.gpu_count:
                 task.gpu_count = len(gpus)
         for job in self.job_list:

@@ -12,7 +12,7 @@ from enum import Enum
 
 from refplatform.core.pod import Pod
 from refplatform.core.podgroup import PodGroup
-from refplatform.core.resources import MILLI_PER_GPU, Usage
+from refplatform.core.resources import MILLI_PER_GPU, Extended, Usage
 
 
 class TaskStatus(Enum):
@@ -48,6 +48,8 @@ class Task:
     gpu_count: int = 0
     gpu_milli: int = 0
     """Milli taken on each GPU in ``gpus`` (1000 for whole GPUs)."""
+    ext: Extended = ()
+    """Extended resources requested (plain per-node amounts); queues do not account them."""
     placement_key: tuple = ()
     fresh: bool = False
     """Bound by this cycle: never a victim in the same cycle."""
@@ -62,7 +64,7 @@ class Task:
         else:
             count, milli = 0, 0
         return cls(pod, job, cpu=req.cpu_milli, mem=req.memory_bytes, gpu_count=count,
-                   gpu_milli=milli, placement_key=pod.placement_key())
+                   gpu_milli=milli, ext=req.extended, placement_key=pod.placement_key())
 
     @property
     def key(self) -> str:

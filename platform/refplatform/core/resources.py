@@ -14,6 +14,7 @@ back (:attr:`refplatform.core.pod.Pod.gpu_indices`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from refplatform.core.errors import SnapshotError
@@ -31,6 +32,34 @@ GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 TOPOLOGY_LABEL = "firedrill.dev/nvlink-domain"
 """Default node label grouping nodes into one fast-interconnect domain (topology preference)."""
 MILLI_PER_GPU = 1000
+MIG_PREFIX = "nvidia.com/mig-"
+"""MIG instances of one profile (``nvidia.com/mig-1g.18gb``), the mixed strategy's resources."""
+GPU_SHARED = "nvidia.com/gpu.shared"
+"""Time-slicing replicas when the device plugin renames them (``renameByDefault``)."""
+GPU_MEM = "nvidia.com/gpumem"
+"""HAMi: GPU memory in MiB (node total / pod share)."""
+GPU_CORES = "nvidia.com/gpucores"
+"""HAMi: GPU compute in percent of one GPU (node total = GPUs x 100)."""
+CORE_RESOURCE_NAMES = frozenset({CPU, MEMORY, GPU, GPU_MILLI})
+"""Resources with their own :class:`Resources` field; never extended resources."""
+
+Extended = tuple[tuple[str, int], ...]
+
+
+def _extended(value: Iterable[tuple[str, int]] | Mapping[str, int]) -> Extended:
+    """Canonical form: sorted by name, zero amounts dropped, names unique."""
+    items = value.items() if isinstance(value, Mapping) else value
+    out: dict[str, int] = {}
+    for name, amount in items:
+        if name in CORE_RESOURCE_NAMES:
+            raise SnapshotError(f"{name} is not an extended resource (it has its own Resources field)")
+        if name in out:
+            raise SnapshotError(f"extended resource {name} given twice")
+        amount = int(amount)
+        if amount < 0:
+            raise SnapshotError(f"negative amount of {name}: {amount}")
+        out[name] = amount
+    return tuple(sorted((n, a) for n, a in out.items() if a))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +68,24 @@ class Resources:
 
     ``gpus`` counts whole GPUs; ``gpu_milli`` is a share of a single GPU (pods only)
     and excludes whole GPUs: a pod has one or the other.
+
+    ``extended`` holds every other counted resource (``nvidia.com/mig-1g.18gb``,
+    ``nvidia.com/gpu.shared``, ``nvidia.com/gpumem``, ...) as plain integer
+    amounts per node, no GPU indices.  It may be given as a mapping or as pairs;
+    it is stored as a tuple of ``(name, amount)`` sorted by name with zero
+    amounts dropped, so the object stays hashable and equal for equal amounts.
+    Read one amount with :meth:`amount`.
     """
 
     cpu_milli: int = 0
     memory_bytes: int = 0
     gpus: int = 0
     gpu_milli: int = 0
+    extended: Extended = ()
 
     def __post_init__(self) -> None:
+        if self.extended or type(self.extended) is not tuple:
+            object.__setattr__(self, "extended", _extended(self.extended))
         if min(self.cpu_milli, self.memory_bytes, self.gpus, self.gpu_milli) < 0:
             raise SnapshotError(f"negative resource amount in {self}")
         if self.gpu_milli >= MILLI_PER_GPU:
@@ -67,7 +106,26 @@ class Resources:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.cpu_milli or self.memory_bytes or self.gpus or self.gpu_milli)
+        return not (self.cpu_milli or self.memory_bytes or self.gpus or self.gpu_milli or self.extended)
+
+    def amount(self, name: str) -> int:
+        """The amount of any resource by its API name (``cpu`` in milli, ``memory`` in bytes,
+        ``nvidia.com/gpu``, ``firedrill.dev/gpu-milli`` or an extended resource; 0 when absent)."""
+        if name == CPU:
+            return self.cpu_milli
+        if name == MEMORY:
+            return self.memory_bytes
+        if name == GPU:
+            return self.gpus
+        if name == GPU_MILLI:
+            return self.gpu_milli
+        for key, value in self.extended:
+            if key == name:
+                return value
+        return 0
+
+    def extended_dict(self) -> dict[str, int]:
+        return dict(self.extended)
 
     def usage(self) -> Usage:
         return Usage(self.cpu_milli, self.memory_bytes, self.total_gpu_milli)

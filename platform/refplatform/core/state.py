@@ -4,6 +4,11 @@ Every filter and score plugin reads these arrays, vectorised over nodes, both in
 a full :func:`~refplatform.core.scheduler.schedule` cycle and in the replay's
 one-pod-at-a-time :class:`~refplatform.core.placer.Placer`.  ``version[i]``
 changes whenever node ``i`` changes, so plugins may cache per-node results.
+
+Extended resources (``nvidia.com/mig-1g.18gb``, ``nvidia.com/gpu.shared``,
+``nvidia.com/gpumem``, ...) are plain integer amounts per node: one free-amount
+array per resource name that any node advertises (``ext_free[name][i]``), no
+GPU indices.  A pod's request for a name no node advertises fits nowhere.
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ import numpy as np
 
 from refplatform.core.errors import SnapshotError
 from refplatform.core.node import Node
-from refplatform.core.resources import GPU_MODEL_LABEL, MILLI_PER_GPU
+from refplatform.core.resources import GPU_MODEL_LABEL, MILLI_PER_GPU, Extended
 
 
 class ClusterState:
-    """Free CPU, memory and per-GPU milli of every node, plus static node facts."""
+    """Free CPU, memory, per-GPU milli and extended resources of every node, plus static node facts."""
 
     def __init__(self, nodes: Sequence[Node], gpu_model_label: str = GPU_MODEL_LABEL,
                  topology_key: str | None = None) -> None:
@@ -53,6 +58,15 @@ class ClusterState:
         self.domain_id = np.array([dom_pos.get(d, -1) if d is not None else -1 for d in domains],
                                   dtype=np.int64)
         self.all_nodes = np.ones(n, dtype=bool)
+        self.no_nodes = np.zeros(n, dtype=bool)
+        names = sorted({name for nd in self.nodes for name, _ in nd.allocatable.extended})
+        self.ext_names: list[str] = names
+        self.ext_alloc: dict[str, np.ndarray] = {name: np.zeros(n, dtype=np.int64) for name in names}
+        for i, nd in enumerate(self.nodes):
+            for name, amount in nd.allocatable.extended:
+                self.ext_alloc[name][i] = amount
+        self.ext_free: dict[str, np.ndarray] = {name: a.copy() for name, a in self.ext_alloc.items()}
+        """Free amount of each extended resource per node."""
 
     @property
     def size(self) -> int:
@@ -66,10 +80,16 @@ class ClusterState:
         self._tick += 1
         self.version[i] = self._tick
 
-    def allocate(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], milli: int) -> None:
-        """Take ``cpu``/``mem`` and ``milli`` on each GPU index in ``gpus`` from node ``i``."""
+    def allocate(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], milli: int,
+                 ext: Extended = ()) -> None:
+        """Take ``cpu``/``mem``, ``milli`` on each GPU index in ``gpus`` and the extended
+        amounts ``ext`` from node ``i`` (a name no node advertises is not tracked)."""
         self.cpu_free[i] -= cpu
         self.mem_free[i] -= mem
+        for name, amount in ext:
+            col = self.ext_free.get(name)
+            if col is not None:
+                col[i] -= amount
         row = self.gpu_free[i]
         for g in gpus:
             if row[g] == MILLI_PER_GPU:
@@ -78,10 +98,15 @@ class ClusterState:
         self.gpu_free_total[i] -= milli * len(gpus)
         self._touch(i)
 
-    def release(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], milli: int) -> None:
+    def release(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], milli: int,
+                ext: Extended = ()) -> None:
         """Undo :meth:`allocate`."""
         self.cpu_free[i] += cpu
         self.mem_free[i] += mem
+        for name, amount in ext:
+            col = self.ext_free.get(name)
+            if col is not None:
+                col[i] += amount
         row = self.gpu_free[i]
         for g in gpus:
             row[g] += milli
@@ -89,6 +114,11 @@ class ClusterState:
                 self.full_free[i] += 1
         self.gpu_free_total[i] += milli * len(gpus)
         self._touch(i)
+
+    def ext_fits(self, name: str, amount: int) -> np.ndarray:
+        """Nodes with at least ``amount`` of extended resource ``name`` free."""
+        col = self.ext_free.get(name)
+        return self.no_nodes if col is None else col >= amount
 
     def gpus_fit(self, i: int, gpus: tuple[int, ...], milli: int) -> bool:
         row = self.gpu_free[i]
@@ -113,6 +143,7 @@ class ClusterState:
         other.__dict__.update(self.__dict__)
         for name in ("cpu_free", "mem_free", "gpu_free", "full_free", "gpu_free_total", "version"):
             setattr(other, name, getattr(self, name).copy())
+        other.ext_free = {name: col.copy() for name, col in self.ext_free.items()}
         return other
 
     def emptied(self) -> ClusterState:
@@ -125,6 +156,7 @@ class ClusterState:
         other.gpu_free[np.arange(width)[None, :] < self.gpu_count[:, None]] = MILLI_PER_GPU
         other.full_free[:] = self.gpu_count
         other.gpu_free_total[:] = self.gpu_count * MILLI_PER_GPU
+        other.ext_free = {name: col.copy() for name, col in self.ext_alloc.items()}
         other._tick = self._tick + 1
         other.version[:] = other._tick
         return other

@@ -18,7 +18,7 @@ class Statement:
         self.ops: list[tuple[str, Task, TaskStatus]] = []
 
     def allocate(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
-        self.ssn.state.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli)
+        self.ssn.state.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli, task.ext)
         prior = task.status
         task.status, task.node, task.gpus = TaskStatus.ALLOCATED, node, gpus
         self.ssn.on_allocate(task)
@@ -26,7 +26,7 @@ class Statement:
 
     def evict(self, task: Task) -> None:
         """Tentatively free a bound or releasing task's resources (to test a placement)."""
-        self.ssn.state.release(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli)
+        self.ssn.state.release(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli, task.ext)
         prior = task.status
         if prior is TaskStatus.BOUND:
             self.ssn.on_deallocate(task)
@@ -39,11 +39,11 @@ class Statement:
     def discard(self) -> None:
         for kind, task, prior in reversed(self.ops):
             if kind == "allocate":
-                self.ssn.state.release(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli)
+                self.ssn.state.release(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli, task.ext)
                 self.ssn.on_deallocate(task)
                 task.status, task.node, task.gpus = prior, -1, ()
             else:
-                self.ssn.state.allocate(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli)
+                self.ssn.state.allocate(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli, task.ext)
                 if prior is TaskStatus.BOUND:
                     self.ssn.on_allocate(task)
                 task.status = prior
@@ -59,7 +59,7 @@ class Statement:
                 task.status, task.fresh = TaskStatus.BOUND, True
                 ssn.binds.append(Bind(task.pod.ref, ssn.state.names[task.node], task.gpus))
             else:
-                ssn.state.allocate(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli)
+                ssn.state.allocate(task.node, task.cpu, task.mem, task.gpus, task.gpu_milli, task.ext)
                 task.status = TaskStatus.RELEASING
                 if prior is TaskStatus.BOUND:
                     ssn.evictions.append(Evict(task.pod.ref, ssn.state.names[task.node], reason,

@@ -38,24 +38,25 @@ FIRST = SchedulerConfig(tie_break=TieBreak.FIRST)
 
 def node(name: str, gpus: int = 8, cpu: int = 64000, mem_gib: int = 512, labels: dict | None = None,
          taints: Iterable[Taint] = (), unschedulable: bool = False, model: str | None = None,
-         domain: str | None = None) -> Node:
+         domain: str | None = None, ext: dict[str, int] | None = None) -> Node:
     labels = dict(labels or {})
     if model:
         labels[GPU_MODEL_LABEL] = model
     if domain:
         labels["firedrill.dev/nvlink-domain"] = domain
-    return Node(name, Resources(cpu, mem_gib * GIB, gpus), labels=labels, taints=tuple(taints),
+    return Node(name, Resources(cpu, mem_gib * GIB, gpus, extended=tuple((ext or {}).items())), labels=labels, taints=tuple(taints),
                 unschedulable=unschedulable)
 
 
 def pod(name: str, gpus: int = 0, milli: int = 0, cpu: int = 1000, mem_gib: int = 1, group: str | None = None,
         on: str | None = None, gpu_indices: tuple[int, ...] = (), priority: int = 0, created: float = 0.0,
         models: Iterable[str] | None = None, selector: dict | None = None,
-        tolerations: Iterable[Toleration] = (), phase: PodPhase | None = None, terminating: bool = False) -> Pod:
+        tolerations: Iterable[Toleration] = (), phase: PodPhase | None = None, terminating: bool = False,
+        ext: dict[str, int] | None = None) -> Pod:
     affinity = (gpu_model_requirement(models),) if models else ()
     if phase is None:
         phase = PodPhase.RUNNING if on else PodPhase.PENDING
-    return Pod(NS, name, uid=f"uid-{name}", requests=Resources(cpu, mem_gib * GIB, gpus, milli),
+    return Pod(NS, name, uid=f"uid-{name}", requests=Resources(cpu, mem_gib * GIB, gpus, milli, tuple((ext or {}).items())),
                priority=priority, node_name=on, gpu_indices=gpu_indices, group=group,
                node_selector=selector or {}, affinity=affinity, tolerations=tuple(tolerations),
                created_at=created, phase=phase, terminating=terminating)
@@ -64,12 +65,12 @@ def pod(name: str, gpus: int = 0, milli: int = 0, cpu: int = 1000, mem_gib: int 
 def gang(name: str, members: int, gpus: int = 8, *, min_member: int | None = None, queue: str = "default",
          priority: int = 0, created: float = 0.0, phase: PodGroupPhase = PodGroupPhase.INQUEUE,
          on: Iterable[str | None] | None = None, cpu: int = 1000, min_resources: Usage | None = None,
-         milli: int = 0) -> tuple[PodGroup, list[Pod]]:
+         milli: int = 0, ext: dict[str, int] | None = None) -> tuple[PodGroup, list[Pod]]:
     placements = list(on) if on is not None else [None] * members
     group = PodGroup(NS, name, min_member if min_member is not None else members, min_resources, queue,
                      priority=priority, phase=phase, created_at=created)
     pods = [pod(f"{name}-{i}", gpus=gpus, milli=milli, cpu=cpu, group=name, on=placements[i],
-                priority=priority, created=created + i * 0.001) for i in range(members)]
+                priority=priority, created=created + i * 0.001, ext=ext) for i in range(members)]
     return group, pods
 
 

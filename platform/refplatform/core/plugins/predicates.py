@@ -89,7 +89,8 @@ class NodeAffinity:
 
 
 class NodeResourcesFit:
-    """CPU, memory, whole GPUs (enough idle GPUs) and a GPU share (one GPU with room)."""
+    """CPU, memory, whole GPUs (enough idle GPUs), a GPU share (one GPU with room) and
+    extended resources (enough of each free on the node, e.g. ``nvidia.com/mig-1g.18gb``)."""
 
     name = "NodeResourcesFit"
 
@@ -104,6 +105,8 @@ class NodeResourcesFit:
                 parts.append((GPU, state.full_free >= task.gpu_count))
             else:
                 parts.append((GPU_MILLI, (state.gpu_free >= task.gpu_milli).any(axis=1)))
+        for name, amount in task.ext:
+            parts.append((name, state.ext_fits(name, amount)))
         return parts
 
     def mask(self, task: Task, state: ClusterState) -> np.ndarray:
@@ -118,6 +121,9 @@ class NodeResourcesFit:
                 m = state.full_free >= task.gpu_count
             else:
                 m = (state.gpu_free >= task.gpu_milli).any(axis=1)
+            mask = m if mask is None else mask & m
+        for name, amount in task.ext:
+            m = state.ext_fits(name, amount)
             mask = m if mask is None else mask & m
         return state.all_nodes if mask is None else mask
 

@@ -73,7 +73,7 @@ class ReservationPlugin(Plugin):
             gpus = plan.best_fit_gpus(node, task.gpu_count, task.gpu_milli)
             if gpus is None:
                 return
-            plan.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli)
+            plan.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli, task.ext)
             nodes.append(node)
         ssn.reserve_nodes(job, nodes, f"pending {self.waited(job):.0f}s > starvation bound "
                                       f"{self.config.starvation_seconds:.0f}s")
