@@ -19,6 +19,7 @@ from types import FrameType
 from refplatform.agent.errors import AgentError
 from refplatform.agent.gpus import MODELS
 from refplatform.agent.runner import Agent, AgentConfig
+from refplatform.gpu.mig import PartitionError
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a rank stalls when its view of the gang is older than this (default: 3 x --peer-poll)")
     p.add_argument("--freeze-threshold", type=_positive_float, default=2.0, metavar="SECONDS",
                    help="a wait overrunning by this much means the agent was frozen (SIGSTOP): thaw and resync")
+    p.add_argument("--partition-config", type=Path, metavar="FILE",
+                   help="GPU partitioning (YAML: mode none|mig-single|mig-mixed|time-slicing|hami, see "
+                        "docs/PARTITIONING.md); an invalid file is refused with exit code 2")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
     return p
 
@@ -143,8 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             peer_poll=args.peer_poll,
             peer_stale=args.peer_stale,
             freeze_threshold=args.freeze_threshold,
+            partition_config=args.partition_config,
         )
         agent = Agent(config)
+    except PartitionError as err:
+        log.error("invalid partition config: %s", err)
+        return 2
     except (AgentError, ValueError, OSError) as err:
         log.error("%s", err)
         return 1

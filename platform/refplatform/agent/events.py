@@ -11,6 +11,8 @@ Started    Normal   ``Started container <name>``
 Resumed    Normal   ``Resumed training at step M beyond checkpoint N``
 Fenced     Warning  the fence (as the pod's ``status.message``)
 Killing    Normal   ``Stopping container <name>``
+XidError   Warning  an injected GPU Xid that failed the pod (also on the Node, with
+                    the pods it failed); see docs/PARTITIONING.md
 =========  =======  ===============================================================
 
 The shape is the controllers' (:func:`event_body`), from ``source.component: kubelet``,

@@ -62,8 +62,11 @@ class NodeHeartbeat:
         stop_event: threading.Event | None = None,
         register_wait: wait_base | None = None,
         ready_check: Callable[[], str | None] | None = None,
+        on_node: Callable[[Obj], None] | None = None,
     ) -> None:
-        """``ready_check``: ``None`` while the node can run pods, else why not (reported as Ready=False)."""
+        """``ready_check``: ``None`` while the node can run pods, else why not (reported as Ready=False);
+        ``on_node``: called with the Node read on every beat (the agent reads its fault-injection annotation);
+        without it a beat reads the Node only when it refreshes the status."""
         self.client = client
         self.config = config
         self.clock = clock
@@ -82,6 +85,7 @@ class NodeHeartbeat:
         self._last_error = ""
         self._since_status = 0
         self.ready_check = ready_check or (lambda: None)
+        self.on_node = on_node
         self._reported_not_ready: str | None = None
         self._kick = threading.Event()
         self._node_path = resource_path("", "v1", "nodes", None, config.name)
@@ -189,6 +193,8 @@ class NodeHeartbeat:
             changed = self.ready_check() != self._reported_not_ready
             if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
+            elif self.on_node is not None:
+                self._notify(self.client.get(self._node_path))
         except (ApiUnreachable, ApiStatusError) as err:
             if not self._failed:
                 log.warning("heartbeat failed: %s", err)
@@ -247,6 +253,14 @@ class NodeHeartbeat:
                 raise
         return self.client.create(path, body)
 
+    def _notify(self, node: Obj) -> None:
+        if self.on_node is None:
+            return
+        try:
+            self.on_node(node)
+        except Exception:  # a bad annotation must never stop the heartbeat
+            log.exception("node callback failed")
+
     def _refresh_status(self) -> None:
         now = self.clock.now()
         try:
@@ -258,6 +272,7 @@ class NodeHeartbeat:
             self._register_once()
             self._lease = None  # its owner changed
             return
+        self._notify(node)
         uid = (node.get("metadata") or {}).get("uid")
         if uid and uid != self.node_uid:
             self.node_uid = str(uid)

@@ -16,6 +16,7 @@ from typing import Any
 from refplatform import KUBE_VERSION, __version__
 from refplatform.agent.clock import micro_time, rfc3339
 from refplatform.agent.gpus import GpuInventory
+from refplatform.gpu.partition import PartitionConfig, advertise
 
 __all__ = [
     "LEASE_NAMESPACE",
@@ -76,6 +77,17 @@ class NodeConfig:
     """The port of the agent's log server (``daemonEndpoints.kubeletEndpoint.Port``)."""
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     """New for every agent process, like a boot."""
+    partition: PartitionConfig | None = None
+    """``--partition-config``: what the GPUs advertise (None: plain ``nvidia.com/gpu``, as without partitioning)."""
+    gpu_model: str = ""
+    """The model's short name (``--gpu-model``), for the MIG profile table."""
+
+    def gpu_advertisement(self) -> tuple[dict[str, str], dict[str, str]] | None:
+        """``(resources, labels)`` of the partition mode (docs/PARTITIONING.md), None without a partition config."""
+        if self.partition is None:
+            return None
+        return advertise(self.partition, self.gpu_model or self.gpus.product, self.gpus.product, self.gpus.count,
+                         self.gpus.memory_mib)
 
 
 def system_info(config: NodeConfig) -> Obj:
@@ -106,6 +118,9 @@ def node_labels(config: NodeConfig) -> dict[str, str]:
         labels[SIMULATED_GPUS_LABEL] = "true" if config.gpus.simulated else "false"
     if config.node_group:
         labels[NODE_GROUP_LABEL] = config.node_group
+    advertised = config.gpu_advertisement()
+    if advertised is not None:
+        labels.update(advertised[1])
     return labels
 
 
@@ -144,7 +159,10 @@ def node_status(
     config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None, not_ready: str | None = None
 ) -> Obj:
     capacity = {"cpu": config.cpu, "memory": config.memory, "pods": config.pods}
-    if config.gpus.count > 0:
+    advertised = config.gpu_advertisement()
+    if advertised is not None:
+        capacity.update(advertised[0])
+    elif config.gpus.count > 0:
         capacity[GPU_RESOURCE] = str(config.gpus.count)
     return {
         "capacity": dict(capacity),

@@ -42,6 +42,7 @@ ended by someone else).  Recording only queues: it never blocks a pass.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -68,8 +69,10 @@ from refplatform.agent.workload import (
     workload_kind,
 )
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
 
-__all__ = ["Backoff", "PodSync", "PodWorker"]
+__all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
+           "XID_EVENT", "parse_xid_entries"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,70 @@ Obj = dict[str, Any]
 _TERMINAL = ("Succeeded", "Failed")
 # Exit code and reason the runtime reports for a container that could not start.
 _START_ERROR_EXIT = 128
+DEVICES_ANNOTATION = "firedrill.dev/devices"
+MEMORY_ANNOTATION = "firedrill.dev/memory-mib"
+XID_ANNOTATION = "firedrill.dev/inject-xid"
+XID_APPLIED_ANNOTATION = "firedrill.dev/applied-xid"
+"""On the Node: the ids of the injections applied (JSON list, newest last), so a restarted agent skips them."""
+_APPLIED_KEPT = 100
+XID_EVENT = "XidError"
+OOM_REASON = "OutOfMemory"
+ADMISSION_ERROR = "UnexpectedAdmissionError"
+_XID_EXIT = 1
+_OOM_EXIT = 137
+
+
+@dataclass(frozen=True)
+class XidEntry:
+    id: str
+    gpu: int
+    instance: int | None
+    xid: int
+
+
+def parse_xid_entries(raw: str) -> tuple[list[XidEntry], list[str]]:
+    """The entries of a Node's ``firedrill.dev/inject-xid`` annotation, and a problem per entry skipped."""
+    try:
+        data = json.loads(raw)
+    except ValueError as err:
+        return [], [f"{XID_ANNOTATION} is not JSON: {err}"]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        return [], [f"{XID_ANNOTATION} must be a JSON list of entries"]
+    out, problems = [], []
+    for item in data:
+        try:
+            instance = item.get("instance")
+            if isinstance(item.get("id"), bool) or item.get("id") in (None, ""):
+                raise ValueError("no id")
+            gpu, xid = item["gpu"], item["xid"]
+            if any(isinstance(v, bool) or not isinstance(v, int) for v in (gpu, xid)) or (
+                    instance is not None and (isinstance(instance, bool) or not isinstance(instance, int))):
+                raise ValueError("gpu, xid and instance must be integers (instance may be null)")
+            out.append(XidEntry(str(item["id"]), gpu, instance, xid))
+        except (AttributeError, KeyError, ValueError) as err:
+            problems.append(f"{XID_ANNOTATION} entry {item!r} skipped: {err}")
+    return out, problems
+
+
+def _quantity(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def pod_device_requests(pod: Obj) -> dict[str, int]:
+    """The pod's extended resources: per container max(limit, request), summed over containers."""
+    total: dict[str, int] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, res.get("requests") or {}
+        for name in {*limits, *requests}:
+            if "/" in name:
+                total[name] = total.get(name, 0) + max(_quantity(limits.get(name, 0)), _quantity(requests.get(name, 0)))
+    return total
 
 
 class Backoff:
@@ -125,6 +192,15 @@ class PodWorker:
     delete_sent_at: float | None = None
     retry_at: float = 0.0
     backoff: Backoff = field(default_factory=Backoff)
+    devices: str | None = None
+    """The slice assigned at start (``<gpu>/<instance>``), written as the ``firedrill.dev/devices`` annotation."""
+    devices_sent: bool = False
+    memory_mib: int = 0
+    """What the workload uses (the pod's ``firedrill.dev/memory-mib``)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     @property
     def path(self) -> str:
@@ -158,6 +234,7 @@ class PodSync:
         jobs: JobCoordinator | None = None,
         freeze_threshold: float = 2.0,
         events: PodEventRecorder | None = None,
+        devices: DeviceSet | None = None,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -175,6 +252,15 @@ class PodSync:
         self.jobs = jobs
         self.freeze_threshold = freeze_threshold
         self.events = events
+        self.devices = devices
+        """The node's partitioned GPUs (docs/PARTITIONING.md); None: no slices, no memory or Xid faults."""
+        self._xids: list[XidEntry] = []
+        self._xid_seen: set[str] = set()
+        self._xid_problems: set[str] = set()
+        self._applied: list[str] = []
+        self._applied_dirty = False
+        self._applied_retry_at = 0.0
+        self._node_ref: Obj = {"kind": "Node", "name": node_name, "uid": "", "apiVersion": "v1", "resourceVersion": ""}
         self.last_pass: float | None = None
         """``time.monotonic()`` of the last reconcile pass (the agent's health check reads it)."""
         self._stop = threading.Event()
@@ -231,6 +317,34 @@ class PodSync:
         """The process was frozen for ``seconds``: thaw every workload on the next pass, then resync."""
         self._thaw.set()
         self.resync()
+
+    def note_node(self, node: Obj) -> None:
+        """The Node as just read (heartbeat thread): queue the new ``firedrill.dev/inject-xid`` entries."""
+        meta = node.get("metadata") or {}
+        self._node_ref = {"kind": "Node", "name": self.node_name, "uid": str(meta.get("uid") or ""), "apiVersion": "v1",
+                          "resourceVersion": str(meta.get("resourceVersion") or "")}
+        annotations = meta.get("annotations") or {}
+        raw = annotations.get(XID_ANNOTATION)
+        if self.devices is None or not raw:
+            return
+        try:
+            applied = json.loads(annotations.get(XID_APPLIED_ANNOTATION) or "[]")
+        except ValueError:
+            applied = []
+        if isinstance(applied, list):
+            with self._lock:
+                self._xid_seen.update(str(i) for i in applied)
+        entries, problems = parse_xid_entries(str(raw))
+        for problem in problems:
+            if problem not in self._xid_problems:
+                self._xid_problems.add(problem)
+                log.warning("%s", problem)
+        with self._lock:
+            new = [e for e in entries if e.id not in self._xid_seen]
+            self._xid_seen.update(e.id for e in new)
+            self._xids.extend(new)
+        if new:
+            self._wake.set()
 
     # -- watcher -----------------------------------------------------------
 
@@ -350,6 +464,8 @@ class PodSync:
         # Retire the workers of vanished pods first: a pod recreated under the same name then starts clean.
         for uid in [u for u in self.workers if u not in pods]:
             self.reconcile(uid, None, now)
+        if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails
+            self._apply_faults(now)
         for uid in pods:
             self.reconcile(uid, pods[uid], now)
 
@@ -373,6 +489,7 @@ class PodSync:
         if worker is None:
             return
         worker.ref = pod_reference(pod)  # the latest copy (its resourceVersion) for the next Event
+        worker.memory_mib = _quantity((meta.get("annotations") or {}).get(MEMORY_ANNOTATION, 0) or 0)
         if meta.get("deletionTimestamp"):
             self._halt(worker, now)
             self._delete(worker)
@@ -385,6 +502,10 @@ class PodSync:
                 self._advance(worker, now)
         if time.monotonic() < worker.retry_at:
             return
+        if worker.devices is not None and not worker.devices_sent:
+            self._publish_devices(worker)
+            if time.monotonic() < worker.retry_at:
+                return
         if worker.status_dirty:
             self._report_status(worker, pod, now)
         self._publish_progress(worker, now)
@@ -409,12 +530,14 @@ class PodSync:
             self.store.open(worker.namespace, worker.name, name, fresh=previous is None, owner=worker.uid)
         annotations = _meta(pod).get("annotations") or {}
         try:
+            self._allocate(worker, pod, annotations)
             gang, checkpoints = self._links(worker, pod)
             workload = workload_for(annotations, gang, checkpoints)
             lines = workload.start(now)
-        except WorkloadConfigError as err:
+        except (WorkloadConfigError, AllocationError) as err:
+            reason = ADMISSION_ERROR if isinstance(err, AllocationError) else "StartError"
             worker.log.append([LogLine(now, f"{rfc3339_millis(now)} cannot start workload: {err}")])
-            worker.run = ContainerRun(now, restart_count, Exit(_START_ERROR_EXIT, "StartError", now, str(err)), last_terminated)
+            worker.run = ContainerRun(now, restart_count, Exit(_START_ERROR_EXIT, reason, now, str(err)), last_terminated)
             worker.status_dirty = True
             self.store.close_pod(worker.namespace, worker.name, worker.uid)
             self._detach(worker)
@@ -440,7 +563,87 @@ class PodSync:
         link = self.jobs.attach(worker.uid, spec)
         return link, link
 
+    def _allocate(self, worker: PodWorker, pod: Obj, annotations: Obj) -> None:
+        """Assign the pod its slice (a device plugin's Allocate); AllocationError when none is free."""
+        if self.devices is None:
+            return
+        previous = annotations.get(DEVICES_ANNOTATION)
+        chosen = self.devices.allocate(worker.key, pod_device_requests(pod), prefer=previous)
+        if chosen is not None:
+            worker.devices = chosen.annotation
+            worker.devices_sent = previous == chosen.annotation
+            log.info("pod %s: assigned GPU slice %s (%s)", worker.key, chosen.annotation, chosen.resource)
+
+    def _publish_devices(self, worker: PodWorker) -> None:
+        try:
+            self.client.patch(worker.path, {"metadata": {"annotations": {DEVICES_ANNOTATION: worker.devices}}}, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as err:
+            if isinstance(err, ApiStatusError) and err.not_found:
+                return
+            worker.failed("devices annotation of", err)
+            return
+        worker.devices_sent = True
+        worker.succeeded()
+
+    def _apply_faults(self, now: datetime) -> None:
+        """Injected Xids (each once), then memory overuse, against the pods holding slices."""
+        assert self.devices is not None
+        with self._lock:
+            xids, self._xids = self._xids, []
+        if xids:
+            self._applied.extend(e.id for e in xids)
+            self._applied = self._applied[-_APPLIED_KEPT:]
+            self._applied_dirty = True
+        if self._applied_dirty:
+            self._publish_applied()
+        running = {w.key: w for w in self.workers.values()
+                   if w.workload is not None and w.workload.running and w.run is not None and w.run.exit is None}
+        for e in xids:
+            victims = sorted(k for k in self.devices.apply_xid(e.gpu, e.instance, e.xid) if k in running)
+            message = xid_message(e.gpu, e.instance, e.xid)
+            node_message = f"{message} (injection {e.id}): " + (f"failed pod(s) {', '.join(victims)}" if victims
+                                                                 else "no pod affected")
+            log.warning("node %s: %s", self.node_name, node_message)
+            if self.events is not None:
+                self.events.record(dict(self._node_ref), "Warning", XID_EVENT, node_message, now)
+            for key in victims:
+                worker = running.pop(key)
+                self._fail(worker, now, f"GPUXid{e.xid}", _XID_EXIT,
+                           f"{message}; the pod's GPU slice {worker.devices} was affected", XID_EVENT)
+        usage = {k: w.memory_mib for k, w in running.items() if w.devices is not None}
+        for key, message in sorted(self.devices.check_memory(usage).items()):
+            if key in running:
+                self._fail(running[key], now, OOM_REASON, _OOM_EXIT, f"out of GPU memory: {message}", None)
+
+    def _publish_applied(self) -> None:
+        """Record the applied injection ids on the Node (best effort, retried on later passes)."""
+        if time.monotonic() < self._applied_retry_at:
+            return
+        path = resource_path("", "v1", "nodes", None, self.node_name)
+        try:
+            self.client.patch(path, {"metadata": {"annotations": {XID_APPLIED_ANNOTATION: json.dumps(self._applied)}}},
+                              MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as err:
+            self._applied_retry_at = time.monotonic() + 1.0
+            log.info("recording applied Xid injections on node %s failed (retrying): %s", self.node_name, err)
+            return
+        self._applied_dirty = False
+
+    def _fail(self, worker: PodWorker, now: datetime, reason: str, code: int, message: str, event: str | None) -> None:
+        """End a running workload with ``reason`` (a GPU fault): the pod goes Failed on this pass."""
+        assert worker.workload is not None and worker.log is not None
+        worker.log.append(worker.workload.advance(now))
+        if worker.workload.running:
+            worker.log.append([LogLine(now, f"{rfc3339_millis(now)} {message}")])
+            worker.workload.exit = Exit(code, reason, now, message)
+        if event is not None:
+            self._record(worker, "Warning", event, message, now)
+        log.warning("pod %s: %s (%s)", worker.key, message, reason)
+        self._check_exit(worker)
+
     def _detach(self, worker: PodWorker) -> None:
+        if self.devices is not None:
+            self.devices.release(worker.key)
         if self.jobs is not None:
             self.jobs.detach(worker.uid)
 

@@ -32,7 +32,9 @@ Obj = dict[str, Any]
 HOST_IP = "127.0.0.1"
 _OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 # Container exit reasons that also become the pod's ``status.reason`` (a fenced rank: "pod Failed, reason Fenced").
-POD_LEVEL_REASONS = frozenset({FENCED_REASON})
+POD_LEVEL_REASONS = frozenset({FENCED_REASON, "OutOfMemory"})
+GPU_XID_PREFIX = "GPUXid"
+"""A pod failed by an injected GPU Xid (``GPUXid94``...) also carries the reason at pod level."""
 DEFAULT_IMAGE = "firedrill.dev/simulated:latest"
 
 
@@ -143,7 +145,7 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
 
     pod_ip = pod_ip_for(uid)
     extra: Obj = {}
-    if run.exit is not None and run.exit.reason in POD_LEVEL_REASONS:
+    if run.exit is not None and (run.exit.reason in POD_LEVEL_REASONS or run.exit.reason.startswith(GPU_XID_PREFIX)):
         extra = {"reason": run.exit.reason, "message": run.exit.message}
     return {
         **extra,

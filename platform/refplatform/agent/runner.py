@@ -28,6 +28,8 @@ from refplatform.agent.node import NodeConfig
 from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
 from refplatform.client import RestClient
+from refplatform.gpu.device import DeviceSet
+from refplatform.gpu.partition import PartitionConfig, load_partition_config
 
 __all__ = ["Agent", "AgentConfig"]
 
@@ -64,6 +66,8 @@ class AgentConfig:
     """A gang view older than this stalls the ranks (default: 3 polls)."""
     freeze_threshold: float = 2.0
     """A wait that overruns by this many seconds means the process was frozen (SIGSTOP)."""
+    partition_config: Path | None = None
+    """``--partition-config``: GPU partitioning (docs/PARTITIONING.md); None keeps plain ``nvidia.com/gpu``."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -81,6 +85,13 @@ class Agent:
         self.config = config
         self.clock = clock or SystemClock()
         self.gpus = gpus or select_inventory(config.gpu_model, config.gpus, force_simulated=config.simulate_gpus)
+        # An invalid partition config raises PartitionError here, before anything starts (the CLI exits 2).
+        self.gpu_partition: PartitionConfig | None = None
+        self.devices: DeviceSet | None = None
+        gpu_model = config.gpu_model if self.gpus.simulated else self.gpus.product
+        if config.partition_config is not None:
+            self.gpu_partition = load_partition_config(config.partition_config)
+            self.devices = DeviceSet(self.gpu_partition, gpu_model, self.gpus.count, self.gpus.memory_mib)
         self.stop_event = threading.Event()
         agent = f"refplatform-agent/{config.node}"
         self.gate = PartitionGate()
@@ -115,6 +126,8 @@ class Agent:
             pods=str(config.max_pods),
             node_group=config.node_group,
             log_port=self.log_server.port,
+            partition=self.gpu_partition,
+            gpu_model=gpu_model,
         )
         self.heartbeat = NodeHeartbeat(
             self.hb_client,
@@ -136,7 +149,11 @@ class Agent:
             jobs=self.jobs,
             freeze_threshold=config.freeze_threshold,
             events=self.events,
+            devices=self.devices,
         )
+        if self.devices is not None:
+            self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
+            self.heartbeat.on_node = self.pods.note_node
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
         self.gate.on_change(self._on_partition)
