@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,52 @@ class EmbeddedPlatform:
         if old is not None and old.alive():
             return
         self.cluster.start_agent(node)
+
+    def start_partitioned_node(self, name: str, gpus: int, gpu_model: str, config: dict[str, Any],
+                               timeout: float = 30.0) -> Path:
+        """Start an extra reference node whose GPUs are partitioned by ``config`` (docs/PARTITIONING.md:
+        the agent's ``--partition-config``), and wait until it is Ready.  Returns the config file's path.
+
+        Raises :class:`TargetError` naming the node and the agent's last log lines when the agent refuses
+        the config (exit code 2) or the node is not Ready within ``timeout``."""
+        import yaml
+
+        if self.cluster is None or self.data_dir is None:
+            raise TargetError("the embedded platform is not started")
+        path = Path(self.data_dir) / f"partition-{name}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        proc = self.cluster.start_agent(name, gpus=gpus, gpu_model=gpu_model, extra=("--partition-config", str(path)))
+        deadline = time.monotonic() + timeout
+        with self.cluster.http_client() as http:
+            while True:
+                if not proc.alive():
+                    self.cluster.agents.pop(name, None)
+                    raise TargetError(f"the agent of partitioned node {name} exited "
+                                      f"(code {proc.popen.poll()}): {proc.tail(8).strip() or 'no log'}")
+                try:
+                    answer = http.get(f"/api/v1/nodes/{name}", timeout=2)
+                    node = answer.json() if answer.status_code == 200 else {}
+                except Exception:  # noqa: BLE001 - not answering yet: keep polling until the deadline
+                    node = {}
+                if any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (node.get("status") or {}).get("conditions") or []):
+                    return path
+                if time.monotonic() >= deadline:
+                    self.remove_node(name)
+                    raise TargetError(f"partitioned node {name} was not Ready within {timeout:g} s: "
+                                      f"{proc.tail(8).strip() or 'no log'}")
+                time.sleep(0.1)
+
+    def remove_node(self, name: str, driver: Any = None) -> None:
+        """Stop a node's agent and delete its Node and Lease (the rollback of :meth:`start_partitioned_node`)."""
+        if self.cluster is None:
+            return
+        proc = self.cluster.agents.pop(name, None)
+        if proc is not None:
+            proc.stop()
+        with self.cluster.http_client() as http:
+            http.delete(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
+            http.delete(f"/api/v1/nodes/{name}")
 
     def stop(self) -> None:
         if self.cluster is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from drills.connect import Target
 from drills.gang import GangDrill
+from drills.isolation import IsolationDrill
 from drills.nodepull import NodePullDrill
 from drills.verdict import DrillResult
 
@@ -26,6 +27,7 @@ class ScenarioContext:
     run_id: str = field(default_factory=new_run_id)
     gang: GangDrill | None = None
     node_pull: NodePullDrill | None = None
+    isolation: IsolationDrill | None = None
 
     def gang_drill(self) -> GangDrill:
         if self.gang is None:
@@ -39,9 +41,15 @@ class ScenarioContext:
             self.node_pull = NodePullDrill(self.target, self.result, self.run_id)
         return self.node_pull
 
+    def isolation_drill(self) -> IsolationDrill:
+        if self.isolation is None:
+            self.result.drill = "partition-isolation"
+            self.isolation = IsolationDrill(self.target, self.result, self.run_id)
+        return self.isolation
+
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.node_pull, self.gang):
+        for drill in (self.isolation, self.node_pull, self.gang):
             if drill is not None:
                 try:
                     drill.rollback()

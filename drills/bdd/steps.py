@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from drills.bdd.context import ScenarioContext
 from drills.bdd.vocabulary import step
+from drills.isolation import IsolationDrill, parse_scope, partition_config
 from drills.target import FaultMethod
-from drills.verdict import Comparison, Threshold
+from drills.verdict import Comparison, Measurement, Threshold
 
 # Waiting longer than a threshold tells "missed by a little" from "never": each Then step
 # observes for this many times its threshold, plus a fixed margin, before calling it never.
@@ -156,3 +157,100 @@ def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:
     drill.node_pull_drill().observe_until(phase, _window(limit))
     drill.result.check(Threshold(phase, limit, "s"))
 
+
+
+# ------------------------------------------------------------ partition isolation (docs/PARTITIONING.md)
+def _isolation(drill: ScenarioContext) -> IsolationDrill:
+    """The scenario's isolation drill, created on first use; the scenario's rollback undoes it."""
+    return drill.isolation_drill()
+
+
+@step("Given", "a node of {gpus:d} {model} GPUs partitioned as {layout}",
+      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb")
+def partitioned_node(drill: ScenarioContext, gpus: int, model: str, layout: str) -> None:
+    """Embedded platform: start an extra node of that many GPUs of that model, partitioned as described:
+    `MIG 7 x 1g.18gb` (one profile), `MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb` (a mixed layout, every
+    GPU), `time-slicing x 4` or `HAMi x 4` (tenants per GPU); add `(isolation not enforced)` for a node
+    that claims the mode but behaves like time-slicing. The node is stopped and deleted on rollback."""
+    if not 1 <= gpus <= 16:
+        raise ValueError(f"a node of {gpus} GPUs: write 1 to 16")
+    _isolation(drill).use_embedded_node(gpus, model.strip(), partition_config(layout, model.strip()))
+
+
+@step("Given", "a node of one {model} GPU partitioned as {layout}",
+      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb")
+def partitioned_node_one(drill: ScenarioContext, model: str, layout: str) -> None:
+    """The same, with a single GPU (the layout descriptions are the same)."""
+    _isolation(drill).use_embedded_node(1, model.strip(), partition_config(layout, model.strip()))
+
+
+@step("Given", "a partitioned node", "a partitioned node")
+def any_partitioned_node(drill: ScenarioContext) -> None:
+    """A node the cluster already partitions: it carries the profile's allow label and
+    `firedrill.dev/partition-mode` or NVIDIA's MIG or sharing labels; its layout is read from its labels
+    and allocatable. None found: INCONCLUSIVE."""
+    _isolation(drill).use_cluster_node()
+
+
+@step("When", "every slice is filled with a tenant, up to {count:d} tenants",
+      "every slice is filled with a tenant, up to 7 tenants")
+def fill_slices(drill: ScenarioContext, count: int) -> None:
+    """Create idle probe tenants (pods asking for one slice each) on the node, up to that many; more than the
+    node advertises checks that the scheduler refuses the surplus. The count actually running is measured,
+    and each pod left Pending keeps the scheduler's FailedScheduling reason."""
+    if not 1 <= count <= 128:
+        raise ValueError(f"up to {count} tenants: write 1 to 128")
+    _isolation(drill).fill(count)
+
+
+@step("When", "one tenant exceeds its memory share", "one tenant exceeds its memory share")
+def memory_probe(drill: ScenarioContext) -> None:
+    """One tenant is recreated using more memory than its slice has (`firedrill.dev/memory-mib`); the killed
+    tenants of an earlier probe are recreated first, so the probe starts from a full node."""
+    _isolation(drill).run_probe("memory")
+
+
+@step("When", "one tenant's slice takes a contained fault", "one tenant's slice takes a contained fault")
+def contained_probe(drill: ScenarioContext) -> None:
+    """A contained ECC error (Xid 94) on one tenant's slice (its MIG instance; its GPU otherwise), injected
+    through the Node annotation `firedrill.dev/inject-xid` (real clusters: the profile's command fault
+    method; without one the probe is INCONCLUSIVE)."""
+    _isolation(drill).run_probe("contained")
+
+
+@step("When", "its GPU takes a reset-class fault", "its GPU takes a reset-class fault")
+def reset_probe(drill: ScenarioContext) -> None:
+    """A reset-class fault (Xid 79, the GPU fell off the bus) on the GPU of one tenant."""
+    _isolation(drill).run_probe("reset")
+
+
+@step("Then", "{count:d} tenants are running", "7 tenants are running")
+def tenants_running(drill: ScenarioContext, count: int) -> None:
+    """Exactly that many probe tenants run on the node: fewer means slices the node advertises could not be
+    used, more means the scheduler overcommitted the node."""
+    drill.result.check(Threshold("tenants running", float(count), "tenants", Comparison.AT_LEAST))
+    drill.result.check(Threshold("tenants running", float(count), "tenants", Comparison.AT_MOST))
+
+
+@step("Then", "the other {count:d} tenants are refused by the scheduler",
+      "the other 2 tenants are refused by the scheduler")
+def tenants_refused(drill: ScenarioContext, count: int) -> None:
+    """That many tenants stay Pending, unbound, each with the scheduler's FailedScheduling reason."""
+    iso = _isolation(drill)
+    refused = iso.pending
+    drill.result.measure(Measurement("tenants refused", float(len(refused)), "tenants",
+                                     note="; ".join(f"{t}: {r}" for t, r in sorted(refused.items()))))
+    drill.result.check(Threshold("tenants refused", float(count), "tenants", Comparison.AT_LEAST))
+    drill.result.check(Threshold("tenants refused", float(count), "tenants", Comparison.AT_MOST))
+    silent = [t for t, r in refused.items() if not r or r.startswith("left Pending")]
+    if silent:
+        drill.result.fail(f"the scheduler left {', '.join(sorted(silent))} Pending without saying why "
+                          "(no FailedScheduling Event)")
+
+
+@step("Then", "the tenants affected are {words}", "the tenants affected are only that tenant")
+def tenants_affected(drill: ScenarioContext, words: str) -> None:
+    """Who failed in the last probe: `only that tenant`, `every tenant on that GPU` or `no tenant`. The words
+    must be what the contract (docs/PARTITIONING.md) promises for the node's mode; any other tenant that
+    failed escaped isolation (FAIL, named), and one that should have failed but survived is named too."""
+    _isolation(drill).judge_last(parse_scope(words))

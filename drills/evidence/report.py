@@ -6,8 +6,8 @@ no URL fetched (a Content-Security-Policy of ``default-src 'none'`` says so to t
 that comes from the cluster or a feature file goes through Jinja's autoescaping.
 
 Top to bottom: the verdict; findings; the contract clauses traced to scenarios, judgements and evidence
-files; a timeline per node pull; a placement chart per gang submission; distributions when scenarios were
-repeated; the target fingerprint; what the run was made of.
+files; a timeline per node pull; a placement chart per gang submission; a tenant x probe matrix per partition
+isolation scenario; distributions when scenarios were repeated; the target fingerprint; what the run was made of.
 
 Rendering is deterministic (no clock, no randomness): re-rendering the same record with the same
 Firedrill version gives the same bytes, so an archive's manifest digest of ``report.html`` stays valid.
@@ -355,6 +355,50 @@ class DistributionView:
     rows: list[DistributionRow]
 
 
+@dataclass
+class IsolationCell:
+    state: str
+    """survived, failed, or not run (the probe could not be performed)."""
+    reason: str
+    expected: str
+    escaped: bool
+    """Failed although the mode promises it survives (isolation escaped)."""
+    spared: bool
+    """Survived although the mode promises it fails."""
+    victim: bool
+
+    @property
+    def css(self) -> str:
+        if self.escaped or self.spared:
+            return "bad"
+        return {"failed": "failed", "survived": "survived"}.get(self.state, "none")
+
+
+@dataclass
+class IsolationProbe:
+    title: str
+    victim: str
+    gpu: str
+    expected: str
+    observed: str
+    status: str
+    verdict: str
+    note: str
+
+
+@dataclass
+class IsolationView:
+    anchor: str
+    title: str
+    verdict: str
+    facts: list[tuple[str, str]]
+    probes: list[IsolationProbe]
+    rows: list[tuple[str, list[IsolationCell]]]
+    pending: list[tuple[str, str]]
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    escapes: int = 0
+
+
 # -------------------------------------------------------------------------------------------- the charts
 
 
@@ -453,6 +497,54 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
             f"{fmt_limit(j.threshold.limit, j.threshold.unit)}" if j else "\u2014", j.verdict if j else ""))
     view.plot_bottom = top + len(NODE_PULL_PHASES) * row_h
     view.height = view.plot_bottom + 44
+    return view
+
+
+def isolation_view(s: ScenarioRecord, repeats: int) -> IsolationView:
+    """The tenant x probe matrix of a partition isolation scenario (``details["isolation_matrix"]``)."""
+    m = (s.details or {}).get("isolation_matrix") or {}
+    layout = m.get("layout") if isinstance(m.get("layout"), dict) else {}
+    facts = [("node", str(m.get("node") or "?")), ("mode", str(m.get("mode") or "?"))]
+    if layout:
+        kinds = ", ".join(f"{k.get('count')} x {k.get('profile') or k.get('resource')} ({k.get('memory_mib')} MiB)"
+                          for k in layout.get("slices") or [] if isinstance(k, dict))
+        facts.append(("layout", f"{layout.get('gpus', '?')} x {layout.get('product', '?')}: {kinds}"))
+    if m.get("enforced") is False:
+        facts.append(("isolation enforced", "no (the node labels firedrill.dev/isolation-enforced=false)"))
+    if m.get("wanted"):
+        facts.append(("tenants", f"{m.get('reached', 0)} running of {m.get('wanted')} asked for"))
+    probes_raw = [p for p in m.get("probes") or [] if isinstance(p, dict)]
+    probes = []
+    tenants: list[str] = [str(t) for t in m.get("tenants") or []]
+    for p in probes_raw:
+        for t in (p.get("outcomes") or {}):
+            if t not in tenants:
+                tenants.append(str(t))
+        probes.append(IsolationProbe(
+            str(p.get("title") or p.get("probe") or "?"), str(p.get("victim") or ""),
+            "" if p.get("gpu") is None else str(p.get("gpu")),
+            str(p.get("expected") or p.get("promised") or ""), str(p.get("affected") or ""),
+            str(p.get("status") or ""), str(p.get("verdict") or ("INCONCLUSIVE" if p.get("status") == "inconclusive"
+                                                                  else "")),
+            str(p.get("note") or "")))
+    rows = []
+    escapes = 0
+    for t in sorted(tenants, key=_natural):
+        cells = []
+        for p in probes_raw:
+            o = (p.get("outcomes") or {}).get(t)
+            if not isinstance(o, dict):
+                cells.append(IsolationCell("not run" if p.get("status") != "done" else "absent", "", "", False,
+                                           False, t == p.get("victim")))
+                continue
+            cell = IsolationCell(str(o.get("state") or "?"), str(o.get("reason") or ""), str(o.get("expected") or ""),
+                                 bool(o.get("escaped")), bool(o.get("spared")), t == p.get("victim"))
+            escapes += cell.escaped
+            cells.append(cell)
+        rows.append((t, cells))
+    view = IsolationView(_anchor("isolation", s.slug), _scenario_title(s, repeats), s.verdict, facts, probes, rows,
+                         sorted((str(k), str(v)) for k, v in (m.get("pending") or {}).items()), escapes=escapes)
+    view.findings = [_split_finding(f) for f in s.findings]
     return view
 
 
@@ -727,6 +819,8 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
                            for s in record.scenarios if s.drill == "node-pull"])
     gangs = _grouped([(s, gang_view(s, repeats[(s.feature_file, s.scenario)], record.timeline))
                       for s in record.scenarios if s.drill == "gang-submission"])
+    isolations = _grouped([(s, isolation_view(s, repeats[(s.feature_file, s.scenario)]))
+                           for s in record.scenarios if (s.details or {}).get("isolation_matrix")])
     findings = [(s, _split_finding(f)) for s in record.scenarios for f in s.findings]
     errors = [s for s in record.scenarios if s.verdict == "ERROR" or (s.verdict != "PASS" and s.error
                                                                         and not s.findings)]
@@ -736,7 +830,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
         duration=fmt_duration((end - start).total_seconds()) if start and end and end >= start else "",
         counts=[(v, sum(1 for s in record.scenarios if s.verdict == v)) for v in VERDICTS],
         rows=_scenario_rows(record, repeats), findings=findings, errors=errors,
-        node_pulls=node_pulls, gangs=gangs, distributions=distribution_views(record),
+        node_pulls=node_pulls, gangs=gangs, isolations=isolations, distributions=distribution_views(record),
         fp=_fingerprint(record), renderer_version=__version__,
         options=sorted((str(k), str(v)) for k, v in (record.options or {}).items()),
         features=sorted(record.features.items()))

@@ -473,3 +473,69 @@ def test_a_sealed_archive_re_renders_to_the_same_bytes(tmp_path: Path) -> None:
     seal(run_dir, record, signer, tmp_path / "reports" / "ledger.jsonl")
     assert write_report(run_dir) == (run_dir / "report.html", False)
     assert verify(run_dir).ok
+
+
+def isolation_claims_mig() -> ScenarioRecord:
+    """A node that claims MIG but behaves like time-slicing: a contained Xid 94 on tenant-1's slice kills
+    every tenant on the GPU (values from a run on the embedded reference platform)."""
+    tenants = [f"tenant-{i}" for i in range(1, 5)]
+    reason = "GPUXid94: Xid 94 (contained ECC error) on GPU 0 instance 0; the pod's GPU slice 0/{} was affected"
+    outcomes = {t: {"state": "failed", "reason": reason.format(i), "expected": "failed" if i == 0 else "survived",
+                    "escaped": i > 0, "spared": False} for i, t in enumerate(tenants)}
+    memory = {t: {"state": "failed" if i == 0 else "survived",
+                  "reason": "OutOfMemory: out of GPU memory: used 27648 MiB of its 18432 MiB" if i == 0 else "",
+                  "expected": "failed" if i == 0 else "survived", "escaped": False, "spared": False}
+              for i, t in enumerate(tenants)}
+    matrix = {"node": "part-fd346731", "mode": "mig-single", "enforced": False,
+              "layout": {"node": "part-fd346731", "mode": "mig-single", "gpus": 1, "product": "NVIDIA-H200-MIG-1g.18gb",
+                         "enforced": False, "total_slices": 4,
+                         "slices": [{"resource": "nvidia.com/gpu", "count": 4, "memory_mib": 18432,
+                                     "profile": "1g.18gb"}]},
+              "tenants": tenants, "wanted": 5, "reached": 4,
+              "pending": {"tenant-5": "0/6 nodes are available: 1 Insufficient nvidia.com/gpu."},
+              "probes": [{"probe": "memory", "title": "a tenant exceeds its memory share", "victim": "tenant-1",
+                          "gpu": 0, "status": "done", "note": "tenant tenant-1 uses 27648 MiB of a 18432 MiB share",
+                          "promised": "only that tenant", "expected": "only that tenant",
+                          "affected": "only that tenant", "verdict": "PASS", "outcomes": memory},
+                         {"probe": "contained", "title": "contained fault (Xid 94) on its slice",
+                          "victim": "tenant-1", "gpu": 0, "status": "done", "note": "",
+                          "promised": "only that tenant", "expected": "only that tenant",
+                          "affected": "every tenant on that GPU", "verdict": "FAIL", "outcomes": outcomes},
+                         {"probe": "reset", "title": "reset-class fault (Xid 79) on its GPU", "victim": "tenant-1",
+                          "gpu": None, "status": "inconclusive", "note": "no Xid injection method",
+                          "promised": "every tenant on that GPU", "outcomes": {}}]}
+    finding = ("ISOLATION ESCAPED: contained fault (Xid 94) on its slice on tenant tenant-1: tenants tenant-2, "
+               "tenant-3, tenant-4 should have survived on a node in mig-single, but failed")
+    return ScenarioRecord(
+        "Partition isolation", "partition_isolation.feature", "A node that <claims> MIG", ("clause:7.1",),
+        "partition-isolation", "FAIL", (judged("tenants running", 4.0, 4.0, "tenants"),),
+        (MeasurementRecord("tenants running", 4.0, "tenants"),), (finding,), {"isolation_matrix": matrix}, 12.0)
+
+
+def test_isolation_matrix_tenants_by_probes_with_escapes_marked() -> None:
+    html = render_report(make_record((gang_fits(), isolation_claims_mig())), SIG)
+    assert 'href="#isolation"' in html
+    part = section(html, "isolation")
+    assert part.count('data-testid="isolation-card"') == 1
+    matrix = re.search(r'<table[^>]*data-testid="isolation-matrix".*?</table>', part, re.S).group(0)
+    heads = re.findall(r"<th>([^<]*)<span", matrix)
+    assert heads == ["a tenant exceeds its memory share", "contained fault (Xid 94) on its slice",
+                     "reset-class fault (Xid 79) on its GPU"]
+    rows = re.findall(r'<tr data-tenant="(tenant-\d)">(.*?)</tr>', matrix, re.S)
+    assert [t for t, _ in rows] == ["tenant-1", "tenant-2", "tenant-3", "tenant-4"]
+    first, second = rows[0][1], rows[1][1]
+    assert "OutOfMemory: out of GPU memory" in first and "(probed)" in first
+    assert second.count('data-state="survived"') == 1 and 'data-escaped="true"' in second
+    assert "ESCAPED: failed" in second and "expected: survived" in second and "GPUXid94" in second
+    assert 'data-escaped="true"' not in first  # the probed tenant was meant to fail
+    assert matrix.count('data-state="not run"') == 4  # the reset probe could not be performed
+    assert "not performed" in matrix and "no Xid injection method" in matrix
+    assert "every tenant on that GPU" in matrix and "3 tenant outcomes escaped isolation" in part
+    assert "isolation-enforced=false" in part and "4 running of 5 asked for" in part
+    assert "tenant-5" in part and "Insufficient nvidia.com/gpu" in part
+    assert "A node that &lt;claims&gt; MIG" in part  # escaped like every other name
+
+
+def test_no_isolation_section_without_a_matrix() -> None:
+    html = render_report(make_record(), SIG)
+    assert 'id="isolation"' not in html and 'href="#isolation"' not in html

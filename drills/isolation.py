@@ -1,0 +1,770 @@
+"""The partition isolation drill: when one tenant of a partitioned GPU misbehaves or faults, who else fails?
+
+Steady state before (a node partitioned in a known mode, its layout read back
+from its labels and allocatable, docs/PARTITIONING.md) -> act (fill every slice
+with an idle probe tenant, up to an agreed count; then one probe at a time: a
+tenant exceeds its memory share, a tenant's slice takes a contained fault
+(Xid 94), its GPU takes a reset-class fault (Xid 79)) -> observe (which tenants
+failed, with the pod's reason) -> steady state after (the killed tenants are
+recreated so every probe starts from a full node) -> rollback (every probe pod
+deleted, the injection annotation removed, an embedded partitioned node
+stopped and deleted).
+
+The outcome is a matrix tenant x probe -> survived / failed, compared with what
+the node's mode promises (the contract's table): a tenant that failed although
+the mode promises it survives has *escaped* isolation, and the scenario FAILs
+naming it; so does a tenant that survived a fault the mode says must kill it.
+Probes that cannot be performed (a real cluster with no injection method) are
+INCONCLUSIVE, never PASS.
+
+The pure parts (layout discovery, the promise table, judging a probe) are
+functions of plain dicts, tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from drills.connect import Target
+from drills.gang import DrillInconclusive
+from drills.kube.driver import EVENT, NODE, POD, KubeError
+from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.verdict import DrillResult, Measurement
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+MODE_LABEL = "firedrill.dev/partition-mode"
+ENFORCED_LABEL = "firedrill.dev/isolation-enforced"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+COUNT_LABEL = "nvidia.com/gpu.count"
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+INJECT_ANNOTATION = "firedrill.dev/inject-xid"
+DEVICES_ANNOTATION = "firedrill.dev/devices"
+MEMORY_ANNOTATION = "firedrill.dev/memory-mib"
+TENANT_LABEL = "firedrill.dev/tenant"
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+GPUMEM = "nvidia.com/gpumem"
+MIG_PREFIX = "nvidia.com/mig-"
+MODES = ("none", "mig-single", "mig-mixed", "time-slicing", "hami")
+PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb(\+me)?$")
+
+# -------------------------------------------------------------------------- the promise (contract table)
+
+ONLY_IT = "only that tenant"
+EVERY_ON_GPU = "every tenant on that GPU"
+NO_TENANT = "no tenant"
+SCOPES = (ONLY_IT, EVERY_ON_GPU, NO_TENANT)
+SCOPE_WORDS = {"only that tenant": ONLY_IT, "only it": ONLY_IT, "only the tenant": ONLY_IT,
+               "every tenant on that gpu": EVERY_ON_GPU, "every tenant on the gpu": EVERY_ON_GPU,
+               "every tenant on its gpu": EVERY_ON_GPU, "all tenants on that gpu": EVERY_ON_GPU,
+               "no tenant": NO_TENANT, "none": NO_TENANT}
+
+
+@dataclass(frozen=True)
+class Probe:
+    key: str
+    title: str
+    short: str
+    """For the measurement's name: "tenants affected by <short>"."""
+    xid: int | None = None
+
+
+PROBES = {
+    "memory": Probe("memory", "a tenant exceeds its memory share", "memory overuse"),
+    "contained": Probe("contained", "contained fault (Xid 94) on its slice", "the contained fault", 94),
+    "reset": Probe("reset", "reset-class fault (Xid 79) on its GPU", "the reset-class fault", 79),
+}
+
+PROMISES: dict[str, dict[str, str]] = {
+    "mig": {"memory": ONLY_IT, "contained": ONLY_IT, "reset": EVERY_ON_GPU},
+    "time-slicing": {"memory": EVERY_ON_GPU, "contained": EVERY_ON_GPU, "reset": EVERY_ON_GPU},
+    "hami": {"memory": ONLY_IT, "contained": EVERY_ON_GPU, "reset": EVERY_ON_GPU},
+}
+"""docs/PARTITIONING.md, "What each mode promises": probe -> who fails, per mode family."""
+
+
+def family(mode: str) -> str:
+    """The promise column of a mode: mig-single and mig-mixed are MIG; whole GPUs (none) share nothing, so
+    every tenant on a GPU is the only one there (the time-slicing column says the same)."""
+    if mode.startswith("mig"):
+        return "mig"
+    if mode == "hami":
+        return "hami"
+    return "time-slicing"
+
+
+def promise(mode: str, probe: str) -> str:
+    """Who the contract says fails when ``probe`` hits a tenant of a node in ``mode``."""
+    if probe not in PROBES:
+        raise ValueError(f"unknown probe {probe!r}; known: {', '.join(PROBES)}")
+    return PROMISES[family(mode)][probe]
+
+
+def parse_scope(words: str) -> str:
+    """'only that tenant', 'every tenant on that GPU', 'no tenant' (case-insensitive) -> the scope."""
+    key = " ".join(words.strip().strip('"').lower().split())
+    if key not in SCOPE_WORDS:
+        raise ValueError(f"unknown outcome {words!r}: write one of "
+                         + ", ".join(f'"{s}"' for s in SCOPES))
+    return SCOPE_WORDS[key]
+
+
+# ------------------------------------------------------------------------- the partition config (embedded)
+
+MIG_PROFILES: dict[str, dict[str, int]] = {
+    "A100-40GB": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+    "A100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H200": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+}
+"""docs/PARTITIONING.md, "MIG profiles": profile -> most instances per GPU, per model."""
+MODEL_ALIASES = {"A100": "A100-40GB", "A100-SXM4-40GB": "A100-40GB", "A100-SXM4-80GB": "A100-80GB",
+                 "H100": "H100-80GB", "H100-SXM5-80GB": "H100-80GB", "H200-141GB": "H200"}
+NOT_ENFORCED = ("(isolation not enforced)", "without enforcing isolation")
+
+
+def _memory_slices(profile: str, profiles: dict[str, int]) -> int:
+    compute = int(profile.split("g.", 1)[0])
+    if compute == 1:
+        smallest = min(int(p.split(".")[1].removesuffix("gb")) for p in profiles if p.startswith("1g."))
+        return 1 if int(profile.split(".")[1].removesuffix("gb").removesuffix("+me")) == smallest else 2
+    return {2: 2, 3: 4, 4: 4, 7: 8}.get(compute, 8)
+
+
+def partition_config(description: str, model: str) -> dict[str, Any]:
+    """The agent's partition config for a mode as a feature file says it (docs/PARTITIONING.md):
+
+    - ``MIG 7 x 1g.18gb``: every GPU holds 7 instances of one profile (mig-single);
+    - ``MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb``: every GPU holds these instances (mig-mixed);
+    - ``time-slicing x 4``: 4 tenants share each GPU; ``HAMi x 4``: 4 vGPUs per GPU;
+    - any of them followed by ``(isolation not enforced)``: the node claims the mode but behaves like
+      time-slicing (``enforce_isolation: false``).
+
+    Raises ValueError naming what is wrong (unknown profile for the model, too many instances, ...)."""
+    text = " ".join(description.strip().split())
+    enforce = True
+    for suffix in NOT_ENFORCED:
+        if text.lower().endswith(suffix):
+            enforce, text = False, text[: -len(suffix)].strip().rstrip(",")
+    canonical = MODEL_ALIASES.get(model, model)
+    m = re.fullmatch(r"(?i)(time-slicing|hami) x (\d+)", text)
+    if m:
+        n = int(m.group(2))
+        if not 2 <= n <= 64:
+            raise ValueError(f"{text!r}: {n} tenants per GPU; write 2 to 64")
+        kind = m.group(1).lower()
+        config: dict[str, Any] = ({"mode": "time-slicing", "replicas": n} if kind == "time-slicing"
+                                  else {"mode": "hami", "vgpus_per_gpu": n})
+    elif text[:4].upper() == "MIG ":
+        if canonical not in MIG_PROFILES:
+            raise ValueError(f"GPU model {model!r} has no MIG profiles in the contract; MIG models: "
+                             + ", ".join(MIG_PROFILES))
+        profiles = MIG_PROFILES[canonical]
+        body = text[4:].strip()
+        single = re.fullmatch(r"(\d+) x (\S+)", body)
+        layout = [single.group(2)] * int(single.group(1)) if single else [p.strip() for p in body.split("+")]
+        for p in layout:
+            if p not in profiles:
+                raise ValueError(f"MIG profile {p!r} does not exist on {canonical}; its profiles: "
+                                 + ", ".join(f"{k} (at most {v})" for k, v in profiles.items()))
+            if layout.count(p) > profiles[p]:
+                raise ValueError(f"{layout.count(p)} x {p} on one {canonical} GPU: at most {profiles[p]}")
+        if not 1 <= len(layout) <= 7:
+            raise ValueError(f"{len(layout)} MIG instances on one GPU: write 1 to 7")
+        compute = sum(int(p.split("g.", 1)[0]) for p in layout)
+        memory = sum(_memory_slices(p, profiles) for p in layout)
+        if compute > 7 or memory > 8:
+            raise ValueError(f"the layout {' + '.join(layout)} needs {compute} of 7 compute slices and {memory} of "
+                             f"8 memory slices of a {canonical} GPU: it does not fit")
+        config = {"mode": "mig-single" if single else "mig-mixed", "layout": [layout]}
+    else:
+        raise ValueError(f"unknown partition {description!r}: write 'MIG 7 x 1g.18gb', "
+                         "'MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb', 'time-slicing x 4' or 'HAMi x 4', "
+                         "optionally followed by '(isolation not enforced)'")
+    if not enforce:
+        config["enforce_isolation"] = False
+    return config
+
+
+# ------------------------------------------------------------------------------------------- the layout
+
+
+@dataclass(frozen=True)
+class SliceKind:
+    """One kind of slice the node advertises: the resource a tenant asks one of, how many, its memory share."""
+
+    resource: str
+    count: int
+    memory_mib: int
+    profile: str = ""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A node's partition layout as it advertises it (labels and allocatable)."""
+
+    node: str
+    mode: str
+    gpus: int
+    product: str
+    slices: tuple[SliceKind, ...]
+    enforced: bool = True
+    """False when the node itself labels ``firedrill.dev/isolation-enforced=false``."""
+    extra_requests: tuple[tuple[str, int], ...] = ()
+    """HAMi: the memory share asked for explicitly (``nvidia.com/gpumem``)."""
+
+    @property
+    def total_slices(self) -> int:
+        return sum(s.count for s in self.slices)
+
+    @property
+    def per_gpu(self) -> float:
+        return self.total_slices / self.gpus if self.gpus else 0.0
+
+    def describe(self) -> str:
+        kinds = ", ".join(f"{s.count} x {s.profile or s.resource} ({s.memory_mib} MiB)" for s in self.slices)
+        return f"{self.node}: {self.mode} on {self.gpus} x {self.product}: {kinds}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "mode": self.mode, "gpus": self.gpus, "product": self.product,
+                "enforced": self.enforced, "total_slices": self.total_slices,
+                "slices": [{"resource": s.resource, "count": s.count, "memory_mib": s.memory_mib,
+                            "profile": s.profile} for s in self.slices]}
+
+
+class LayoutError(ValueError):
+    """The node does not advertise a partition layout the drill can read."""
+
+
+def profile_memory_mib(profile: str) -> int:
+    """``1g.18gb`` -> 18432 (the profile's nominal memory, when the node does not label it)."""
+    m = PROFILE_RE.match(profile)
+    if not m:
+        raise LayoutError(f"{profile!r} is not a MIG profile name (like 1g.18gb)")
+    return int(m.group(2)) * 1024
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def discover_layout(node: Obj) -> Layout:
+    """Read the partition layout of ``node`` from its labels and ``status.allocatable``
+    (docs/PARTITIONING.md, "What the node advertises"); raise :class:`LayoutError` saying what is missing."""
+    meta, status = node.get("metadata") or {}, node.get("status") or {}
+    name = meta.get("name", "?")
+    labels = meta.get("labels") or {}
+    alloc = {k: _int(v) for k, v in (status.get("allocatable") or {}).items()}
+    mode = labels.get(MODE_LABEL)
+    if mode is None:
+        if labels.get(MIG_STRATEGY_LABEL) in ("single", "mixed"):
+            mode = f"mig-{labels[MIG_STRATEGY_LABEL]}"
+        elif labels.get(SHARING_LABEL) in ("time-slicing", "hami"):
+            mode = labels[SHARING_LABEL]
+        elif labels.get(REPLICAS_LABEL, "1") not in ("", "1"):
+            mode = "time-slicing"
+        else:
+            mode = "none"
+    if mode not in MODES:
+        raise LayoutError(f"node {name}: partition mode {mode!r} is not one of {', '.join(MODES)}")
+    product = labels.get(PRODUCT_LABEL, "unknown")
+    gpus = _int(labels.get(COUNT_LABEL)) or 0
+    gpu_memory = _int(labels.get(MEMORY_LABEL)) or 0
+    enforced = labels.get(ENFORCED_LABEL, "true").lower() != "false"
+    slices: list[SliceKind] = []
+    extra: tuple[tuple[str, int], ...] = ()
+    if mode == "mig-mixed":
+        for res, count in sorted(alloc.items()):
+            if res.startswith(MIG_PREFIX) and count:
+                profile = res[len(MIG_PREFIX):]
+                mem = _int(labels.get(f"{MIG_PREFIX}{profile}.memory")) or profile_memory_mib(profile)
+                slices.append(SliceKind(res, count, mem, profile))
+        if not slices:
+            raise LayoutError(f"node {name} says mig-mixed but advertises no {MIG_PREFIX}<profile> resource")
+    elif mode == "mig-single":
+        count = alloc.get(GPU) or 0
+        profile = (labels.get(MIG_CONFIG_LABEL) or "").removeprefix("all-")
+        if not PROFILE_RE.match(profile):
+            m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+me)?)$", product)
+            profile = m.group(1) if m else ""
+        if not count or not profile:
+            raise LayoutError(f"node {name} says mig-single but advertises {GPU}={count} and no profile in "
+                              f"{MIG_CONFIG_LABEL} or {PRODUCT_LABEL}")
+        slices.append(SliceKind(GPU, count, profile_memory_mib(profile), profile))
+    else:
+        resource = GPU_SHARED if alloc.get(GPU_SHARED) else GPU
+        count = alloc.get(resource) or 0
+        if not count:
+            raise LayoutError(f"node {name} ({mode}) advertises no {GPU} or {GPU_SHARED}")
+        per_gpu = count // gpus if gpus else 1
+        if mode == "time-slicing":
+            per_gpu = _int(labels.get(REPLICAS_LABEL)) or per_gpu
+        share = gpu_memory // max(per_gpu, 1) if gpu_memory else 0
+        if mode == "hami" and alloc.get(GPUMEM):
+            share = int(alloc[GPUMEM] or 0) // count
+            extra = ((GPUMEM, share),)
+        slices.append(SliceKind(resource, count, share))
+    if not gpus:
+        gpus = 1
+    return Layout(name, mode, gpus, product, tuple(slices), enforced, extra)
+
+
+def partitioned(node: Obj) -> bool:
+    """Does the node say it is partitioned (the Firedrill label, NVIDIA's MIG or sharing labels)?"""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (labels.get(MODE_LABEL, "none") != "none" or labels.get(MIG_STRATEGY_LABEL) in ("single", "mixed")
+            or labels.get(SHARING_LABEL) in ("time-slicing", "hami"))
+
+
+# --------------------------------------------------------------------------------------- judging a probe
+
+
+def gpu_of(pod: Obj) -> int | None:
+    """The GPU index of the slice the agent assigned (``firedrill.dev/devices: "<gpu>/<instance>"``)."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEVICES_ANNOTATION, "")
+    head = str(raw).split(",")[0].split("/")[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+def instance_of(pod: Obj) -> int | None:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEVICES_ANNOTATION, "")
+    parts = str(raw).split(",")[0].split("/")
+    return int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else None
+
+
+def expected_failures(scope: str, victim: str, gpu_of_tenant: dict[str, int | None]) -> set[str]:
+    """The tenants that must fail: the victim alone, every tenant on the victim's GPU, or none."""
+    if scope == NO_TENANT:
+        return set()
+    if scope == ONLY_IT:
+        return {victim}
+    gpu = gpu_of_tenant.get(victim)
+    if gpu is None:
+        return {victim}
+    return {t for t, g in gpu_of_tenant.items() if g == gpu} | {victim}
+
+
+@dataclass
+class ProbeJudgement:
+    probe: str
+    scope: str
+    expected_fail: set[str]
+    failed: dict[str, str]
+    """tenant -> reason of the failure."""
+    escaped: list[str]
+    """Failed although the promise says they survive (isolation did not hold)."""
+    spared: list[str]
+    """Survived although the promise says they fail (the fault or the cap did not reach them)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.escaped and not self.spared
+
+    def findings(self, mode: str, victim: str) -> list[str]:
+        """One finding per kind of broken promise, naming every tenant concerned (and why it failed)."""
+        title = PROBES[self.probe].title if self.probe in PROBES else self.probe
+        out = []
+        if self.escaped:
+            names = ", ".join(f"{t} ({self.failed.get(t) or 'no reason given'})" for t in self.escaped)
+            out.append(f"ISOLATION ESCAPED: {title} on tenant {victim}: {_plural(self.escaped)} {names} should "
+                       f"have survived on a node in {mode}, which promises {self.scope} fails, but failed")
+        if self.spared:
+            out.append(f"PROMISED FAILURE MISSING: {title} on tenant {victim}: {_plural(self.spared)} "
+                       f"{', '.join(self.spared)} should have failed in {mode} ({self.scope}), but survived")
+        return out
+
+
+def _plural(tenants: list[str]) -> str:
+    return "tenant" if len(tenants) == 1 else "tenants"
+
+
+def judge_probe(probe: str, scope: str, victim: str, tenants: list[str], gpu_of_tenant: dict[str, int | None],
+                failed: dict[str, str]) -> ProbeJudgement:
+    """Compare who failed with who should have (``scope``), tenant by tenant."""
+    expect = expected_failures(scope, victim, gpu_of_tenant)
+    escaped = sorted((t for t in failed if t not in expect and t in tenants), key=_natural)
+    spared = sorted((t for t in expect if t not in failed), key=_natural)
+    return ProbeJudgement(probe, scope, expect, dict(failed), escaped, spared)
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def describe_affected(failed: set[str], victim: str, gpu_of_tenant: dict[str, int | None]) -> str:
+    """Who failed, in the words of the feature file (or the list of tenants when no words fit)."""
+    if not failed:
+        return NO_TENANT
+    if failed == {victim}:
+        return ONLY_IT
+    if failed == expected_failures(EVERY_ON_GPU, victim, gpu_of_tenant):
+        return EVERY_ON_GPU
+    return "tenants " + ", ".join(sorted(failed, key=_natural))
+
+
+# ------------------------------------------------------------------------------------------ the drill
+
+
+@dataclass
+class Tenant:
+    name: str
+    resource: str
+    memory_mib: int
+    generation: int = 0
+    pod: str = ""
+
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class IsolationDrill:
+    target: Target
+    result: DrillResult
+    run_id: str
+    layout: Layout | None = None
+    node: str = ""
+    embedded_node: bool = False
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    wanted: int = 0
+    reached: int = 0
+    pending: dict[str, str] = field(default_factory=dict)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    last_probe: dict[str, Any] | None = None
+    _inject_seq: int = 0
+    settle_seconds: float = 1.0
+    probe_timeout: float = 20.0
+    run_timeout: float = 30.0
+
+    # ---------------------------------------------------------------- steady state
+    def use_embedded_node(self, gpus: int, model: str, config: dict[str, Any]) -> None:
+        """Start an extra embedded reference node partitioned by ``config`` and read its layout back."""
+        if self.target.embedded is None:
+            raise DrillInconclusive("this step starts a partitioned reference node, which only the embedded "
+                                    "platform can do; on a real cluster write 'Given a partitioned node'")
+        name = f"part-{self.run_id}"
+        try:
+            self.target.embedded.start_partitioned_node(name, gpus, model, config)
+        except Exception as exc:  # noqa: BLE001 - any refusal means the platform cannot be drilled this way
+            raise DrillInconclusive(f"the partitioned reference node could not be started: {exc}") from None
+        self.embedded_node = True
+        self._read_layout(self.target.driver.get(NODE, name))
+
+    def use_cluster_node(self) -> None:
+        """Pick a node that is partitioned (its labels say so) and carries the profile's allow label."""
+        safety = self.target.profile.safety
+        nodes = self.target.driver.list(NODE)
+        allowed = [n for n in nodes if ((n.get("metadata") or {}).get("labels") or {}).get(
+            safety.allow_label_key) == safety.allow_label_value]
+        chosen = [n for n in allowed if partitioned(n)]
+        if not chosen:
+            raise DrillInconclusive(f"no node carries both the allow label {safety.allow_label} and a partition "
+                                    f"label ({MODE_LABEL}, {MIG_STRATEGY_LABEL} or {SHARING_LABEL}); "
+                                    f"{len(allowed)} node(s) carry the allow label")
+        self._read_layout(sorted(chosen, key=lambda n: n["metadata"]["name"])[0])
+
+    def _read_layout(self, node: Obj) -> None:
+        try:
+            self.layout = discover_layout(node)
+        except LayoutError as exc:
+            raise DrillInconclusive(str(exc)) from None
+        self.node = self.layout.node
+        self.result.details["partition_layout"] = self.layout.to_dict()
+
+    # ------------------------------------------------------------------------ act
+    def _pod(self, t: Tenant, memory_mib: int | None = None) -> Obj:
+        assert self.layout is not None
+        profile = self.target.profile
+        limits: dict[str, str] = {t.resource: "1"}
+        for res, amount in self.layout.extra_requests:
+            limits[res] = str(amount)
+        annotations = {"firedrill.dev/workload": "idle"}
+        if memory_mib is not None:
+            annotations[MEMORY_ANNOTATION] = str(memory_mib)
+        t.generation += 1
+        t.pod = f"iso-{self.run_id}-{t.name}-{t.generation}"
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": t.pod, "namespace": profile.namespace,
+                             "labels": {RUN_LABEL: self.run_id, TENANT_LABEL: t.name},
+                             "annotations": annotations},
+                "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": self.node},
+                         "containers": [{"name": "probe", "image": profile.canary_image,
+                                         "resources": {"limits": limits, "requests": dict(limits)}}]}}
+
+    def fill(self, up_to: int) -> int:
+        """Create one probe tenant per slice, up to ``up_to`` tenants; wait; record the count reached and,
+        for every pod left Pending, the scheduler's FailedScheduling reason."""
+        if self.layout is None:
+            raise DrillInconclusive("no partitioned node was set up before filling it")
+        self.wanted = up_to
+        kinds = [k for s in self.layout.slices for k in [s] * s.count]
+        # fill beyond the advertised slices too, when asked: the scheduler must refuse the surplus
+        while len(kinds) < up_to:
+            kinds.append(self.layout.slices[-1])
+        for i, kind in enumerate(kinds[:up_to], start=1):
+            t = Tenant(f"tenant-{i}", kind.resource, kind.memory_mib)
+            self.tenants[t.name] = t
+            self.target.driver.create(self._pod(t))
+        self.target.timeline.action("fill-slices", target=self.node, tenants=up_to)
+        self._wait(lambda pods: sum(1 for p in pods.values() if _phase(p) == "Running") >= min(
+            up_to, self.layout.total_slices if self.layout else up_to), self.run_timeout)
+        time.sleep(min(self.settle_seconds, 2.0))
+        pods = self._pods()
+        self.reached = sum(1 for t in self.tenants.values() if _phase(pods.get(t.pod, {})) == "Running")
+        self.pending = {}
+        for t in self.tenants.values():
+            p = pods.get(t.pod, {})
+            if _phase(p) == "Pending" and not (p.get("spec") or {}).get("nodeName"):
+                self.pending[t.name] = self._failed_scheduling(t.pod) or "left Pending (no FailedScheduling Event)"
+        self.result.measure(Measurement("tenants running", float(self.reached), "tenants",
+                                        note=f"{up_to} asked for, {self.layout.total_slices} slices advertised"))
+        self.result.details["fill"] = {"wanted": up_to, "reached": self.reached,
+                                       "advertised": self.layout.total_slices, "pending": dict(self.pending)}
+        return self.reached
+
+    def _failed_scheduling(self, pod: str) -> str:
+        try:
+            events = self.target.driver.list(EVENT, self.target.profile.namespace,
+                                             field_selector=f"involvedObject.name={pod}")
+        except KubeError:
+            return ""
+        msgs = [e.get("message", "") for e in events if e.get("reason") == "FailedScheduling"
+                and (e.get("involvedObject") or {}).get("name") == pod]
+        return msgs[-1] if msgs else ""
+
+    def _pods(self) -> dict[str, Obj]:
+        return {p["metadata"]["name"]: p for p in self.target.driver.list(
+            POD, self.target.profile.namespace, label_selector=run_selector(self.run_id))}
+
+    def _wait(self, predicate: Any, timeout: float) -> dict[str, Obj]:
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = self._pods()
+            if predicate(pods) or time.monotonic() >= deadline:
+                return pods
+            time.sleep(0.25)
+
+    def _running_tenants(self) -> list[Tenant]:
+        return [t for t in self.tenants.values() if t.name not in self.pending]
+
+    def _refill(self) -> None:
+        """Recreate every tenant whose pod is not Running, so the next probe starts from a full node."""
+        pods = self._pods()
+        for t in self._running_tenants():
+            if _phase(pods.get(t.pod, {})) != "Running":
+                self.target.driver.delete(POD, t.pod, self.target.profile.namespace, grace_seconds=0)
+                self._wait(lambda ps, name=t.pod: name not in ps, 10.0)
+                self.target.driver.create(self._pod(t))
+        want = {t.pod for t in self._running_tenants()}
+        self._wait(lambda ps: all(_phase(ps.get(n, {})) == "Running" for n in want), self.run_timeout)
+
+    def run_probe(self, key: str) -> None:
+        """Perform one probe on a tenant (the first on GPU 0, or on the last tenant's GPU for faults),
+        observe who fails, and record the matrix column.  Judged by :meth:`judge_last`."""
+        if self.layout is None or not self.tenants:
+            raise DrillInconclusive("no tenants to probe: fill the slices first")
+        if self.probes:
+            self._refill()
+        pods = self._pods()
+        live = [t for t in self._running_tenants() if _phase(pods.get(t.pod, {})) == "Running"]
+        if not live:
+            raise DrillInconclusive(f"no probe tenant is Running on {self.node}; pods: "
+                                    + ", ".join(f"{n}={_phase(p)}" for n, p in sorted(pods.items())))
+        victim = live[0]
+        gpus = {t.name: gpu_of(pods.get(t.pod, {})) for t in live}
+        column: dict[str, Any] = {"probe": key, "title": PROBES[key].title, "victim": victim.name,
+                                  "gpu": gpus.get(victim.name), "status": "done", "note": "",
+                                  "promised": promise(self.layout.mode, key), "outcomes": {}}
+        self.last_probe = column
+        self.probes.append(column)
+        self.result.details["isolation_matrix"] = self.matrix()
+        before = {t.name: t.pod for t in live}
+        ns = self.target.profile.namespace
+        if key == "memory":
+            overuse = max(victim.memory_mib + max(victim.memory_mib // 2, 1024), 1024)
+            self.target.driver.delete(POD, victim.pod, ns, grace_seconds=0)
+            self._wait(lambda ps, name=victim.pod: name not in ps, 10.0)
+            self.target.driver.create(self._pod(victim, memory_mib=overuse))
+            before[victim.name] = victim.pod
+            column["note"] = f"tenant {victim.name} uses {overuse} MiB of a {victim.memory_mib} MiB share"
+            self.target.timeline.action("probe-memory", target=victim.pod, memory_mib=overuse)
+        else:
+            xid = PROBES[key].xid
+            gpu = gpus.get(victim.name)
+            inst = instance_of(pods.get(victim.pod, {})) if key == "contained" else None
+            if gpu is None:
+                gpu = 0
+                column["note"] = f"the agent wrote no {DEVICES_ANNOTATION} on {victim.pod}; injected on GPU 0"
+            if not self._inject(xid, gpu, inst if self.layout.mode.startswith("mig") else None, column):
+                self.result.details["isolation_matrix"] = self.matrix()
+                return
+        failed = self._observe(before, column)
+        if key == "memory":  # the recreated victim may sit on another GPU than its predecessor
+            gpus[victim.name] = gpu_of(self._pods().get(victim.pod, {})) if gpu_of(
+                self._pods().get(victim.pod, {})) is not None else gpus.get(victim.name)
+            column["gpu"] = gpus.get(victim.name)
+        column["gpus"] = {t: g for t, g in gpus.items()}
+        for t in live:
+            column["outcomes"][t.name] = ({"state": "failed", "reason": failed[t.name]} if t.name in failed
+                                          else {"state": "survived", "reason": ""})
+        column["affected"] = describe_affected(set(failed), victim.name, gpus)
+        self.result.measure(Measurement(f"tenants affected by {PROBES[key].short}", float(len(failed)), "tenants",
+                                        note=column["affected"]))
+        self.result.details["isolation_matrix"] = self.matrix()
+
+    def _inject(self, xid: int | None, gpu: int, instance: int | None, column: dict[str, Any]) -> bool:
+        self._inject_seq += 1
+        entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
+        column["injection"] = entry
+        if self.target.embedded is None:
+            method = self.target.profile.fault
+            if method.method.value != "command" or not method.command_template:
+                column["status"] = "inconclusive"
+                column["note"] = ("this cluster has no Xid injection method: configure the profile's command "
+                                  "fault method (a plug-in that injects an Xid on {node})")
+                self.result.inconclusive(f"{PROBES[column['probe']].title}: cannot be performed on this cluster "
+                                         "(no command fault method to inject an Xid)")
+                return False
+            record = self.target.pull(self.node, method.method, self.run_id)
+            if not record.confirmed:
+                column["status"] = "inconclusive"
+                column["note"] = f"the injection command did not confirm: {record.detail}"
+                self.result.inconclusive(f"{PROBES[column['probe']].title}: the injection was not confirmed "
+                                         f"({record.detail})")
+                return False
+            return True
+        node = self.target.driver.get(NODE, self.node)
+        current = ((node.get("metadata") or {}).get("annotations") or {}).get(INJECT_ANNOTATION) or "[]"
+        try:
+            entries = json.loads(current)
+        except json.JSONDecodeError:
+            entries = []
+        entries = [e for e in entries if isinstance(e, dict)] + [entry]
+        self.target.driver.patch(NODE, self.node, {"metadata": {"annotations": {
+            INJECT_ANNOTATION: json.dumps(entries, separators=(",", ":"))}}})
+        self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
+                                    instance="-" if instance is None else instance)
+        return True
+
+    def _observe(self, before: dict[str, str], column: dict[str, Any]) -> dict[str, str]:
+        """Wait until some tenant has failed and nothing changed for ``settle_seconds`` (or the timeout);
+        return tenant -> reason of every tenant whose pod failed (or vanished)."""
+        deadline = time.monotonic() + self.probe_timeout
+        last: dict[str, str] = {}
+        changed = time.monotonic()
+        while time.monotonic() < deadline:
+            now = self._failures(before)
+            if now != last:
+                last, changed = now, time.monotonic()
+            if last and time.monotonic() - changed >= self.settle_seconds:
+                break
+            time.sleep(0.25)
+        if not last and column["probe"] != "memory":
+            column["note"] = (column["note"] + "; " if column["note"] else "") + \
+                f"no tenant failed within {self.probe_timeout:g} s of the injection"
+        return last
+
+    def _failures(self, before: dict[str, str]) -> dict[str, str]:
+        pods = self._pods()
+        out = {}
+        for tenant, name in before.items():
+            p = pods.get(name)
+            if p is None:
+                out[tenant] = "pod deleted"
+            elif _phase(p) == "Failed":
+                st = p.get("status") or {}
+                reason = st.get("reason") or ""
+                for cs in st.get("containerStatuses") or []:
+                    term = (cs.get("state") or {}).get("terminated") or {}
+                    reason = reason or term.get("reason") or ""
+                message = st.get("message") or ""
+                out[tenant] = f"{reason}: {message}" if message else (reason or "Failed")
+        return out
+
+    # -------------------------------------------------------------------- judge
+    def judge_last(self, scope: str) -> ProbeJudgement | None:
+        """Judge the last probe against ``scope`` (the feature's words, which must be the mode's promise)."""
+        column = self.last_probe
+        if column is None or self.layout is None:
+            raise ValueError("'Then the tenants affected are ...' needs a probe step before it")
+        promised = promise(self.layout.mode, column["probe"])
+        if scope != promised:
+            raise ValueError(f"the feature expects {scope!r} for {column['title']}, but the contract "
+                             f"(docs/PARTITIONING.md) promises {promised!r} for mode {self.layout.mode}; "
+                             "correct the feature file")
+        column["expected"] = scope
+        if column["status"] != "done":
+            self.result.details["isolation_matrix"] = self.matrix()
+            return None
+        tenants = list(column["outcomes"])
+        failed = {t: o["reason"] for t, o in column["outcomes"].items() if o["state"] == "failed"}
+        if not failed and (column["probe"] != "memory" or self.target.embedded is None):
+            # no trace of the fault (or, on a real cluster, no way to know the probe image honours
+            # firedrill.dev/memory-mib): nothing is established either way
+            column["status"] = "inconclusive"
+            self.result.inconclusive(f"{column['title']}: no tenant failed, so the probe was not confirmed "
+                                     "to have taken effect")
+            self.result.details["isolation_matrix"] = self.matrix()
+            return None
+        j = judge_probe(column["probe"], scope, column["victim"], tenants, column.get("gpus") or {}, failed)
+        for t, o in column["outcomes"].items():
+            o["expected"] = "failed" if t in j.expected_fail else "survived"
+            o["escaped"] = t in j.escaped
+            o["spared"] = t in j.spared
+        mode = self.layout.mode + ("" if self.layout.enforced else " (labelled isolation-enforced=false)")
+        for f in j.findings(mode, column["victim"]):
+            self.result.fail(f)
+        column["verdict"] = "PASS" if j.ok else "FAIL"
+        self.result.details["isolation_matrix"] = self.matrix()
+        return j
+
+    def matrix(self) -> dict[str, Any]:
+        """The evidence: tenants x probes, JSON-safe."""
+        return {"node": self.node, "mode": self.layout.mode if self.layout else "",
+                "enforced": self.layout.enforced if self.layout else None,
+                "layout": self.layout.to_dict() if self.layout else {},
+                "tenants": sorted((t.name for t in self._running_tenants()), key=_natural),
+                "wanted": self.wanted, "reached": self.reached, "pending": dict(self.pending),
+                "probes": [json.loads(json.dumps(p)) for p in self.probes]}
+
+    # ----------------------------------------------------------------- rollback
+    def rollback(self) -> None:
+        """Delete every probe pod, clear the injections, remove an embedded partitioned node; never raises."""
+        driver, ns = self.target.driver, self.target.profile.namespace
+        try:
+            for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
+                driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
+            if self.node and self.target.embedded is not None and not self.embedded_node:
+                driver.patch(NODE, self.node, {"metadata": {"annotations": {INJECT_ANNOTATION: None}}})
+        except KubeError as exc:
+            log.warning("rollback of isolation drill %s incomplete: %s", self.run_id, exc)
+        if self.embedded_node and self.target.embedded is not None:
+            try:
+                self.target.embedded.remove_node(self.node, driver)
+            except Exception as exc:  # noqa: BLE001 - rollback must finish
+                log.warning("could not remove partitioned node %s: %s", self.node, exc)
+        if self.layout is not None:
+            self.result.details["isolation_matrix"] = self.matrix()
+
+
+def _phase(pod: Obj) -> str:
+    return (pod.get("status") or {}).get("phase", "Pending") if pod else ""
+
+
+__all__ = ["EVERY_ON_GPU", "IsolationDrill", "Layout", "LayoutError", "NO_TENANT", "ONLY_IT", "PROBES",
+           "ProbeJudgement", "SliceKind", "describe_affected", "discover_layout", "expected_failures",
+           "judge_probe", "parse_scope", "promise"]

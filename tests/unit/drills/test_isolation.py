@@ -1,0 +1,184 @@
+"""The pure parts of the partition isolation drill: layout discovery, partition configs, the promise table,
+judging a probe (including a node that claims MIG but behaves like time-slicing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drills.isolation import (
+    EVERY_ON_GPU,
+    NO_TENANT,
+    ONLY_IT,
+    LayoutError,
+    describe_affected,
+    discover_layout,
+    judge_probe,
+    parse_scope,
+    partition_config,
+    partitioned,
+    promise,
+)
+
+
+def node(labels: dict[str, str], allocatable: dict[str, str], name: str = "n1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+
+
+H200 = {"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.memory": "143771"}
+
+
+def test_mig_single_layout_from_labels_and_allocatable() -> None:
+    layout = discover_layout(node({**H200, "firedrill.dev/partition-mode": "mig-single",
+                                   "nvidia.com/mig.strategy": "single", "nvidia.com/mig.config": "all-1g.18gb",
+                                   "nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb"},
+                                  {"nvidia.com/gpu": "7", "cpu": "64"}))
+    assert layout.mode == "mig-single" and layout.total_slices == 7 and layout.enforced
+    (kind,) = layout.slices
+    assert (kind.resource, kind.count, kind.profile, kind.memory_mib) == ("nvidia.com/gpu", 7, "1g.18gb", 18432)
+
+
+def test_mig_mixed_layout_reads_each_profile_and_its_memory_label() -> None:
+    labels = {**H200, "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.18gb.memory": "16384",
+              "nvidia.com/mig-3g.71gb.count": "1"}
+    layout = discover_layout(node(labels, {"nvidia.com/mig-3g.71gb": "1", "nvidia.com/mig-2g.35gb": "1",
+                                           "nvidia.com/mig-1g.18gb": "2"}))
+    assert layout.mode == "mig-mixed"  # from NVIDIA's strategy label alone
+    kinds = {k.profile: (k.count, k.memory_mib) for k in layout.slices}
+    assert kinds == {"1g.18gb": (2, 16384), "2g.35gb": (1, 35 * 1024), "3g.71gb": (1, 71 * 1024)}
+    assert layout.total_slices == 4
+
+
+def test_time_slicing_and_hami_shares() -> None:
+    ts = discover_layout(node({**H200, "nvidia.com/gpu.sharing-strategy": "time-slicing",
+                               "nvidia.com/gpu.replicas": "4"}, {"nvidia.com/gpu": "4"}))
+    assert ts.mode == "time-slicing" and ts.slices[0].memory_mib == 143771 // 4
+    renamed = discover_layout(node({**H200, "nvidia.com/gpu.replicas": "4"}, {"nvidia.com/gpu.shared": "4"}))
+    assert renamed.mode == "time-slicing" and renamed.slices[0].resource == "nvidia.com/gpu.shared"
+    hami = discover_layout(node({**H200, "firedrill.dev/partition-mode": "hami"},
+                                {"nvidia.com/gpu": "4", "nvidia.com/gpumem": "143771"}))
+    assert hami.mode == "hami" and hami.extra_requests == (("nvidia.com/gpumem", 143771 // 4),)
+
+
+def test_a_node_claiming_isolation_it_does_not_enforce_is_read_as_such() -> None:
+    layout = discover_layout(node({**H200, "firedrill.dev/partition-mode": "mig-single",
+                                   "firedrill.dev/isolation-enforced": "false",
+                                   "nvidia.com/mig.config": "all-1g.18gb"}, {"nvidia.com/gpu": "7"}))
+    assert layout.mode == "mig-single" and not layout.enforced
+
+
+def test_layouts_that_cannot_be_read_say_what_is_missing() -> None:
+    with pytest.raises(LayoutError, match="advertises no nvidia.com/mig-<profile>"):
+        discover_layout(node({**H200, "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "1"}))
+    with pytest.raises(LayoutError, match="not one of"):
+        discover_layout(node({"firedrill.dev/partition-mode": "vgpu"}, {}))
+    assert not partitioned(node(H200, {"nvidia.com/gpu": "8"}))
+    assert partitioned(node({"nvidia.com/mig.strategy": "single"}, {}))
+
+
+def test_partition_configs_from_the_feature_words() -> None:
+    assert partition_config("MIG 7 x 1g.18gb", "H200") == {"mode": "mig-single", "layout": [["1g.18gb"] * 7]}
+    assert partition_config("MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb", "H200") == {
+        "mode": "mig-mixed", "layout": [["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]]}
+    assert partition_config("time-slicing x 4", "H100-80GB") == {"mode": "time-slicing", "replicas": 4}
+    assert partition_config("HAMi x 4 (isolation not enforced)", "H200") == {
+        "mode": "hami", "vgpus_per_gpu": 4, "enforce_isolation": False}
+
+
+@pytest.mark.parametrize("words, model, message", [
+    ("MIG 8 x 1g.18gb", "H200", "at most 7"),
+    ("MIG 1g.10gb", "H200", "does not exist on H200"),
+    ("MIG 3g.71gb + 3g.71gb + 2g.35gb", "H200", "does not fit"),
+    ("MIG 7 x 1g.18gb", "L4", "no MIG profiles"),
+    ("time-slicing x 1", "H200", "write 2 to 64"),
+    ("spatial x 4", "H200", "unknown partition"),
+])
+def test_bad_partition_words_are_refused_clearly(words: str, model: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        partition_config(words, model)
+
+
+def test_the_promise_table() -> None:
+    assert [promise("mig-mixed", p) for p in ("memory", "contained", "reset")] == [ONLY_IT, ONLY_IT, EVERY_ON_GPU]
+    assert [promise("time-slicing", p) for p in ("memory", "contained", "reset")] == [EVERY_ON_GPU] * 3
+    assert [promise("hami", p) for p in ("memory", "contained", "reset")] == [ONLY_IT, EVERY_ON_GPU, EVERY_ON_GPU]
+    assert parse_scope("Every tenant on that GPU") == EVERY_ON_GPU and parse_scope("only that tenant") == ONLY_IT
+    with pytest.raises(ValueError, match="unknown outcome"):
+        parse_scope("some tenants")
+
+
+TENANTS = [f"tenant-{i}" for i in range(1, 8)]
+ONE_GPU = {t: 0 for t in TENANTS}
+
+
+def test_mig_contained_fault_that_stays_in_its_slice_passes() -> None:
+    j = judge_probe("contained", ONLY_IT, "tenant-1", TENANTS, ONE_GPU, {"tenant-1": "GPUXid94"})
+    assert j.ok and j.findings("mig-single", "tenant-1") == []
+
+
+def test_a_node_that_claims_mig_but_behaves_like_time_slicing_fails_naming_the_tenants() -> None:
+    failed = {t: "GPUXid94: Xid 94 on GPU 0" for t in TENANTS}
+    j = judge_probe("contained", promise("mig-single", "contained"), "tenant-1", TENANTS, ONE_GPU, failed)
+    assert not j.ok and j.escaped == TENANTS[1:] and not j.spared
+    (finding,) = j.findings("mig-single", "tenant-1")
+    assert finding.startswith("ISOLATION ESCAPED")
+    assert "tenant-2 (GPUXid94" in finding and "tenant-7" in finding and "should have survived" in finding
+    assert describe_affected(set(failed), "tenant-1", ONE_GPU) == EVERY_ON_GPU
+
+
+def test_a_reset_fault_that_spares_tenants_on_the_gpu_fails_naming_them() -> None:
+    gpus = {"a": 0, "b": 0, "c": 1}
+    j = judge_probe("reset", EVERY_ON_GPU, "a", ["a", "b", "c"], gpus, {"a": "GPUXid79"})
+    assert j.spared == ["b"] and not j.escaped  # c is on another GPU: it must survive, and did
+    assert "tenant b should have failed" in j.findings("time-slicing", "a")[0]
+    escaped = judge_probe("reset", EVERY_ON_GPU, "a", ["a", "b", "c"], gpus, {"a": "x", "b": "x", "c": "x"})
+    assert escaped.escaped == ["c"]
+
+
+def test_describe_affected_in_customer_words() -> None:
+    assert describe_affected(set(), "a", {"a": 0}) == NO_TENANT
+    assert describe_affected({"a"}, "a", {"a": 0, "b": 0}) == ONLY_IT
+    assert describe_affected({"a", "c"}, "a", {"a": 0, "b": 0, "c": 1}) == "tenants a, c"
+
+
+def _drill_after_probe(mode: str, failed: set[str], embedded: bool = True) -> Any:
+    from types import SimpleNamespace
+
+    from drills.isolation import IsolationDrill, Layout, SliceKind
+    from drills.verdict import DrillResult
+
+    target = SimpleNamespace(embedded=object() if embedded else None)
+    drill = IsolationDrill(target, DrillResult("partition-isolation"), "fdtest")  # type: ignore[arg-type]
+    drill.layout = Layout("n1", mode, 1, "NVIDIA-H200", (SliceKind("nvidia.com/gpu", 3, 18432, "1g.18gb"),))
+    drill.node = "n1"
+    column = {"probe": "contained", "title": "contained fault (Xid 94) on its slice", "victim": "tenant-1",
+              "gpu": 0, "status": "done", "note": "", "promised": promise(mode, "contained"),
+              "gpus": {f"tenant-{i}": 0 for i in (1, 2, 3)},
+              "outcomes": {f"tenant-{i}": ({"state": "failed", "reason": "GPUXid94"} if f"tenant-{i}" in failed
+                                           else {"state": "survived", "reason": ""}) for i in (1, 2, 3)}}
+    drill.probes.append(column)
+    drill.last_probe = column
+    return drill
+
+
+def test_judging_the_last_probe_marks_the_matrix_and_the_verdict() -> None:
+    drill = _drill_after_probe("mig-single", {"tenant-1", "tenant-3"})
+    drill.judge_last(ONLY_IT)
+    assert drill.result.verdict.value == "FAIL"
+    assert "tenant tenant-3 (GPUXid94)" in drill.result.findings[0]
+    cells = drill.result.details["isolation_matrix"]["probes"][0]["outcomes"]
+    assert cells["tenant-3"]["escaped"] and not cells["tenant-2"]["escaped"] and cells["tenant-2"]["state"] == "survived"
+
+
+def test_words_that_contradict_the_contract_are_an_error_naming_both() -> None:
+    drill = _drill_after_probe("time-slicing", {"tenant-1"})
+    with pytest.raises(ValueError, match="promises 'every tenant on that GPU' for mode time-slicing"):
+        drill.judge_last(ONLY_IT)
+
+
+def test_a_fault_that_left_no_trace_is_inconclusive() -> None:
+    drill = _drill_after_probe("mig-single", set())
+    drill.judge_last(ONLY_IT)
+    assert drill.result.verdict.value == "INCONCLUSIVE"
+    assert drill.result.details["isolation_matrix"]["probes"][0]["status"] == "inconclusive"
