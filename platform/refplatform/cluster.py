@@ -271,10 +271,9 @@ class Cluster:
         return proc
 
     def http_client(self, token: str | None = None, timeout: float = 10.0) -> httpx.Client:
-        """An httpx client for this cluster's API, trusting its CA and sending a token (the admin's by default)."""
-        headers = {"Authorization": f"Bearer {token}"} if token != "" else {}
-        if token is None:
-            headers = {"Authorization": f"Bearer {self.token}"}
+        """An httpx client for this cluster's API, trusting its CA and sending a token (None: the admin's;
+        "": none at all, for testing refusals)."""
+        headers = {} if token == "" else {"Authorization": f"Bearer {token or self.token}"}
         return httpx.Client(base_url=self.url, verify=self.ssl_context(), headers=headers, timeout=timeout)
 
     def ssl_context(self) -> ssl.SSLContext:

@@ -164,7 +164,7 @@ class ApiService:
 
     def list(self, rt: ResourceType, sel: Selection, limit: int = 0,
              continue_token: str = "") -> tuple[list[Obj], int, str]:
-        items, rv = self.store.list(rt.key, sel.namespace or None if rt.namespaced else None)
+        items, rv = self.store.list(rt.key, sel.namespace or None)
         if continue_token:
             try:
                 start = json.loads(base64.urlsafe_b64decode(continue_token.encode()))["start"]
