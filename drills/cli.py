@@ -24,8 +24,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 app = typer.Typer(
     name="firedrill",
     help="Chaos and acceptance drills for GPU clusters, with signed evidence.\n\n"
-         "Start here: `firedrill up` brings up a reference GPU cluster on this machine that kubectl "
-         "and the kubernetes client can use.",
+         "Start here: `firedrill run` performs the promises written in ./features against a reference GPU "
+         "cluster it starts on this machine (or --kubeconfig and --profile for yours), and leaves a signed "
+         "archive in ./reports that `firedrill verify` checks. `firedrill up` keeps a reference cluster "
+         "running for kubectl and the kubernetes client.",
     no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 DEFAULT_DATA_DIR = Path(".firedrill/cluster")

@@ -159,3 +159,22 @@ def test_repeat_reports_percentiles() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Repeated measurements" in out.stdout and "p95" in out.stdout
     assert "2 passed" in out.stdout
+
+
+def test_a_run_signed_with_a_persistent_key_verifies_against_that_key(tmp_path: Path) -> None:
+    keys, reports = tmp_path / "keys", tmp_path / "reports"
+    assert firedrill("keygen", "--out", str(keys)).returncode == 0
+    key, pub = keys / "firedrill-signing.key", keys / "firedrill-signing.pub"
+    out = subprocess.run([*FIREDRILL, "run", "-k", "fits", "--sign-key", str(key), "--reports", str(reports)],
+                         capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "THROWAWAY" not in out.stderr
+    run_dir = next(p for p in reports.iterdir() if p.is_dir())
+    verified = firedrill("verify", str(run_dir), "--key", str(pub))
+    assert verified.returncode == 0 and "VERIFIED" in verified.stdout and "ephemeral" not in verified.stdout.lower()
+    key.chmod(0o644)
+    refused = firedrill("run", "--dry-run", "--sign-key", str(key))
+    assert refused.returncode == 0, "a dry run signs nothing"
+    refused = subprocess.run([*FIREDRILL, "run", "-k", "fits", "--sign-key", str(key), "--reports", str(reports)],
+                             capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert refused.returncode == 2 and "chmod 600" in refused.stderr
