@@ -459,7 +459,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
             if level == len(levels):
                 levels.append(ix)
             levels[level] = ix
-            view.instants.append(InstantMark(ix, f"t_{k}", 14 + 12 * min(level, 2),
+            view.instants.append(InstantMark(ix, f"t_{k}", 14 + 12 * min(level, 3),
                                              f"t_{k} at {fmt_value(harness[k], 's')} after the fault"))
 
     def x(t: float | None) -> float | None:
