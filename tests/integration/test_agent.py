@@ -487,3 +487,57 @@ def test_a_frozen_agent_stops_pods_deleted_while_it_hung_without_training_on(gan
     assert late == []  # no step credited to the frozen time or after it
     wait_for(cluster, lambda: healthz(cluster, n1) == 200, "node 1 healthy again")
     assert "frozen for" in cluster.agents[n1].log_path.read_text()
+
+
+def scrape_metrics(cluster: Cluster, name: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """The agent's /metrics, parsed: family name -> [(labels, value)] (empty when it does not answer)."""
+    import json
+
+    import urllib3
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        port = json.loads((cluster.data_dir / "agents" / f"{name}.json").read_text())["logPort"]
+        resp = urllib3.request("GET", f"http://127.0.0.1:{port}/metrics", timeout=2.0, retries=False)
+    except (OSError, ValueError, KeyError, urllib3.exceptions.HTTPError):
+        return {}
+    if resp.status != 200:
+        return {}
+    return {f.name: [(s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(resp.data.decode())}
+
+
+def test_a_training_pods_gpu_shows_gr_engine_active_of_one_minus_input_share(tmp_path: Path) -> None:
+    c = Cluster(ClusterSpec(tmp_path / "cluster", nodes=0, heartbeat=HEARTBEAT, bookmark_interval=0.5))
+    c.start_server()
+    try:
+        c.start_agent(NODES[0], gpus=2)
+        with RestClient(c.url, c.token, ca_file=c.ca_file) as api:
+            wait_for(c, lambda: ready(api, NODES[0]), "node Ready")
+            pods = resource_path("", "v1", "pods", "default")
+            api.create(pods, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "train-m", "annotations": {
+                    "firedrill.dev/workload": "training", "firedrill.dev/step-seconds": "0.1",
+                    "firedrill.dev/input-stall-share": "0.3", "firedrill.dev/comm-stall-share": "0.2"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            })
+            bind(api, "train-m", NODES[0])
+
+            def held() -> bool:
+                gr = scrape_metrics(c, NODES[0]).get("DCGM_FI_PROF_GR_ENGINE_ACTIVE", [])
+                return any(labels["pod"] == "train-m" and value > 0 for labels, value in gr)
+
+            wait_for(c, held, "the training pod's GPU active in /metrics")
+            m = scrape_metrics(c, NODES[0])
+        gr = {labels["gpu"]: (labels, value) for labels, value in m["DCGM_FI_PROF_GR_ENGINE_ACTIVE"]}
+        assert set(gr) == {"0", "1"}
+        labels, value = gr["0"]
+        assert (labels["pod"], labels["namespace"], labels["container"], labels["Hostname"]) == (
+            "train-m", "default", "main", NODES[0])
+        assert value == pytest.approx(1 - 0.3)
+        assert gr["1"][0]["pod"] == "" and gr["1"][1] == 0.0
+        tensor = {labels["gpu"]: value for labels, value in m["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"]}
+        assert tensor["0"] == pytest.approx(0.4 * (1 - 0.3 - 0.2))
+    finally:
+        c.stop()

@@ -8,7 +8,8 @@ kubelet does.  Run it with ``python -m refplatform.agent --help``.
 Faults it simulates on itself: SIGUSR1 / SIGUSR2 start / heal a network
 partition (every API call fails, pods keep running); after SIGSTOP / SIGCONT it
 notices the freeze and resyncs.  ``GET /healthz`` on its loopback port says
-whether it is healthy.  The training workload and its job contract are
+whether it is healthy, and ``GET /metrics`` serves DCGM-exporter-style GPU
+metrics (Prometheus text format).  The training workload and its job contract are
 described in ``docs/WORKLOAD.md``.
 
 Modules: :mod:`~refplatform.agent.runner` (the :class:`Agent`),
@@ -21,6 +22,7 @@ Modules: :mod:`~refplatform.agent.runner` (the :class:`Agent`),
 :mod:`~refplatform.agent.events` (the pods' Events: Started, Resumed, Fenced, Killing; best effort),
 :mod:`~refplatform.agent.freeze` (noticing a SIGSTOP),
 :mod:`~refplatform.agent.logs` (log files, the log server and ``/healthz``),
+:mod:`~refplatform.agent.metrics` (the ``/metrics`` collector: DCGM-style gauges computed at scrape time),
 :mod:`~refplatform.agent.gpus` (GPU inventory, NVML or simulated),
 :mod:`~refplatform.agent.node` and :mod:`~refplatform.agent.podstatus` (the
 object shapes, pure).

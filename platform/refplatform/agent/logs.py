@@ -11,7 +11,9 @@ with ``text/plain``; the API server proxies ``pods/<name>/log`` to it.  It also
 answers ``GET /healthz``: ``200 ok`` while the agent is healthy (heartbeating,
 not partitioned, its pod sync loop alive), ``503 <why>`` otherwise; the healer
 checks a node this way before reusing it.  (A frozen agent does not answer at
-all, which a caller's timeout reads as unhealthy too.)
+all, which a caller's timeout reads as unhealthy too.)  And ``GET /metrics``:
+DCGM-exporter-style GPU metrics in Prometheus text format
+(:mod:`refplatform.agent.metrics`), 404 when the agent serves none.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 Entry = tuple[str, str]
 HealthCheck = Callable[[], tuple[bool, str]]
 """``(healthy, message)``."""
+MetricsSource = Callable[[], bytes]
+"""The ``/metrics`` body (Prometheus text format 0.0.4)."""
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class ContainerLog:
@@ -201,6 +206,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck) -> None:
         self.store = store
         self.health = health
+        self.metrics: MetricsSource | None = None
         self.stopping = threading.Event()
         super().__init__(address, _Handler)
 
@@ -239,6 +245,19 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception as err:  # a broken check is an unhealthy agent, not a dead server
                 healthy, message = False, f"health check failed: {err}"
             self._text(200 if healthy else 503, "ok" if healthy else message)
+            return
+        if parts == ["metrics"] and self.server.metrics is not None:
+            try:
+                body = self.server.metrics()
+            except Exception as err:  # noqa: BLE001 - a broken collector must not kill the server
+                log.exception("metrics collection failed")
+                self._text(500, f"metrics collection failed: {err}\n")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", METRICS_CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
             return
         if len(parts) != 4 or parts[0] != "containerLogs":
             self._text(404, f"404 page not found: {url.path}\n")
@@ -308,6 +327,10 @@ class LogServer:
         """``health``: answers ``/healthz`` (default: always healthy)."""
         self._server = _Server((host, port), store, health or (lambda: (True, "ok")))
         self._thread: threading.Thread | None = None
+
+    def serve_metrics(self, source: MetricsSource) -> None:
+        """Answer ``GET /metrics`` with what ``source`` returns."""
+        self._server.metrics = source
 
     @property
     def port(self) -> int:

@@ -197,6 +197,10 @@ class PodWorker:
     devices_sent: bool = False
     memory_mib: int = 0
     """What the workload uses (the pod's ``firedrill.dev/memory-mib``)."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The pod's annotations (latest copy seen), for the metrics collector."""
+    gpu_request: int = 0
+    """Whole ``nvidia.com/gpu`` the pod asks for (used by the metrics when the node has no device set)."""
 
     @property
     def key(self) -> str:
@@ -253,6 +257,8 @@ class PodSync:
         self.freeze_threshold = freeze_threshold
         self.events = events
         self.devices = devices
+        self.last_xid: dict[tuple[int, int | None], int] = {}
+        """The last Xid injected per ``(gpu, instance)`` (instance None: the whole GPU), oldest first, for the metrics."""
         """The node's partitioned GPUs (docs/PARTITIONING.md); None: no slices, no memory or Xid faults."""
         self._xids: list[XidEntry] = []
         self._xid_seen: set[str] = set()
@@ -490,6 +496,8 @@ class PodSync:
             return
         worker.ref = pod_reference(pod)  # the latest copy (its resourceVersion) for the next Event
         worker.memory_mib = _quantity((meta.get("annotations") or {}).get(MEMORY_ANNOTATION, 0) or 0)
+        worker.annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+        worker.gpu_request = pod_device_requests(pod).get("nvidia.com/gpu", 0)
         if meta.get("deletionTimestamp"):
             self._halt(worker, now)
             self._delete(worker)
@@ -599,6 +607,8 @@ class PodSync:
         running = {w.key: w for w in self.workers.values()
                    if w.workload is not None and w.workload.running and w.run is not None and w.run.exit is None}
         for e in xids:
+            self.last_xid.pop((e.gpu, e.instance), None)  # the dict's order is the injection order
+            self.last_xid[(e.gpu, e.instance)] = e.xid
             victims = sorted(k for k in self.devices.apply_xid(e.gpu, e.instance, e.xid) if k in running)
             message = xid_message(e.gpu, e.instance, e.xid)
             node_message = f"{message} (injection {e.id}): " + (f"failed pod(s) {', '.join(victims)}" if victims

@@ -4,7 +4,8 @@ Every API call goes through one :class:`~refplatform.agent.partition.PartitionGa
 (:meth:`Agent.partition` / :meth:`Agent.heal`, wired to SIGUSR1 / SIGUSR2 by
 ``__main__``).  A :class:`~refplatform.agent.freeze.FreezeDetector` notices when
 the process was frozen (SIGSTOP) and has the pod sync thaw and resync.
-:meth:`Agent.health` backs ``GET /healthz`` on the log server.
+:meth:`Agent.health` backs ``GET /healthz`` on the log server; :class:`~refplatform.agent.metrics.GpuMetrics`
+backs ``GET /metrics`` (DCGM-exporter-style GPU metrics).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
 from refplatform.agent.jobs import DEFAULT_POLL, STALE_POLLS, JobCoordinator
 from refplatform.agent.logs import LogServer, LogStore
+from refplatform.agent.metrics import GpuCollector, GpuMetrics
 from refplatform.agent.node import NodeConfig
 from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
@@ -151,6 +153,8 @@ class Agent:
             events=self.events,
             devices=self.devices,
         )
+        self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model))
+        self.log_server.serve_metrics(self.metrics.render)
         if self.devices is not None:
             self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
             self.heartbeat.on_node = self.pods.note_node
