@@ -28,6 +28,7 @@ from prometheus_client.samples import Sample
 
 from refplatform.agent.pods import PodSync, PodWorker
 from refplatform.agent.workload import TrainingWorkload
+from refplatform.core.resources import GPU_INDEX_ANNOTATION
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_FB_USED_MIB", "DEFAULT_MFU", "MFU_ANNOTATION", "GpuCollector", "GpuMetrics"]
 
@@ -125,13 +126,20 @@ class GpuCollector(Collector):
                 if w.devices is not None:
                     holders.setdefault(int(w.devices.split("/")[0]), w)
         else:
-            # No device plugin simulation: whole GPUs go to pods in pod-key order, as many as each asks.
-            gpu = 0
+            # Whole GPUs: the indices the scheduler chose (firedrill.dev/gpu-index, written at bind time);
+            # a pod bound without them (by hand) gets the lowest free indices, in pod-key order.
+            unplaced = []
             for w in workers:
-                for _ in range(w.gpu_request):
-                    if gpu < self.gpu_count:
-                        holders[gpu] = w
-                        gpu += 1
+                indices = [int(i) for i in (w.annotations or {}).get(GPU_INDEX_ANNOTATION, "").split(",")
+                           if i.strip().isdigit() and int(i) < self.gpu_count]
+                for g in indices:
+                    holders.setdefault(g, w)
+                if not indices:
+                    unplaced.append(w)
+            free = (g for g in range(self.gpu_count) if g not in holders)
+            for w in unplaced:
+                for _, g in zip(range(w.gpu_request), free):
+                    holders[g] = w
         for g in range(self.gpu_count):
             out.append((self._labels(g, holders.get(g)), holders.get(g), g))
         return out

@@ -228,3 +228,12 @@ def test_a_finished_rank_runs_no_kernel(tmp_path: Path) -> None:
     m = env.scrape()
     assert m["DCGM_FI_PROF_GR_ENGINE_ACTIVE"][0][1] == 0.0
     assert m["DCGM_FI_DEV_GPU_UTIL"][0][1] == 0.0
+
+
+def test_whole_gpus_follow_the_indices_the_scheduler_chose(tmp_path: Path) -> None:
+    env = Env(tmp_path, gpus=4)
+    env.add_pod("picked", {"nvidia.com/gpu": "2"}, {"firedrill.dev/gpu-index": "2,3"})
+    env.add_pod("by-hand", {"nvidia.com/gpu": "1"})
+    env.step()
+    pods = {labels["gpu"]: labels["pod"] for labels, _ in env.scrape()["DCGM_FI_DEV_FB_USED"]}
+    assert pods == {"0": "by-hand", "1": "", "2": "picked", "3": "picked"}
