@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,5 +101,43 @@ def test_the_no_gang_profile_places_part_of_the_gang(tmp_path: Path) -> None:
         submit_gang(cluster, "train")
         wait_until(lambda: len(bound(cluster, "train-")) == 3, 30, "3 of 4 workers bound (a partial gang)")
         assert len(bound(cluster, "train-")) == 3
+    finally:
+        cluster.stop()
+
+
+def unplaced(cluster: Cluster, name: str) -> dict[str, str] | None:
+    """The pod's ``firedrill.dev/Unplaced`` condition as the API serves it (raw JSON), or None."""
+    v1 = client.CoreV1Api(api_client(cluster))
+    raw = json.loads(v1.read_namespaced_pod_status(name, "default", _preload_content=False).data)
+    return next((c for c in (raw.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "firedrill.dev/Unplaced"), None)
+
+
+def test_a_pod_blocked_by_fragmentation_says_so_in_its_unplaced_condition(tmp_path: Path) -> None:
+    cluster = Cluster(ClusterSpec(tmp_path / "c", nodes=2, gpus_per_node=8, heartbeat=0.5))
+    cluster.start()
+    try:
+        v1 = client.CoreV1Api(api_client(cluster))
+        wait_until(lambda: len(v1.list_node().items) == 2, 30, "2 nodes registered")
+        for name in ("six-a", "six-b"):
+            v1.create_namespaced_pod("default", pod_manifest(name, gpus=6))
+        wait_until(lambda: len(bound(cluster, "six-")) == 2, 30, "both 6-GPU pods bound")
+        assert len(set(bound(cluster, "six-").values())) == 2  # one per node: 2 GPUs free on each
+        v1.create_namespaced_pod("default", pod_manifest("four", gpus=4))
+        wait_until(lambda: (unplaced(cluster, "four") or {}).get("reason") == "Fragmentation", 30,
+                   "the 4-GPU pod's Unplaced reason to be Fragmentation")
+        cond = unplaced(cluster, "four")
+        assert cond is not None and cond["status"] == "True" and cond["lastTransitionTime"]
+        assert cond["message"] == "needs 4 GPUs: 4 free in the cluster, at most 2 on one node"
+        raw = json.loads(v1.read_namespaced_pod_status("four", "default", _preload_content=False).data)
+        scheduled = next(c for c in raw["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        # A pod that wants more than the cluster has free is short of capacity, not fragmented.
+        v1.create_namespaced_pod("default", pod_manifest("twelve", gpus=12))
+        wait_until(lambda: (unplaced(cluster, "twelve") or {}).get("reason") == "InsufficientCapacity", 30,
+                   "the 12-GPU pod's Unplaced reason to be InsufficientCapacity")
+        # Room on one node: the fragmented pod is placed.
+        v1.delete_namespaced_pod("six-a", "default", grace_period_seconds=0)
+        wait_until(lambda: bool(bound(cluster, "four")), 30, "the 4-GPU pod to be bound once a node has room")
     finally:
         cluster.stop()

@@ -39,7 +39,13 @@ Annotations read (all optional):
 Published (by the agent, as pod annotations) for training, from
 :meth:`Workload.progress`: ``firedrill.dev/step``,
 ``firedrill.dev/checkpoint-step``, ``firedrill.dev/input-stall-seconds``,
-``firedrill.dev/comm-stall-seconds`` and ``firedrill.dev/peer-wait-seconds``.
+``firedrill.dev/comm-stall-seconds``, ``firedrill.dev/peer-wait-seconds``,
+``firedrill.dev/stepped-seconds`` and ``firedrill.dev/progress-at``: one
+snapshot whose cumulative counters are all exact at its ``progress-at`` (the
+instant the last completed step completed), so the difference of two snapshots
+of one container gives active seconds (stepped - input stall) and compute
+seconds (stepped - input stall - comm stall) over the wall time between their
+``progress-at`` instants.
 
 Transitions only the workload knows (a training rank's ``Resumed`` and
 ``Fenced``) come out of :meth:`Workload.take_events` as :class:`WorkloadEvent` objects,
@@ -71,10 +77,12 @@ __all__ = [
     "ANN_INPUT_STALL_SECONDS",
     "ANN_INPUT_STALL_SHARE",
     "ANN_PEER_WAIT_SECONDS",
+    "ANN_PROGRESS_AT",
     "ANN_RANK",
     "ANN_RUN_SECONDS",
     "ANN_STEP",
     "ANN_STEP_SECONDS",
+    "ANN_STEPPED_SECONDS",
     "ANN_STEPS_TOTAL",
     "ANN_WORKLOAD",
     "ANN_WORLD_SIZE",
@@ -119,6 +127,8 @@ ANN_CHECKPOINT_STEP = "firedrill.dev/checkpoint-step"
 ANN_INPUT_STALL_SECONDS = "firedrill.dev/input-stall-seconds"
 ANN_COMM_STALL_SECONDS = "firedrill.dev/comm-stall-seconds"
 ANN_PEER_WAIT_SECONDS = "firedrill.dev/peer-wait-seconds"
+ANN_STEPPED_SECONDS = "firedrill.dev/stepped-seconds"
+ANN_PROGRESS_AT = "firedrill.dev/progress-at"
 
 # Exit code of a workload stopped by SIGTERM (128 + 15), as a shell reports it.
 SIGTERM_EXIT = 143
@@ -520,7 +530,13 @@ class TrainingWorkload(Workload):
         self._work_us = 0  # work done on the current step
         self.input_stall_us = 0
         self.comm_stall_us = 0
+        self.stepped_us = 0
+        """Wall time of the steps completed by this container (stalls inside a step included)."""
         self.peer_wait_us = 0
+        """Time the rank could not step (gang incomplete, view stale), up to the last :meth:`advance`."""
+        self.progress_at: datetime | None = None
+        """The instant the published counters are exact at: the last completed step's, else the resume instant."""
+        self._peer_wait_at_progress_us = 0  # peer_wait_us as of progress_at
         self._stall: StallKind | None = None
         self._stall_reason = ""
         self._stall_since: datetime | None = None
@@ -537,13 +553,27 @@ class TrainingWorkload(Workload):
         return self._stall
 
     def progress(self) -> dict[str, str]:
-        return {
+        """One consistent snapshot: every cumulative counter is exact at ``firedrill.dev/progress-at``.
+
+        ``progress-at`` is the instant the last completed step completed (before
+        the first one: the instant the rank resumed, or started while it still
+        reads its resume point; all counters are 0 then).  Peer wait is counted
+        up to that instant too, so between two snapshots of one container
+        ``Δprogress-at = Δstepped + Δpeer-wait`` plus any time the process was
+        frozen.
+        """
+        at = self.progress_at or self.started_at
+        out = {
             ANN_STEP: str(self.step),
             ANN_CHECKPOINT_STEP: str(self.checkpoint_step),
             ANN_INPUT_STALL_SECONDS: _secs(self.input_stall_us),
             ANN_COMM_STALL_SECONDS: _secs(self.comm_stall_us),
-            ANN_PEER_WAIT_SECONDS: _secs(self.peer_wait_us),
+            ANN_PEER_WAIT_SECONDS: _secs(self._peer_wait_at_progress_us),
+            ANN_STEPPED_SECONDS: _secs(self.stepped_us),
         }
+        if at is not None:
+            out[ANN_PROGRESS_AT] = rfc3339_millis(at)
+        return out
 
     @staticmethod
     def loss(step: int) -> float:
@@ -641,6 +671,9 @@ class TrainingWorkload(Workload):
                             f"Resumed training at step {self.step} beyond checkpoint {self.resumed_from}")
             self.input_stall_us += self._input_us
             self.comm_stall_us += self._comm_us
+            self.stepped_us += self._step_us
+            self.progress_at = t
+            self._peer_wait_at_progress_us = self.peer_wait_us  # wait before ``a`` is in; [a, t] was work
             lines += self._on_step(self.step, t)
             if total and self.step >= total:
                 lines.append(self._line(t, f"training complete step={self.step}"))
@@ -665,6 +698,7 @@ class TrainingWorkload(Workload):
         self.step = self.checkpoint_step = step
         self._work_us = 0
         self._cursor = now
+        self.progress_at = now  # counters are 0 here: peer wait counts from the resume point on
         lines = [self._line(now, f"resumed from checkpoint step={step}")]
         total = self.params.steps_total
         if total and step >= total:

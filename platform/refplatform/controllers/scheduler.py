@@ -7,8 +7,11 @@ asks the pure core for decisions, and applies them through the API:
   indices), with a ``Scheduled`` Event;
 - an eviction for preemption or reclaim is ``POST pods/NAME/eviction``, with a
   ``Preempted``/``Reclaimed`` Event on the victim;
-- a pod that stays pending gets ``PodScheduled=False, reason Unschedulable``
-  and a ``FailedScheduling`` Event (written only when the message changes);
+- a pod that stays pending gets ``PodScheduled=False, reason Unschedulable``,
+  a ``firedrill.dev/Unplaced`` condition whose reason says why its gang's GPU
+  demand is not placed (``Fragmentation``, ``InsufficientCapacity``, ``Quota``,
+  ``Other``), both in one status patch, and a ``FailedScheduling`` Event
+  (written only when the message or the pending reason changes);
 - a PodGroup's phase, counts and conditions go to its ``/status``.
 
 Binds made in one cycle are *assumed* (held in the next snapshots) until the
@@ -34,6 +37,9 @@ from refplatform.resources import NODES, PODGROUPS, PODS, QUEUES
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
+UNPLACED_CONDITION = "firedrill.dev/Unplaced"
+"""Pod condition type: why a pending pod's gang is not placed (reason = a core ``PendingReason`` value)."""
+
 
 def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -51,7 +57,7 @@ class SchedulerController:
         self.clock = clock
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
-        self._unschedulable: dict[str, str] = {}  # pod uid -> last message written
+        self._unschedulable: dict[str, tuple[str, str]] = {}  # pod uid -> last (message, pending reason) written
         self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
         self._arrivals = 0
 
@@ -142,19 +148,32 @@ class SchedulerController:
         if pod is None or (pod.get("spec") or {}).get("nodeName"):
             return
         uid = pod["metadata"]["uid"]
-        if self._unschedulable.get(uid) == failure.message:
+        # Written again when the kube message or the pending reason changes (not for every change of the
+        # numbers in the pending message: free GPUs move with every bind).
+        written = (failure.message, failure.pending_reason)
+        last = self._unschedulable.get(uid)
+        if last == written:
             return
-        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        now = _rfc3339(self.clock())
+        current = (pod.get("status") or {}).get("conditions") or []
+        previous = next((c for c in current if c.get("type") == UNPLACED_CONDITION), {})
+        # The reason's transition time stays while the reason does (only its words changed).
+        since = previous.get("lastTransitionTime") if (
+            previous.get("status") == "True" and previous.get("reason") == failure.pending_reason) else None
+        conditions = [c for c in current if c.get("type") not in ("PodScheduled", UNPLACED_CONDITION)]
         conditions.append({"type": "PodScheduled", "status": "False", "reason": failure.reason,
-                           "message": failure.message, "lastTransitionTime": _rfc3339(self.clock())})
+                           "message": failure.message, "lastTransitionTime": now})
+        conditions.append({"type": UNPLACED_CONDITION, "status": "True", "reason": failure.pending_reason,
+                           "message": failure.pending_message, "lastTransitionTime": since or now})
         try:
             self.client.patch(resource_path("", "v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"],
                                             "status"), {"status": {"conditions": conditions}}, MERGE_PATCH)
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("could not mark %s unschedulable: %s", pod["metadata"]["name"], exc)
             return
-        self._unschedulable[uid] = failure.message
-        self.events.record(pod, "Pod", "Warning", "FailedScheduling", failure.message)
+        self._unschedulable[uid] = written
+        if last is None or last[0] != failure.message:
+            self.events.record(pod, "Pod", "Warning", "FailedScheduling", failure.message)
 
     def _pod_group_status(self, group: Obj | None, status: core.PodGroupStatus) -> None:
         if group is None:

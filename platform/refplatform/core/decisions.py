@@ -78,6 +78,13 @@ class FailedScheduling:
     pod: PodRef
     message: str
     reason: str = "Unschedulable"
+    """The ``PodScheduled`` condition's reason (kube-compatible, always ``Unschedulable`` here)."""
+    pending_reason: str = "Other"
+    """Why its gang's pending GPU demand is not placed: a ``PendingReason`` value of
+    :mod:`refplatform.core.accounting` (``Fragmentation``, ``InsufficientCapacity``, ``Quota``, ``Other``);
+    see :mod:`refplatform.core.pending`."""
+    pending_message: str = ""
+    """That reason in words and numbers (``needs 4 GPUs: 8 free in the cluster, at most 2 on one node``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,10 @@ class Decisions:
 
     def failure_messages(self) -> dict[str, str]:
         return {f.pod.key: f.message for f in self.failures}
+
+    def pending_reasons(self) -> dict[str, str]:
+        """``namespace/name`` of each pending pod -> its pending reason."""
+        return {f.pod.key: f.pending_reason for f in self.failures}
 
     def pod_group(self, key: str) -> PodGroupStatus:
         for pg in self.pod_groups:

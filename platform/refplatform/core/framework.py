@@ -26,7 +26,8 @@ from refplatform.core.decisions import (
     Reservation,
 )
 from refplatform.core.errors import ConfigError, SnapshotError
-from refplatform.core.jobs import Job, Task, TaskStatus
+from refplatform.core.jobs import Hold, Job, Task, TaskStatus
+from refplatform.core.pending import cluster_free_gpus, unplaced
 from refplatform.core.pod import PodPhase
 from refplatform.core.podgroup import DEFAULT_QUEUE, PodGroupPhase
 from refplatform.core.queue import Queue
@@ -229,6 +230,7 @@ class Session:
                   group=group, index=len(self.job_list))
         if missing:
             job.hold_reason = f"pod group {name} not found"
+            job.held(Hold.INVALID, job.hold_reason)
         self.jobs[key] = job
         self.job_list.append(job)
         return job
@@ -434,13 +436,19 @@ class Session:
             plugin.on_session_close(self)
         failures: list[FailedScheduling] = []
         statuses: list[PodGroupStatus] = []
+        cluster_free: int | None = None
         for job in self.job_list:
             pending = job.pending()
             message = self._job_message(job)
+            if pending:
+                if cluster_free is None:
+                    cluster_free = cluster_free_gpus(self.state)
+                why = unplaced(job, self.state, self._filters, cluster_free)
             for task in pending:
                 text = self.task_errors.get(task.key) or (
                     job.fit_error if task is job.failed_task and job.fit_error else message)
-                failures.append(FailedScheduling(task.pod.ref, text))
+                failures.append(FailedScheduling(task.pod.ref, text, pending_reason=why.reason.value,
+                                                 pending_message=why.message))
             if job.group is not None:
                 statuses.append(self._group_status(job, pending, message))
         return Decisions(tuple(self.binds), tuple(self.evictions), tuple(statuses), tuple(failures),

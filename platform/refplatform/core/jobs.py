@@ -32,6 +32,15 @@ class TaskStatus(Enum):
     """Finished with failure; holds nothing."""
 
 
+class Hold(Enum):
+    """Why a job's own queue or spec keeps it from being placed, whatever room the cluster has."""
+
+    QUOTA = "Quota"
+    """Its queue's capability or quota refused it (admission or allocation): a policy choice."""
+    INVALID = "Invalid"
+    """It cannot be placed as specified: its pod group or queue is missing, or the queue is closed."""
+
+
 HOLDING = (TaskStatus.BOUND, TaskStatus.RELEASING, TaskStatus.ALLOCATED)
 READY = (TaskStatus.BOUND, TaskStatus.ALLOCATED, TaskStatus.SUCCEEDED)
 
@@ -107,6 +116,15 @@ class Job:
     """Why the job was not tried (queue missing or closed, not enqueued, head-of-line)."""
     quota_blocked: bool = False
     reserved: bool = False
+    hold: Hold | None = None
+    """Set when its queue or spec refused it (the first such refusal wins); see :class:`Hold`."""
+    hold_message: str = ""
+    """The refusal in words (the plugin's message)."""
+
+    def held(self, hold: Hold, message: str) -> None:
+        """Record a refusal by its queue or spec; the first one is kept."""
+        if self.hold is None:
+            self.hold, self.hold_message = hold, message
 
     def pending(self) -> list[Task]:
         return [t for t in self.tasks if t.status is TaskStatus.PENDING]

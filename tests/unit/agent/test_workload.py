@@ -286,7 +286,9 @@ def test_a_rank_steps_only_while_its_gang_is_known_complete() -> None:
     assert [(ln.time - t0).total_seconds() for ln in steps] == [4.5, 5.5, 6.5]  # 3.5 s of work: 3 steps
     assert body(lines)[-1] == "stalled: peer view stale (last poll 2.5s ago)"
     assert lines[-1].time == t0 + timedelta(seconds=7)
-    assert w.progress()[ANN_PEER_WAIT_SECONDS] == "6.500"  # 10 s minus 3.5 s of work
+    assert w.peer_wait_us == 6_500_000  # 10 s minus 3.5 s of work
+    # Published as of the last completed step (t=6.5): 3.5 s waited, 3 s stepped.
+    assert w.progress()[ANN_PEER_WAIT_SECONDS] == "3.500"
     # The half step done by t=7 is not lost: the next window finishes it.
     gang.window = (t0 + timedelta(seconds=11), t0 + FOREVER)
     clock.advance(1.5)  # t = 11.5
@@ -464,3 +466,90 @@ def test_an_idle_workload_reports_nothing() -> None:
     clock.advance(2)
     w.advance(clock.now())
     assert w.exit is not None and w.take_events() == [] and not w.killed
+
+
+# -- the snapshot the accounting reads: progress-at and stepped-seconds ------------------------
+
+from refplatform.agent.workload import ANN_PROGRESS_AT, ANN_STEPPED_SECONDS  # noqa: E402
+
+COUNTERS = (ANN_STEPPED_SECONDS, ANN_INPUT_STALL_SECONDS, ANN_COMM_STALL_SECONDS, ANN_PEER_WAIT_SECONDS)
+
+
+def snapshot(w) -> tuple[datetime, dict[str, float]]:
+    """``(progress-at, counters in seconds)`` as a reader of the pod's annotations sees them."""
+    p = w.progress()
+    at = datetime.fromisoformat(p[ANN_PROGRESS_AT].replace("Z", "+00:00"))
+    return at, {k: float(p[k]) for k in COUNTERS}
+
+
+def test_two_snapshots_give_active_and_compute_seconds_over_the_wall_time_between_them() -> None:
+    t0 = datetime(2026, 11, 30, 1, 2, 3, 123456, tzinfo=UTC)
+    clock = VirtualClock(t0)
+    gang, link = ScriptedGang(), FakeLink(resume=0)
+    gang.window = (t0, t0 + timedelta(seconds=5))  # complete until t=5, then a peer stall until t=9
+    ann = {ANN_STEP_SECONDS: "2", ANN_CHECKPOINT_EVERY: "0", ANN_INPUT_STALL_SHARE: "0.25", ANN_COMM_STALL_SHARE: "0.1"}
+    w = workload_for(rank(**ann), gang, link)
+    w.start(t0)
+    # Before the first step: the resume instant, every counter 0.
+    assert w.progress()[ANN_PROGRESS_AT] == "2026-11-30T01:02:03.123Z"
+    assert snapshot(w)[1] == dict.fromkeys(COUNTERS, 0.0)
+
+    clock.advance(4.5)
+    w.advance(clock.now())
+    at1, c1 = snapshot(w)
+    assert w.progress()[ANN_PROGRESS_AT] == "2026-11-30T01:02:07.123Z"  # step 2 completed at t=4 (milliseconds, Z)
+    assert c1 == {ANN_STEPPED_SECONDS: 4.0, ANN_INPUT_STALL_SECONDS: 1.0, ANN_COMM_STALL_SECONDS: 0.4,
+                  ANN_PEER_WAIT_SECONDS: 0.0}
+
+    for seconds in (1.5, 2.0, 1.5):  # t = 6, 8 (stalled on peers), 9.5 (complete again from t=9)
+        clock.advance(seconds)
+        w.advance(clock.now())
+        if clock.now() < t0 + timedelta(seconds=9):
+            gang.window = (t0 + timedelta(seconds=9), t0 + FOREVER)
+    assert w.stalled is None and w.step == 2  # the half step done before the stall is not finished yet
+    clock.advance(3.5)  # t = 13: step 3 at t=10 (1 s of work left from before the stall), step 4 at t=12
+    lines = w.advance(clock.now())
+    at2, c2 = snapshot(w)
+    assert at2 == max(ln.time for ln in lines if " loss=" in ln.text).replace(microsecond=123000)
+    assert (at2 - at1).total_seconds() == pytest.approx(8.0)
+
+    d = {k: c2[k] - c1[k] for k in COUNTERS}
+    active = d[ANN_STEPPED_SECONDS] - d[ANN_INPUT_STALL_SECONDS]
+    compute = active - d[ANN_COMM_STALL_SECONDS]
+    assert d[ANN_STEPPED_SECONDS] == pytest.approx(4.0)  # two 2 s steps, input and comm stalls included
+    assert active == pytest.approx(4.0 * 0.75)
+    assert compute == pytest.approx(4.0 * 0.65)
+    assert d[ANN_PEER_WAIT_SECONDS] == pytest.approx(4.0)  # t=5..9: no steps, not counted as stepped
+    # The wall time between the snapshots is exactly stepped plus peer-wait (no frozen time here).
+    assert (at2 - at1).total_seconds() == pytest.approx(d[ANN_STEPPED_SECONDS] + d[ANN_PEER_WAIT_SECONDS])
+
+
+def test_a_snapshot_holds_exactly_what_was_accrued_by_its_progress_at() -> None:
+    t0 = datetime(2026, 11, 30, tzinfo=UTC)
+    clock = VirtualClock(t0)
+    gang, link = ScriptedGang(), FakeLink(resume=None)
+    w = workload_for(rank(**{ANN_STEP_SECONDS: "1", ANN_INPUT_STALL_SHARE: "0.25", ANN_COMM_STALL_SHARE: "0.1"}),
+                     gang, link)
+    w.start(t0)
+    assert snapshot(w) == (t0, dict.fromkeys(COUNTERS, 0.0))  # still reading the resume point: the start
+    clock.advance(2)
+    link.resume = 30
+    w.advance(clock.now())
+    assert snapshot(w) == (t0 + timedelta(seconds=2), dict.fromkeys(COUNTERS, 0.0))  # resumed: counters start here
+    gang.window = (t0 + timedelta(seconds=3), t0 + FOREVER)  # peers complete from t=3: 1 s of peer wait first
+    step_at: dict[int, datetime] = {}
+    for _ in range(23):  # observe at t = 2.3, 2.6, ... 8.9: inside steps as well as at their ends
+        clock.advance(0.3)
+        for ln in w.advance(clock.now()):
+            if " loss=" in ln.text:
+                step_at[int(ln.text.split("step=")[1].split(" ")[0])] = ln.time
+        at, c = snapshot(w)
+        done = [s for s, t in step_at.items() if t <= at]
+        # Exactly the steps completed by progress-at (the last one completed at it), none after.
+        assert done == sorted(step_at) and (not done or step_at[done[-1]] == at)
+        n = len(done)
+        assert c == {ANN_STEPPED_SECONDS: pytest.approx(n * 1.0), ANN_INPUT_STALL_SECONDS: pytest.approx(n * 0.25),
+                     ANN_COMM_STALL_SECONDS: pytest.approx(n * 0.1),
+                     ANN_PEER_WAIT_SECONDS: pytest.approx(1.0 if n else 0.0)}
+        assert w.progress()[ANN_STEP] == str(30 + n)
+    assert len(step_at) == 5  # steps 31..35 at t = 4..8

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from refplatform.core.framework import ExtensionPoint, Plugin, Session, register_plugin
-from refplatform.core.jobs import Job, Task, TaskStatus
+from refplatform.core.jobs import Hold, Job, Task, TaskStatus
 from refplatform.core.queue import Queue
 from refplatform.core.resources import GPU, Usage
 from refplatform.core.status import Status
@@ -105,10 +105,11 @@ class ProportionPlugin(Plugin):
     def _queue_status(self, job: Job) -> Status | None:
         queue = self.ssn.queues.get(job.queue)
         if queue is None:
-            return Status.unschedulable(f"queue {job.queue} not found", plugin=self.name, resolvable=False)
+            return _held(job, Hold.INVALID, Status.unschedulable(f"queue {job.queue} not found", plugin=self.name,
+                                                                  resolvable=False))
         if not queue.is_open:
-            return Status.unschedulable(f"queue {job.queue} is {queue.state.value}", plugin=self.name,
-                                        resolvable=False)
+            return _held(job, Hold.INVALID, Status.unschedulable(f"queue {job.queue} is {queue.state.value}",
+                                                                  plugin=self.name, resolvable=False))
         return None
 
     # ---------------------------------------------------------- extension fns
@@ -124,8 +125,8 @@ class ProportionPlugin(Plugin):
         after = Usage(*(a + i for a, i in zip(self.allocated[q], self.inqueue[q]))) + need
         over = queue.capability.exceeded_by(after)
         if over:
-            return Status.unschedulable(f"queue {q} resource quota insufficient: {', '.join(over)}",
-                                        plugin=self.name)
+            return _held(job, Hold.QUOTA, Status.unschedulable(
+                f"queue {q} resource quota insufficient: {', '.join(over)}", plugin=self.name))
         factor = self.config.overcommit_factor
         used = [sum(v[d] for v in self.allocated.values()) + sum(v[d] for v in self.inqueue.values())
                 for d in range(DIMS)]
@@ -158,8 +159,8 @@ class ProportionPlugin(Plugin):
             if cap is not None and GPU in over:
                 detail = (f"; {GPU} allocated {self.allocated[q][2] / 1000:g} + requested "
                           f"{task.gpu_total / 1000:g} > capability {cap / 1000:g}")
-            return Status.unschedulable(f"queue {q} capability exceeded: {', '.join(over)}{detail}",
-                                        plugin=self.name)
+            return _held(job, Hold.QUOTA, Status.unschedulable(
+                f"queue {q} capability exceeded: {', '.join(over)}{detail}", plugin=self.name))
         return Status.success(self.name)
 
     def under_deserved(self, job: Job) -> bool:
@@ -185,6 +186,12 @@ class ProportionPlugin(Plugin):
                 alloc[1] -= task.mem
                 alloc[2] -= task.gpu_total
         return True
+
+
+def _held(job: Job, hold: Hold, status: Status) -> Status:
+    """Mark the job as held by its queue (the pending reason reads it) and pass the status on."""
+    job.held(hold, status.message)
+    return status
 
 
 def _cap(queue: Queue, d: int) -> float:
