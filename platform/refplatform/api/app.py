@@ -27,12 +27,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from refplatform.api import discovery
+from refplatform.api import discovery, leakreport
 from refplatform.api import errors as E
 from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
 from refplatform.api.errors import ApiError
 from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
 from refplatform.api.tables import TableContext, table
+from refplatform.api.usagelog import UsageRecorder
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
 from refplatform.store import AuditRecord
 
@@ -106,6 +107,8 @@ class ApiServer:
     authenticator: TokenAuthenticator | None = None
     settings: ServerSettings = field(default_factory=ServerSettings)
     hub: WatchHub = field(default_factory=WatchHub)
+    usage: UsageRecorder | None = None
+    """Serves the leak report and ``/metrics`` (refplatform.api.leakreport) when set."""
 
     def __post_init__(self) -> None:
         self.service.store.subscribe(self.hub.notify)
@@ -121,6 +124,8 @@ class ApiServer:
             if path in ("/healthz", "/readyz", "/livez"):
                 return PlainTextResponse("ok")
             who = self._authenticate(request, path)
+            if self.usage is not None and path in leakreport.PATHS:
+                return leakreport.serve(self.usage, request, who, path)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":

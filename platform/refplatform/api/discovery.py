@@ -12,6 +12,12 @@ from typing import Any
 from refplatform import KUBE_VERSION
 from refplatform.resources import ALL_VERBS, REGISTRY, Registry, ResourceType
 
+EXTRA_GROUPS: dict[str, dict[str, list[dict[str, Any]]]] = {
+    "firedrill.dev": {"v1alpha1": [{"name": "leakreport", "singularName": "leakreport", "namespaced": False,
+                                    "kind": "LeakReport", "verbs": ["get"]}]},
+}
+"""Groups served outside the resource registry: the leak report (refplatform.api.leakreport), read-only."""
+
 SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"],
                      "eviction": ["create"], "binding": ["create"]}
 
@@ -36,11 +42,12 @@ def _group(name: str, versions: list[str]) -> dict[str, Any]:
 
 def group_list(registry: Registry = REGISTRY) -> dict[str, Any]:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(g, vs) for g, vs in registry.groups().items()]}
+            "groups": [_group(g, vs) for g, vs in registry.groups().items()]
+            + [_group(g, list(vs)) for g, vs in EXTRA_GROUPS.items()]}
 
 
 def group(name: str, registry: Registry = REGISTRY) -> dict[str, Any] | None:
-    versions = registry.groups().get(name)
+    versions = registry.groups().get(name) or list(EXTRA_GROUPS.get(name, {}))
     if not versions:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
@@ -63,6 +70,10 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
 
 def resource_list(group_name: str, version_name: str, registry: Registry = REGISTRY) -> dict[str, Any] | None:
     types = registry.in_group_version(group_name, version_name)
+    extra = EXTRA_GROUPS.get(group_name, {}).get(version_name)
+    if extra is not None:
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group_name}/{version_name}",
+                "resources": [dict(e) for e in extra]}
     if not types:
         return None
     gv = f"{group_name}/{version_name}" if group_name else version_name

@@ -21,6 +21,7 @@ import uvicorn
 from refplatform.api.app import MAX_BODY_BYTES, ApiServer, ServerSettings
 from refplatform.api.auth import TokenAuthenticator, TokensFileError
 from refplatform.api.service import ApiService
+from refplatform.api.usagelog import UsageRecorder
 from refplatform.store import Durability, Store
 
 ADDRESS_FILE = "apiserver.json"
@@ -73,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("no --tokens-file: authentication is OFF, every caller is cluster-admin")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(args.data_dir, changelog_limit=args.changelog_limit, durability=Durability(args.durability))
-    server = ApiServer(ApiService(store), authenticator,
-                       ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval))
+    service = ApiService(store)
+    # The leak report's own accounting: every commit, stamped with the service's clock (usage.sqlite3).
+    usage = UsageRecorder(store, args.data_dir, clock=lambda: service.clock().timestamp()).start()
+    server = ApiServer(service, authenticator,
+                       ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval),
+                       usage=usage)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP,
     # and without it every small answer waits ~40 ms for a delayed ACK (Nagle).
@@ -103,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        usage.close()
         store.close()
         address_file.unlink(missing_ok=True)
     return 0

@@ -126,6 +126,13 @@ class ActivitySample:
     """``firedrill.dev/input-stall-seconds`` accrued in the sample."""
     comm_stall_seconds: float = 0.0
     """``firedrill.dev/comm-stall-seconds`` accrued in the sample."""
+    busy_share: float | None = None
+    """``DCGM_FI_DEV_GPU_UTIL`` / 100 (``nvidia-smi``: any kernel running, stalls included); None = ``active_share``.
+    Feeds the ``nvidiaSmiUtilization`` figure only, never a layer."""
+
+    @property
+    def busy(self) -> float:
+        return self.active_share if self.busy_share is None else self.busy_share
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +217,9 @@ class LeakReport:
     """Ranked: largest first, ties in ``Hole`` order."""
     tenants: tuple[TenantCharge, ...] = field(default=())
     """Sorted by (namespace, queue)."""
+    nvidia_smi: Layer | None = None
+    """What ``nvidia-smi`` (``DCGM_FI_DEV_GPU_UTIL``) would show: GPU time with any kernel running, over
+    healthy capacity.  Shown for contrast, labelled as what it is; NOT a layer."""
 
     @property
     def largest(self) -> Hole | None:
@@ -241,6 +251,7 @@ class LeakReport:
             "capacityGpuHours": _r(self.capacity_gpu_hours),
             "layers": {"allocated": layer(self.allocated), "active": layer(self.active),
                        "effective": layer(self.effective)},
+            **({"nvidiaSmiUtilization": layer(self.nvidia_smi)} if self.nvidia_smi is not None else {}),
             "holes": [{"rank": i + 1, "name": h.hole.value, "words": HOLE_WORDS[h.hole],
                        "gpuHours": _r(h.gpu_hours), "share": _r(h.share)}
                       for i, h in enumerate(self.holes)],
@@ -333,7 +344,7 @@ def _validate(h: History) -> None:
             raise ConfigError(f"negative GPUs: {x}")
     for s in h.samples:
         if not (0 <= s.effective_share <= s.active_share <= 1) or s.input_stall_seconds < 0 \
-                or s.comm_stall_seconds < 0:
+                or s.comm_stall_seconds < 0 or not 0 <= s.busy <= 1:
             raise ConfigError(f"bad activity sample: {s}")
     by: dict[str, list[tuple[float, float]]] = {}
     for c in h.capacity:
@@ -401,7 +412,7 @@ def account(window: Window, history: History) -> LeakReport:
 
     # Active/effective layers and the two stall holes, from activity samples.
     pods = {p.pod: p for p in history.pods}
-    active = effective = 0.0
+    active = effective = busy = 0.0
     for s in history.samples:
         p = pods[s.pod]
         length = s.end - s.start
@@ -412,6 +423,7 @@ def account(window: Window, history: History) -> LeakReport:
         inside = sum(b - a for a, b in spans)
         active += s.active_share * inside * p.gpus
         effective += s.effective_share * inside * p.gpus
+        busy += s.busy * inside * p.gpus
         dt = down_u.get((p.namespace, p.queue, p.job), [])
         up = sum(b - a for lo, hi in spans for a, b in _minus(lo, hi, dt))
         frac = up / length
@@ -479,4 +491,5 @@ def account(window: Window, history: History) -> LeakReport:
         effective=Layer(effective / SECONDS_PER_HOUR, share(effective)),
         holes=holes,
         tenants=table,
+        nvidia_smi=Layer(busy / SECONDS_PER_HOUR, share(busy)),
     )
