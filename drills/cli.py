@@ -123,7 +123,11 @@ def up(
     spare_text = f", {pool} spare node{'s' if pool != 1 else ''}" if spare_count else ""
     console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}){spare_text}, "
                   f"profile {profile}, API at {cluster.url}")
-    console.print(f"kubeconfig: {cluster.kubeconfig}\n")
+    console.print(f"kubeconfig: {cluster.kubeconfig}")
+    # The token rides in the fragment (#...), which a browser never sends to the server; the page reads it.
+    console.print(f"Dashboard: {cluster.url}/dashboard#token={cluster.token}", soft_wrap=True, markup=False)
+    console.print(f"  (your browser will warn about the cluster's own certificate authority, {cluster.ca_file}; "
+                  "trust that file or accept the warning for this loopback address)\n", markup=False, soft_wrap=True)
     console.print("Use it from another terminal:")
     console.print(f"  export KUBECONFIG={cluster.kubeconfig}")
     console.print("  kubectl get nodes")

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from refplatform.api import discovery, leakreport
 from refplatform.api import errors as E
 from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
+from refplatform.api.dashboard_http import dashboard_routes
 from refplatform.api.errors import ApiError
 from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
 from refplatform.api.tables import TableContext, table
@@ -112,7 +113,7 @@ class ApiServer:
 
     def __post_init__(self) -> None:
         self.service.store.subscribe(self.hub.notify)
-        self.app = Starlette(routes=[Route("/{path:path}", self.handle,
+        self.app = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,
                                            methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
 
     # ------------------------------------------------------------ entry point
