@@ -35,6 +35,7 @@ from drills.evidence.report import SignatureStatus, render_report
 from drills.evidence.signing import Signer
 from drills.features import FeatureError, FeatureInfo, load_features
 from drills.kube.flavors import valid_dns_label
+from drills.leak.source import run_window_report, source_for
 from drills.target import TargetProfile, load_profile, reference_profile
 from drills.verdict import Verdict
 
@@ -151,9 +152,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     os.environ["FIREDRILL_FEATURES"] = str(options.features.resolve())
     try:
         code = pytest.main(args, plugins=[plugin])
+        if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED:
+            leak = run_window_report(source_for(target.profile, target.driver), started.timestamp(),
+                                     datetime.now(timezone.utc).timestamp())
+        else:
+            leak = None
         if plugin.outcomes:
             _evidence(options, console, err, run_id=run_id, run_dir=run_dir, started=started, plugin=plugin,
-                      target=target, features=features, profile=profile, signer=signer)
+                      target=target, features=features, profile=profile, signer=signer, leak_report=leak)
     except KeyboardInterrupt:
         err.print("interrupted: faults undone and drill objects deleted")
         return ExitCode.HARNESS
@@ -191,7 +197,7 @@ def _signer(options: RunOptions, err: Console) -> Signer:
 
 def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: str, run_dir: Path,
               started: datetime, plugin: FiredrillPlugin, target: Target, features: list[FeatureInfo],
-              profile: TargetProfile, signer: Signer) -> None:
+              profile: TargetProfile, signer: Signer, leak_report: dict[str, Any] | None = None) -> None:
     """Build the run record, render the report, sign and seal the archive, chain it in the ledger."""
     fp = target.fingerprint
     record = build_record(
@@ -203,7 +209,7 @@ def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: st
         options={"repeat": options.repeat, "keyword": options.keyword, "context": options.context,
                  "scheduler_profile": options.scheduler_profile if target.embedded is not None else None,
                  "features": options.features.name},
-        timeline=[ob.to_json() for ob in target.timeline])
+        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report)
     (run_dir / "report.html").write_text(
         render_report(record, SignatureStatus(signer.keyid, signer.ephemeral, None)), encoding="utf-8")
     sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=target.secrets())

@@ -31,6 +31,10 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       max_gpu_share           most of the cluster's GPUs one drill may remove, 0 < x <= 1; default 0.25
       refuse_control_plane    never touch control-plane nodes; default true
       require_healthy         refuse to start on an already degraded cluster; default true
+    leakReport:               optional; where the leak drill reads the leak report (docs/LEAK_REPORT.md)
+      url                     an absolute http(s) URL serving the contract; default: the API server's path
+    prometheus:               optional; for clusters with no leak report endpoint (not built yet: INCONCLUSIVE)
+      url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
 
 :func:`load_profile` reports every problem at once, each with the file, the
 field path and what is allowed.
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import yaml
 
@@ -56,6 +61,7 @@ __all__ = [
     "KIND",
     "FaultMethod",
     "FaultSettings",
+    "LeakReportSettings",
     "ProfileError",
     "SafetySettings",
     "TargetProfile",
@@ -202,6 +208,42 @@ class SafetySettings:
         return self.allow_label.partition("=")[2]
 
 
+def _url_problems(path: str, url: str) -> list[str]:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return [f"{path}: {url!r} is not an absolute http(s) URL; write e.g. "
+                "https://dashboard.example/apis/firedrill.dev/v1alpha1/leakreport"]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class LeakReportSettings:
+    """Where the leak identification drill reads the leak report (at most one of the two URLs)."""
+
+    url: str | None = None
+    """``leakReport.url``: an absolute URL serving the contract; None: the target's API server path."""
+    prometheus_url: str | None = None
+    """``prometheus.url``: compute the report from Prometheus metrics (for clusters without the endpoint)."""
+
+    def __post_init__(self) -> None:
+        problems = _url_problems("leakReport.url", self.url) if self.url is not None else []
+        if self.prometheus_url is not None:
+            problems += _url_problems("prometheus.url", self.prometheus_url)
+        if self.url is not None and self.prometheus_url is not None:
+            problems.append("leakReport.url and prometheus.url are both set; keep one (leakReport.url when the "
+                            "platform serves the contract)")
+        if problems:
+            raise ProfileError("invalid leak report source: " + "; ".join(problems), problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.url is not None:
+            out["leakReport"] = {"url": self.url}
+        if self.prometheus_url is not None:
+            out["prometheus"] = {"url": self.prometheus_url}
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
@@ -214,6 +256,7 @@ class TargetProfile:
     fault: FaultSettings
     safety: SafetySettings = field(default_factory=SafetySettings)
     gpu_resource: str = "nvidia.com/gpu"
+    leak_report: LeakReportSettings = field(default_factory=LeakReportSettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -230,6 +273,7 @@ class TargetProfile:
                        "max_gpu_share": self.safety.max_gpu_share,
                        "refuse_control_plane": self.safety.refuse_control_plane,
                        "require_healthy": self.safety.require_healthy},
+            **self.leak_report.to_dict(),
         }
 
 
@@ -251,7 +295,7 @@ _Missing: Any = object()
 E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
-        "safety")
+        "safety", "leakReport", "prometheus")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
 
@@ -395,7 +439,20 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
             "refuse_control_plane": safety_section.boolean("refuse_control_plane", True),
             "require_healthy": safety_section.boolean("require_healthy", True),
         }
+    urls: dict[str, Any] = {}
+    for key in ("leakReport", "prometheus"):
+        sub = top.section(key, ("url",), required=False)
+        if sub is not None and key in doc:
+            value = sub.string("url", expected="an absolute http(s) URL")
+            if isinstance(value, str):
+                problems.extend(_url_problems(f"{key}.url", value))
+                urls[key] = value
     if problems:
+        return None
+    try:
+        leak = LeakReportSettings(urls.get("leakReport"), urls.get("prometheus"))
+    except ProfileError as err:
+        problems.extend(err.problems)
         return None
     try:
         fault = FaultSettings(method, template, restore, timeout)
@@ -403,7 +460,8 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         problems.extend(err.problems)
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
-                         gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values))
+                         gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
+                         leak_report=leak)
 
 
 def load_profile(path: str | Path) -> TargetProfile:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from drills.connect import Target
 from drills.gang import GangDrill
 from drills.isolation import IsolationDrill
+from drills.leak.drill import LeakDrill
 from drills.nodepull import NodePullDrill
 from drills.verdict import DrillResult
 
@@ -28,6 +29,7 @@ class ScenarioContext:
     gang: GangDrill | None = None
     node_pull: NodePullDrill | None = None
     isolation: IsolationDrill | None = None
+    leak: LeakDrill | None = None
 
     def gang_drill(self) -> GangDrill:
         if self.gang is None:
@@ -47,9 +49,15 @@ class ScenarioContext:
             self.isolation = IsolationDrill(self.target, self.result, self.run_id)
         return self.isolation
 
+    def leak_drill(self) -> LeakDrill:
+        if self.leak is None:
+            self.result.drill = "leak-identification"
+            self.leak = LeakDrill(self.target, self.result, self.run_id)
+        return self.leak
+
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.isolation, self.node_pull, self.gang):
+        for drill in (self.leak, self.isolation, self.node_pull, self.gang):
             if drill is not None:
                 try:
                     drill.rollback()

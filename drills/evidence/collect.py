@@ -117,7 +117,8 @@ def worst(verdicts: Iterable[str]) -> str:
 def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes: Iterable[Outcome],
                  target_kind: str, target_description: str, fingerprint: dict[str, Any], fingerprint_digest: str,
                  features_dir: Path, feature_files: Iterable[Path], profile: dict[str, Any],
-                 options: dict[str, Any], timeline: Iterable[dict[str, Any]]) -> RunRecord:
+                 options: dict[str, Any], timeline: Iterable[dict[str, Any]],
+                 leak_report: dict[str, Any] | None = None) -> RunRecord:
     outcomes = list(outcomes)
     scenarios = tuple(scenario_record(o) for o in outcomes)
     features = {p.resolve().relative_to(features_dir.resolve()).as_posix(): sha256_file(p)
@@ -129,4 +130,5 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
         target=TargetRecord(target_kind, target_description, json_safe(fingerprint), fingerprint_digest),
         features=features, profile=json_safe(profile), profile_digest=profile_digest, options=json_safe(options),
         scenarios=scenarios, verdict=worst(s.verdict for s in scenarios),
-        timeline=tuple(tag_timeline(json_safe(list(timeline)), outcomes)))
+        timeline=tuple(tag_timeline(json_safe(list(timeline)), outcomes)),
+        leak_report=json_safe(leak_report) if leak_report is not None else None)

@@ -103,6 +103,9 @@ class RunRecord:
     """The worst scenario verdict (ERROR counts as worst of all)."""
     timeline: tuple[dict[str, Any], ...] = ()
     """Observation summaries in order (see drills.kube.timeline.Observation.to_json)."""
+    leak_report: dict[str, Any] | None = None
+    """The run window's leak report (docs/LEAK_REPORT.md) when the target serves one: ``source`` (kind, where),
+    ``report`` (the JSON as served) or ``error`` (why it could not be read); None when not asked."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

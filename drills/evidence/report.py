@@ -7,7 +7,8 @@ that comes from the cluster or a feature file goes through Jinja's autoescaping.
 
 Top to bottom: the verdict; findings; the contract clauses traced to scenarios, judgements and evidence
 files; a timeline per node pull; a placement chart per gang submission; a tenant x probe matrix per partition
-isolation scenario; distributions when scenarios were repeated; the target fingerprint; what the run was made of.
+isolation scenario; where the GPU time went (the run's leak report: layers, ranked holes, and each leak scenario's
+injected against reported hole); distributions when scenarios were repeated; the target fingerprint; what the run was made of.
 
 Rendering is deterministic (no clock, no randomness): re-rendering the same record with the same
 Firedrill version gives the same bytes, so an archive's manifest digest of ``report.html`` stays valid.
@@ -397,6 +398,117 @@ class IsolationView:
     pending: list[tuple[str, str]]
     findings: list[tuple[str, str]] = field(default_factory=list)
     escapes: int = 0
+
+
+@dataclass
+class LeakBar:
+    """One utilization layer or hole as a row with a bar (``pct``: its share of healthy capacity, in %)."""
+
+    name: str
+    words: str
+    gpu_hours: str
+    share: str
+    pct: float
+    rank: int = 0
+    largest: bool = False
+
+
+@dataclass
+class LeakScenario:
+    """One leak identification scenario: the hole injected against the hole and size the report gave."""
+
+    anchor: str
+    title: str
+    verdict: str
+    expected: str
+    expected_gpu_hours: str
+    reported: str
+    reported_gpu_hours: str
+    error: str
+    source: str
+    formula: str
+
+
+@dataclass
+class LeakView:
+    """The run's leak report (layers, ranked holes) and every leak scenario's expected vs reported."""
+
+    source: str = ""
+    window: str = ""
+    error: str = ""
+    capacity: str = ""
+    headline: str = ""
+    layers: list[LeakBar] = field(default_factory=list)
+    holes: list[LeakBar] = field(default_factory=list)
+    scenarios: list[LeakScenario] = field(default_factory=list)
+
+    @property
+    def present(self) -> bool:
+        return bool(self.layers or self.holes or self.scenarios)
+
+
+HOLE_WORDS = {"dataPipeline": "data pipeline", "communication": "communication", "fragmentation": "fragmentation",
+              "faultTolerance": "fault tolerance"}
+
+
+def fmt_gpu_hours(value: Any) -> str:
+    v = _num(value)
+    return "\u2014" if v is None else f"{v:.4g} GPU-h"
+
+
+def fmt_share(value: Any) -> str:
+    v = _num(value)
+    return "\u2014" if v is None else f"{v * 100:.3g} %"
+
+
+def leak_view(record: RunRecord, repeats: dict[tuple[str, str], int]) -> LeakView:
+    view = LeakView()
+    run = record.leak_report or {}
+    src = run.get("source") or {}
+    view.source = str(src.get("where", ""))
+    window = run.get("window") or {}
+    if window:
+        view.window = f"{fmt_time(str(window.get('start', '')))} \u2192 {fmt_time(str(window.get('end', '')))}"
+    view.error = str(run.get("error", ""))
+    report = run.get("report") if isinstance(run.get("report"), dict) else None
+    if report is not None:
+        view.capacity = fmt_gpu_hours(report.get("capacityGpuHours"))
+        layers = report.get("layers") or {}
+        for name in ("allocated", "active", "effective"):
+            layer = layers.get(name) or {}
+            share = _num(layer.get("share")) or 0.0
+            view.layers.append(LeakBar(name, name, fmt_gpu_hours(layer.get("gpuHours")), fmt_share(share),
+                                       round(min(max(share, 0.0), 1.0) * 100, 1)))
+        largest = report.get("largest")
+        for i, h in enumerate(report.get("holes") or []):
+            if not isinstance(h, dict):
+                continue
+            share = _num(h.get("share")) or 0.0
+            name = str(h.get("name", ""))
+            view.holes.append(LeakBar(name, str(h.get("words") or HOLE_WORDS.get(name, name)),
+                                      fmt_gpu_hours(h.get("gpuHours")), fmt_share(share),
+                                      round(min(max(share, 0.0), 1.0) * 100, 1), int(h.get("rank") or i + 1),
+                                      name == largest))
+        top = next((h for h in view.holes if h.largest), None)
+        view.headline = (f"The largest hole is {top.words}: {top.gpu_hours}, {top.share} of healthy capacity."
+                         if top is not None else "No leak: every hole is zero.")
+    for s in record.scenarios:
+        leak = (s.details or {}).get("leak")
+        if s.drill != "leak-identification" or not isinstance(leak, dict):
+            continue
+        expected = leak.get("expected") or {}
+        reported = leak.get("reported") or {}
+        error = _measurement(s, "hole size error")
+        largest = reported.get("largest")
+        view.scenarios.append(LeakScenario(
+            _anchor("leak", s.slug), _scenario_title(s, repeats[(s.feature_file, s.scenario)]), s.verdict,
+            str(leak.get("words") or HOLE_WORDS.get(str(leak.get("hole")), "")),
+            fmt_gpu_hours(expected.get("gpuHours")),
+            (HOLE_WORDS.get(str(largest), str(largest)) if largest else "no hole") if reported else "not read",
+            fmt_gpu_hours(reported.get("gpuHours")) if reported else "\u2014",
+            fmt_value(error.value, "%") if error is not None and error.value is not None else "\u2014",
+            str((leak.get("source") or {}).get("where", "")), str(expected.get("formula", ""))))
+    return view
 
 
 # -------------------------------------------------------------------------------------------- the charts
@@ -831,6 +943,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
         counts=[(v, sum(1 for s in record.scenarios if s.verdict == v)) for v in VERDICTS],
         rows=_scenario_rows(record, repeats), findings=findings, errors=errors,
         node_pulls=node_pulls, gangs=gangs, isolations=isolations, distributions=distribution_views(record),
+        leak=leak_view(record, repeats),
         fp=_fingerprint(record), renderer_version=__version__,
         options=sorted((str(k), str(v)) for k, v in (record.options or {}).items()),
         features=sorted(record.features.items()))

@@ -539,3 +539,94 @@ def test_isolation_matrix_tenants_by_probes_with_escapes_marked() -> None:
 def test_no_isolation_section_without_a_matrix() -> None:
     html = render_report(make_record(), SIG)
     assert 'id="isolation"' not in html and 'href="#isolation"' not in html
+
+
+# ------------------------------------------------------------------------------- leak report (issue 8)
+LEAK_REPORT: dict[str, Any] = {
+    "apiVersion": "firedrill.dev/v1alpha1", "kind": "LeakReport",
+    "window": {"start": "2026-11-30T02:07:34Z", "end": "2026-11-30T02:09:10Z", "seconds": 96.0},
+    "capacityGpuHours": 0.853333,
+    "layers": {"allocated": {"gpuHours": 0.32, "share": 0.375}, "active": {"gpuHours": 0.2, "share": 0.234375},
+               "effective": {"gpuHours": 0.08, "share": 0.09375}},
+    "holes": [{"rank": 1, "name": "faultTolerance", "words": "fault tolerance", "gpuHours": 0.021, "share": 0.024609},
+              {"rank": 2, "name": "dataPipeline", "words": "data pipeline", "gpuHours": 0.0135, "share": 0.01582},
+              {"rank": 3, "name": "fragmentation", "words": "fragmentation", "gpuHours": 0.0131, "share": 0.015352},
+              {"rank": 4, "name": "communication", "words": "communication", "gpuHours": 0.0129, "share": 0.015117}],
+    "largest": "faultTolerance", "summary": "The largest hole is fault tolerance: 0.021 GPU-hours, 2.4609% of "
+                                            "healthy capacity.", "tenants": []}
+
+
+def leak_scenario(hole: str, words: str, verdict: str, reported: str, gpu_hours: float, error: float) -> ScenarioRecord:
+    size = ThresholdRecord("hole size error", 10.0, "%", "<=")
+    details = {"leak": {"hole": hole, "words": words, "seconds": 12.0,
+                        "expected": {"hole": hole, "gpuHours": 48 / 3600, "gpuSeconds": 48.0,
+                                     "formula": "8 GPUs x 0.5 input stall share x 12.000 s"},
+                        "window": {"start": "2026-11-30T02:07:40.000Z", "end": "2026-11-30T02:07:52.000Z"},
+                        "source": {"kind": "url", "where": "the configured leak report URL http://127.0.0.1:1/x"},
+                        "reported": {"largest": reported, "gpuHours": gpu_hours}, "report": LEAK_REPORT}}
+    findings = () if verdict == "PASS" else (
+        f"expected the largest hole to be {words} (0.01333 GPU-h injected); the leak report names fragmentation",)
+    return ScenarioRecord(
+        "Leak identification", "leak_identification.feature", f"The leak report names the hole we opened ({words})",
+        ("clause:8.1",), "leak-identification", verdict,
+        (JudgementRecord(size, error, "PASS" if error <= 10 else "FAIL", f"hole size error: measured {error}"),),
+        (MeasurementRecord(f"{words} GPU-hours", 48 / 3600, "GPU-h", gpu_hours, 48 / 3600 - gpu_hours),
+         MeasurementRecord("hole size error", error, "%")), findings, details, 20.0)
+
+
+def with_leak(record: RunRecord, leak: dict[str, Any] | None) -> RunRecord:
+    return RunRecord(**{**record.__dict__, "leak_report": leak})
+
+
+def test_the_run_leak_report_shows_layers_and_ranked_holes_with_the_largest_in_words() -> None:
+    scenarios = (leak_scenario("dataPipeline", "data pipeline", "PASS", "dataPipeline", 0.0135, 1.25),
+                 leak_scenario("fragmentation", "fragmentation", "FAIL", "dataPipeline", 0.0131, 1.75))
+    record = with_leak(make_record(scenarios), {
+        "window": {"start": "2026-11-30T02:07:34Z", "end": "2026-11-30T02:09:10Z"},
+        "source": {"kind": "apiserver", "where": "the target's API server"}, "report": LEAK_REPORT})
+    html = render_report(record, SIG)
+    assert 'href="#leaks"' in html
+    part = section(html, "leak-report")
+    assert "The largest hole is fault tolerance: 0.021 GPU-h, 2.46 % of healthy capacity." in part
+    layers = re.search(r'data-testid="leak-layers".*?</table>', part, re.S).group(0)
+    assert re.findall(r'data-layer="(\w+)"', layers) == ["allocated", "active", "effective"]
+    assert "0.32 GPU-h" in layers and "37.5 %" in layers and "9.38 %" in layers
+    holes = re.search(r'data-testid="leak-holes".*?</table>', part, re.S).group(0)
+    assert re.findall(r'data-hole="(\w+)"', holes) == ["faultTolerance", "dataPipeline", "fragmentation",
+                                                      "communication"]
+    assert re.search(r'data-hole="faultTolerance" class="largest"', holes)
+    assert holes.count('class="largest"') == 1
+    rows = re.search(r'data-testid="leak-scenarios".*?</table>', part, re.S).group(0)
+    frag = re.search(r"<tr id=\"leak-[^\"]*fragmentation[^\"]*\">(.*?)</tr>", rows, re.S).group(1)
+    assert "<b>fragmentation</b>" in frag and "0.01333 GPU-h" in frag and "data pipeline" in frag
+    assert "0.0131 GPU-h" in frag and "1.75 %" in frag and "FAIL" in frag
+    assert "the configured leak report URL http://127.0.0.1:1/x" in part
+
+
+def test_a_leak_report_that_could_not_be_read_says_why() -> None:
+    record = with_leak(make_record((leak_scenario("dataPipeline", "data pipeline", "PASS", "dataPipeline",
+                                                  0.0135, 1.25),)),
+                       {"source": {"kind": "apiserver", "where": "x"}, "error": "answered 404; set leakReport.url"})
+    part = section(render_report(record, SIG), "leak-report")
+    assert "could not be read: answered 404; set leakReport.url" in part
+    assert 'data-testid="leak-holes"' not in part
+
+
+def test_no_leak_section_without_a_report_or_a_leak_scenario() -> None:
+    html = render_report(with_leak(make_record(), {"source": {}, "error": "404"}), SIG)
+    assert 'id="leaks"' not in html and 'href="#leaks"' not in html
+
+
+def test_leak_names_are_escaped() -> None:
+    evil = dict(LEAK_REPORT, holes=[dict(h, words="<script>alert(1)</script>") for h in LEAK_REPORT["holes"]])
+    record = with_leak(make_record(), {"source": {"where": "<img src=x>"}, "report": evil})
+    html = render_report(record, SIG)
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=x>" not in html
+
+
+def test_a_record_with_a_leak_report_survives_the_json_round_trip() -> None:
+    record = with_leak(make_record(), {"source": {"where": "api"}, "report": LEAK_REPORT})
+    again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.leak_report == record.leak_report
+    assert render_report(again, SIG) == render_report(record, SIG)

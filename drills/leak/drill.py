@@ -1,0 +1,388 @@
+"""The leak identification drill: open one hole of a known size, read the leak report, judge its answer.
+
+Steady state before (enough free GPUs for the mix) -> act (inject the mix; once it leaks steadily, open the
+window [t0, t1) on the harness's wall clock) -> observe (read the leak report for that window from the
+configured source) -> judge (the named hole, then its size against the truth) -> rollback (delete what the
+drill made, undo the fault, and wait until it is gone so the next scenario starts clean).
+
+The injections, sized to the target's free GPUs:
+
+- data pipeline / communication: a training job of 2 ranks (``firedrill.dev/input-stall-share`` or
+  ``comm-stall-share`` 0.5, the other 0.05); the window opens once every rank is stepping.
+  Truth = GPUs x share x window.
+- fragmentation: idle pods leave ``KEEP_FREE`` GPUs free on each node, then one pod needs more than any node
+  has free but no more than the cluster's free total; the window opens once it is seen Pending.
+  Truth = min(free, its GPUs) x window (the drill's own arithmetic, never the scheduler's say-so).
+- fault tolerance: a training job with no stalls; the node of rank 0 is pulled inside the window, which stays
+  open until the harness sees the resume, plus a margin.  Truth = GPUs x (t_resume - t_fault) + GPUs x
+  step-seconds x (steps at the fault - the checkpoint the job resumed from).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from drills.connect import Target
+from drills.gang import DrillInconclusive, free_gpus_per_node
+from drills.kube.driver import NODE, POD, KubeError, resource_for
+from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
+from drills.leak.judge import judge_naming, judge_size
+from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
+from drills.leak.source import LeakSource, rfc3339, source_for
+from drills.leak.truth import Progress, Truth, fault_truth, fragmentation_truth, parse_rfc3339, stall_truth, \
+    steps_at
+from drills.nodepull import NodePullDrill
+from drills.verdict import Comparison, DrillResult, Measurement, Threshold
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+
+STEP = "firedrill.dev/step"
+PROGRESS_AT = "firedrill.dev/progress-at"
+"""RFC 3339 (ms) instant at which a rank's step counter is exact (docs/WORKLOAD.md)."""
+STEP_SECONDS = 0.1
+"""Injected step time of every training rank (the granularity of the stall and lost-work arithmetic)."""
+STALL_SHARE, OTHER_SHARE = 0.5, 0.05
+"""The stall share of the hole under test, and the small share of the other stall (so it is not zero)."""
+WORKERS, GPUS_PER_WORKER = 2, 4
+KEEP_FREE = 2
+"""Fragmentation: GPUs each node keeps free after the fill."""
+CHECKPOINT_EVERY = 10
+FAULT_LEAD = 2.0
+"""Fault tolerance: seconds of normal training inside the window before the node is pulled."""
+RESUME_MARGIN = 2.0
+"""Fault tolerance: seconds the window stays open after the harness saw the resume."""
+SETTLE = 3.0
+"""Seconds after the window's end before the report is read: the platform publishes progress at most once a
+second, so the last samples of the window reach it within this."""
+READY_TIMEOUT, GONE_TIMEOUT, RESUME_TIMEOUT = 60.0, 60.0, 120.0
+SIZE = "hole size error"
+"""The measurement judged against the feature's tolerance: |reported - injected| / injected, in %."""
+
+
+def gpus_of(pod: Obj, resource: str) -> int:
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(resource, 0) or 0)
+               for c in (pod.get("spec") or {}).get("containers") or [])
+
+
+@dataclass
+class LeakDrill:
+    target: Target
+    result: DrillResult
+    run_id: str
+    source: LeakSource | None = None
+    hole: Hole | None = None
+    truth: Truth | None = None
+    window: tuple[float, float] | None = None
+    reading: LeakReading | None = None
+    specs: list[GangSpec] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)
+    """Names of the plain pods the drill created (fragmentation)."""
+    node_pull: NodePullDrill | None = None
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def clock(self) -> Any:
+        return self.target.timeline.clock
+
+    def _until(self, wall: float) -> None:
+        """Let real time pass until the wall clock reaches ``wall`` (the window is real time on the platform)."""
+        while (left := wall - self.clock.wall()) > 0:
+            time.sleep(min(left, 0.2))
+
+    def _poll(self, predicate: Any, timeout: float, interval: float = 0.25) -> bool:
+        deadline = self.clock.mono() + timeout
+        while not predicate():
+            if self.clock.mono() >= deadline:
+                return False
+            time.sleep(interval)
+        return True
+
+    def _mine(self) -> list[Obj]:
+        return self.target.driver.list(POD, self.target.profile.namespace, label_selector=run_selector(self.run_id))
+
+    # ----------------------------------------------------------------- inject
+    def inject(self, hole: Hole, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError(f"the leak window must be longer than 0 s, got {seconds:g}")
+        self.hole = hole
+        self.result.details["leak"] = {"hole": hole.value, "words": hole.words, "seconds": seconds}
+        if hole in (Hole.DATA_PIPELINE, Hole.COMMUNICATION):
+            self._stalls(hole, seconds)
+        elif hole is Hole.FRAGMENTATION:
+            self._fragmentation(seconds)
+        else:
+            self._fault(seconds)
+        assert self.truth is not None and self.window is not None
+        self.result.details["leak"].update({
+            "expected": {"hole": self.truth.hole.value, "gpuHours": self.truth.gpu_hours,
+                         "gpuSeconds": round(self.truth.gpu_seconds, 3), "formula": self.truth.formula},
+            "window": {"start": rfc3339(self.window[0]), "end": rfc3339(self.window[1])}})
+        self.target.timeline.action("leak-window", target=hole.value, start=rfc3339(self.window[0]),
+                                    end=rfc3339(self.window[1]))
+
+    def _need_volcano(self) -> None:
+        if self.target.profile.flavor is not GangFlavor.VOLCANO:
+            raise DrillInconclusive("the leak drill runs its training ranks as a Volcano Job; flavor "
+                                    f"{self.target.profile.flavor.value} is not supported by this drill yet")
+
+    def _stalls(self, hole: Hole, seconds: float) -> None:
+        self._need_volcano()
+        profile = self.target.profile
+        free = free_gpus_per_node(self.target)
+        if sum(1 for g in free.values() if g >= GPUS_PER_WORKER) < WORKERS:
+            raise DrillInconclusive(f"the stall mix needs {WORKERS} nodes with {GPUS_PER_WORKER} free GPUs; "
+                                    f"free GPUs per node: {free or 'none'}")
+        shares = {Hole.DATA_PIPELINE: (STALL_SHARE, OTHER_SHARE), Hole.COMMUNICATION: (OTHER_SHARE, STALL_SHARE)}
+        input_share, comm_share = shares[hole]
+        spec = GangSpec(name=f"leak-{self.run_id}-{'input' if hole is Hole.DATA_PIPELINE else 'comm'}",
+                        run_id=self.run_id, workers=WORKERS, gpus_per_worker=GPUS_PER_WORKER,
+                        image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
+                        gpu_resource=profile.gpu_resource, annotations={
+                            "firedrill.dev/workload": "training", "firedrill.dev/step-seconds": f"{STEP_SECONDS:g}",
+                            "firedrill.dev/checkpoint-every": "0",
+                            "firedrill.dev/input-stall-share": f"{input_share:g}",
+                            "firedrill.dev/comm-stall-share": f"{comm_share:g}"})
+        self.specs.append(spec)
+        for obj in gang_manifests(spec, profile.flavor, VolcanoForm.JOB):
+            self.target.driver.create(obj)
+        self._wait_stepping(spec)
+        t0 = self.clock.wall()
+        self.window = (t0, t0 + seconds)
+        self._until(self.window[1])
+        running = [p for p in self._mine() if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) < WORKERS:
+            raise DrillInconclusive(f"a rank of {spec.name} stopped inside the window ({len(running)} of {WORKERS} "
+                                    "Running at its end): the injected stall is not what leaked")
+        share = input_share if hole is Hole.DATA_PIPELINE else comm_share
+        self.truth = stall_truth(hole, WORKERS * GPUS_PER_WORKER, share, seconds)
+
+    def _wait_stepping(self, spec: GangSpec) -> None:
+        """Every rank Running and its step annotation seen advancing (so the gang is complete and training)."""
+        first: dict[str, int] = {}
+        advanced: set[str] = set()
+
+        def stepping() -> bool:
+            for p in self._mine():
+                if (p.get("status") or {}).get("phase") != "Running" or p["metadata"].get("deletionTimestamp"):
+                    continue
+                raw = str((p["metadata"].get("annotations") or {}).get(STEP, ""))
+                if raw.isdigit():
+                    name = p["metadata"]["name"]
+                    first.setdefault(name, int(raw))
+                    if int(raw) > first[name]:
+                        advanced.add(name)
+            return len(advanced) >= spec.workers
+        if not self._poll(stepping, READY_TIMEOUT):
+            raise DrillInconclusive(f"the ranks of {spec.name} were not all stepping within {READY_TIMEOUT:g} s "
+                                    f"({len(advanced)} of {spec.workers} advanced their {STEP}); no window opened")
+
+    def _plain_pod(self, name: str, gpus: int, node: str | None) -> Obj:
+        profile = self.target.profile
+        spec: Obj = {"restartPolicy": "Never", "containers": [{
+            "name": "hold", "image": profile.canary_image,
+            "resources": {"limits": {profile.gpu_resource: str(gpus)}, "requests": {profile.gpu_resource: str(gpus)}}}]}
+        if node is not None:
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": profile.namespace, "labels": {RUN_LABEL: self.run_id},
+                             "annotations": {"firedrill.dev/workload": "idle"}},
+                "spec": spec}
+
+    def _fragmentation(self, seconds: float) -> None:
+        free = free_gpus_per_node(self.target)
+        usable = {n: g for n, g in free.items() if g >= KEEP_FREE}
+        total = KEEP_FREE * len(usable)
+        blocked = min(total, 2 * KEEP_FREE)
+        if len(usable) < 2 or blocked <= KEEP_FREE:
+            raise DrillInconclusive(f"fragmentation needs at least 2 nodes with {KEEP_FREE} or more free GPUs; "
+                                    f"free GPUs per node: {free or 'none'}")
+        fill = {n: g - KEEP_FREE for n, g in sorted(usable.items()) if g > KEEP_FREE}
+        for i, (node, gpus) in enumerate(fill.items()):
+            name = f"leak-{self.run_id}-fill-{i}"
+            self.pods.append(name)
+            self.target.driver.create(self._plain_pod(name, gpus, node))
+
+        def filled() -> bool:
+            bound = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in self._mine()}
+            return all(bound.get(f"leak-{self.run_id}-fill-{i}") for i in range(len(fill)))
+        if not self._poll(filled, READY_TIMEOUT):
+            raise DrillInconclusive(f"the fill pods were not all placed within {READY_TIMEOUT:g} s; the cluster "
+                                    "cannot be fragmented as planned")
+        after = free_gpus_per_node(self.target)
+        left = {n: after.get(n, 0) for n in usable}
+        if max(left.values()) >= blocked or sum(left.values()) < blocked:
+            raise DrillInconclusive(f"after the fill the free GPUs per node are {left}; a pod of {blocked} GPUs "
+                                    "would not be blocked by fragmentation alone (something else changed them)")
+        name = f"leak-{self.run_id}-blocked"
+        self.pods.append(name)
+        self.target.driver.create(self._plain_pod(name, blocked, None))
+
+        def pending() -> bool:
+            pod = next((p for p in self._mine() if p["metadata"]["name"] == name), None)
+            return pod is not None and not (pod.get("spec") or {}).get("nodeName") and \
+                (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        if not self._poll(pending, READY_TIMEOUT):
+            raise DrillInconclusive(f"pod {name} ({blocked} GPUs) was never seen Pending")
+        t0 = self.clock.wall()
+        self.window = (t0, t0 + seconds)
+        self.result.details["leak"]["mix"] = {"free_before": free, "fill": fill, "free_after_fill": left,
+                                              "blocked_gpus": blocked}
+        self._until(self.window[1])
+        pod = next((p for p in self._mine() if p["metadata"]["name"] == name), None)
+        if pod is None or (pod.get("spec") or {}).get("nodeName"):
+            raise DrillInconclusive(f"pod {name} was placed or removed inside the window: the cluster changed "
+                                    "under the drill, so the injected fragmentation is not known")
+        self.truth = fragmentation_truth(blocked, sum(left.values()), seconds)
+
+    def _fault(self, seconds: float) -> None:
+        self._need_volcano()
+        npd = NodePullDrill(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS)
+        self.node_pull = npd
+        npd.start_canary(WORKERS, GPUS_PER_WORKER, CHECKPOINT_EVERY)
+        npd.wait_checkpoint(READY_TIMEOUT)
+        assert npd.spec is not None
+        t0 = self.clock.wall()
+        self._until(t0 + FAULT_LEAD)
+        snapshots = self._progress(npd)
+        npd.pull(0, self.target.profile.fault.method)
+        if "fault" not in npd.instants:
+            raise DrillInconclusive("; ".join(self.result.findings) or "the fault was not confirmed")
+        npd.observe_until("resume", RESUME_TIMEOUT)
+        if "resume" not in npd.instants:
+            raise DrillInconclusive(f"the harness never saw training resume within {RESUME_TIMEOUT:g} s of the "
+                                    "fault, so the fault-tolerance hole has no end to measure")
+        t_fault, t_resume = npd.instants["fault"].wall, npd.instants["resume"].wall
+        self.window = (t0, max(t0 + seconds, t_resume + RESUME_MARGIN))
+        self._until(self.window[1])
+        at_fault = max((steps_at(s, t_fault, STEP_SECONDS) for s in snapshots.values()), default=npd.step_at_fault)
+        checkpoint = self._resumed_from(npd)
+        gpus = npd.spec.workers * npd.spec.gpus_per_worker
+        self.truth = fault_truth(gpus, t_fault, t_resume, STEP_SECONDS, at_fault, checkpoint, self.window)
+        self.result.details["leak"]["mix"] = {
+            "snapshots": {k: {"step": v.step, "at": rfc3339(v.at)} for k, v in snapshots.items()},
+            "t_fault": rfc3339(t_fault), "t_resume": rfc3339(t_resume), "steps_at_fault": at_fault,
+            "resumed_from": checkpoint}
+
+    def _progress(self, npd: NodePullDrill) -> dict[str, Progress]:
+        """Each running rank's last progress snapshot (step, exact at progress-at).  Without progress-at (an
+        older platform) the instant the harness saw the value stands in, which undercounts by up to a publish
+        interval; the evidence says which."""
+        out: dict[str, Progress] = {}
+        seen = self.clock.wall()
+        with npd._cond:
+            for p in npd.pods.values():
+                ann = p["metadata"].get("annotations") or {}
+                raw = str(ann.get(STEP, ""))
+                if (p.get("status") or {}).get("phase") != "Running" or not raw.isdigit():
+                    continue
+                at = parse_rfc3339(str(ann.get(PROGRESS_AT, "")))
+                if at is None:
+                    self.result.details["leak"]["progress_at"] = "missing: the harness's own sighting was used"
+                out[p["metadata"]["name"]] = Progress(int(raw), at if at is not None else seen)
+        return out
+
+    def _resumed_from(self, npd: NodePullDrill) -> int:
+        """The checkpoint the job resumed from: a replacement rank's Resumed Event ("... beyond checkpoint N"),
+        else the job's checkpoint record at the fault."""
+        with npd._cond:
+            for e in npd.events:
+                inv = e.get("involvedObject") or {}
+                m = re.search(r"beyond checkpoint (\d+)", str(e.get("message", "")))
+                if e.get("reason") == "Resumed" and m and inv.get("uid") not in npd.before_fault \
+                        and inv.get("name") in npd.pods:
+                    return int(m.group(1))
+        return npd.checkpoint_at_fault
+
+    # ------------------------------------------------------------------ observe
+    def read(self) -> None:
+        """Read the leak report for the window from the configured source (after the settle time)."""
+        if self.window is None or self.truth is None:
+            raise DrillInconclusive("no leak was injected, so there is no window to read")
+        self.source = self.source or source_for(self.target.profile, self.target.driver)
+        info = self.result.details["leak"]
+        info["source"] = {"kind": self.source.kind, "where": self.source.description}
+        self._until(self.window[1] + SETTLE)
+        try:
+            self.reading = self.source.read(*self.window)
+        except ReportUnavailable as exc:
+            self.result.inconclusive(str(exc))
+            raise DrillInconclusive(str(exc)) from None
+        except ReportMalformed as exc:
+            self.result.fail(str(exc))
+            return
+        info["report"] = dict(self.reading.raw)
+        largest = Hole(self.reading.largest) if self.reading.largest else None
+        info["reported"] = {"largest": self.reading.largest, "gpuHours": self.reading.gpu_hours(self.truth.hole),
+                            "largestGpuHours": self.reading.gpu_hours(largest) if largest else 0.0,
+                            "summary": self.reading.summary}
+
+    # -------------------------------------------------------------------- judge
+    def judge_named(self, hole: Hole) -> None:
+        self._same_hole(hole)
+        if self.reading is None or self.truth is None:
+            return  # a malformed report already failed the scenario
+        naming = judge_naming(self.truth, self.reading)
+        where = self.source.description if self.source is not None else "the leak report"
+        if naming.ok:
+            self.result.details["leak"]["named"] = naming.message
+        else:
+            self.result.fail(f"{naming.message} (source: {where})")
+
+    def judge_size(self, hole: Hole, tolerance_percent: float) -> None:
+        self._same_hole(hole)
+        threshold = Threshold(SIZE, tolerance_percent, "%", Comparison.AT_MOST)
+        if self.reading is None or self.truth is None:
+            self.result.measure(Measurement(SIZE, None, "%", note="no leak report was read"))
+            self.result.check(threshold)
+            return
+        sizing = judge_size(self.truth, self.reading, tolerance_percent)
+        self.result.measure(Measurement(f"{self.truth.hole.words} GPU-hours", self.truth.gpu_hours, "GPU-h",
+                                        platform=sizing.reported_gpu_hours,
+                                        note="harness: injected; platform: the leak report"))
+        self.result.measure(Measurement(SIZE, sizing.error_percent, "%", note=sizing.message))
+        self.result.check(threshold)
+        if not sizing.ok:
+            where = self.source.description if self.source is not None else "the leak report"
+            self.result.findings.append(f"{sizing.message} (source: {where})")
+
+    def _same_hole(self, hole: Hole) -> None:
+        if self.hole is not None and hole is not self.hole:
+            raise ValueError(f"the scenario opened {self.hole.words} but judges {hole.words}; name the same hole "
+                             "in the Given and the Then steps")
+
+    # ----------------------------------------------------------------- rollback
+    def rollback(self) -> None:
+        """Delete everything the drill made, undo the fault, and wait until it is all gone; never raises."""
+        driver, ns = self.target.driver, self.target.profile.namespace
+        if self.node_pull is not None:
+            self.node_pull.rollback()
+            pulled = self.node_pull.pulled
+            if pulled is not None and not self._poll(lambda: self._ready(pulled), READY_TIMEOUT, 0.5):
+                log.warning("node %s was not Ready again within %g s of the rollback", pulled, READY_TIMEOUT)
+        try:
+            for spec in self.specs:
+                for obj in gang_manifests(spec, self.target.profile.flavor, VolcanoForm.JOB):
+                    driver.delete(resource_for(obj), obj["metadata"]["name"], ns)
+            for pod in self._mine():
+                driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
+            if not self._poll(lambda: not self._mine(), GONE_TIMEOUT, 0.5):
+                log.warning("pods of leak drill %s still exist %g s after the rollback", self.run_id, GONE_TIMEOUT)
+        except KubeError as exc:
+            log.warning("rollback of leak drill %s incomplete: %s", self.run_id, exc)
+
+    def _ready(self, node: str) -> bool:
+        try:
+            obj = self.target.driver.get(NODE, node)
+        except KubeError:
+            return False
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+__all__ = ["LeakDrill", "SIZE"]

@@ -1,0 +1,53 @@
+"""Judge a leak report against the truth: the named hole, then its size within the feature's tolerance (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drills.leak.model import Hole, LeakReading, gpu_hours_text
+from drills.leak.truth import Truth
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Did the report name the injected hole as the largest?"""
+
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How far the report's size of the injected hole is from the truth."""
+
+    ok: bool
+    error_percent: float
+    reported_gpu_hours: float
+    message: str
+
+
+def judge_naming(truth: Truth, reading: LeakReading) -> Naming:
+    expected = f"{truth.hole.words} ({gpu_hours_text(truth.gpu_hours)} injected)"
+    if reading.largest == truth.hole.value:
+        return Naming(True, f"the leak report names {expected} as the largest hole")
+    named = reading.largest_words()
+    if reading.largest is not None:
+        named += f" ({gpu_hours_text(next(h for n, h, _ in reading.holes if n == reading.largest))})"
+    return Naming(False, f"expected the largest hole to be {expected}; the leak report names {named}"
+                         f" and sizes {truth.hole.words} at {gpu_hours_text(reading.gpu_hours(truth.hole))}")
+
+
+def judge_size(truth: Truth, reading: LeakReading, tolerance_percent: float) -> Sizing:
+    reported = reading.gpu_hours(truth.hole)
+    if truth.gpu_seconds <= 0:
+        raise ValueError(f"nothing was injected through {truth.hole.words}: the drill cannot judge a size of 0")
+    error = abs(reported - truth.gpu_hours) / truth.gpu_hours * 100.0
+    ok = error <= tolerance_percent
+    signed = (reported - truth.gpu_hours) / truth.gpu_hours * 100.0
+    return Sizing(ok, error, reported,
+                  f"the leak report sizes {truth.hole.words} at {gpu_hours_text(reported)}; "
+                  f"{gpu_hours_text(truth.gpu_hours)} were injected ({signed:+.1f} %, tolerance "
+                  f"{tolerance_percent:g} %)")
+
+
+__all__ = ["Hole", "Naming", "Sizing", "judge_naming", "judge_size"]

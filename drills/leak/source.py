@@ -1,0 +1,161 @@
+"""Where the leak report is read: the target's API server (default), or a URL the target profile names.
+
+- :class:`ApiServerSource`: ``GET /apis/firedrill.dev/v1alpha1/leakreport`` through the same Kubernetes
+  client as every other request of the run (kubeconfig auth and TLS apply).
+- :class:`UrlSource`: profile ``leakReport: {url: ...}``, an absolute URL that serves the contract
+  (``start`` and ``end`` are added as query parameters).
+- ``prometheus: {url: ...}`` in the profile: computing layers and holes from DCGM exporter metrics is not
+  built yet; such a source says so (INCONCLUSIVE), it never guesses.
+
+Every source answers a :class:`~drills.leak.model.LeakReading` or raises :class:`ReportUnavailable` (no claim
+either way: the message says how to configure a source) or :class:`ReportMalformed` (the platform answered
+with something that does not follow the contract).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import urllib3
+
+from drills.kube.driver import KubeDriver, KubeError, TargetUnreachable
+from drills.leak.model import PATH, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target import TargetProfile
+
+HOW_TO_CONFIGURE = ("set leakReport.url (a URL that serves the contract of docs/LEAK_REPORT.md) or prometheus.url "
+                    "in the target profile (docs/PROFILE.md), or implement the endpoint on the platform")
+
+
+def _public(url: str) -> str:
+    """A URL as the evidence may show it: any user:password@ removed."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def rfc3339(epoch: float) -> str:
+    """Epoch seconds as an RFC 3339 UTC instant with milliseconds, as the query sends it."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class LeakSource(Protocol):
+    kind: str
+    """``apiserver``, ``url`` or ``prometheus``: recorded in the evidence and said in the verdict."""
+
+    @property
+    def description(self) -> str: ...
+
+    def read(self, start: float, end: float) -> LeakReading: ...
+
+
+class ApiServerSource:
+    """The contract's path on the target's API server, through the run's Kubernetes client."""
+
+    kind = "apiserver"
+
+    def __init__(self, driver: KubeDriver) -> None:
+        self.driver = driver
+
+    @property
+    def description(self) -> str:
+        return f"the target's API server ({self.driver.host}{PATH})"
+
+    def read(self, start: float, end: float) -> LeakReading:
+        query = {"start": rfc3339(start), "end": rfc3339(end)}
+        try:
+            doc = self.driver.request("GET", PATH, query=query)
+        except TargetUnreachable as exc:
+            raise ReportUnavailable(f"the leak report could not be read from {self.description}: {exc}; "
+                                    f"{HOW_TO_CONFIGURE}") from None
+        except KubeError as exc:
+            if exc.code == 400:
+                raise ReportMalformed(f"{self.description} refused the window {query['start']} to {query['end']} "
+                                      f"({exc}); the contract answers 400 only when end is not after start") from None
+            what = ("does not serve the leak report (404): the platform does not implement the contract"
+                    if exc.code == 404 else f"answered {exc.code}: {exc}")
+            raise ReportUnavailable(f"{self.description} {what}; {HOW_TO_CONFIGURE}") from None
+        return LeakReading.parse(doc, self.description)
+
+
+class UrlSource:
+    """An absolute URL serving the contract (``leakReport.url`` in the target profile)."""
+
+    kind = "url"
+
+    def __init__(self, url: str, timeout: float = 15.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._http = urllib3.PoolManager(retries=urllib3.Retry(total=2, backoff_factor=0.2,
+                                                                status_forcelist=(502, 503, 504)))
+
+    @property
+    def description(self) -> str:
+        return f"the configured leak report URL {_public(self.url)}"
+
+    def read(self, start: float, end: float) -> LeakReading:
+        query = {"start": rfc3339(start), "end": rfc3339(end)}
+        try:
+            resp = self._http.request("GET", self.url, fields=query, timeout=self.timeout,
+                                      headers={"Accept": "application/json"})
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ReportUnavailable(f"{self.description} cannot be reached: {exc}; check leakReport.url in the "
+                                    f"target profile, or {HOW_TO_CONFIGURE}") from None
+        if resp.status == 400:
+            raise ReportMalformed(f"{self.description} refused the window {query['start']} to {query['end']} "
+                                  f"(400); the contract answers 400 only when end is not after start")
+        if resp.status >= 300:
+            raise ReportUnavailable(f"{self.description} answered {resp.status}: "
+                                    f"{resp.data[:200].decode(errors='replace')}; {HOW_TO_CONFIGURE}")
+        try:
+            doc: Any = json.loads(resp.data)
+        except ValueError:
+            raise ReportMalformed(f"{self.description} answered 200 but not JSON: "
+                                  f"{resp.data[:120].decode(errors='replace')!r}") from None
+        return LeakReading.parse(doc, self.description)
+
+
+class PrometheusSource:
+    """Layers and holes from a Prometheus (DCGM exporter metrics plus kube-state-metrics): not built yet."""
+
+    kind = "prometheus"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @property
+    def description(self) -> str:
+        return f"the configured Prometheus {_public(self.url)}"
+
+    def read(self, start: float, end: float) -> LeakReading:
+        raise ReportUnavailable(f"{self.description}: computing the leak report from Prometheus metrics is not "
+                                "built yet in this version of the harness; set leakReport.url to a URL that serves "
+                                "the contract (docs/LEAK_REPORT.md) instead")
+
+
+def run_window_report(source: LeakSource, start: float, end: float) -> dict[str, Any]:
+    """The leak report of a whole run, for the evidence: ``window``, ``source`` and ``report`` (the JSON as
+    served) or ``error`` (why it could not be read).  Never raises: a run's verdict does not depend on it."""
+    out: dict[str, Any] = {"window": {"start": rfc3339(start), "end": rfc3339(end)},
+                           "source": {"kind": source.kind, "where": source.description}}
+    try:
+        out["report"] = dict(source.read(start, end).raw)
+    except (ReportUnavailable, ReportMalformed) as exc:
+        out["error"] = str(exc)
+    return out
+
+
+def source_for(profile: TargetProfile, driver: KubeDriver) -> LeakSource:
+    """The source the target profile configures: leakReport.url, else prometheus.url, else the API server."""
+    settings = profile.leak_report
+    if settings.url:
+        return UrlSource(settings.url)
+    if settings.prometheus_url:
+        return PrometheusSource(settings.prometheus_url)
+    return ApiServerSource(driver)
+
+
+__all__ = ["ApiServerSource", "LeakSource", "PrometheusSource", "UrlSource", "rfc3339", "run_window_report",
+           "source_for"]
