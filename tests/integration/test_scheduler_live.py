@@ -139,5 +139,7 @@ def test_a_pod_blocked_by_fragmentation_says_so_in_its_unplaced_condition(tmp_pa
         # Room on one node: the fragmented pod is placed.
         v1.delete_namespaced_pod("six-a", "default", grace_period_seconds=0)
         wait_until(lambda: bool(bound(cluster, "four")), 30, "the 4-GPU pod to be bound once a node has room")
+        # Bound is no longer pending: the why-pending condition leaves with PodScheduled=False.
+        assert unplaced(cluster, "four") is None
     finally:
         cluster.stop()

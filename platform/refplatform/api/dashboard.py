@@ -20,13 +20,13 @@ from typing import Any
 
 from refplatform.api.validation import pod_gpu_request
 from refplatform.controllers.convert import SCHEDULER_NAMES
+from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.core.healing import OUT_OF_SERVICE_TAINT, QUARANTINE_LABEL, SPARE_LABEL
 from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION, GPU_MILLI
 
 Obj = Mapping[str, Any]
 API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "DashboardView"
-UNPLACED_CONDITION = "firedrill.dev/Unplaced"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 MAX_INCIDENTS = 20
 EVICTED_NODE = re.compile(r"node (\S+) is (?:lost|out of service)")

@@ -21,6 +21,7 @@ from typing import Any
 from refplatform.api import errors as E
 from refplatform.api.errors import ApiError, Cause
 from refplatform.api.validation import pod_gpu_request, validate
+from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, Registry, ResourceType
 from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
@@ -375,7 +376,9 @@ class ApiService:
             if current:
                 raise E.conflict(PODS, name, f"pod {name} is already assigned to node \"{current}\"")
             pod["spec"]["nodeName"] = node
-            conds = [c for c in pod.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+            # Bound: no longer pending, so the scheduler's why-pending condition goes with PodScheduled=False.
+            conds = [c for c in pod.setdefault("status", {}).get("conditions") or []
+                     if c.get("type") not in ("PodScheduled", UNPLACED_CONDITION)]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": self.now()})
             pod["status"]["conditions"] = conds
             return pod

@@ -32,13 +32,12 @@ from refplatform.controllers.convert import snapshot_of
 from refplatform.controllers.events import EventRecorder
 from refplatform.controllers.manager import Cache
 from refplatform.core import GPU_INDEX_ANNOTATION, PodGroupPhase
+from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.resources import NODES, PODGROUPS, PODS, QUEUES
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-UNPLACED_CONDITION = "firedrill.dev/Unplaced"
-"""Pod condition type: why a pending pod's gang is not placed (reason = a core ``PendingReason`` value)."""
 
 
 def _rfc3339(epoch: float) -> str:

@@ -53,6 +53,10 @@ HOLE_WORDS: dict[Hole, str] = {
 }
 
 
+UNPLACED_CONDITION = "firedrill.dev/Unplaced"
+"""The pod condition whose ``reason`` is a :class:`PendingReason` (written by the scheduler on pending pods)."""
+
+
 class PendingReason(Enum):
     """Why pending demand could not be placed."""
 

@@ -54,7 +54,8 @@ from enum import Enum
 from typing import Any
 
 from refplatform.core.accounting import (
-    ActivitySample, History, Incident, NodeCapacity, PendingDemand, PendingReason, PodInterval, Window,
+    UNPLACED_CONDITION, ActivitySample, History, Incident, NodeCapacity, PendingDemand, PendingReason, PodInterval,
+    Window,
 )
 from refplatform.core.resources import GPU
 
@@ -81,7 +82,7 @@ VOLCANO_QUEUE = "volcano.sh/queue-name"
 JOB_LABEL = "volcano.sh/job-name"
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 QUARANTINE_LABEL = "firedrill.dev/quarantine"
-UNPLACED = "firedrill.dev/Unplaced"
+UNPLACED = UNPLACED_CONDITION
 RESUMED = "Resumed"
 DEFAULT_MFU = 0.4
 DEFAULT_STEP_SECONDS = 0.5
