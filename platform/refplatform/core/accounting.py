@@ -446,24 +446,33 @@ def account(window: Window, history: History) -> LeakReport:
             dt = down_u.get((d.namespace, d.queue, d.job), [])
             blocked.extend((a, b, d.gpus, (d.namespace, d.queue)) for a, b in _minus(*span, dt))
     if blocked:
-        cap_spans = [(a, b, g) for v in healthy.values() for a, b, g in v]
-        cuts = sorted({w0, w1, *(x for a, b, _ in cap_spans for x in (a, b)),
-                       *(x for a, b, _ in alloc_spans for x in (a, b)),
-                       *(x for a, b, _, _ in blocked for x in (a, b))})
+        # One sweep over every instant where free GPUs or blocked demand change (intervals are half-open).
+        free_delta: dict[float, int] = {}
+        demand_delta: dict[float, dict[tuple[str, str], int]] = {}
+        for v in healthy.values():
+            for a, b, g in v:
+                free_delta[a] = free_delta.get(a, 0) + g
+                free_delta[b] = free_delta.get(b, 0) - g
+        for a, b, g in alloc_spans:
+            free_delta[a] = free_delta.get(a, 0) - g
+            free_delta[b] = free_delta.get(b, 0) + g
+        for a, b, g, tenant in blocked:
+            for t, d in ((a, g), (b, -g)):
+                row = demand_delta.setdefault(t, {})
+                row[tenant] = row.get(tenant, 0) + d
+        free = 0
+        demand: dict[tuple[str, str], int] = {}
+        cuts = sorted({w0, w1, *free_delta, *demand_delta})
         for t0, t1 in zip(cuts, cuts[1:]):
-            demand: dict[tuple[str, str], int] = {}
-            for a, b, g, tenant in blocked:
-                if a <= t0 and t1 <= b:
-                    demand[tenant] = demand.get(tenant, 0) + g
+            free += free_delta.get(t0, 0)
+            for tenant, d in demand_delta.get(t0, {}).items():
+                demand[tenant] = demand.get(tenant, 0) + d
             total = sum(demand.values())
-            if not total:
-                continue
-            free = (sum(g for a, b, g in cap_spans if a <= t0 and t1 <= b)
-                    - sum(g for a, b, g in alloc_spans if a <= t0 and t1 <= b))
             lost = max(0, min(free, total)) * (t1 - t0)
-            for tenant, g in demand.items():
-                if lost:
-                    add(tenant, Hole.FRAGMENTATION, lost * g / total)
+            if lost:
+                for tenant, g in demand.items():
+                    if g:
+                        add(tenant, Hole.FRAGMENTATION, lost * g / total)
 
     # Fault tolerance: downtime x GPUs, plus recomputed work of faults in the window.
     for inc in history.incidents:
