@@ -53,16 +53,21 @@ def _tags(node: dict[str, Any]) -> tuple[str, ...]:
     return tuple(t["name"].lstrip("@") for t in node.get("tags") or [])
 
 
-def _expand(text: str, examples: list[dict[str, Any]]) -> list[str]:
-    """Scenario Outline steps with each Examples row substituted (a step is checked once per row)."""
+def _rows(examples: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The rows of a Scenario Outline's Examples tables, as {column: value}."""
     rows: list[dict[str, str]] = []
     for ex in examples:
         header = [c["value"] for c in (ex.get("tableHeader") or {}).get("cells") or []]
         for row in ex.get("tableBody") or []:
             rows.append(dict(zip(header, (c["value"] for c in row.get("cells") or []))))
-    if not rows:
-        return [text]
-    return [re.sub(r"<(\w[^>]*)>", lambda m: row.get(m.group(1), m.group(0)), text) for row in rows]
+    return rows
+
+
+def _fill(text: str, row: dict[str, str] | None) -> str:
+    """``text`` with each ``<column>`` of an Examples row substituted (unchanged without a row)."""
+    if row is None:
+        return text
+    return re.sub(r"<(\w[^>]*)>", lambda m: row.get(m.group(1), m.group(0)), text)
 
 
 def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
@@ -94,12 +99,16 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
         scenario = child.get("scenario")
         if scenario is None:
             continue
-        texts: list[str] = []
-        current = None
-        for st in background + (scenario.get("steps") or []):
-            kind = KEYWORD_TYPES.get(st.get("keywordType", ""), current)
-            current = kind
-            for text in _expand(st["text"], scenario.get("examples") or []):
+        # A Scenario Outline runs once per Examples row: each row is a scenario of its own, with its own steps.
+        rows: list[dict[str, str] | None] = list(_rows(scenario.get("examples") or [])) or [None]
+        steps = background + (scenario.get("steps") or [])
+        for row in rows:
+            texts: list[str] = []
+            current = None
+            for st in steps:
+                kind = KEYWORD_TYPES.get(st.get("keywordType", ""), current)
+                current = kind
+                text = _fill(st["text"], row)
                 texts.append(text)
                 if matches(text) and not matches(text, kind):
                     problems.append(f"{path}:{st['location']['line']}: \"{st['keyword'].strip()} {text}\" is a "
@@ -110,10 +119,10 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
                     hint = (" Closest known steps: " + " | ".join(close)) if close else ""
                     problems.append(f"{path}:{st['location']['line']}: unknown step "
                                     f"\"{st['keyword'].strip()} {text}\".{hint} (All steps: docs/STEPS.md)")
+            info.scenarios.append(ScenarioInfo(_fill(scenario["name"], row), scenario["location"]["line"],
+                                               _tags(scenario), tuple(texts)))
         if not scenario.get("steps"):
             problems.append(f"{path}:{scenario['location']['line']}: scenario \"{scenario['name']}\" has no steps")
-        info.scenarios.append(ScenarioInfo(scenario["name"], scenario["location"]["line"],
-                                           _tags(scenario), tuple(texts)))
     return info, problems
 
 

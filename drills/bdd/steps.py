@@ -258,15 +258,15 @@ def tenants_affected(drill: ScenarioContext, words: str) -> None:
 
 
 # ------------------------------------------------------------ leak identification (docs/LEAK_REPORT.md)
-@step("Given", "a workload mix that leaks GPU time through {hole} for {seconds:Duration}",
+@step("Given", "a workload mix that leaks GPU time through {hole:Hole} for {seconds:Duration}",
       "a workload mix that leaks GPU time through data pipeline for 12 seconds")
-def leaking_mix(drill: ScenarioContext, hole: str, seconds: float) -> None:
+def leaking_mix(drill: ScenarioContext, hole: Hole, seconds: float) -> None:
     """Open one hole of a known size, sized to the cluster's free GPUs: `data pipeline` (training ranks that
     wait on input half of each step), `communication` (half of each step stalled on collectives),
     `fragmentation` (every node keeps 2 GPUs free, one pod needs 4) or `fault tolerance` (the node of a
     training rank is pulled; the window then stays open until training resumes, plus 2 s). The window opens
     once the mix leaks steadily; the drill's own arithmetic of what it injected is the truth."""
-    drill.leak_drill().inject(Hole.parse(hole), seconds)
+    drill.leak_drill().inject(hole, seconds)
 
 
 @step("When", "the platform's leak report is read for that window",
@@ -278,11 +278,11 @@ def leak_report_read(drill: ScenarioContext) -> None:
     drill.leak_drill().read()
 
 
-@step("Then", "it names {hole} as the largest hole", "it names data pipeline as the largest hole")
-def names_largest(drill: ScenarioContext, hole: str) -> None:
+@step("Then", "it names {hole:Hole} as the largest hole", "it names data pipeline as the largest hole")
+def names_largest(drill: ScenarioContext, hole: Hole) -> None:
     """The report's `largest` must be the hole the drill opened; otherwise FAIL, naming the hole expected (and
     the GPU-hours injected) and the one the report named."""
-    drill.leak_drill().judge_named(Hole.parse(hole))
+    drill.leak_drill().judge_named(hole)
 
 
 @step("Then", "it sizes that hole within {tolerance:Number} % of what was injected",

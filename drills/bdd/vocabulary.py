@@ -16,6 +16,8 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
+from drills.leak.model import Hole
+
 DURATION_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "second": 1.0,
                   "seconds": 1.0, "min": 60.0, "minute": 60.0, "minutes": 60.0}
 
@@ -37,7 +39,15 @@ def parse_number(text: str) -> float:
 
 parse_number.pattern = r"\d+(?:\.\d+)?"  # type: ignore[attr-defined]
 
-TYPES = {"Duration": parse_duration, "Number": parse_number}
+def parse_hole(text: str) -> Hole:
+    """'data pipeline', 'communication', 'fragmentation', 'fault tolerance' (or the contract's names)."""
+    return Hole.parse(text)
+
+
+parse_hole.pattern = "|".join(  # type: ignore[attr-defined]
+    re.escape(name) for hole in Hole for name in (hole.words, hole.value))
+
+TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole}
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 
 
@@ -51,7 +61,7 @@ class StepDoc:
     @property
     def readable(self) -> str:
         """The pattern with placeholders as <name> (<duration>, <number> for typed ones), for people."""
-        names = {"Duration": "duration", "Number": "number"}
+        names = {"Duration": "duration", "Number": "number", "Hole": "hole"}
         return PLACEHOLDER.sub(lambda m: f"<{names.get(m.group(2) or '', m.group(1))}>", self.pattern)
 
 
@@ -99,7 +109,8 @@ def markdown() -> str:
              "Every sentence a feature file may use, generated from the code by `firedrill steps --markdown`",
              "(a test checks this file is current). `<duration>` takes a number and a unit:",
              "`500 ms`, `5 seconds`, `2 minutes`; `<number>` may have decimals (`2.5`); other",
-             "placeholders are whole numbers, except the fault method, which is a word.",
+             "placeholders are whole numbers, except the fault method, which is a word, and `<hole>`,",
+             "one of `data pipeline`, `communication`, `fragmentation`, `fault tolerance`.",
              "Use each sentence with its keyword: `Given` sets up, `When` acts, `Then` judges;",
              "`And` and `But` continue the keyword before them.", ""]
     for keyword in ("Given", "When", "Then"):

@@ -43,6 +43,31 @@ def test_a_step_used_with_the_wrong_keyword_is_named(tmp_path: Path) -> None:
     assert "f.feature:3:" in str(exc.value) and "is a When step but is used as Given" in str(exc.value)
 
 
+def test_each_examples_row_of_an_outline_is_a_scenario_with_its_own_steps(tmp_path: Path) -> None:
+    from drills.features import load_features
+    (tmp_path / "f.feature").write_text(
+        "Feature: x\n  Scenario Outline: the <hole> hole\n"
+        "    Given a workload mix that leaks GPU time through <hole> for 12 seconds\n"
+        "    Then it names <hole> as the largest hole\n"
+        "    Examples:\n      | hole |\n      | data pipeline |\n      | fragmentation |\n")
+    [feature] = load_features(tmp_path)
+    assert [s.name for s in feature.scenarios] == ["the data pipeline hole", "the fragmentation hole"]
+    assert feature.scenarios[1].steps == ("a workload mix that leaks GPU time through fragmentation for 12 seconds",
+                                          "it names fragmentation as the largest hole")
+
+
+def test_an_outline_row_naming_no_known_hole_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from drills.features import FeatureError, load_features
+    (tmp_path / "f.feature").write_text(
+        "Feature: x\n  Scenario Outline: y\n    Then it names <hole> as the largest hole\n"
+        "    Examples:\n      | hole |\n      | fragmentation |\n      | the kitchen sink |\n")
+    with pytest.raises(FeatureError) as exc:
+        load_features(tmp_path)
+    [problem] = exc.value.problems  # the fragmentation row is fine
+    assert problem.startswith(f"{tmp_path / 'f.feature'}:3: unknown step")
+    assert "the kitchen sink" in problem and "it names <hole> as the largest hole" in problem
+
+
 def test_units_are_part_of_the_sentence() -> None:
     assert matches("the platform detects the failure within 750 ms")
     assert not matches("the platform detects the failure within 5 parsecs")
