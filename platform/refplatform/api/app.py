@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 import httpx
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -126,7 +127,8 @@ class ApiServer:
                 return PlainTextResponse("ok")
             who = self._authenticate(request, path)
             if self.usage is not None and path in leakreport.PATHS:
-                return leakreport.serve(self.usage, request, who, path)
+                # Off the event loop: a long window takes a while to account and must not stall watches.
+                return await run_in_threadpool(leakreport.serve, self.usage, request, who, path)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":
