@@ -25,3 +25,19 @@ def pod_manifest(name: str, gpus: int = 0, labels: dict[str, str] | None = None,
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
             "spec": {"containers": [container]}}
+
+
+def canary_job(name: str = "canary", max_retry: int = 3) -> dict[str, Any]:
+    """A Volcano Job of 2 training ranks x 4 GPUs stepping every 0.1 s, a checkpoint every 5 steps,
+    restarted whole when a rank is evicted or fails (docs/WORKLOAD.md, docs/HEALING.md)."""
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"minAvailable": 2, "maxRetry": max_retry, "queue": "default", "schedulerName": "volcano",
+                     "policies": [{"event": "PodEvicted", "action": "RestartJob"},
+                                  {"event": "PodFailed", "action": "RestartJob"}],
+                     "tasks": [{"name": "worker", "replicas": 2, "template": {
+                         "metadata": {"annotations": {"firedrill.dev/workload": "training",
+                                                      "firedrill.dev/step-seconds": "0.1",
+                                                      "firedrill.dev/checkpoint-every": "5"}},
+                         "spec": {"restartPolicy": "Never", "containers": [{
+                             "name": "main", "image": "firedrill/canary:1",
+                             "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]}}

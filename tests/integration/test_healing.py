@@ -31,6 +31,7 @@ import pytest
 
 from refplatform.client import ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
+from tests.integration.kube import canary_job
 
 pytestmark = pytest.mark.integration
 
@@ -44,20 +45,6 @@ LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
 DEADLINE = 45.0
 UNREACHABLE = "node.kubernetes.io/unreachable"
 CONDITION_TAINTS = (UNREACHABLE, "node.kubernetes.io/not-ready")
-
-
-def canary(name: str = "canary") -> Obj:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": 2, "maxRetry": 3, "queue": "default", "schedulerName": "volcano",
-                     "policies": [{"event": "PodEvicted", "action": "RestartJob"},
-                                  {"event": "PodFailed", "action": "RestartJob"}],
-                     "tasks": [{"name": "worker", "replicas": 2, "template": {
-                         "metadata": {"annotations": {"firedrill.dev/workload": "training",
-                                                      "firedrill.dev/step-seconds": "0.1",
-                                                      "firedrill.dev/checkpoint-every": "5"}},
-                         "spec": {"restartPolicy": "Never", "containers": [{
-                             "name": "main", "image": "firedrill/canary:1",
-                             "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]}}
 
 
 def ann(obj: Obj) -> dict[str, str]:
@@ -166,7 +153,7 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
 
 def start_canary(p: Platform, fill: bool = False) -> int:
     """Submit the canary, optionally fill every other working node, wait for a checkpoint; returns its step."""
-    p.api.create(JOBS, canary())
+    p.api.create(JOBS, canary_job())
     wait("both ranks Running", lambda: sum(1 for x in p.rank_pods(0) if (x.get("status") or {}).get("phase")
                                            == "Running") == 2)
     if fill:

@@ -21,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
+from tests.integration.kube import canary_job
 
 pytestmark = pytest.mark.integration
 
@@ -198,21 +199,6 @@ def test_metrics_show_pending_demand_and_why(cluster: Cluster) -> None:
         m = metric_values(http.get("/metrics").text)
         assert [lbl["reason"] for lbl, _ in m["firedrill_pending_gpus"]] == ["InsufficientCapacity"]
         assert m["firedrill_allocated_gpus"] == [({}, 3.0)]
-
-
-def canary_job() -> dict[str, Any]:
-    """2 ranks x 4 GPUs stepping every 0.1 s, a checkpoint every 5 steps; restarted when a rank is evicted."""
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "canary"},
-            "spec": {"minAvailable": 2, "maxRetry": 3, "queue": "default", "schedulerName": "volcano",
-                     "policies": [{"event": "PodEvicted", "action": "RestartJob"},
-                                  {"event": "PodFailed", "action": "RestartJob"}],
-                     "tasks": [{"name": "worker", "replicas": 2, "template": {
-                         "metadata": {"annotations": {"firedrill.dev/workload": "training",
-                                                      "firedrill.dev/step-seconds": "0.1",
-                                                      "firedrill.dev/checkpoint-every": "5"}},
-                         "spec": {"restartPolicy": "Never", "containers": [{
-                             "name": "main", "image": "firedrill/canary:1",
-                             "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]}}
 
 
 def test_a_node_pull_under_a_training_job_is_the_fault_tolerance_hole(tmp_path: Path) -> None:
