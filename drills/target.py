@@ -33,7 +33,7 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       require_healthy         refuse to start on an already degraded cluster; default true
     leakReport:               optional; where the leak drill reads the leak report (docs/LEAK_REPORT.md)
       url                     an absolute http(s) URL serving the contract; default: the API server's path
-    prometheus:               optional; for clusters with no leak report endpoint (not built yet: INCONCLUSIVE)
+    prometheus:               optional; for clusters with no leak report endpoint (some holes: INCONCLUSIVE)
       url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
 
 :func:`load_profile` reports every problem at once, each with the file, the

@@ -272,9 +272,11 @@ def leaking_mix(drill: ScenarioContext, hole: Hole, seconds: float) -> None:
 @step("When", "the platform's leak report is read for that window",
       "the platform's leak report is read for that window")
 def leak_report_read(drill: ScenarioContext) -> None:
-    """Read the leak report (docs/LEAK_REPORT.md) for the window, from the target's API server or the URL the
-    target profile configures (`leakReport.url`). A report that cannot be read makes the scenario
-    INCONCLUSIVE and says how to configure a source; one that breaks the contract's shape FAILs."""
+    """Read the leak report (docs/LEAK_REPORT.md) for the window, from the target's API server, the URL the
+    target profile configures (`leakReport.url`), or computed from its Prometheus (`prometheus.url`: DCGM
+    exporter and kube-state-metrics series; it cannot measure communication or fault tolerance, so those
+    scenarios are INCONCLUSIVE there). A report that cannot be read makes the scenario INCONCLUSIVE and says
+    how to configure a source; one that breaks the contract's shape FAILs."""
     drill.leak_drill().read()
 
 

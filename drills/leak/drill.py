@@ -30,7 +30,7 @@ from drills.connect import Target
 from drills.gang import DrillInconclusive, free_gpus_per_node
 from drills.kube.driver import NODE, POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
-from drills.leak.judge import judge_naming, judge_size
+from drills.leak.judge import judge_naming, judge_size, unmeasurable
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.leak.source import LeakSource, rfc3339, source_for
 from drills.leak.truth import Progress, Truth, fault_truth, fragmentation_truth, parse_rfc3339, stall_truth, \
@@ -317,6 +317,11 @@ class LeakDrill:
             self.result.fail(str(exc))
             return
         info["report"] = dict(self.reading.raw)
+        why = unmeasurable(self.truth, self.reading, self.source.description)
+        if why is not None:  # e.g. a Prometheus source and the communication hole: unknown, not zero
+            info["unmeasured"] = why
+            self.result.inconclusive(why)
+            raise DrillInconclusive(why)
         largest = Hole(self.reading.largest) if self.reading.largest else None
         info["reported"] = {"largest": self.reading.largest, "gpuHours": self.reading.gpu_hours(self.truth.hole),
                             "largestGpuHours": self.reading.gpu_hours(largest) if largest else 0.0,

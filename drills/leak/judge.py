@@ -26,15 +26,34 @@ class Sizing:
     message: str
 
 
+def unmeasurable(truth: Truth, reading: LeakReading, where: str) -> str | None:
+    """Why the scenario is INCONCLUSIVE when the source cannot measure the injected hole (None: it can)."""
+    why = reading.unmeasured.get(truth.hole.value)
+    if why is None:
+        return None
+    return (f"{where} cannot measure {truth.hole.words}: {why}; no claim either way about the "
+            f"{gpu_hours_text(truth.gpu_hours)} injected. To judge this hole, set leakReport.url in the target "
+            "profile to a URL that serves the contract (docs/LEAK_REPORT.md)")
+
+
+def _among(reading: LeakReading) -> str:
+    """The ranking's scope when the source could not measure every hole ('' when it did)."""
+    if not reading.unmeasured:
+        return ""
+    left_out = ", ".join(Hole(n).words if n in {h.value for h in Hole} else n for n in reading.unmeasured)
+    return f" (ranked among the holes the source can measure; {left_out} not measurable)"
+
+
 def judge_naming(truth: Truth, reading: LeakReading) -> Naming:
     expected = f"{truth.hole.words} ({gpu_hours_text(truth.gpu_hours)} injected)"
     if reading.largest == truth.hole.value:
-        return Naming(True, f"the leak report names {expected} as the largest hole")
+        return Naming(True, f"the leak report names {expected} as the largest hole{_among(reading)}")
     named = reading.largest_words()
     if reading.largest is not None:
         named += f" ({gpu_hours_text(next(h for n, h, _ in reading.holes if n == reading.largest))})"
     return Naming(False, f"expected the largest hole to be {expected}; the leak report names {named}"
-                         f" and sizes {truth.hole.words} at {gpu_hours_text(reading.gpu_hours(truth.hole))}")
+                         f" and sizes {truth.hole.words} at {gpu_hours_text(reading.gpu_hours(truth.hole))}"
+                         f"{_among(reading)}")
 
 
 def judge_size(truth: Truth, reading: LeakReading, tolerance_percent: float) -> Sizing:
@@ -50,4 +69,4 @@ def judge_size(truth: Truth, reading: LeakReading, tolerance_percent: float) -> 
                   f"{tolerance_percent:g} %)")
 
 
-__all__ = ["Hole", "Naming", "Sizing", "judge_naming", "judge_size"]
+__all__ = ["Hole", "Naming", "Sizing", "judge_naming", "judge_size", "unmeasurable"]

@@ -79,6 +79,10 @@ class LeakReading:
     largest: str | None
     summary: str
     raw: Mapping[str, Any] = field(default_factory=dict)
+    unmeasured: Mapping[str, str] = field(default_factory=dict)
+    """Hole name -> why the source cannot measure it (a Prometheus source: communication, fault tolerance).
+    Such a hole is unknown, not zero: it is not in :attr:`holes`, and :attr:`largest` ranks only the others.
+    Empty for a report that follows the contract (every hole measured)."""
 
     def gpu_hours(self, hole: Hole) -> float:
         return next((h for n, h, _ in self.holes if n == hole.value), 0.0)

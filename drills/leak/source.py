@@ -4,8 +4,9 @@
   client as every other request of the run (kubeconfig auth and TLS apply).
 - :class:`UrlSource`: profile ``leakReport: {url: ...}``, an absolute URL that serves the contract
   (``start`` and ``end`` are added as query parameters).
-- ``prometheus: {url: ...}`` in the profile: computing layers and holes from DCGM exporter metrics is not
-  built yet; such a source says so (INCONCLUSIVE), it never guesses.
+- :class:`PrometheusSource`: profile ``prometheus: {url: ...}``, layers and holes computed from DCGM exporter
+  and kube-state-metrics series (:mod:`drills.leak.promql`); communication and fault tolerance are not
+  measurable there, so a scenario opening either is INCONCLUSIVE, naming the source.
 
 Every source answers a :class:`~drills.leak.model.LeakReading` or raises :class:`ReportUnavailable` (no claim
 either way: the message says how to configure a source) or :class:`ReportMalformed` (the platform answered
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
 
 from drills.kube.driver import KubeDriver, KubeError, TargetUnreachable
+from drills.leak import promql
 from drills.leak.model import PATH, LeakReading, ReportMalformed, ReportUnavailable
 from drills.target import TargetProfile
 
@@ -117,22 +120,75 @@ class UrlSource:
         return LeakReading.parse(doc, self.description)
 
 
+Fetch = Callable[[str, Mapping[str, str]], tuple[int, bytes]]
+"""GET ``url`` with query ``fields``: (HTTP status, body).  Raises urllib3's errors or OSError when unreachable."""
+
+
 class PrometheusSource:
-    """Layers and holes from a Prometheus (DCGM exporter metrics plus kube-state-metrics): not built yet."""
+    """Layers and holes computed from a Prometheus scraping dcgm-exporter and kube-state-metrics
+    (``prometheus.url`` in the target profile; the queries and arithmetic: :mod:`drills.leak.promql`).
+
+    communication and fault tolerance are not measurable from those metrics: the reading carries them in
+    ``unmeasured`` and a scenario opening either is INCONCLUSIVE.  Any ``user:password@`` in the URL is sent
+    as HTTP basic auth and never shown."""
 
     kind = "prometheus"
+    QUERY_PATH = "/api/v1/query_range"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, step: float = 1.0, timeout: float = 15.0, fetch: Fetch | None = None) -> None:
+        """``step``: seconds between evaluation instants (about the scrape interval; more for long windows)."""
         self.url = url
+        self.step = step
+        self.timeout = timeout
+        self._fetch = fetch or self._urllib3_fetch
+        parts = urlsplit(url)
+        self._base = _public(url).rstrip("/")
+        self._headers = {"Accept": "application/json"}
+        if "@" in parts.netloc:
+            self._headers.update(urllib3.util.make_headers(basic_auth=unquote(parts.netloc.rsplit("@", 1)[0])))
+        self._http = urllib3.PoolManager(retries=urllib3.Retry(total=2, backoff_factor=0.2,
+                                                                status_forcelist=(502, 503, 504)))
 
     @property
     def description(self) -> str:
         return f"the configured Prometheus {_public(self.url)}"
 
+    def _urllib3_fetch(self, url: str, fields: Mapping[str, str]) -> tuple[int, bytes]:
+        resp = self._http.request("GET", url, fields=dict(fields), timeout=self.timeout, headers=self._headers)
+        return resp.status, resp.data
+
+    def _range(self, series: promql.Series, g: promql.Grid) -> list[float]:
+        url = self._base + self.QUERY_PATH
+        fields = {"query": series.query, "start": f"{g.first:.3f}", "end": f"{g.last:.3f}", "step": f"{g.step:.6f}"}
+        try:
+            status, body = self._fetch(url, fields)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ReportUnavailable(f"{self.description} cannot be reached ({url}): {exc}; check prometheus.url "
+                                    f"in the target profile, or {HOW_TO_CONFIGURE}") from None
+        try:
+            doc: Any = json.loads(body)
+        except ValueError:
+            doc = None
+        if status != 200:
+            detail = doc.get("error") if isinstance(doc, Mapping) and doc.get("error") else \
+                body[:200].decode(errors="replace")
+            raise ReportUnavailable(f"{self.description} answered {status} to GET {url} (query {series.query!r}): "
+                                    f"{detail}; check that prometheus.url is the Prometheus base URL (without "
+                                    "/api/v1) and that it can be read")
+        if doc is None:
+            raise ReportUnavailable(f"{self.description} answered 200 to GET {url} but not JSON: "
+                                    f"{body[:120].decode(errors='replace')!r}; check that prometheus.url is the "
+                                    "Prometheus base URL (without /api/v1)")
+        return promql.parse_matrix(doc, series, self.description, g)
+
     def read(self, start: float, end: float) -> LeakReading:
-        raise ReportUnavailable(f"{self.description}: computing the leak report from Prometheus metrics is not "
-                                "built yet in this version of the harness; set leakReport.url to a URL that serves "
-                                "the contract (docs/LEAK_REPORT.md) instead")
+        if not end > start:
+            raise ReportUnavailable(f"the window {rfc3339(start)} to {rfc3339(end)} is empty: nothing to ask "
+                                    f"{self.description}; a window must end after it starts")
+        g = promql.grid(start, end, self.step)
+        values = {s: self._range(s, g) for s in promql.Series}
+        return promql.compute(start, end, g, values, self.description,
+                              {"start": rfc3339(start), "end": rfc3339(end)})
 
 
 def run_window_report(source: LeakSource, start: float, end: float) -> dict[str, Any]:

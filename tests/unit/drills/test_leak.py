@@ -275,9 +275,10 @@ def test_url_source_malformed(serve: Any, status: int, body: Any, match: str) ->
         UrlSource(serve(status, body).url).read(0, 1)
 
 
-def test_prometheus_source_is_inconclusive_until_built() -> None:
-    with pytest.raises(ReportUnavailable, match="not built yet.*leakReport.url"):
-        PrometheusSource("http://127.0.0.1:9090").read(0, 1)
+def test_prometheus_source_unreachable_is_unavailable() -> None:
+    # The computation itself: tests/unit/drills/test_leak_prometheus.py.
+    with pytest.raises(ReportUnavailable, match="cannot be reached.*prometheus.url"):
+        PrometheusSource("http://127.0.0.1:9", timeout=2).read(0, 1)
 
 
 class _Driver:
