@@ -4,7 +4,7 @@
 
 Budget (DESIGN.md): the gang + node-pull acceptance run in <= 60 s wall on a 2-core machine, platform
 start-up and teardown included; ``--only`` picks feature files (by stem) from features/, default all of
-them.  Prints each run's wall time and exit code, and the median.
+them.  Prints each run's wall time and exit code, and the median; other feature sets are timed, not judged.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 60.0
+BUDGETED = "gang_submission, node_pull"
+"""The feature set the budget is for (DESIGN.md), as the run line names it."""
 
 
 def main() -> int:
@@ -47,10 +49,13 @@ def main() -> int:
         if proc.returncode != 0:
             print(proc.stdout[-3000:] + proc.stderr[-2000:])
     median = statistics.median(walls)
-    ok = median <= BUDGET_S and all(c == 0 for c in codes)
+    passed = all(c == 0 for c in codes)
+    budgeted = names == BUDGETED
+    ok = passed and (median <= BUDGET_S or not budgeted)
+    judged = (f"budget <= {BUDGET_S:.0f} s: {'PASS' if ok else 'FAIL'}" if budgeted else
+              f"every run {'passed' if passed else 'did NOT pass'} (the time budget is for {BUDGETED} only)")
     print(f"acceptance run ({names}; embedded platform, evidence sealed): median {median:.1f} s wall over "
-          f"{args.runs} runs, "
-          f"max {max(walls):.1f} s; budget <= {BUDGET_S:.0f} s: {'PASS' if ok else 'FAIL'}")
+          f"{args.runs} runs, max {max(walls):.1f} s; {judged}")
     shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 
