@@ -35,6 +35,7 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       url                     an absolute http(s) URL serving the contract; default: the API server's path
     prometheus:               optional; for clusters with no leak report endpoint (some holes: INCONCLUSIVE)
       url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
+      scrape_interval         seconds between its scrapes; the drill waits 2 of them after a window; default 1
 
 :func:`load_profile` reports every problem at once, each with the file, the
 field path and what is allowed.
@@ -224,6 +225,8 @@ class LeakReportSettings:
     """``leakReport.url``: an absolute URL serving the contract; None: the target's API server path."""
     prometheus_url: str | None = None
     """``prometheus.url``: compute the report from Prometheus metrics (for clusters without the endpoint)."""
+    scrape_interval: float | None = None
+    """``prometheus.scrape_interval``: seconds between the Prometheus scrapes (None: 1 s, the embedded rate)."""
 
     def __post_init__(self) -> None:
         problems = _url_problems("leakReport.url", self.url) if self.url is not None else []
@@ -241,6 +244,8 @@ class LeakReportSettings:
             out["leakReport"] = {"url": self.url}
         if self.prometheus_url is not None:
             out["prometheus"] = {"url": self.prometheus_url}
+            if self.scrape_interval is not None:
+                out["prometheus"]["scrape_interval"] = self.scrape_interval
         return out
 
 
@@ -440,17 +445,22 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
             "require_healthy": safety_section.boolean("require_healthy", True),
         }
     urls: dict[str, Any] = {}
+    scrape_interval: float | None = None
     for key in ("leakReport", "prometheus"):
-        sub = top.section(key, ("url",), required=False)
+        sub = top.section(key, ("url", "scrape_interval") if key == "prometheus" else ("url",), required=False)
         if sub is not None and key in doc:
             value = sub.string("url", expected="an absolute http(s) URL")
             if isinstance(value, str):
                 problems.extend(_url_problems(f"{key}.url", value))
                 urls[key] = value
+            if key == "prometheus" and "scrape_interval" in (doc.get(key) or {}):
+                interval = sub.number("scrape_interval", 1.0, above=0, at_most=600)
+                if isinstance(interval, (int, float)):
+                    scrape_interval = float(interval)
     if problems:
         return None
     try:
-        leak = LeakReportSettings(urls.get("leakReport"), urls.get("prometheus"))
+        leak = LeakReportSettings(urls.get("leakReport"), urls.get("prometheus"), scrape_interval)
     except ProfileError as err:
         problems.extend(err.problems)
         return None

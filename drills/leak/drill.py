@@ -57,9 +57,6 @@ FAULT_LEAD = 2.0
 """Fault tolerance: seconds of normal training inside the window before the node is pulled."""
 RESUME_MARGIN = 2.0
 """Fault tolerance: seconds the window stays open after the harness saw the resume."""
-SETTLE = 3.0
-"""Seconds after the window's end before the report is read: the platform publishes progress at most once a
-second, so the last samples of the window reach it within this."""
 READY_TIMEOUT, GONE_TIMEOUT, RESUME_TIMEOUT = 60.0, 60.0, 120.0
 SIZE = "hole size error"
 """The measurement judged against the feature's tolerance: |reported - injected| / injected, in %."""
@@ -307,7 +304,7 @@ class LeakDrill:
         self.source = self.source or source_for(self.target.profile, self.target.driver)
         info = self.result.details["leak"]
         info["source"] = {"kind": self.source.kind, "where": self.source.description}
-        self._until(self.window[1] + SETTLE)
+        self._until(self.window[1] + self.source.settle)
         try:
             self.reading = self.source.read(*self.window)
         except ReportUnavailable as exc:

@@ -28,6 +28,10 @@ from drills.leak import promql
 from drills.leak.model import PATH, LeakReading, ReportMalformed, ReportUnavailable
 from drills.target import TargetProfile
 
+SETTLE = 3.0
+"""Seconds after a window's end before its report is read: the reference platform's agents publish progress
+at most once a second, so the window's last samples reach the platform within this."""
+
 HOW_TO_CONFIGURE = ("set leakReport.url (a URL that serves the contract of docs/LEAK_REPORT.md) or prometheus.url "
                     "in the target profile (docs/PROFILE.md), or implement the endpoint on the platform")
 
@@ -47,6 +51,8 @@ def rfc3339(epoch: float) -> str:
 class LeakSource(Protocol):
     kind: str
     """``apiserver``, ``url`` or ``prometheus``: recorded in the evidence and said in the verdict."""
+    settle: float
+    """Seconds to wait after a window's end before asking, so the window's last samples have arrived."""
 
     @property
     def description(self) -> str: ...
@@ -58,6 +64,7 @@ class ApiServerSource:
     """The contract's path on the target's API server, through the run's Kubernetes client."""
 
     kind = "apiserver"
+    settle = SETTLE
 
     def __init__(self, driver: KubeDriver) -> None:
         self.driver = driver
@@ -87,6 +94,7 @@ class UrlSource:
     """An absolute URL serving the contract (``leakReport.url`` in the target profile)."""
 
     kind = "url"
+    settle = SETTLE
 
     def __init__(self, url: str, timeout: float = 15.0) -> None:
         self.url = url
@@ -135,10 +143,13 @@ class PrometheusSource:
     kind = "prometheus"
     QUERY_PATH = "/api/v1/query_range"
 
-    def __init__(self, url: str, step: float = 1.0, timeout: float = 15.0, fetch: Fetch | None = None) -> None:
-        """``step``: seconds between evaluation instants (about the scrape interval; more for long windows)."""
+    def __init__(self, url: str, step: float = 1.0, timeout: float = 15.0, fetch: Fetch | None = None,
+                 scrape_interval: float = 1.0) -> None:
+        """``step``: seconds between evaluation instants (more for long windows); ``scrape_interval``: how often
+        Prometheus scrapes, so the drill waits two of them after a window before it asks."""
         self.url = url
         self.step = step
+        self.settle = max(SETTLE, 2 * scrape_interval)
         self.timeout = timeout
         self._fetch = fetch or self._urllib3_fetch
         parts = urlsplit(url)
@@ -209,7 +220,7 @@ def source_for(profile: TargetProfile, driver: KubeDriver) -> LeakSource:
     if settings.url:
         return UrlSource(settings.url)
     if settings.prometheus_url:
-        return PrometheusSource(settings.prometheus_url)
+        return PrometheusSource(settings.prometheus_url, scrape_interval=settings.scrape_interval or 1.0)
     return ApiServerSource(driver)
 
 

@@ -328,7 +328,17 @@ def test_profile_leak_report_url(tmp_path: Path) -> None:
 
 def test_profile_prometheus_url(tmp_path: Path) -> None:
     profile = load_profile(_profile(tmp_path, prometheus={"url": "http://prometheus.monitoring:9090"}))
-    assert isinstance(source_for(profile, _Driver({})), PrometheusSource)  # type: ignore[arg-type]
+    source = source_for(profile, _Driver({}))  # type: ignore[arg-type]
+    assert isinstance(source, PrometheusSource) and source.settle == 3.0  # the embedded 1 s scrapes
+    assert profile.to_dict()["prometheus"] == {"url": "http://prometheus.monitoring:9090"}
+
+
+def test_a_slow_scraping_prometheus_is_asked_two_scrapes_after_the_window(tmp_path: Path) -> None:
+    profile = load_profile(_profile(tmp_path, prometheus={"url": "http://prometheus.monitoring:9090",
+                                                          "scrape_interval": 30}))
+    source = source_for(profile, _Driver({}))  # type: ignore[arg-type]
+    assert isinstance(source, PrometheusSource) and source.settle == 60.0
+    assert profile.to_dict()["prometheus"] == {"url": "http://prometheus.monitoring:9090", "scrape_interval": 30.0}
 
 
 def test_default_source_is_the_api_server_and_the_profile_dict_is_unchanged() -> None:
@@ -342,6 +352,8 @@ def test_default_source_is_the_api_server_and_the_profile_dict_is_unchanged() ->
     ({"prometheus": {"url": "ftp://x"}}, "prometheus.url: 'ftp://x' is not an absolute"),
     ({"leakReport": {"uri": "https://x"}}, "leakReport.uri: unknown field; did you mean 'url'?"),
     ({"leakReport": {"url": "https://a/x"}, "prometheus": {"url": "https://b"}}, "both set"),
+    ({"prometheus": {"url": "https://b", "scrape_interval": 0}}, "prometheus.scrape_interval: 0 must be above 0"),
+    ({"prometheus": {"url": "https://b", "scrape_interval": "15s"}}, "prometheus.scrape_interval"),
 ])
 def test_profile_source_mistakes(tmp_path: Path, extra: dict[str, Any], problem: str) -> None:
     with pytest.raises(ProfileError) as caught:
