@@ -30,17 +30,17 @@ from drills.connect import Target
 from drills.gang import DrillInconclusive, free_gpus_per_node
 from drills.kube.driver import NODE, POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
+from drills.kube.timeline import parse_time
 from drills.leak.judge import judge_naming, judge_size, unmeasurable
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.leak.source import LeakSource, rfc3339, source_for
-from drills.leak.truth import Progress, Truth, fault_truth, fragmentation_truth, parse_rfc3339, stall_truth, \
+from drills.leak.truth import Progress, Truth, fault_truth, fragmentation_truth, stall_truth, \
     steps_at
 from drills.nodepull import NodePullDrill
 from drills.verdict import Comparison, DrillResult, Measurement, Threshold
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-TERMINAL = ("Succeeded", "Failed")
 
 STEP = "firedrill.dev/step"
 PROGRESS_AT = "firedrill.dev/progress-at"
@@ -60,11 +60,6 @@ RESUME_MARGIN = 2.0
 READY_TIMEOUT, GONE_TIMEOUT, RESUME_TIMEOUT = 60.0, 60.0, 120.0
 SIZE = "hole size error"
 """The measurement judged against the feature's tolerance: |reported - injected| / injected, in %."""
-
-
-def gpus_of(pod: Obj, resource: str) -> int:
-    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(resource, 0) or 0)
-               for c in (pod.get("spec") or {}).get("containers") or [])
 
 
 @dataclass
@@ -278,7 +273,7 @@ class LeakDrill:
                 raw = str(ann.get(STEP, ""))
                 if (p.get("status") or {}).get("phase") != "Running" or not raw.isdigit():
                     continue
-                at = parse_rfc3339(str(ann.get(PROGRESS_AT, "")))
+                at = parse_time(ann.get(PROGRESS_AT))
                 if at is None:
                     self.result.details["leak"]["progress_at"] = "missing: the harness's own sighting was used"
                 out[p["metadata"]["name"]] = Progress(int(raw), at if at is not None else seen)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 
 from drills.leak.model import Hole
 
@@ -78,10 +77,3 @@ def fault_truth(gpus: int, t_fault: float, t_resume: float, step_seconds: float,
                  f"{gpus} GPUs x {down:.3f} s down + {gpus} GPUs x {step_seconds:g} s x {lost} lost steps "
                  f"({steps_at_fault} at the fault - checkpoint {checkpoint})")
 
-
-def parse_rfc3339(text: str) -> float | None:
-    """An RFC 3339 instant (``Z`` or an offset, any fraction) as epoch seconds; None when it is not one."""
-    try:
-        return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
-    except (ValueError, AttributeError):
-        return None

@@ -7,8 +7,6 @@ own browser downloads are never used.  Skipped, saying which is missing, when ei
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +21,11 @@ pytestmark = pytest.mark.integration
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
                                                              "(pip install playwright; no browser download)")
-CHROMIUM = shutil.which("chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SCRIPT = "<script>alert(1)</script>"
 PODS = resource_path("", "v1", "pods", "default")
 JOBS = resource_path("batch.volcano.sh", "v1alpha1", "jobs", "default")
 RANK = "stall-worker-0"
 DEADLINE_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if CHROMIUM is None:
-        pytest.skip("no chromium on PATH (apt-get install chromium); Playwright's bundled browsers are not used")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def seed_script_pod(data_dir: Path) -> None:

@@ -102,10 +102,6 @@ class Proxy:
 def platform() -> Iterator[EmbeddedPlatform]:
     started = EmbeddedPlatform(nodes=4, spares=1).start()
     try:
-        with started.cluster.http_client() as http:
-            if http.get("/api/v1/namespaces/default").status_code == 404:
-                http.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
-                                                      "metadata": {"name": "default"}})
         yield started
     finally:
         started.stop()

@@ -6,8 +6,6 @@ own browser downloads are never used.  Skipped, saying which is missing, when ei
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +15,6 @@ from drills.evidence.report import SignatureStatus, render_report
 from tests.unit.evidence.test_report import KEYID, gang_deadlock, gang_fits, make_record, node_pull
 
 pytestmark = pytest.mark.integration
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
-                                                             "(pip install playwright; no browser download)")
-CHROMIUM = shutil.which("chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if CHROMIUM is None:
-        pytest.skip("no chromium on PATH (apt-get install chromium); Playwright's bundled browsers are not used")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_report_opens_from_disk_and_reads(browser: Any, tmp_path: Path) -> None:

@@ -18,16 +18,17 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
+from refplatform.api.service import TERMINAL_PHASES
 from refplatform.api.validation import pod_gpu_request
 from refplatform.controllers.convert import SCHEDULER_NAMES
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.core.healing import OUT_OF_SERVICE_TAINT, QUARANTINE_LABEL, SPARE_LABEL
 from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION, GPU_MILLI
+from refplatform.core.usage import parse_instant
 
 Obj = Mapping[str, Any]
 API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "DashboardView"
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 MAX_INCIDENTS = 20
 EVICTED_NODE = re.compile(r"node (\S+) is (?:lost|out of service)")
 
@@ -182,13 +183,8 @@ def iso(when: datetime | None) -> str | None:
 
 def parse_time(value: Any) -> datetime | None:
     """An RFC 3339 instant (seconds or MicroTime) as an aware UTC datetime; None when absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    t = parse_instant(value)
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc)
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:

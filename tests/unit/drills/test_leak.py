@@ -14,11 +14,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
+from drills.kube.timeline import parse_time
 from drills.leak.judge import judge_naming, judge_size
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.leak.source import ApiServerSource, PrometheusSource, UrlSource, rfc3339, source_for
 from drills.leak.truth import (
-    Progress, Truth, fault_truth, fragmentation_truth, parse_rfc3339, stall_truth, steps_at,
+    Progress, Truth, fault_truth, fragmentation_truth, stall_truth, steps_at,
 )
 from drills.target import LeakReportSettings, ProfileError, load_profile, reference_profile
 
@@ -149,9 +150,9 @@ def test_fault_truth_refuses_a_resume_before_the_fault() -> None:
 
 def test_rfc3339_round_trip() -> None:
     assert rfc3339(1800000000.25) == "2027-01-15T08:00:00.250Z"
-    assert parse_rfc3339("2027-01-15T08:00:00.250Z") == pytest.approx(1800000000.25)
-    assert parse_rfc3339("2027-01-15T09:00:00.250+01:00") == pytest.approx(1800000000.25)
-    assert parse_rfc3339("yesterday") is None
+    assert parse_time("2027-01-15T08:00:00.250Z") == pytest.approx(1800000000.25)
+    assert parse_time("2027-01-15T09:00:00.250+01:00") == pytest.approx(1800000000.25)
+    assert parse_time("yesterday") is None
 
 
 # -------------------------------------------------------------------------------------- judge

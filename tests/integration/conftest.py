@@ -1,0 +1,28 @@
+"""Fixtures shared by the integration tests."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, through the ``playwright`` package (Playwright's own browser downloads are
+    never used); skips, saying which is missing, without the package or the ``chromium`` binary."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
+                                                                 "(pip install playwright; no browser download)")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium); Playwright's bundled browsers are not used")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
