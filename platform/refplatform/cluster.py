@@ -31,6 +31,7 @@ from typing import IO
 import httpx
 import yaml
 
+from refplatform.defects import DefectError, parse_defects
 from refplatform.errors import RefPlatformError
 from refplatform.pki import ensure_pki
 from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -133,12 +134,18 @@ class ClusterSpec:
     profile: str = DEFAULT_PROFILE
     """Healing profile (:mod:`refplatform.profiles`): ``tuned`` or ``k8s-defaults``; gives the agents their
     heartbeat and the controllers their grace period, default toleration and healer switches."""
+    defects: tuple[str, ...] = ()
+    """Defects from the zoo (:mod:`refplatform.defects`, docs/DEFECTS.md) every process starts with."""
     spares: int = 0
     """Spare nodes started beyond ``nodes`` (named on from the working nodes) and put into the healer's
     spare pool at start.  ``firedrill up`` defaults it to the profile's count (``tuned``: 1)."""
 
     def __post_init__(self) -> None:
         get_profile(self.profile)  # an unknown name fails here, naming the known ones
+        try:
+            parse_defects(self.defects)
+        except DefectError as exc:
+            raise ClusterError(str(exc)) from None
         if self.spares < 0:
             raise ClusterError("spares must be >= 0")
 
@@ -149,6 +156,10 @@ class ClusterSpec:
     @property
     def agent_heartbeat(self) -> float:
         return self.healing.heartbeat if self.heartbeat is None else self.heartbeat
+
+    def defect_args(self) -> list[str]:
+        """``--defect NAME`` for each defect, as every platform process takes it."""
+        return [arg for name in self.defects for arg in ("--defect", name)]
 
     def node_names(self) -> list[str]:
         """The working nodes."""
@@ -224,7 +235,7 @@ class Cluster:
                 "--port", str(self.spec.port), "--tokens-file", str(tokens),
                 "--bookmark-interval", str(self.spec.bookmark_interval),
                 "--tls-cert-file", str(pki.server_cert), "--tls-private-key-file", str(pki.server_key),
-                *self.spec.extra_server_args]
+                *self.spec.defect_args(), *self.spec.extra_server_args]
         self.server = ManagedProcess.spawn("apiserver", argv, self.data_dir / "logs" / "apiserver.log")
         server = self.server
 
@@ -251,7 +262,8 @@ class Cluster:
             return None
         argv = [sys.executable, "-m", "refplatform.controllers", "--api", self.url,
                 "--token-file", str(self._token_file()), "--ca-file", str(self.ca_file),
-                "--scheduler-profile", self.spec.scheduler_profile, "--profile", self.spec.profile]
+                "--scheduler-profile", self.spec.scheduler_profile, "--profile", self.spec.profile,
+                *self.spec.defect_args()]
         if self.spec.spares:
             argv += ["--spare-nodes", ",".join(self.spec.spare_names())]
         if self.spec.controllers is not None:
@@ -265,7 +277,7 @@ class Cluster:
         argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(self._token_file()),
                 "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
                 "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.agent_heartbeat),
-                "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *extra]
+                "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc

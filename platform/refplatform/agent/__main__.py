@@ -19,6 +19,7 @@ from types import FrameType
 from refplatform.agent.errors import AgentError
 from refplatform.agent.gpus import MODELS
 from refplatform.agent.runner import Agent, AgentConfig
+from refplatform.defects import add_defect_argument
 from refplatform.gpu.mig import PartitionError
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-config", type=Path, metavar="FILE",
                    help="GPU partitioning (YAML: mode none|mig-single|mig-mixed|time-slicing|hami, see "
                         "docs/PARTITIONING.md); an invalid file is refused with exit code 2")
+    add_defect_argument(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
     return p
 
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             gpus=args.gpus,
             gpu_model=args.gpu_model,
             heartbeat=args.heartbeat,
+            defects=frozenset(args.defects),
             node_group=args.node_group,
             simulate_gpus=args.simulate_gpus,
             cpu=args.cpu,

@@ -30,6 +30,7 @@ from refplatform.agent.node import NodeConfig
 from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
 from refplatform.client import RestClient
+from refplatform.defects import Defect
 from refplatform.gpu.device import DeviceSet
 from refplatform.gpu.partition import PartitionConfig, load_partition_config
 
@@ -68,6 +69,8 @@ class AgentConfig:
     """A gang view older than this stalls the ranks (default: 3 polls)."""
     freeze_threshold: float = 2.0
     """A wait that overruns by this many seconds means the process was frozen (SIGSTOP)."""
+    defects: frozenset[Defect] = frozenset()
+    """Defects from the defect zoo this agent runs with (``--defect``; docs/DEFECTS.md)."""
     partition_config: Path | None = None
     """``--partition-config``: GPU partitioning (docs/PARTITIONING.md); None keeps plain ``nvidia.com/gpu``."""
 

@@ -22,6 +22,7 @@ from refplatform.api.app import MAX_BODY_BYTES, ApiServer, ServerSettings
 from refplatform.api.auth import TokenAuthenticator, TokensFileError
 from refplatform.api.service import ApiService
 from refplatform.api.usagelog import UsageRecorder
+from refplatform.defects import add_defect_argument
 from refplatform.store import Durability, Store
 
 ADDRESS_FILE = "apiserver.json"
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "serve HTTPS, which kubectl needs before it sends a bearer token")
     p.add_argument("--tls-private-key-file", type=Path, help="the serving certificate's private key (PEM)")
     p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body accepted")
+    add_defect_argument(p)
     return p
 
 
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("error: give both --tls-cert-file and --tls-private-key-file, or neither", file=sys.stderr)
         return 2
+    if args.defects:
+        log.warning("running with defect(s) from the zoo: %s", ", ".join(sorted(d.value for d in args.defects)))
     if authenticator is None:
         log.warning("no --tokens-file: authentication is OFF, every caller is cluster-admin")
     args.data_dir.mkdir(parents=True, exist_ok=True)

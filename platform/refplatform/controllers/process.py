@@ -22,6 +22,7 @@ from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
 from refplatform.controllers.tainteviction import TaintEvictionController
 from refplatform.controllers.vcjob import VolcanoJobController
+from refplatform.defects import add_defect_argument
 from refplatform.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from refplatform.profiles import Profile as HealingProfile
 
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spare-nodes", metavar="NAME,...", default="",
                    help="nodes the healer enrolls in the spare pool (label firedrill.dev/spare=true, "
                         "taint firedrill.dev/spare:NoSchedule)")
+    add_defect_argument(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown controller(s) {', '.join(unknown)}; known: {', '.join(FACTORIES)}", file=sys.stderr)
         return 2
+    if args.defects:
+        logging.getLogger("refplatform.controllers").warning(
+            "running with defect(s) from the zoo: %s", ", ".join(sorted(d.value for d in args.defects)))
     token = args.token_file.read_text().strip() if args.token_file else None
     client = RestClient(args.api, token, ca_file=args.ca_file, maxsize=16, user_agent="refplatform-controllers")
     manager = ControllerManager(client, [FACTORIES[n](client, args) for n in names])

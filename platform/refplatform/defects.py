@@ -1,0 +1,103 @@
+"""The defect zoo: small, honest faults the reference platform can be started with.
+
+A drill that cannot fail is a defect itself.  Each :class:`Defect` breaks one
+promise in one component, the way a real platform would get it wrong, so that
+the shipped scenarios can be proven to catch it (``docs/DEFECTS.md`` lists the
+scenario that catches each one and the message it prints).
+
+Every process of the platform takes ``--defect NAME`` (repeatable);
+:func:`parse_defects` turns the names into a frozen set and says which names
+exist when one does not.  Components ask ``Defect.X in defects`` at the one
+place the defect lives; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+from collections.abc import Iterable
+
+from refplatform.errors import RefPlatformError
+
+__all__ = ["Defect", "DefectError", "add_defect_argument", "describe_defects", "parse_defects"]
+
+
+class DefectError(RefPlatformError):
+    """An unknown defect name."""
+
+
+class Defect(enum.Enum):
+    """A named defect.  The value is the name used on command lines."""
+
+    LOSE_CHECKPOINT = "lose-checkpoint"
+    """Node agents: shared (nfs) volumes are kept per node, not shared, so a rank replaced onto another
+    node finds none of the job's checkpoints and training restarts from step 0."""
+    PARTIAL_GANG_BIND = "partial-gang-bind"
+    """Scheduler: a gang that does not fit whole is bound as far as it fits, holding GPUs it cannot use."""
+    SPLIT_BRAIN = "split-brain"
+    """Job controller: on RestartJob the old ranks on healthy nodes are left running, so a partitioned
+    node's old ranks keep training beside the new ones."""
+    SLOW_DETECT = "slow-detect"
+    """Node lifecycle: a lost node is declared NotReady only after 10 x the profile's grace period."""
+    NO_SPARE = "no-spare"
+    """Healer: the spare pool is never drawn on, so a job that needs the lost node's GPUs stays pending."""
+    LEAKY_MIG = "leaky-mig"
+    """Node agents: a contained Xid on one MIG instance takes down every instance of that GPU."""
+    MISRANKED_LEAKS = "misranked-leaks"
+    """API server: the leak report swaps its two largest holes."""
+    STALLS_AS_COMPUTE = "stalls-as-compute"
+    """Simulated GPUs: time a workload waits for input is counted as compute (engine and tensor active)."""
+
+    @property
+    def summary(self) -> str:
+        """The first sentence of the value's docstring (for ``--help``)."""
+        return _SUMMARIES[self]
+
+
+_SUMMARIES: dict[Defect, str] = {
+    Defect.LOSE_CHECKPOINT: "shared volumes are per node: a replaced rank finds no checkpoint",
+    Defect.PARTIAL_GANG_BIND: "the scheduler binds a gang as far as it fits",
+    Defect.SPLIT_BRAIN: "RestartJob leaves the old ranks running beside the new ones",
+    Defect.SLOW_DETECT: "a lost node is declared NotReady after 10x the grace period",
+    Defect.NO_SPARE: "the healer never promotes a spare node",
+    Defect.LEAKY_MIG: "a contained Xid on one MIG instance fails every instance of its GPU",
+    Defect.MISRANKED_LEAKS: "the leak report swaps its two largest holes",
+    Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",
+}
+
+
+def parse_defects(names: Iterable[str]) -> frozenset[Defect]:
+    """The defects named (``lose-checkpoint``, ...); :class:`DefectError` naming the known ones otherwise."""
+    found: set[Defect] = set()
+    for raw in names:
+        for name in str(raw).split(","):
+            name = name.strip()
+            if not name:
+                continue
+            try:
+                found.add(Defect(name))
+            except ValueError:
+                known = ", ".join(d.value for d in Defect)
+                raise DefectError(f"unknown defect {name!r}; the defect zoo has: {known}") from None
+    return frozenset(found)
+
+
+def describe_defects() -> str:
+    """One line per defect, for command-line help."""
+    return "\n".join(f"  {d.value:<18} {d.summary}" for d in Defect)
+
+
+def add_defect_argument(parser: argparse.ArgumentParser) -> None:
+    """``--defect NAME`` (repeatable) on a platform process's command line; parsed into ``args.defects``."""
+    parser.add_argument("--defect", dest="defects", action="append", default=[], metavar="NAME",
+                        type=_defect_name,
+                        help="start with this defect from the defect zoo (repeatable; docs/DEFECTS.md): "
+                             + ", ".join(d.value for d in Defect))
+
+
+def _defect_name(value: str) -> Defect:
+    try:
+        (defect,) = parse_defects([value])
+    except (DefectError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return defect
