@@ -1,0 +1,82 @@
+"""The training canary as a Volcano Job: the workload every training drill runs and reads.
+
+One task ``worker`` of ``workers`` pods, each running the canary image's
+entry point (``firedrill-canary train ...``, ``docs/WORKLOAD.md``).  What each
+rank needs comes through standard Kubernetes means, so the same manifest runs
+on the reference platform and on a real Volcano cluster:
+
+- ``RANK`` from the pod's ``volcano.sh/task-index`` annotation and the restart
+  generation from ``volcano.sh/job-version`` (both set by Volcano's job
+  controller), ``POD_IP`` from ``status.podIP`` (downward API);
+- ``WORLD_SIZE`` from the drill;
+- checkpoints and the file rendezvous on the profile's shared volume
+  (``canary.shared_volume``: a ReadWriteMany claim or nfs export on a real
+  cluster; the reference platform serves its own nfs), under a directory of
+  this run and job alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drills.gang import DrillInconclusive
+from drills.kube.flavors import GangSpec
+from drills.target import TargetProfile
+
+__all__ = ["MOUNT", "CanaryTraining", "canary_job_spec"]
+
+MOUNT = "/firedrill"
+"""Where the shared volume is mounted in every rank."""
+VOLUME = "firedrill-shared"
+
+
+@dataclass(frozen=True)
+class CanaryTraining:
+    """What the canary is asked to do each step (its own flags), and how often rank 0 checkpoints."""
+
+    workers: int
+    gpus_per_worker: int
+    checkpoint_every: int
+    compute_seconds: float = 0.1
+    input_seconds: float = 0.0
+    comm_seconds: float = 0.0
+    stall_after: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.gpus_per_worker < 0 or self.checkpoint_every < 0:
+            raise ValueError(f"a canary job needs workers >= 1, GPUs >= 0, checkpoint every >= 0 steps "
+                             f"(got {self.workers}, {self.gpus_per_worker}, {self.checkpoint_every})")
+        if min(self.compute_seconds, self.input_seconds, self.comm_seconds) < 0:
+            raise ValueError("canary step times must be >= 0 seconds")
+
+    @property
+    def step_seconds(self) -> float:
+        """The step time the canary is asked for (it measures and logs what it really took)."""
+        return self.compute_seconds + self.input_seconds + self.comm_seconds
+
+
+def _field(path: str) -> dict[str, object]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining) -> GangSpec:
+    """The GangSpec of a canary training job on ``profile``'s cluster (render with ``gang_manifests``)."""
+    volume = profile.canary.shared_volume
+    if volume is None:
+        raise DrillInconclusive("the training canary needs storage every rank reaches for its checkpoints and "
+                                "rendezvous; set canary.shared_volume in the target profile (a ReadWriteMany "
+                                "persistentVolumeClaim or an nfs export; see docs/PROFILE.md)")
+    root = f"{MOUNT}/{run_id}/{name}"
+    args = ["train", "--compute-seconds", f"{training.compute_seconds:g}",
+            "--input-seconds", f"{training.input_seconds:g}", "--comm-seconds", f"{training.comm_seconds:g}",
+            "--checkpoint-every", str(training.checkpoint_every), "--stall-after", f"{training.stall_after:g}",
+            "--checkpoint-dir", f"{root}/checkpoints", "--rendezvous-dir", f"{root}/rendezvous"]
+    env = ({"name": "WORLD_SIZE", "value": str(training.workers)},
+           {"name": "RANK", **_field("metadata.annotations['volcano.sh/task-index']")},
+           {"name": "FIREDRILL_GENERATION", **_field("metadata.annotations['volcano.sh/job-version']")},
+           {"name": "POD_IP", **_field("status.podIP")})
+    return GangSpec(name=name, run_id=run_id, workers=training.workers, gpus_per_worker=training.gpus_per_worker,
+                    image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
+                    gpu_resource=profile.gpu_resource, command=profile.canary.command, args=tuple(args), env=env,
+                    volumes=({"name": VOLUME, **volume},),
+                    volume_mounts=({"name": VOLUME, "mountPath": MOUNT},))

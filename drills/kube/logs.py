@@ -1,0 +1,161 @@
+"""Follow pods' logs through the API (``pods/NAME/log?follow=true``) while a drill runs.
+
+A real node takes its logs with it: once it is pulled, nothing can be read
+from it any more.  So the harness follows each rank's log from the moment the
+pod runs, one thread per pod, and hands every line to a callback stamped with
+the harness's clocks at receipt.  A stream that ends (the container exited,
+the node died, the API server dropped it) is opened again while the pod with
+that uid still exists and is not finished; repeats are the reader's to drop
+(the canary numbers its lines).  A pod replaced under the same name (a Volcano
+Job reuses rank names across restarts) is never mistaken for the old one: the
+follower checks the uid before each reconnect and stops when it changed.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+
+from drills.kube.driver import POD, KubeDriver, KubeError, _lines
+from drills.kube.timeline import Clock
+
+__all__ = ["LogFollower", "LogLine"]
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a pod's log as the harness received it."""
+
+    namespace: str
+    pod: str
+    uid: str
+    node: str
+    text: str
+    mono: float
+    wall: float
+
+
+@dataclass
+class _Follow:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    container: str | None
+    stop: threading.Event = field(default_factory=threading.Event)
+    response: Any = None
+    thread: threading.Thread | None = None
+
+
+class LogFollower:
+    """Follows the logs of the pods it is given until :meth:`stop`."""
+
+    def __init__(self, driver: KubeDriver, on_line: Callable[[LogLine], None], clock: Clock, *,
+                 read_timeout: float = 30.0, retry_interval: float = 0.2) -> None:
+        self.driver = driver
+        self.on_line = on_line
+        self.clock = clock
+        self.read_timeout = read_timeout
+        self.retry_interval = retry_interval
+        self._follows: dict[str, _Follow] = {}
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def follow(self, pod: Obj, container: str | None = None) -> bool:
+        """Start following ``pod`` (once per uid; only once it is bound to a node); True if it started now."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        uid, node = str(meta.get("uid") or ""), str(spec.get("nodeName") or "")
+        if not uid or not node:
+            return False
+        with self._lock:
+            if self._stopped or uid in self._follows:
+                return False
+            f = _Follow(str(meta.get("namespace") or "default"), str(meta["name"]), uid, node, container)
+            f.thread = threading.Thread(target=self._run, args=(f,), name=f"logs-{f.name}", daemon=True)
+            self._follows[uid] = f
+        f.thread.start()
+        return True
+
+    def following(self) -> set[str]:
+        with self._lock:
+            return {uid for uid, f in self._follows.items() if f.thread is not None and f.thread.is_alive()}
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            follows = list(self._follows.values())
+        for f in follows:
+            f.stop.set()
+            if f.response is not None:
+                try:
+                    f.response.shutdown()  # unblocks a read waiting on a quiet log
+                except (AttributeError, OSError):
+                    pass
+        for f in follows:
+            if f.thread is not None:
+                f.thread.join(timeout=10)
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self, f: _Follow) -> None:
+        query: dict[str, Any] = {"follow": "true"}
+        if f.container:
+            query["container"] = f.container
+        path = POD.path(f.namespace, f.name, "log")
+        while not f.stop.is_set():
+            state = self._state(f)
+            if state is _State.GONE:
+                return
+            try:
+                resp = self.driver._request_once("GET", path, None,
+                                                 query if state is _State.LIVE else {**query, "follow": "false"},
+                                                 "application/json", timeout=self.read_timeout, stream=True)
+            except KubeError as exc:  # not running yet, or the node's log endpoint is gone
+                log.debug("log of %s/%s: %s", f.namespace, f.name, exc)
+                f.stop.wait(self.retry_interval)
+                continue
+            f.response = resp.response
+            try:
+                for raw in _lines(resp.response):
+                    if f.stop.is_set():
+                        break
+                    self.on_line(LogLine(f.namespace, f.name, f.uid, f.node, raw.decode(errors="replace"),
+                                         self.clock.mono(), self.clock.wall()))
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if not f.stop.is_set():
+                    log.debug("log stream of %s/%s ended: %s", f.namespace, f.name, exc)
+            finally:
+                f.response = None
+                resp.response.release_conn()
+            if state is _State.FINISHED:
+                return  # its whole log has been read once more; nothing can follow
+            f.stop.wait(self.retry_interval)
+
+    def _state(self, f: _Follow) -> "_State":
+        try:
+            pod = self.driver.find(POD, f.name, f.namespace)
+        except KubeError:
+            return _State.LIVE  # the API is unsure; try the log again
+        if pod is None or (pod.get("metadata") or {}).get("uid") != f.uid:
+            return _State.GONE
+        return _State.FINISHED if (pod.get("status") or {}).get("phase") in _TERMINAL else _State.LIVE
+
+
+class _State(enum.Enum):
+    """What a follower found when it looked the pod up before (re)opening its log."""
+
+    LIVE = "live"
+    """The pod exists and has not finished: follow its log."""
+    FINISHED = "finished"
+    """It ended: read its log once more, then stop."""
+    GONE = "gone"
+    """Deleted, or replaced by a pod of the same name: stop."""
