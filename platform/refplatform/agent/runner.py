@@ -96,7 +96,8 @@ class Agent:
         gpu_model = config.gpu_model if self.gpus.simulated else self.gpus.product
         if config.partition_config is not None:
             self.gpu_partition = load_partition_config(config.partition_config)
-            self.devices = DeviceSet(self.gpu_partition, gpu_model, self.gpus.count, self.gpus.memory_mib)
+            self.devices = DeviceSet(self.gpu_partition, gpu_model, self.gpus.count, self.gpus.memory_mib,
+                                     leaky=Defect.LEAKY_MIG in config.defects)
         self.stop_event = threading.Event()
         agent = f"refplatform-agent/{config.node}"
         self.gate = PartitionGate()

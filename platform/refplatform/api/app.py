@@ -36,6 +36,7 @@ from refplatform.api.errors import ApiError
 from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
 from refplatform.api.tables import TableContext, table
 from refplatform.api.usagelog import UsageRecorder
+from refplatform.defects import Defect
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
 from refplatform.store import AuditRecord
 
@@ -55,6 +56,8 @@ class ServerSettings:
     """Seconds of quiet after which a watch that asked for bookmarks gets one."""
     default_watch_timeout: float = 1800.0
     """Seconds a watch stays open when the client gives no timeoutSeconds."""
+    defects: frozenset[Defect] = frozenset()
+    """Defects from the zoo this server runs with (``--defect``; docs/DEFECTS.md); none on an honest server."""
 
 
 @dataclass
@@ -128,7 +131,8 @@ class ApiServer:
             who = self._authenticate(request, path)
             if self.usage is not None and path in leakreport.PATHS:
                 # Off the event loop: a long window takes a while to account and must not stall watches.
-                return await run_in_threadpool(leakreport.serve, self.usage, request, who, path)
+                return await run_in_threadpool(leakreport.serve, self.usage, request, who, path,
+                                               Defect.MISRANKED_LEAKS in self.settings.defects)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":

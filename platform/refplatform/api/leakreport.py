@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -27,8 +29,8 @@ from refplatform.core.usage import parse_instant
 from refplatform.resources import NODES, PODS
 from refplatform.store import Store
 
-__all__ = ["LEAKREPORT_PATH", "METRICS_PATH", "PATHS", "KubeStateCollector", "parse_window", "render_metrics",
-           "serve"]
+__all__ = ["LEAKREPORT_PATH", "METRICS_PATH", "PATHS", "KubeStateCollector", "misrank", "parse_window",
+           "render_metrics", "serve"]
 
 LEAKREPORT_PATH = f"/apis/{API_VERSION}/leakreport"
 METRICS_PATH = "/metrics"
@@ -37,8 +39,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 FORMAT = "an RFC 3339 instant with a zone, e.g. 2027-01-15T08:00:00Z"
 
 
-def serve(recorder: UsageRecorder, request: Request, who: Identity, path: str) -> Response:
-    """Answer one request for :data:`PATHS`; raises :class:`~refplatform.api.errors.ApiError` to refuse."""
+def serve(recorder: UsageRecorder, request: Request, who: Identity, path: str, misranked: bool = False) -> Response:
+    """Answer one request for :data:`PATHS`; raises :class:`~refplatform.api.errors.ApiError` to refuse.
+    ``misranked``: the ``misranked-leaks`` defect (docs/DEFECTS.md), off on an honest server."""
     if request.method != "GET":
         raise E.method_not_allowed(request.method, path)
     if who.role is not Role.CLUSTER_ADMIN:
@@ -48,7 +51,25 @@ def serve(recorder: UsageRecorder, request: Request, who: Identity, path: str) -
         return Response(render_metrics(recorder), media_type=CONTENT_TYPE)
     window = parse_window(request.query_params.get("start"), request.query_params.get("end"), recorder.now())
     body = recorder.report(window).to_dict()
+    if misranked:
+        body = misrank(body)
     return Response(json.dumps(body, separators=(",", ":")).encode(), media_type="application/json")
+
+
+def misrank(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``misranked-leaks`` defect: the report's two largest holes swap ranks, and the second largest is
+    named the largest (``largest`` and ``summary``), every amount left as computed."""
+    holes = list(body.get("holes") or [])
+    if len(holes) < 2:
+        return body
+    holes[0], holes[1] = {**holes[1], "rank": 1}, {**holes[0], "rank": 2}
+    out = {**body, "holes": holes}
+    if body.get("largest") is not None:
+        top = holes[0]
+        out["largest"] = top["name"]
+        out["summary"] = (f"The largest hole is {top['words']}: {top['gpuHours']:g} GPU-hours, "
+                          f"{round(100 * top['share'], 6):g}% of healthy capacity.")
+    return out
 
 
 def _instant(name: str, raw: str) -> float:

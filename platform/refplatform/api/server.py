@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     # The leak report's own accounting: every commit, stamped with the service's clock (usage.sqlite3).
     usage = UsageRecorder(store, args.data_dir, clock=lambda: service.clock().timestamp()).start()
     server = ApiServer(service, authenticator,
-                       ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval),
+                       ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval,
+                                      defects=frozenset(args.defects)),
                        usage=usage)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP,

@@ -66,8 +66,9 @@ class HealerController:
 
     def __init__(self, client: RestClient, *, spares: Iterable[str], grace: float, prober: HealthProber,
                  quarantine: bool = True, quarantine_after: float = 0.0, resync: float = 0.25,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, no_spare: bool = False) -> None:
         self.client = client
+        self.no_spare = no_spare  # the no-spare defect (docs/DEFECTS.md), off on an honest platform
         self.spares = frozenset(spares)
         self.grace = grace
         self.prober = prober
@@ -101,6 +102,8 @@ class HealerController:
             plan = plan_healing(list(probed.values()), now, quarantine=self.quarantine,
                                 quarantine_after=self.quarantine_after)
         for step in plan.steps:
+            if self.no_spare and step.action is HealAction.PROMOTE_SPARE:
+                continue  # the defect: the spare pool is never drawn on
             self._apply(step, newest(nodes[step.node], self._written.get(step.node)) or nodes[step.node], now)
         self._collect_pods(cache, {n: newest(obj, self._written.get(n)) or obj for n, obj in nodes.items()}, now)
         wait = self.base_resync if plan.next_check is None else min(self.base_resync, plan.next_check - now)

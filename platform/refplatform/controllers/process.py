@@ -22,7 +22,7 @@ from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
 from refplatform.controllers.tainteviction import TaintEvictionController
 from refplatform.controllers.vcjob import VolcanoJobController
-from refplatform.defects import add_defect_argument
+from refplatform.defects import Defect, add_defect_argument
 from refplatform.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from refplatform.profiles import Profile as HealingProfile
 
@@ -30,7 +30,8 @@ log = logging.getLogger("refplatform.controllers")
 
 
 def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
-    config = core.SchedulerConfig(profile=core.Profile(args.scheduler_profile), placement=args.placement)
+    config = core.SchedulerConfig(profile=core.Profile(args.scheduler_profile), placement=args.placement,
+                                  partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects)
     return SchedulerController(client, config)
 
 
@@ -51,7 +52,8 @@ def _prober(profile: HealingProfile) -> HealthProber:
 def _nodelifecycle(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     return NodeLifecycleController(client, grace=profile.node_monitor_grace_period,
-                                   monitor_period=profile.node_monitor_period, prober=_prober(profile))
+                                   monitor_period=profile.node_monitor_period, prober=_prober(profile),
+                                   slow_detect=Defect.SLOW_DETECT in args.defects)
 
 
 def _tainteviction(client: RestClient, args: argparse.Namespace) -> Controller:
@@ -66,7 +68,8 @@ def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     spares = [n.strip() for n in (args.spare_nodes or "").split(",") if n.strip()]
     return HealerController(client, spares=spares, grace=profile.node_monitor_grace_period, prober=_prober(profile),
-                            quarantine=profile.quarantine, quarantine_after=profile.quarantine_after)
+                            quarantine=profile.quarantine, quarantine_after=profile.quarantine_after,
+                            no_spare=Defect.NO_SPARE in args.defects)
 
 
 FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {

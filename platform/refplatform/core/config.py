@@ -79,6 +79,9 @@ class SchedulerConfig:
     seed: int = 0
     max_victim_candidates: int = 64
     """Preempt/reclaim consider at most this many victim gangs per preemptor."""
+    partial_gang_bind: bool = False
+    """The ``partial-gang-bind`` defect (docs/DEFECTS.md), off on an honest platform: a gang that does not
+    fit whole is bound as far as it fits, its placed pods holding GPUs the gang cannot use."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENT_POLICIES:

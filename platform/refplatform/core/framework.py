@@ -383,7 +383,10 @@ class Session:
             if not job.pending():
                 job.fit_error, job.failed_task = "", None
             return True
-        stmt.discard()
+        if self.config.partial_gang_bind and stmt.ops:
+            stmt.commit()  # the defect: keep what fits of a gang that is not whole
+        else:
+            stmt.discard()
         if self.gang and job.min_member > 1:
             job.gang_message = gang_not_ready(job)
         for _, fn, _ in self._fns[ExtensionPoint.JOB_UNSCHEDULABLE]:
