@@ -34,6 +34,29 @@ DEFAULT_DATA_DIR = Path(".firedrill/cluster")
 PIDFILE = "firedrill-up.pid"
 
 
+def _defects_epilog() -> str:
+    """The defect zoo for ``--help``: one line per defect (``\b`` keeps click from re-wrapping them)."""
+    from refplatform.defects import describe_defects  # the zoo's names only; nothing of the platform starts
+
+    return ("\b\nThe defect zoo (--defect NAME, repeatable; what each breaks and the scenario that catches it: "
+            "docs/DEFECTS.md):\n" + describe_defects())
+
+
+def _check_defects(names: list[str] | None) -> tuple[str, ...]:
+    """``--defect`` names checked against the zoo; a usage error (exit 2) naming the known ones otherwise."""
+    from refplatform.defects import DefectError, parse_defects
+
+    try:
+        return tuple(sorted(d.value for d in parse_defects(names or [])))
+    except DefectError as exc:
+        err.print(f"error: --defect: {exc} (docs/DEFECTS.md)")
+        raise typer.Exit(2) from None
+
+
+DEFECT_HELP = ("Start the reference platform with this defect from the defect zoo (repeatable): a small, honest "
+               "fault the drills must catch. The names are listed below and in docs/DEFECTS.md.")
+
+
 def _running_pid(data_dir: Path) -> int | None:
     """The pid of a live `firedrill up` on this data directory, if any."""
     try:
@@ -48,7 +71,7 @@ def _running_pid(data_dir: Path) -> int | None:
     return pid if b"firedrill" in cmdline or b"drills" in cmdline else None
 
 
-@app.command()
+@app.command(epilog=_defects_epilog())
 def up(
     nodes: Annotated[int, typer.Option(min=0, max=64, help="How many GPU nodes (one agent process each).")] = 4,
     gpus_per_node: Annotated[int, typer.Option(min=0, max=16, help="Simulated GPUs per node.")] = 8,
@@ -67,6 +90,7 @@ def up(
     scheduler_profile: Annotated[str, typer.Option(
         help="gang: all-or-nothing gang scheduling; no-gang: bind pods one by one (shows the half-job deadlock).")] = "gang",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 60.0,
+    defect: Annotated[list[str] | None, typer.Option("--defect", metavar="NAME", help=DEFECT_HELP)] = None,
 ) -> None:
     """Start a reference GPU cluster on this machine and keep it running until Ctrl-C or `firedrill down`."""
     from refplatform.cluster import Cluster, ClusterError, ClusterSpec  # the embedded default target
@@ -84,10 +108,11 @@ def up(
     if profile not in PROFILES:
         err.print(f"error: --profile must be one of {', '.join(PROFILES)}, not {profile!r}")
         raise typer.Exit(2)
+    defects = _check_defects(defect)
     spare_count = PROFILES[profile].spares if spares is None else spares
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu_model,
                        port=port, heartbeat=heartbeat, scheduler_profile=scheduler_profile, profile=profile,
-                       spares=spare_count)
+                       spares=spare_count, defects=defects)
     cluster = Cluster(spec)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -123,6 +148,9 @@ def up(
     spare_text = f", {pool} spare node{'s' if pool != 1 else ''}" if spare_count else ""
     console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}){spare_text}, "
                   f"profile {profile}, API at {cluster.url}")
+    if defects:
+        console.print(f"WITH DEFECT(S) {', '.join(defects)} from the defect zoo (docs/DEFECTS.md): this platform "
+                      "breaks promises on purpose; drills against it must FAIL.")
     console.print(f"kubeconfig: {cluster.kubeconfig}")
     # The token rides in the fragment (#...), which a browser never sends to the server; the page reads it.
     console.print(f"Dashboard: {cluster.url}/dashboard#token={cluster.token}", soft_wrap=True, markup=False)
@@ -173,7 +201,7 @@ def down(
     console.print(f"stopped the cluster on {data_dir}")
 
 
-@app.command()
+@app.command(epilog=_defects_epilog())
 def run(
     features: Annotated[Path, typer.Option(help="Folder of .feature files: the contract to check.")] = Path("features"),
     kubeconfig: Annotated[Path | None, typer.Option(help="Drill a real cluster through this kubeconfig "
@@ -191,6 +219,9 @@ def run(
     keyword: Annotated[str | None, typer.Option("-k", help="Only scenarios matching this pytest -k expression.")] = None,
     scheduler_profile: Annotated[str, typer.Option(help="Embedded platform only: gang or no-gang "
                                                         "(no-gang shows the half-job deadlock).")] = "gang",
+    defect: Annotated[list[str] | None, typer.Option("--defect", metavar="NAME", help=(
+        "Embedded platform only: s" + DEFECT_HELP[1:] + " A FAIL is then the expected verdict, and the evidence "
+        "records the defects."))] = None,
 ) -> None:
     """Perform every scenario of the features against a platform, judge it, and print the verdicts.
 
@@ -205,8 +236,15 @@ def run(
     if scheduler_profile not in ("gang", "no-gang"):
         err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
         raise typer.Exit(ExitCode.USAGE)
+    if defect and (kubeconfig is not None or context is not None):
+        err.print(f"error: --defect {' --defect '.join(defect)}: defects exist only on the reference platform "
+                  "(docs/DEFECTS.md); drop --defect to drill your cluster, or drop --kubeconfig to run the "
+                  "embedded reference platform with them")
+        raise typer.Exit(ExitCode.USAGE)
+    defects = _check_defects(defect)
     code = run_features(RunOptions(features, kubeconfig, context, profile, repeat, dry_run, keyword,
-                                   scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key), console)
+                                   scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key,
+                                   defects=defects), console)
     raise typer.Exit(int(code))
 
 

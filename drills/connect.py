@@ -42,6 +42,8 @@ class EmbeddedPlatform:
     gpus_per_node: int = 8
     scheduler_profile: str = "gang"
     healing_profile: str = "tuned"
+    defects: tuple[str, ...] = ()
+    """Defects from the zoo (docs/DEFECTS.md) every platform process starts with; none for an honest platform."""
     data_dir: Path | None = None
     cluster: Any = None
     _tmp: Any = field(default=None, repr=False)
@@ -54,7 +56,7 @@ class EmbeddedPlatform:
             self.data_dir = Path(self._tmp.name)
         spec = ClusterSpec(self.data_dir, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                            scheduler_profile=self.scheduler_profile, profile=self.healing_profile,
-                           spares=self.spares)
+                           spares=self.spares, defects=self.defects)
         self.cluster = Cluster(spec)
         try:
             self.cluster.start()
@@ -172,15 +174,22 @@ class Target:
                                           gpu_resource=self.profile.gpu_resource)
 
     @property
+    def defects(self) -> tuple[str, ...]:
+        """The zoo's defects the embedded platform runs with (docs/DEFECTS.md); none on a real cluster."""
+        return self.embedded.defects if self.embedded is not None else ()
+
+    @property
     def timeline(self) -> Timeline:
         return self.driver.timeline
 
     @property
     def description(self) -> str:
         if self.embedded is not None:
+            defects = self.embedded.defects
+            broken = f", WITH DEFECT{'S' if len(defects) > 1 else ''} {', '.join(defects)}" if defects else ""
             return (f"embedded reference platform ({self.embedded.nodes} nodes + {self.embedded.spares} spare, "
                     f"{self.embedded.gpus_per_node} GPUs each, {self.embedded.scheduler_profile} scheduler, "
-                    f"{self.embedded.healing_profile} healing) at {self.driver.host}")
+                    f"{self.embedded.healing_profile} healing{broken}) at {self.driver.host}")
         return f"cluster at {self.driver.host} ({self.profile.flavor.value})"
 
     def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
@@ -211,8 +220,9 @@ class Target:
 
 
 def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1,
-                    profile: TargetProfile | None = None) -> Target:
-    platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile).start()
+                    profile: TargetProfile | None = None, defects: tuple[str, ...] = ()) -> Target:
+    platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile,
+                                defects=tuple(defects)).start()
     profile = profile or reference_profile()
     try:
         driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())

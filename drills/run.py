@@ -40,6 +40,10 @@ from drills.target import TargetProfile, load_profile, reference_profile
 from drills.verdict import Verdict
 
 
+DEFECT_NOTE = ("  NOTE: the reference platform runs with defect(s) {defects} from the defect zoo (docs/DEFECTS.md): "
+               "a FAIL is what the drills owe it; this run is no acceptance of any platform.")
+
+
 class ExitCode(IntEnum):
     PASSED = 0
     FAILED = 1
@@ -64,6 +68,8 @@ class RunOptions:
     """Archives land in reports/<run-id>/, and reports/ledger.jsonl chains them."""
     sign_key: Path | None = None
     """Ed25519 private key (PEM, mode 0600); without it a throwaway key signs the run."""
+    defects: tuple[str, ...] = ()
+    """Embedded platform only: defects from the zoo to start it with (docs/DEFECTS.md)."""
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -89,7 +95,24 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
 def _connect(options: RunOptions, profile: TargetProfile) -> Target:
     if options.kubeconfig is not None or options.context is not None:
         return cluster_target(options.kubeconfig, options.context, profile)
-    return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile)
+    return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects)
+
+
+def check_defects(options: RunOptions) -> tuple[str, ...]:
+    """The defect names of ``--defect``, checked: each must be in the zoo, and only the embedded platform has
+    them.  Raises :class:`FiredrillError` saying which names exist, or why a real cluster cannot have them."""
+    from refplatform.defects import DefectError, parse_defects  # the zoo's names, nothing of the platform runs
+
+    if not options.defects:
+        return ()
+    if options.kubeconfig is not None or options.context is not None:
+        raise FiredrillError(f"--defect {' --defect '.join(options.defects)}: defects exist only on the reference "
+                             "platform (docs/DEFECTS.md); drop --defect, or drop --kubeconfig/--context to run "
+                             "the embedded platform")
+    try:
+        return tuple(sorted(d.value for d in parse_defects(options.defects)))
+    except DefectError as exc:
+        raise FiredrillError(f"--defect: {exc} (docs/DEFECTS.md)") from None
 
 
 def run(options: RunOptions, console: Console | None = None) -> int:
@@ -102,6 +125,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
             if not valid_dns_label(options.namespace):
                 raise FiredrillError(f"--namespace {options.namespace!r} is not a namespace name (a-z, 0-9, '-')")
             profile = dataclasses.replace(profile, namespace=options.namespace)
+        options = dataclasses.replace(options, defects=check_defects(options))
     except FeatureError as exc:
         err.print(f"error: the features cannot run ({len(exc.problems)} problem(s)):")
         for p in exc.problems:
@@ -113,7 +137,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     remote = options.kubeconfig is not None or options.context is not None
     where = (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
              if options.context else "")) if remote else \
-        f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler)"
+        f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \
+        (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")")
     if options.dry_run:
         _plan(console, features, where, profile, options)
         return ExitCode.PASSED
@@ -139,6 +164,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
                       f"{fp.digest()[:16]}")
     for warning in target.warnings:
         console.print(f"  warning: {warning}")
+    if target.defects:
+        console.print(DEFECT_NOTE.format(defects=", ".join(target.defects)))
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
                              features_dir=options.features.resolve())
     run_dir.mkdir(parents=True, exist_ok=False)
@@ -180,6 +207,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         err.print("error: no scenario ran" + (f" (nothing matched -k {options.keyword!r})" if options.keyword else ""))
         return ExitCode.USAGE
     summary(console, plugin.outcomes, options.repeat)
+    if options.defects:
+        console.print(DEFECT_NOTE.format(defects=", ".join(options.defects)))
     return exit_code(plugin.outcomes)
 
 
@@ -209,7 +238,7 @@ def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: st
         options={"repeat": options.repeat, "keyword": options.keyword, "context": options.context,
                  "scheduler_profile": options.scheduler_profile if target.embedded is not None else None,
                  "features": options.features.name},
-        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report)
+        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report, target_defects=target.defects)
     (run_dir / "report.html").write_text(
         render_report(record, SignatureStatus(signer.keyid, signer.ephemeral, None)), encoding="utf-8")
     sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=target.secrets())

@@ -118,7 +118,7 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
                  target_kind: str, target_description: str, fingerprint: dict[str, Any], fingerprint_digest: str,
                  features_dir: Path, feature_files: Iterable[Path], profile: dict[str, Any],
                  options: dict[str, Any], timeline: Iterable[dict[str, Any]],
-                 leak_report: dict[str, Any] | None = None) -> RunRecord:
+                 leak_report: dict[str, Any] | None = None, target_defects: Iterable[str] = ()) -> RunRecord:
     outcomes = list(outcomes)
     scenarios = tuple(scenario_record(o) for o in outcomes)
     features = {p.resolve().relative_to(features_dir.resolve()).as_posix(): sha256_file(p)
@@ -127,7 +127,8 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
     return RunRecord(
         run_id=run_id, started=rfc3339(started), finished=rfc3339(finished), harness_version=__version__,
         harness_commit=harness_commit(),
-        target=TargetRecord(target_kind, target_description, json_safe(fingerprint), fingerprint_digest),
+        target=TargetRecord(target_kind, target_description, json_safe(fingerprint), fingerprint_digest,
+                            tuple(sorted(set(target_defects)))),
         features=features, profile=json_safe(profile), profile_digest=profile_digest, options=json_safe(options),
         scenarios=scenarios, verdict=worst(s.verdict for s in scenarios),
         timeline=tuple(tag_timeline(json_safe(list(timeline)), outcomes)),

@@ -82,6 +82,10 @@ class TargetRecord:
     description: str
     fingerprint: dict[str, Any]
     fingerprint_digest: str
+    defects: tuple[str, ...] = ()
+    """Defects from the zoo (docs/DEFECTS.md) the embedded reference platform ran with: a run with any
+    tests the harness, not a platform, and is never an acceptance. Empty for an honest platform and for
+    every real cluster."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class RunRecord:
                    "measurements": tuple(MeasurementRecord(**m) for m in s.get("measurements") or ()),
                    "judgements": tuple(JudgementRecord(**{**j, "threshold": ThresholdRecord(**j["threshold"])})
                                        for j in s.get("judgements") or ())})
-        return cls(**{**d, "target": TargetRecord(**d["target"]),
+        target = d["target"]
+        return cls(**{**d, "target": TargetRecord(**{**target, "defects": tuple(target.get("defects") or ())}),
                       "scenarios": tuple(scenario(s) for s in d.get("scenarios") or ()),
                       "timeline": tuple(d.get("timeline") or ())})

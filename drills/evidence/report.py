@@ -850,6 +850,16 @@ def _split_finding(text: str) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else ("", text)
 
 
+def _defect_note(record: RunRecord) -> str:
+    """Why a run on a platform started with defects (docs/DEFECTS.md) is no acceptance ('' when honest)."""
+    defects = record.target.defects
+    if not defects:
+        return ""
+    return (f"The reference platform ran with defect{'s' if len(defects) != 1 else ''} from the defect zoo: "
+            f"{', '.join(defects)} (docs/DEFECTS.md). This run tests whether the drills catch "
+            f"{'them' if len(defects) != 1 else 'it'}; it is not an acceptance of any platform.")
+
+
 def _headline(record: RunRecord) -> str:
     n = len(record.scenarios)
     counts = {v: sum(1 for s in record.scenarios if s.verdict == v) for v in VERDICTS}
@@ -938,7 +948,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
                                                                         and not s.findings)]
     return _environment().get_template("report.html.j2").render(
         r=record, sig=signature, verdict=record.verdict if record.verdict in VERDICTS else "ERROR",
-        verdict_word=record.verdict, icon=VERDICT_ICON, headline=_headline(record),
+        verdict_word=record.verdict, icon=VERDICT_ICON, headline=_headline(record), defect_note=_defect_note(record),
         duration=fmt_duration((end - start).total_seconds()) if start and end and end >= start else "",
         counts=[(v, sum(1 for s in record.scenarios if s.verdict == v)) for v in VERDICTS],
         rows=_scenario_rows(record, repeats), findings=findings, errors=errors,

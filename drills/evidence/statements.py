@@ -171,7 +171,9 @@ def scenario_predicate(record: RunRecord, scenario: ScenarioRecord, *, timeline_
     name, measured value, verdict, message), ``verdict``, ``findings``, ``error``, ``details`` (the drill's
     JSON-safe specifics), ``timeline`` (``timeline.jsonl``'s digest and entry count, plus ``excerpt``: the
     entries tagged with this scenario's slug in their ``scenario`` field, when the run tags them),
-    ``target`` (kind, description, fingerprint and its digest) and ``harness`` (name, version, commit).
+    ``target`` (kind, description, fingerprint and its digest, and ``defects``: the zoo's defects the
+    reference platform ran with, docs/DEFECTS.md, present only when there were any) and ``harness`` (name,
+    version, commit).
     """
     excerpt = [dict(e) for e in record.timeline if e.get("scenario") == scenario.slug]
     timeline: dict[str, Any] = {"name": "timeline.jsonl", "digest": {"sha256": timeline_sha256},
@@ -202,7 +204,8 @@ def scenario_predicate(record: RunRecord, scenario: ScenarioRecord, *, timeline_
         "timeline": timeline,
         "target": {"kind": record.target.kind, "description": record.target.description,
                    "fingerprint": dict(record.target.fingerprint),
-                   "fingerprintDigest": {"sha256": record.target.fingerprint_digest}},
+                   "fingerprintDigest": {"sha256": record.target.fingerprint_digest},
+                   **({"defects": list(record.target.defects)} if record.target.defects else {})},
         "harness": _harness(record),
     }
 
