@@ -2,7 +2,7 @@
 
 from refplatform.errors import RefPlatformError
 
-__all__ = ["AgentError", "WorkloadConfigError"]
+__all__ = ["AgentError", "ContainerSpecError", "WorkloadConfigError"]
 
 
 class AgentError(RefPlatformError):
@@ -11,3 +11,11 @@ class AgentError(RefPlatformError):
 
 class WorkloadConfigError(AgentError):
     """A pod's workload annotations are invalid (unknown workload, bad number)."""
+
+
+class ContainerSpecError(WorkloadConfigError):
+    """A container of a pod cannot be run as a process (bad env, volume, working directory, executable).
+
+    The message starts with the field it is about (``spec.containers[0].env[2].valueFrom.fieldRef.fieldPath: ...``).
+    The pod fails to start like any other bad workload (reason ``StartError``).
+    """
