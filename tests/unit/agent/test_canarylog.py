@@ -1,0 +1,66 @@
+"""The platform's log pipeline: canary JSON lines -> step, checkpoint, step-seconds, the Resumed Event (pure)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from refplatform.agent.canarylog import TrainingLog, parse_line, parse_ts
+
+RECEIVED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def line(event: str, seq: int, ts: str = "2026-11-30T10:00:00.123456Z", **fields: object) -> str:
+    return json.dumps({"seq": seq, "ts": ts, "event": event, "rank": 0, "world_size": 2, "generation": "0", **fields})
+
+
+def test_lines_that_are_not_canary_json_are_skipped() -> None:
+    assert parse_line("Traceback (most recent call last):") is None
+    assert parse_line("[1, 2]") is None
+    assert parse_line('{"no": "event"}') is None
+    assert parse_line("{not json") is None
+    got = parse_line(line("step", 3, step=7))
+    assert got is not None and got.event == "step" and got.int_field("step") == 7
+    assert got.ts == datetime(2026, 11, 30, 10, 0, 0, 123456, tzinfo=UTC)
+    assert parse_ts("garbage") is None and parse_ts(None) is None
+
+
+def test_step_checkpoint_and_the_resumed_event_at_the_first_step_lines_ts() -> None:
+    log = TrainingLog()
+    assert log.annotations(with_step_seconds=True) == {}
+    for text in [
+        line("start", 1, pid=4242, config={}),
+        "some non-JSON noise",
+        line("rendezvous", 2, master="127.10.0.2:29500", seconds=0.2),
+        line("resumed", 3, from_step=40, checkpoint="ckpt-0000000040.json", skipped=[]),
+    ]:
+        log.feed(text, RECEIVED)
+    assert log.annotations(with_step_seconds=True) == {"firedrill.dev/step": "40", "firedrill.dev/checkpoint-step": "40"}
+    assert log.take_events() == []  # the event waits for the first step
+    log.feed(line("step", 4, "2026-11-30T10:00:01.500000Z", step=41, input_s=0, compute_s=0.05, comm_s=0, wall_s=0.06),
+             RECEIVED)
+    log.feed(line("step", 5, step=42, wall_s=0.08), RECEIVED)
+    log.feed(line("step", 6, step=43, wall_s=0.07), RECEIVED)
+    log.feed(line("checkpoint", 7, step=43, file="ckpt-0000000043.json", digest="sha256:00"), RECEIVED)
+    (ev,) = log.take_events()
+    assert (ev.type, ev.reason, ev.message) == ("Normal", "Resumed", "Resumed training at step 41 beyond checkpoint 40")
+    assert ev.at == datetime(2026, 11, 30, 10, 0, 1, 500000, tzinfo=UTC)
+    assert log.annotations(with_step_seconds=True) == {
+        "firedrill.dev/step": "43", "firedrill.dev/checkpoint-step": "43", "firedrill.dev/step-seconds": "0.07"}
+    assert "firedrill.dev/step-seconds" not in log.annotations(with_step_seconds=False)
+    assert log.take_events() == []  # once per resumed line
+
+
+def test_a_fresh_job_resumes_from_zero_and_a_step_without_ts_is_stamped_at_receipt() -> None:
+    log = TrainingLog()
+    log.feed(line("resumed", 1, from_step=0, checkpoint=None, skipped=[]), RECEIVED)
+    log.feed(json.dumps({"seq": 2, "event": "step", "step": 1, "wall_s": 0.5}), RECEIVED)
+    (ev,) = log.take_events()
+    assert ev.message == "Resumed training at step 1 beyond checkpoint 0" and ev.at == RECEIVED
+
+
+def test_step_seconds_is_the_median_of_recent_steps() -> None:
+    log = TrainingLog(recent=3)
+    for i, wall in enumerate([10.0, 0.1, 0.2, 0.3]):
+        log.feed(line("step", i, step=i + 1, wall_s=wall), RECEIVED)
+    assert log.step_seconds == 0.2
