@@ -67,14 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Node agent of the Firedrill reference platform: one process per simulated GPU node. "
             "Registers the Node, renews its Lease in kube-node-lease every heartbeat, runs the pods "
-            "bound to it as simulated workloads and serves their logs (kubelet-style /containerLogs) and its "
-            "health (/healthz). Stops cleanly on SIGTERM or SIGINT. SIGUSR1 simulates a network partition "
+            "bound to it (a container with a command as a real child process, one without as the simulated "
+            "workload its firedrill.dev/workload annotation names) and serves their logs (kubelet-style "
+            "/containerLogs), its health (/healthz) and its GPUs' metrics (/metrics). Stops cleanly on SIGTERM "
+            "or SIGINT, ending its pods' processes first. SIGUSR1 simulates a network partition "
             "(all API traffic stops, pods keep running); SIGUSR2 heals it."
         ),
         epilog=(
             f"GPU models: {models}. When NVML finds real GPUs they are reported instead of --gpus/--gpu-model "
             "unless --simulate-gpus is given. Files: DIR/agents/NODE.json (pid, log port) once started; "
-            "container logs under DIR/logs/NODE/."
+            "container logs under DIR/logs/NODE/; pod directories under DIR/nodes/NODE/; nfs volumes under "
+            "DIR/nfs/; the simulated GPU driver's socket DIR/nodes/NODE/device.sock."
         ),
         formatter_class=_HelpFormatter,
     )
@@ -106,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-config", type=Path, metavar="FILE",
                    help="GPU partitioning (YAML: mode none|mig-single|mig-mixed|time-slicing|hami, see "
                         "docs/PARTITIONING.md); an invalid file is refused with exit code 2")
+    p.add_argument("--pod-cidr", metavar="CIDR",
+                   help="loopback range of this node's pod IPs, e.g. 127.10.0.0/24 (default: a /24 in "
+                        "127.64.0.0/10 derived from the node name)")
     add_defect_argument(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
     return p
@@ -151,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             peer_stale=args.peer_stale,
             freeze_threshold=args.freeze_threshold,
             partition_config=args.partition_config,
+            pod_cidr=args.pod_cidr,
         )
         agent = Agent(config)
     except PartitionError as err:

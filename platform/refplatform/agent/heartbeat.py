@@ -124,11 +124,10 @@ class NodeHeartbeat:
         except ApiStatusError as err:
             if not err.conflict:
                 raise
-            node = self.client.patch(
-                self._node_path,
-                {"metadata": {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}},
-                MERGE_PATCH,
-            )
+            patch = {"metadata": {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}}
+            if body.get("spec"):
+                patch["spec"] = body["spec"]  # the pod range (this agent's --pod-cidr)
+            node = self.client.patch(self._node_path, patch, MERGE_PATCH)
             previous_conditions = (node.get("status") or {}).get("conditions")
             log.info("node %s exists; updated it", self.config.name)
         # Write the status through the status subresource too: a create may drop it, an update must.

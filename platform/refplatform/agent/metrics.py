@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from refplatform.agent.pods import PodSync, PodWorker
+from refplatform.agent.runtime import ProcessWorkload
 from refplatform.agent.workload import TrainingWorkload
 from refplatform.core.resources import GPU_INDEX_ANNOTATION
 
@@ -69,11 +70,25 @@ def _mfu(annotations: dict[str, str]) -> float:
     return value
 
 
-def activity(worker: PodWorker) -> Activity:
-    """The instantaneous activity of the GPU(s) a pod holds."""
+def activity(worker: PodWorker, pods: PodSync | None = None) -> Activity:
+    """The activity of the GPU(s) a pod holds.
+
+    Real processes: what the node's simulated device observed over its last window
+    (:mod:`refplatform.agent.device`): engine = compute + comm share, tensor = compute
+    share x the pod's MFU, utilization = 100 x engine.  Simulated workloads: the
+    steady-state rate of the workload's current state.
+    """
     wl = worker.workload
     if wl is None or not wl.running or (worker.run is not None and worker.run.exit is not None):
         return IDLE
+    if isinstance(wl, ProcessWorkload):
+        driver = pods.driver if pods is not None else None
+        shares = driver.shares(worker.uid, pods.clock.now()) if driver is not None and pods is not None else None
+        if shares is None:
+            return IDLE
+        engine = min(1.0, shares.engine)
+        return Activity(gr_engine=engine, tensor=_mfu(worker.annotations) * min(1.0, shares.compute),
+                        util=100.0 * engine)
     if not isinstance(wl, TrainingWorkload) or wl.stalled is not None or wl.resumed_from is None:
         return IDLE  # idle workload, or a rank stalled on peers / still reading its checkpoint
     p = wl.params
@@ -174,7 +189,7 @@ class GpuCollector(Collector):
         for labels, holder, gpu in series:
             keys = mig_names if "GPU_I_ID" in labels else names
             values = [labels[k] for k in keys]
-            act = activity(holder) if holder is not None else IDLE
+            act = activity(holder, self.pods) if holder is not None else IDLE
             _add(gr, keys, values, act.gr_engine)
             _add(tensor, keys, values, act.tensor)
             if "GPU_I_ID" not in labels:

@@ -81,6 +81,12 @@ class NodeConfig:
     """``--partition-config``: what the GPUs advertise (None: plain ``nvidia.com/gpu``, as without partitioning)."""
     gpu_model: str = ""
     """The model's short name (``--gpu-model``), for the MIG profile table."""
+    pod_cidr: str | None = None
+    """The node's pod range (``spec.podCIDR``): its pods' loopback addresses."""
+
+    def spec(self) -> Obj:
+        """The Node's ``spec`` as the agent registers it."""
+        return {"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]} if self.pod_cidr else {}
 
     def gpu_advertisement(self) -> tuple[dict[str, str], dict[str, str]] | None:
         """``(resources, labels)`` of the partition mode (docs/PARTITIONING.md), None without a partition config."""
@@ -187,7 +193,7 @@ def build_node(config: NodeConfig, now: datetime) -> Obj:
             "labels": node_labels(config),
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", "firedrill.dev/agent-boot-id": config.boot_id},
         },
-        "spec": {},
+        "spec": config.spec(),
         "status": node_status(config, now),
     }
 

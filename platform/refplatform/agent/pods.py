@@ -52,13 +52,19 @@ from datetime import datetime
 from typing import Any
 
 from refplatform.agent.clock import Clock, rfc3339, rfc3339_millis
+from refplatform.agent.device import Device
 from refplatform.agent.errors import WorkloadConfigError
 from refplatform.agent.events import KILLING, STARTED, PodEventRecorder, container_field_path, pod_reference
 from refplatform.agent.gang import RankSpec
 from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
-from refplatform.agent.podstatus import ContainerRun, pod_status
+from refplatform.agent.podenv import PodFacts
+from refplatform.agent.podip import PodAddressError, PodAddressPool
+from refplatform.agent.podstatus import HOST_IP, ContainerRun, pod_status
+from refplatform.agent.runtime import DEFAULT_GRACE_SECONDS, ProcessWorkload, grace_seconds, has_command, process_specs
+from refplatform.agent.volumes import NodeDirs
 from refplatform.agent.workload import (
+    ANN_STEP_SECONDS,
     CheckpointLink,
     Exit,
     Gang,
@@ -201,6 +207,8 @@ class PodWorker:
     """The pod's annotations (latest copy seen), for the metrics collector."""
     gpu_request: int = 0
     """Whole ``nvidia.com/gpu`` the pod asks for (used by the metrics when the node has no device set)."""
+    pod_ip: str | None = None
+    """The pod's address (from the node's pod range; kept in the status after the pod ended)."""
 
     @property
     def key(self) -> str:
@@ -239,12 +247,23 @@ class PodSync:
         freeze_threshold: float = 2.0,
         events: PodEventRecorder | None = None,
         devices: DeviceSet | None = None,
+        dirs: NodeDirs | None = None,
+        addresses: PodAddressPool | None = None,
+        driver: Device | None = None,
+        host_ip: str = HOST_IP,
+        shutdown_grace: float = 2.0,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
         ranks of jobs to their peers (without it every training pod trains alone);
         ``freeze_threshold``: a reconcile wait that overruns by more than this many seconds
-        means the process was frozen; ``events``: records the pods' Events (none without it)."""
+        means the process was frozen; ``events``: records the pods' Events (none without it).
+
+        ``dirs``: where pods' files live; with it, a pod whose containers have ``command`` runs
+        them as real processes (:mod:`refplatform.agent.runtime`), without it every pod is
+        simulated.  ``addresses``: the node's pod range (without it a pod's IP is a hash of its
+        uid); ``driver``: the node's simulated GPU driver the processes report to;
+        ``shutdown_grace``: how long :meth:`stop` lets processes exit after SIGTERM before SIGKILL."""
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -257,6 +276,15 @@ class PodSync:
         self.freeze_threshold = freeze_threshold
         self.events = events
         self.devices = devices
+        self.dirs = dirs
+        self.addresses = addresses
+        self.driver = driver
+        self.host_ip = host_ip
+        self.shutdown_grace = shutdown_grace
+        self._dying: dict[str, PodWorker] = {}
+        """Workers of vanished pods whose processes are still terminating."""
+        self._collected = False
+        self._frozen_for = 0.0
         self.last_xid: dict[tuple[int, int | None], int] = {}
         """The last Xid injected per ``(gpu, instance)`` (instance None: the whole GPU), oldest first, for the metrics."""
         """The node's partitioned GPUs (docs/PARTITIONING.md); None: no slices, no memory or Xid faults."""
@@ -291,6 +319,7 @@ class PodSync:
             self._threads.append(t)
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop both threads; the sync thread first ends every pod process (SIGTERM, ``shutdown_grace``, SIGKILL)."""
         self._stop.set()
         self._wake.set()
         self._interrupt.set()
@@ -298,8 +327,30 @@ class PodSync:
         if stream is not None:
             stream.stop()
         for t in self._threads:
-            t.join(timeout)
+            t.join(timeout + self.shutdown_grace)
+        if not self._threads:
+            self.shutdown_processes()
         self.store.close_all()
+
+    def shutdown_processes(self) -> None:
+        """End every running pod process: SIGTERM, up to ``shutdown_grace`` seconds, then SIGKILL (blocks).
+
+        Called from the thread that started them (their parent-death signal follows that thread).
+        """
+        workloads = [w.workload for w in [*self.workers.values(), *self._dying.values()]
+                     if isinstance(w.workload, ProcessWorkload) and w.workload.running]
+        if not workloads:
+            return
+        now = self.clock.now()
+        for wl in workloads:
+            wl.terminate(now, self.shutdown_grace)
+        deadline = time.monotonic() + self.shutdown_grace
+        for wl in workloads:
+            wl.wait(deadline - time.monotonic())
+        for wl in workloads:
+            wl.kill_now(now)
+            wl.wait(1.0)
+        log.info("stopped %d pod process group(s) of node %s", len(workloads), self.node_name)
 
     def wait_synced(self, timeout: float) -> bool:
         """Whether the first list has arrived within ``timeout`` seconds."""
@@ -321,6 +372,7 @@ class PodSync:
 
     def note_freeze(self, seconds: float) -> None:
         """The process was frozen for ``seconds``: thaw every workload on the next pass, then resync."""
+        self._frozen_for = max(self._frozen_for, seconds)
         self._thaw.set()
         self.resync()
 
@@ -453,6 +505,10 @@ class PodSync:
                 self.sync_once()
             except Exception:  # the loop must survive anything; a bug shows in the log
                 log.exception("pod sync pass failed")
+        try:
+            self.shutdown_processes()  # here: the processes' parent-death signal follows this thread
+        except Exception:
+            log.exception("stopping pod processes failed")
 
     def sync_once(self) -> None:
         """One level-triggered pass over every known pod and worker."""
@@ -463,6 +519,9 @@ class PodSync:
             for worker in self.workers.values():
                 if worker.workload is not None:
                     worker.workload.thaw(now)
+            if self.driver is not None:
+                self.driver.thaw(now, self._frozen_for)
+            self._frozen_for = 0.0
         if self._retry_now.is_set():
             self._retry_now.clear()
             for worker in self.workers.values():
@@ -470,6 +529,14 @@ class PodSync:
         # Retire the workers of vanished pods first: a pod recreated under the same name then starts clean.
         for uid in [u for u in self.workers if u not in pods]:
             self.reconcile(uid, None, now)
+        for uid, worker in list(self._dying.items()):
+            if self._halt(worker, now, None):
+                del self._dying[uid]
+                self._retire(worker)
+        self._claim_addresses(pods)
+        if not self._collected and self.dirs is not None and self._synced.is_set():
+            self._collected = True
+            self._collect_orphans(pods)
         if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails
             self._apply_faults(now)
         for uid in pods:
@@ -479,9 +546,11 @@ class PodSync:
         worker = self.workers.get(uid)
         if pod is None:
             if worker is not None:
-                self._halt(worker, now)
-                self.store.forget_pod(worker.namespace, worker.name, worker.uid)
                 del self.workers[uid]
+                if self._halt(worker, now, None):
+                    self._retire(worker)
+                else:
+                    self._dying[uid] = worker  # SIGTERM sent; finished on later passes
             return
         meta = _meta(pod)
         phase = (pod.get("status") or {}).get("phase")
@@ -499,13 +568,13 @@ class PodSync:
         worker.annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
         worker.gpu_request = pod_device_requests(pod).get("nvidia.com/gpu", 0)
         if meta.get("deletionTimestamp"):
-            self._halt(worker, now)
-            self._delete(worker)
+            if self._halt(worker, now, grace_seconds(pod)):
+                self._delete(worker)
             return
         if worker.workload is not None and worker.workload.running:
             if phase in _TERMINAL and worker.run is not None and worker.run.exit is None and not worker.status_dirty:
                 # Someone else ended the pod: kill its container.
-                self._halt(worker, now)
+                self._halt(worker, now, grace_seconds(pod))
             else:
                 self._advance(worker, now)
         if time.monotonic() < worker.retry_at:
@@ -538,11 +607,16 @@ class PodSync:
             self.store.open(worker.namespace, worker.name, name, fresh=previous is None, owner=worker.uid)
         annotations = _meta(pod).get("annotations") or {}
         try:
+            if self.addresses is not None:
+                worker.pod_ip = self.addresses.allocate(worker.uid)
             self._allocate(worker, pod, annotations)
-            gang, checkpoints = self._links(worker, pod)
-            workload = workload_for(annotations, gang, checkpoints)
+            if self.dirs is not None and has_command(pod):
+                workload = self._process_workload(worker, pod)
+            else:
+                gang, checkpoints = self._links(worker, pod)
+                workload = workload_for(annotations, gang, checkpoints)
             lines = workload.start(now)
-        except (WorkloadConfigError, AllocationError) as err:
+        except (WorkloadConfigError, AllocationError, PodAddressError) as err:
             reason = ADMISSION_ERROR if isinstance(err, AllocationError) else "StartError"
             worker.log.append([LogLine(now, f"{rfc3339_millis(now)} cannot start workload: {err}")])
             worker.run = ContainerRun(now, restart_count, Exit(_START_ERROR_EXIT, reason, now, str(err)), last_terminated)
@@ -560,6 +634,46 @@ class PodSync:
             self._record(worker, "Normal", STARTED, f"Started container {name}", now, name)
         self._record_workload_events(worker)
         self._check_exit(worker)
+
+    def _process_workload(self, worker: PodWorker, pod: Obj) -> ProcessWorkload:
+        """The pod's containers as real processes (ContainerSpecError for a spec the agent cannot run)."""
+        assert self.dirs is not None
+        facts = PodFacts.of(pod, worker.pod_ip or "", self.host_ip)
+        socket_path = str(self.driver.path) if self.driver is not None else None
+        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path)
+        logs = {name: self.store.open(worker.namespace, worker.name, name, fresh=False, owner=worker.uid)
+                for name in worker.containers}
+        annotations = _meta(pod).get("annotations") or {}
+        return ProcessWorkload(worker.uid, specs, logs, self.clock, self.driver,
+                               publish_step_seconds=ANN_STEP_SECONDS not in annotations)
+
+    def _claim_addresses(self, pods: dict[str, Obj]) -> None:
+        """Reserve the addresses live pods already report (they ran under a previous agent process)."""
+        if self.addresses is None:
+            return
+        for uid, pod in pods.items():
+            if uid in self.workers or self.addresses.address_of(uid) is not None:
+                continue
+            status = pod.get("status") or {}
+            ip = status.get("podIP")
+            if ip and status.get("phase") not in _TERMINAL and not _meta(pod).get("deletionTimestamp"):
+                self.addresses.claim(uid, str(ip))
+
+    def _collect_orphans(self, pods: dict[str, Obj]) -> None:
+        """Remove the directories of pods deleted while no agent ran (the kubelet's orphan cleanup)."""
+        assert self.dirs is not None
+        live = set(pods) | set(self.workers) | set(self._dying)
+        for uid in self.dirs.pod_uids():
+            if uid not in live:
+                self.dirs.remove_pod(uid)
+                log.info("removed the directory of deleted pod %s", uid)
+
+    def _retire(self, worker: PodWorker) -> None:
+        """The pod is gone and nothing of it runs: forget its logs, release its address, remove its files."""
+        self.store.forget_pod(worker.namespace, worker.name, worker.uid)
+        self._detach(worker)
+        if self.dirs is not None:
+            self.dirs.remove_pod(worker.uid)
 
     def _links(self, worker: PodWorker, pod: Obj) -> tuple[Gang | None, CheckpointLink | None]:
         """A training rank of a job gets its gang and checkpoint link; anything else runs alone."""
@@ -645,7 +759,10 @@ class PodSync:
         worker.log.append(worker.workload.advance(now))
         if worker.workload.running:
             worker.log.append([LogLine(now, f"{rfc3339_millis(now)} {message}")])
-            worker.workload.exit = Exit(code, reason, now, message)
+            if isinstance(worker.workload, ProcessWorkload):
+                worker.workload.fail(now, Exit(code, reason, now, message))
+            else:
+                worker.workload.exit = Exit(code, reason, now, message)
         if event is not None:
             self._record(worker, "Warning", event, message, now)
         log.warning("pod %s: %s (%s)", worker.key, message, reason)
@@ -656,6 +773,8 @@ class PodSync:
             self.devices.release(worker.key)
         if self.jobs is not None:
             self.jobs.detach(worker.uid)
+        if self.addresses is not None:
+            self.addresses.release(worker.uid)  # the status keeps showing it (worker.pod_ip)
 
     def _advance(self, worker: PodWorker, now: datetime) -> None:
         assert worker.workload is not None and worker.log is not None
@@ -663,19 +782,48 @@ class PodSync:
         self._record_workload_events(worker)
         self._check_exit(worker)
 
+    def _container_exits(self, worker: PodWorker) -> None:
+        """Real processes: report each container that ended while others of its pod run."""
+        wl, run = worker.workload, worker.run
+        if not isinstance(wl, ProcessWorkload) or run is None:
+            return
+        exits = wl.container_exits()
+        if exits != dict(run.container_exits or {}):
+            worker.run = ContainerRun(run.started_at, run.restart_count, run.exit, run.last_terminated, exits)
+            worker.status_dirty = True
+
     def _check_exit(self, worker: PodWorker) -> None:
         assert worker.workload is not None and worker.run is not None
+        self._container_exits(worker)
         ended = worker.workload.exit
         if ended is not None and worker.run.exit is None:
-            worker.run = ContainerRun(worker.run.started_at, worker.run.restart_count, ended, worker.run.last_terminated)
+            worker.run = ContainerRun(worker.run.started_at, worker.run.restart_count, ended, worker.run.last_terminated,
+                                      worker.run.container_exits)
             worker.status_dirty = True
             self.store.close_pod(worker.namespace, worker.name, worker.uid)
             self._detach(worker)
             log.info("pod %s/%s: workload exited %d (%s)", worker.namespace, worker.name, ended.code, ended.reason)
 
-    def _halt(self, worker: PodWorker, now: datetime) -> None:
-        """Stop the workload (SIGTERM) if it runs; its log ends."""
-        if worker.workload is not None and worker.workload.running:
+    def _halt(self, worker: PodWorker, now: datetime, grace: float | None) -> bool:
+        """Stop the workload (SIGTERM) if it runs; True once nothing of it runs (its log then ends).
+
+        A simulated workload ends at once.  Real processes get SIGTERM on the first call and
+        SIGKILL on the first call after ``grace`` seconds (the pod's; ``None``: the default);
+        each pass calls again until they are gone, so the sync loop never waits.
+        """
+        wl = worker.workload
+        if isinstance(wl, ProcessWorkload) and wl.running:
+            if not wl.stopping:
+                wl.terminate(now, DEFAULT_GRACE_SECONDS if grace is None else grace)
+                for name in worker.containers:
+                    self._record(worker, "Normal", KILLING, f"Stopping container {name}", now, name)
+            wl.advance(now)
+            self._record_workload_events(worker)
+            if wl.running:
+                return False
+            log.info("pod %s/%s: processes stopped (exit %d)", worker.namespace, worker.name,
+                     wl.exit.code if wl.exit else -1)
+        elif worker.workload is not None and worker.workload.running:
             lines = worker.workload.stop(now)
             if worker.log is not None:
                 worker.log.append(lines)
@@ -686,6 +834,7 @@ class PodSync:
             log.info("pod %s/%s: workload stopped", worker.namespace, worker.name)
         self.store.close_pod(worker.namespace, worker.name, worker.uid)
         self._detach(worker)
+        return True
 
     def _record(self, worker: PodWorker, event_type: str, reason: str, message: str, when: datetime,
                 container: str | None = None) -> None:
@@ -706,7 +855,7 @@ class PodSync:
 
     def _report_status(self, worker: PodWorker, pod: Obj, now: datetime) -> None:
         assert worker.run is not None
-        status = pod_status(pod, worker.run, now)
+        status = pod_status(pod, worker.run, now, worker.pod_ip, self.host_ip)
         try:
             self.client.patch(worker.path + "/status", {"status": status}, MERGE_PATCH)
         except ApiStatusError as err:

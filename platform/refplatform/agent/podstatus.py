@@ -10,6 +10,7 @@ kept as it is.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -65,6 +66,15 @@ class ContainerRun:
     exit: Exit | None = None
     last_terminated: Obj | None = None
     """``lastState.terminated`` of the previous run, if any."""
+    container_exits: Mapping[str, Exit] | None = None
+    """Real processes: the containers that ended, by name (the others run); ``None``: every container
+    shares :attr:`exit` (a simulated workload)."""
+
+    def exit_of(self, container: str) -> Exit | None:
+        """How ``container`` ended (``None``: it runs)."""
+        if self.container_exits is not None and container in self.container_exits:
+            return self.container_exits[container]
+        return self.exit
 
 
 def terminal_phase(run: ContainerRun) -> str | None:
@@ -89,14 +99,17 @@ def _condition(ctype: str, status: str, now: datetime, previous: Obj | None, rea
     return cond
 
 
-def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
-    """The full ``status`` of ``pod`` (the server's copy) given the agent's ``run``."""
+def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = None, host_ip: str = HOST_IP) -> Obj:
+    """The full ``status`` of ``pod`` (the server's copy) given the agent's ``run``.
+
+    ``pod_ip``: the pod's address (default: :func:`pod_ip_for` its uid).
+    """
     meta = pod.get("metadata") or {}
     uid = str(meta.get("uid") or meta.get("name") or "")
     old = pod.get("status") or {}
     phase = terminal_phase(run) or "Running"
-    running = run.exit is None
-    done_reason = None if running else "PodCompleted"
+    running = run.exit is None and not run.container_exits
+    done_reason = None if run.exit is None else "PodCompleted"
 
     previous = {c.get("type"): c for c in old.get("conditions") or [] if isinstance(c, dict)}
     conditions: list[Obj] = []
@@ -105,7 +118,8 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
     else:
         conditions.append(_condition("PodScheduled", "True", now, None))
     conditions += [
-        _condition("PodReadyToStartContainers", "True" if running else "False", now, previous.get("PodReadyToStartContainers")),
+        _condition("PodReadyToStartContainers", "True" if run.exit is None else "False", now,
+                   previous.get("PodReadyToStartContainers")),
         _condition("Initialized", "True", now, previous.get("Initialized"), done_reason),
         _condition("ContainersReady", "True" if running else "False", now, previous.get("ContainersReady"), done_reason),
         _condition("Ready", "True" if running else "False", now, previous.get("Ready"), done_reason),
@@ -116,18 +130,19 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
     started = rfc3339(run.started_at)
     for name, image in _containers(pod):
         cid = container_id(uid, name, run.restart_count)
-        if run.exit is None:
+        ended = run.exit_of(name)
+        if ended is None:
             state: Obj = {"running": {"startedAt": started}}
         else:
             terminated: Obj = {
-                "exitCode": run.exit.code,
-                "reason": run.exit.reason,
+                "exitCode": ended.code,
+                "reason": ended.reason,
                 "startedAt": started,
-                "finishedAt": rfc3339(run.exit.finished_at),
+                "finishedAt": rfc3339(ended.finished_at),
                 "containerID": cid,
             }
-            if run.exit.message:
-                terminated["message"] = run.exit.message
+            if ended.message:
+                terminated["message"] = ended.message
             state = {"terminated": terminated}
         statuses.append(
             {
@@ -135,15 +150,15 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
                 "image": image,
                 "imageID": image_id(image),
                 "containerID": cid,
-                "ready": running,
-                "started": running,
+                "ready": ended is None,
+                "started": ended is None,
                 "restartCount": run.restart_count,
                 "state": state,
                 "lastState": {"terminated": run.last_terminated} if run.last_terminated else {},
             }
         )
 
-    pod_ip = pod_ip_for(uid)
+    pod_ip = pod_ip or pod_ip_for(uid)
     extra: Obj = {}
     if run.exit is not None and (run.exit.reason in POD_LEVEL_REASONS or run.exit.reason.startswith(GPU_XID_PREFIX)):
         extra = {"reason": run.exit.reason, "message": run.exit.message}
@@ -151,8 +166,8 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime) -> Obj:
         **extra,
         "phase": phase,
         "conditions": conditions,
-        "hostIP": HOST_IP,
-        "hostIPs": [{"ip": HOST_IP}],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
         "podIP": pod_ip,
         "podIPs": [{"ip": pod_ip}],
         "startTime": str(old.get("startTime") or started),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
+from refplatform.agent.device import Device, socket_path_for
 from refplatform.agent.events import PodEventRecorder
 from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
@@ -28,7 +29,9 @@ from refplatform.agent.logs import LogServer, LogStore
 from refplatform.agent.metrics import GpuCollector, GpuMetrics
 from refplatform.agent.node import NodeConfig
 from refplatform.agent.partition import GatedClient, PartitionGate
+from refplatform.agent.podip import PodAddressPool, default_pod_cidr
 from refplatform.agent.pods import PodSync
+from refplatform.agent.volumes import NodeDirs
 from refplatform.client import RestClient
 from refplatform.defects import Defect
 from refplatform.gpu.device import DeviceSet
@@ -73,6 +76,10 @@ class AgentConfig:
     """Defects from the defect zoo this agent runs with (``--defect``; docs/DEFECTS.md)."""
     partition_config: Path | None = None
     """``--partition-config``: GPU partitioning (docs/PARTITIONING.md); None keeps plain ``nvidia.com/gpu``."""
+    pod_cidr: str | None = None
+    """``--pod-cidr``: the loopback range of this node's pod IPs (None: derived from the node name)."""
+    shutdown_grace: float = 2.0
+    """On a graceful stop, seconds the pods' processes get between SIGTERM and SIGKILL."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -122,6 +129,13 @@ class Agent:
             RestClient(config.api_url, config.token, ca_file=config.ca_file, timeout=2.0, user_agent=agent), self.gate
         )
         self.events = PodEventRecorder(self.events_client, config.node)
+        # The container runtime: pod IPs from this node's range (a bad --pod-cidr raises PodAddressError here),
+        # pod directories and volumes, and the simulated GPU driver the processes report to.
+        self.pod_cidr = config.pod_cidr or default_pod_cidr(config.node)
+        self.addresses = PodAddressPool(self.pod_cidr)
+        self.dirs = NodeDirs(config.data_dir, config.node, config.defects)
+        self.driver = Device(socket_path_for(config.data_dir, config.node), self.clock,
+                             stalls_as_compute=Defect.STALLS_AS_COMPUTE in config.defects)
         self.logs = LogStore(config.data_dir / "logs" / config.node)
         self.log_server = LogServer(self.logs, port=config.log_port, health=self.health)
         self.node_config = NodeConfig(
@@ -134,6 +148,7 @@ class Agent:
             log_port=self.log_server.port,
             partition=self.gpu_partition,
             gpu_model=gpu_model,
+            pod_cidr=self.pod_cidr,
         )
         self.heartbeat = NodeHeartbeat(
             self.hb_client,
@@ -156,6 +171,10 @@ class Agent:
             freeze_threshold=config.freeze_threshold,
             events=self.events,
             devices=self.devices,
+            dirs=self.dirs,
+            addresses=self.addresses,
+            driver=self.driver,
+            shutdown_grace=config.shutdown_grace,
         )
         self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model))
         self.log_server.serve_metrics(self.metrics.render)
@@ -173,6 +192,7 @@ class Agent:
         return self.config.data_dir / "agents" / f"{self.config.node}.json"
 
     def start(self) -> None:
+        self.driver.start()
         self.log_server.start()
         self._hb_thread = threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True)
         self._hb_thread.start()
@@ -244,6 +264,8 @@ class Agent:
             "logPort": self.log_server.port,
             "bootID": self.node_config.boot_id,
             "startedAt": rfc3339(self.clock.now()),
+            "podCIDR": self.pod_cidr,
+            "deviceSocket": str(self.driver.path),
             "gpus": {"count": self.gpus.count, "product": self.gpus.product, "simulated": self.gpus.simulated},
         }
         path = self.state_file
@@ -259,7 +281,8 @@ class Agent:
         self.stop_event.set()
         self.heartbeat.kick()
         self.freeze.stop()
-        self.pods.stop(timeout)
+        self.pods.stop(timeout)  # ends the pods' processes first (SIGTERM, shutdown grace, SIGKILL)
+        self.driver.stop()
         self.jobs.stop(timeout)
         self.events.stop(min(timeout, 2.0))
         if self._hb_thread is not None:
