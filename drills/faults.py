@@ -1,9 +1,11 @@
 """Fault methods: how a node is pulled, how the pull is confirmed, and how it is undone.
 
 On the embedded reference platform a node is an OS process the harness
-started, so the faults are real signals to that process: ``kill`` (SIGKILL),
-``hang`` (SIGSTOP) and ``partition`` (SIGUSR1: heartbeats stop, pods keep
-running; SIGUSR2 heals).  On a real cluster: ``kubelet-stop`` (a privileged
+started (its agent, in its own process group with the pods it runs as child
+processes), so the faults are real signals: ``kill`` (SIGKILL to the group:
+the node and its pods die), ``hang`` (SIGSTOP to the group: all of it freezes;
+SIGCONT thaws it) and ``partition`` (SIGUSR1 to the agent alone: heartbeats
+stop, pods keep running; SIGUSR2 heals).  On a real cluster: ``kubelet-stop`` (a privileged
 pod on the node stops the kubelet through ``nsenter``), ``delete-node`` (for
 KWOK-style nodes) and ``command`` (a user template such as a cloud or IPMI CLI
 with ``{node}``).
@@ -46,6 +48,8 @@ class NodeProcess(Protocol):
 
     def signal(self, sig: int) -> None: ...
 
+    def signal_group(self, sig: int) -> None: ...
+
     def kill(self) -> None: ...
 
     @property
@@ -75,14 +79,14 @@ class ReferenceFaults:
         if proc is None or not proc.alive():
             raise FaultError(f"node {node} has no running agent started by this harness; cannot pull it")
         if method is FaultMethod.KILL:
-            proc.kill()
-            return FaultRecord(node, method, not proc.alive(), f"SIGKILL pid {proc.pid}",
+            proc.kill()  # the whole process group: the agent and its pods
+            return FaultRecord(node, method, not proc.alive(), f"SIGKILL process group {proc.pid}",
                                undo=lambda: self._restart(node))
         if method is FaultMethod.HANG:
-            proc.signal(signal.SIGSTOP)
+            proc.signal_group(signal.SIGSTOP)
             stopped = _process_state(proc.pid) == "T" or _wait_state(proc.pid, "T")
-            return FaultRecord(node, method, stopped, f"SIGSTOP pid {proc.pid}",
-                               undo=lambda: proc.signal(signal.SIGCONT))
+            return FaultRecord(node, method, stopped, f"SIGSTOP process group {proc.pid}",
+                               undo=lambda: proc.signal_group(signal.SIGCONT))
         proc.signal(signal.SIGUSR1)
         return FaultRecord(node, method, proc.alive(), f"SIGUSR1 pid {proc.pid} (partition)",
                            undo=lambda: proc.signal(signal.SIGUSR2))

@@ -59,7 +59,11 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
 
 @dataclass
 class ManagedProcess:
-    """A child process this code started, with its log file.  Only ever signals its own child."""
+    """A child process this code started, with its log file.  Only ever signals its own child (and its group).
+
+    Every one is started in a new session, so its process group is its own pid and holds
+    exactly what it started itself and did not move elsewhere: a node agent's pods.
+    """
 
     name: str
     popen: subprocess.Popen[bytes]
@@ -82,12 +86,24 @@ class ManagedProcess:
         return self.popen.poll() is None
 
     def signal(self, sig: int) -> None:
+        """Signal the process alone (an agent's ``partition``: its pods keep running)."""
         if self.alive():
             self.popen.send_signal(sig)
 
+    def signal_group(self, sig: int) -> None:
+        """Signal the process and everything in its process group (a node: the agent and its pods).
+
+        Only while the process is unreaped, so the group id is still ours (its pid).
+        """
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
     def kill(self) -> None:
-        """SIGKILL: the abrupt death of a node or server, as a fault."""
-        self.signal(signal.SIGKILL)
+        """SIGKILL to the process group: the abrupt death of a node (agent and pods) or server, as a fault."""
+        self.signal_group(signal.SIGKILL)
         self.popen.wait(timeout=10)
         self._close()
 
@@ -215,6 +231,8 @@ class Cluster:
     server: ManagedProcess | None = None
     controller_manager: ManagedProcess | None = None
     agents: dict[str, ManagedProcess] = field(default_factory=dict)
+    pod_cidrs: dict[str, str] = field(default_factory=dict)
+    """Each node's pod range (``--pod-cidr`` of its agent), by node name."""
     url: str = ""
     token: str = ""
     kubeconfig: Path | None = None
@@ -272,12 +290,24 @@ class Cluster:
                                                        self.data_dir / "logs" / "controllers.log")
         return self.controller_manager
 
+    def pod_cidr(self, name: str) -> str:
+        """The node's pod range: ``127.10.<i>.0/24`` for the node's index ``i`` (past 255: 127.11...),
+        the same on every restart of its agent."""
+        if name not in self.pod_cidrs:
+            names = self.spec.all_node_names()
+            extra = sum(1 for n in self.pod_cidrs if n not in names)  # nodes started beyond the spec
+            index = names.index(name) if name in names else len(names) + extra
+            self.pod_cidrs[name] = f"127.{10 + index // 256}.{index % 256}.0/24"
+        return self.pod_cidrs[name]
+
     def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
                     extra: tuple[str, ...] = ()) -> ManagedProcess:
         argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(self._token_file()),
                 "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
                 "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.agent_heartbeat),
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
+        if "--pod-cidr" not in extra:
+            argv += ["--pod-cidr", self.pod_cidr(name)]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,14 +14,20 @@ from kubernetes import client
 
 from drills.faults import FaultError, ReferenceFaults, kubelet_stop_pod, run_command
 from drills.target import FaultMethod
+from refplatform.cluster import wait_until
 
 
 class Child:
-    """A process this test started, shaped like the embedded platform's agent handles."""
+    """A process this test started, shaped like the embedded platform's agent handles: its own process group,
+    with a child of its own (the node's pod)."""
 
     def __init__(self) -> None:
-        code = "import signal, time; signal.signal(signal.SIGUSR1, lambda *a: None); time.sleep(60)"
-        self.popen = subprocess.Popen([sys.executable, "-c", code])
+        code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGUSR1, lambda *a: None); "
+                "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                "print(p.pid, flush=True); time.sleep(60)")
+        self.popen = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+        assert self.popen.stdout is not None
+        self.pod = int(self.popen.stdout.readline())
 
     @property
     def pid(self) -> int:
@@ -32,9 +39,14 @@ class Child:
     def signal(self, sig: int) -> None:
         self.popen.send_signal(sig)
 
+    def signal_group(self, sig: int) -> None:
+        os.killpg(self.popen.pid, sig)
+
     def kill(self) -> None:
-        self.popen.kill()
+        self.signal_group(signal.SIGKILL)
         self.popen.wait(timeout=10)
+        assert self.popen.stdout is not None
+        self.popen.stdout.close()
 
 
 @pytest.fixture
@@ -42,8 +54,10 @@ def child() -> Iterator[Child]:
     c = Child()
     yield c
     if c.alive():
-        c.popen.send_signal(signal.SIGCONT)
+        c.signal_group(signal.SIGCONT)
         c.kill()
+    elif c.popen.stdout is not None:
+        c.popen.stdout.close()
 
 
 def state_of(pid: int) -> str:
@@ -58,23 +72,27 @@ def test_kill_is_confirmed_and_undone_by_a_restart(child: Child) -> None:
     restarted: list[str] = []
     record = faults_for(child, restarted).inject("n1", FaultMethod.KILL)
     assert record.confirmed and not child.alive()
+    wait_until(lambda: not Path(f"/proc/{child.pod}").exists() or state_of(child.pod) == "Z", 5,
+               "the pod killed with its node")
     assert record.undo is not None
     record.undo()
     assert restarted == ["n1"]
 
 
-def test_hang_stops_the_process_and_undo_continues_it(child: Child) -> None:
+def test_hang_stops_the_node_with_its_pods_and_undo_continues_them(child: Child) -> None:
     record = faults_for(child, []).inject("n1", FaultMethod.HANG)
     assert record.confirmed and child.alive()
     assert state_of(child.pid) == "T"
+    wait_until(lambda: state_of(child.pod) == "T", 5, "the pod frozen with its node")
     assert record.undo is not None
     record.undo()
-    assert state_of(child.pid) != "T"
+    wait_until(lambda: state_of(child.pid) != "T" and state_of(child.pod) != "T", 5, "node and pod thawed")
 
 
 def test_partition_signals_the_agent_which_keeps_running(child: Child) -> None:
     record = faults_for(child, []).inject("n1", FaultMethod.PARTITION)
     assert record.confirmed and child.alive() and "SIGUSR1" in record.detail
+    assert state_of(child.pod) in ("S", "R")
 
 
 def test_reference_faults_refuse_cluster_methods_and_unknown_nodes(child: Child) -> None:
