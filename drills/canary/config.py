@@ -1,0 +1,262 @@
+"""The canary's settings: command-line options and environment variables, checked, as one :class:`Config`.
+
+Every bad value raises :class:`UsageError` naming the option or variable and what it got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import ipaddress
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from drills.canary.errors import UsageError
+
+__all__ = ["Config", "RendezvousMode", "build_parser", "parse_config"]
+
+PROG = "firedrill-canary"
+GENERATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_PAYLOAD = 1 << 30
+
+ENVIRONMENT = """\
+environment (torch.distributed style; an empty variable counts as unset):
+  MASTER_ADDR, MASTER_PORT   rank 0 listens there and the other ranks connect (TCP rendezvous);
+                             when MASTER_ADDR is unset, --rendezvous-dir is used instead
+  RANK                       this process's rank, 0..WORLD_SIZE-1; falls back to VC_TASK_INDEX
+                             (Volcano), then JOB_COMPLETION_INDEX (indexed Job), then 0
+  WORLD_SIZE                 number of ranks (default 1)
+  POD_IP                     the address rank 0 listens on (downward API status.podIP);
+                             default 127.0.0.1 for a file rendezvous, MASTER_ADDR otherwise
+  FIREDRILL_CHECKPOINT_DIR   default of --checkpoint-dir
+  FIREDRILL_RENDEZVOUS_DIR   default of --rendezvous-dir
+  FIREDRILL_GENERATION       default of --generation
+  FIREDRILL_DEVICE_SOCKET    path of the node's (simulated) GPU driver socket, a UNIX datagram
+                             socket; the canary sends it each state change (input, compute, comm,
+                             idle); unset: nothing is sent
+
+output: one JSON object per line on stdout (events start, rendezvous, resumed, step,
+checkpoint, stalled, unstalled, peer_lost, exit), each with seq, ts, event, rank,
+world_size and generation; the fields of each event are in docs/WORKLOAD.md.
+
+exit codes: 0 steps-total reached, 143 SIGTERM, 1 peer timeout, rendezvous timeout or
+another error, 2 a bad option or environment variable.
+"""
+
+
+class RendezvousMode(enum.Enum):
+    """How the ranks find rank 0."""
+
+    NONE = "none"
+    """A world of one rank: nothing to find."""
+    TCP = "tcp"
+    """``MASTER_ADDR``/``MASTER_PORT``: rank 0 listens on a known port."""
+    FILE = "file"
+    """``--rendezvous-dir``: rank 0 listens on any port and publishes it in ``master-<generation>.json``."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the canary was asked to do, checked."""
+
+    steps_total: int
+    compute_seconds: float
+    input_seconds: float
+    comm_seconds: float
+    checkpoint_every: int
+    checkpoint_dir: Path | None
+    keep_checkpoints: int
+    rendezvous_dir: Path | None
+    generation: str
+    stall_after: float
+    peer_timeout: float
+    payload_bytes: int
+    rendezvous_timeout: float
+    rank: int
+    rank_from: str
+    """The variable the rank came from (``RANK``, ``VC_TASK_INDEX``, ``JOB_COMPLETION_INDEX``, or ``default``)."""
+    world_size: int
+    master_addr: str | None
+    master_port: int | None
+    pod_ip: str | None
+    device_socket: str | None
+
+    @property
+    def rendezvous(self) -> RendezvousMode:
+        if self.world_size == 1:
+            return RendezvousMode.NONE
+        return RendezvousMode.TCP if self.master_addr is not None else RendezvousMode.FILE
+
+    @property
+    def checkpoints(self) -> bool:
+        """Whether rank 0 writes checkpoints (and resumes from them)."""
+        return self.checkpoint_dir is not None and self.checkpoint_every > 0
+
+    def as_log(self) -> dict[str, Any]:
+        """The settings as the ``start`` line's ``config``."""
+        return {
+            "steps_total": self.steps_total, "compute_seconds": self.compute_seconds,
+            "input_seconds": self.input_seconds, "comm_seconds": self.comm_seconds,
+            "checkpoint_every": self.checkpoint_every,
+            "checkpoint_dir": None if self.checkpoint_dir is None else str(self.checkpoint_dir),
+            "keep_checkpoints": self.keep_checkpoints,
+            "rendezvous": self.rendezvous.value,
+            "rendezvous_dir": None if self.rendezvous_dir is None else str(self.rendezvous_dir),
+            "stall_after": self.stall_after, "peer_timeout": self.peer_timeout,
+            "payload_bytes": self.payload_bytes, "rendezvous_timeout": self.rendezvous_timeout,
+            "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
+            "pod_ip": self.pod_ip, "device_socket": self.device_socket,
+        }
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises :class:`UsageError` instead of printing and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _count(minimum: int, maximum: int | None = None) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(positive: bool) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"expected seconds {'> 0' if positive else '>= 0'}, got {text!r}")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Firedrill's training canary: a distributed training job in "
+                                            "miniature whose own log is the truth a drill judges by.",
+                     epilog="run `firedrill-canary train --help` for the options; the contract is "
+                            "docs/WORKLOAD.md.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="train",
+                                parser_class=_Parser)
+    train = sub.add_parser(
+        "train", help="run one rank of a synchronous data-parallel training job",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run one rank. Each step: wait --input-seconds on the input pipeline, compute "
+                    "--compute-seconds, then all-reduce --payload-bytes through rank 0 over TCP (plus "
+                    "--comm-seconds of transfer time). A dead or frozen rank stalls the others. Rank 0 "
+                    "checkpoints to --checkpoint-dir and every start resumes from the newest valid checkpoint.",
+        epilog=ENVIRONMENT)
+    add = train.add_argument
+    add("--steps-total", type=_count(0), default=0, metavar="N",
+        help="stop with exit 0 after step N (0: train until stopped; default 0)")
+    add("--compute-seconds", type=_seconds(False), default=0.05, metavar="S",
+        help="seconds of compute ('kernel' time) per step (default 0.05)")
+    add("--input-seconds", type=_seconds(False), default=0.0, metavar="S",
+        help="seconds per step waiting on the input pipeline (default 0)")
+    add("--comm-seconds", type=_seconds(False), default=0.0, metavar="S",
+        help="seconds of non-overlapped transfer time added inside each step's collective (default 0)")
+    add("--checkpoint-every", type=_count(0), default=10, metavar="K",
+        help="rank 0 checkpoints after every K-th step (0: never; default 10)")
+    add("--checkpoint-dir", default=None, metavar="DIR",
+        help="storage every rank reaches for checkpoints (default $FIREDRILL_CHECKPOINT_DIR; "
+             "none: no checkpoints, every start is step 0)")
+    add("--keep-checkpoints", type=_count(0), default=5, metavar="N",
+        help="rank 0 deletes all but the N newest checkpoints after each new one is durable "
+             "(0: keep all; default 5)")
+    add("--rendezvous-dir", default=None, metavar="DIR",
+        help="file rendezvous when MASTER_ADDR is unset: rank 0 writes DIR/master-<generation>.json, "
+             "the others read it (default $FIREDRILL_RENDEZVOUS_DIR)")
+    add("--generation", default=None, metavar="G",
+        help="names this start of the job, so a restart never meets the ranks of an older one "
+             "(default $FIREDRILL_GENERATION, else '0')")
+    add("--stall-after", type=_seconds(True), default=1.0, metavar="S",
+        help="a collective waiting longer than this logs 'stalled' (default 1.0)")
+    add("--peer-timeout", type=_seconds(True), default=300.0, metavar="S",
+        help="a collective waiting this long gives up: exit 1 (default 300)")
+    add("--payload-bytes", type=_count(0, MAX_PAYLOAD), default=4096, metavar="N",
+        help="bytes each rank contributes to each step's all-reduce (default 4096)")
+    add("--rendezvous-timeout", type=_seconds(True), default=120.0, metavar="S",
+        help="give up (exit 1) when the world is not complete after this long (default 120)")
+    return parser
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def _env_int(env: Mapping[str, str], name: str, minimum: int, maximum: int | None = None) -> int | None:
+    text = _env(env, name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{PROG}: environment variable {name}: expected an integer, got {text!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        raise UsageError(f"{PROG}: environment variable {name}: expected an integer {bound}, got {value}")
+    return value
+
+
+def _rank(env: Mapping[str, str]) -> tuple[int, str]:
+    for name in ("RANK", "VC_TASK_INDEX", "JOB_COMPLETION_INDEX"):
+        value = _env_int(env, name, 0)
+        if value is not None:
+            return value, name
+    return 0, "default"
+
+
+def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
+    """The settings of ``firedrill-canary train ARGV...`` under ``env``; raises :class:`UsageError`."""
+    args = build_parser().parse_args(list(argv))
+    world = _env_int(env, "WORLD_SIZE", 1)
+    world = 1 if world is None else world
+    rank, rank_from = _rank(env)
+    if rank >= world:
+        raise UsageError(f"{PROG}: environment variable {rank_from}: rank {rank} is not below WORLD_SIZE={world}")
+    generation = args.generation if args.generation is not None else (_env(env, "FIREDRILL_GENERATION") or "0")
+    if not GENERATION.fullmatch(generation):
+        where = "--generation" if args.generation is not None else "environment variable FIREDRILL_GENERATION"
+        raise UsageError(f"{PROG}: {where}: expected 1-64 letters, digits, '.', '_' or '-' "
+                         f"(it names files), got {generation!r}")
+    master_addr = _env(env, "MASTER_ADDR")
+    master_port = _env_int(env, "MASTER_PORT", 1, 65535)
+    if master_addr is not None and master_port is None:
+        raise UsageError(f"{PROG}: environment variable MASTER_PORT: required with MASTER_ADDR={master_addr}")
+    if master_addr is None and master_port is not None:
+        raise UsageError(f"{PROG}: environment variable MASTER_ADDR: required with MASTER_PORT={master_port}")
+    pod_ip = _env(env, "POD_IP")
+    if pod_ip is not None:
+        try:
+            ipaddress.ip_address(pod_ip)
+        except ValueError:
+            raise UsageError(f"{PROG}: environment variable POD_IP: expected an IP address, got {pod_ip!r}") from None
+    ckpt = args.checkpoint_dir if args.checkpoint_dir is not None else _env(env, "FIREDRILL_CHECKPOINT_DIR")
+    rdv = args.rendezvous_dir if args.rendezvous_dir is not None else _env(env, "FIREDRILL_RENDEZVOUS_DIR")
+    if world > 1 and master_addr is None and rdv is None:
+        raise UsageError(f"{PROG}: WORLD_SIZE={world} needs a rendezvous: set MASTER_ADDR and MASTER_PORT, "
+                         f"or --rendezvous-dir (environment variable FIREDRILL_RENDEZVOUS_DIR)")
+    return Config(
+        steps_total=args.steps_total, compute_seconds=args.compute_seconds, input_seconds=args.input_seconds,
+        comm_seconds=args.comm_seconds, checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=None if not ckpt else Path(ckpt), keep_checkpoints=args.keep_checkpoints,
+        rendezvous_dir=None if not rdv else Path(rdv), generation=generation,
+        stall_after=args.stall_after, peer_timeout=args.peer_timeout, payload_bytes=args.payload_bytes,
+        rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
+        master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
+        device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"))

@@ -1,0 +1,96 @@
+"""Waiting that SIGTERM cuts short: every sleep and socket wait of the canary goes through :class:`Interrupts`.
+
+The SIGTERM handler only sets a flag; ``signal.set_wakeup_fd`` makes a socket
+readable at the same instant, and every wait polls that socket beside its own,
+so a sleep or a blocked collective returns at once and raises
+:class:`Terminated` at a point where the canary's state is consistent (never
+half way through a log line or a checkpoint).
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+
+from drills.canary.errors import Terminated
+
+__all__ = ["Interrupts"]
+
+
+class Interrupts:
+    """The SIGTERM flag and the waits that honour it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.terminated = False
+
+    def install(self) -> None:
+        """Take SIGTERM (main thread only)."""
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.terminated = True
+
+    def check(self) -> None:
+        """Raise :class:`Terminated` once SIGTERM has arrived."""
+        if self.terminated:
+            raise Terminated("SIGTERM")
+
+    def wait(self, readable: Sequence[socket.socket], writable: Sequence[socket.socket],
+             timeout: float | None) -> tuple[list[socket.socket], list[socket.socket]]:
+        """The sockets ready to read and to write, waiting at most ``timeout`` seconds (None: no bound)."""
+        self.check()
+        masks: dict[int, int] = {self._wake_r.fileno(): select.POLLIN}
+        by_fd: dict[int, socket.socket] = {}
+        for sock in readable:
+            by_fd[sock.fileno()] = sock
+            masks[sock.fileno()] = masks.get(sock.fileno(), 0) | select.POLLIN
+        for sock in writable:
+            by_fd[sock.fileno()] = sock
+            masks[sock.fileno()] = masks.get(sock.fileno(), 0) | select.POLLOUT
+        poller = select.poll()
+        for fd, mask in masks.items():
+            poller.register(fd, mask)
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        ready = poller.poll(ms)
+        read: list[socket.socket] = []
+        write: list[socket.socket] = []
+        for fd, events in ready:
+            if fd == self._wake_r.fileno():
+                self._drain()
+                continue
+            sock = by_fd[fd]
+            if events & (select.POLLIN | select.POLLERR | select.POLLHUP) and sock in readable:
+                read.append(sock)
+            if events & (select.POLLOUT | select.POLLERR | select.POLLHUP) and sock in writable:
+                write.append(sock)
+        self.check()
+        return read, write
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` on the monotonic clock, or until SIGTERM."""
+        deadline = self._clock() + seconds
+        while True:
+            self.check()
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            self.wait([], [], remaining)
+
+    def _drain(self) -> None:
+        try:
+            while self._wake_r.recv(512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        self._wake_r.close()
+        self._wake_w.close()

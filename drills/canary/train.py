@@ -1,0 +1,100 @@
+"""The training loop of one rank: resume, rendezvous, then steps of input, compute and all-reduce.
+
+A step N is: wait ``--input-seconds`` (device ``input``), compute
+``--compute-seconds`` (device ``compute``), then the all-reduce with
+``--comm-seconds`` of added transfer time (device ``comm``).  The ``step``
+line carries the canary's own monotonic measurement of each part.  Rank 0
+then writes checkpoint N when N is a multiple of ``--checkpoint-every`` (the
+write falls between two steps and is in neither's ``wall_s``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+import zlib
+from collections.abc import Callable
+
+from drills.canary.checkpoint import Resume, find_resume, prune, write_checkpoint
+from drills.canary.collective import Collective, contribution, reduce_sum
+from drills.canary.config import Config
+from drills.canary.device import Device, DeviceState
+from drills.canary.errors import ProtocolError
+from drills.canary.interrupts import Interrupts
+from drills.canary.log import Event, EventLog, rfc3339
+from drills.canary.rendezvous import World, rendezvous
+
+__all__ = ["ExitReason", "Trainer"]
+
+
+class ExitReason(enum.Enum):
+    """The ``reason`` of the ``exit`` line."""
+
+    COMPLETE = "complete"
+    """``--steps-total`` reached: exit 0."""
+    SIGTERM = "sigterm"
+    """Stopped by SIGTERM: exit 143."""
+    PEER_TIMEOUT = "peer-timeout"
+    """A collective waited ``--peer-timeout`` seconds: exit 1."""
+    ERROR = "error"
+    """Anything else (rendezvous timeout, checkpoint write, protocol): exit 1."""
+
+
+class Trainer:
+    """One rank's run; ``last_step`` is the last step it completed (or resumed from), None before that."""
+
+    def __init__(self, cfg: Config, log: EventLog, device: Device, interrupts: Interrupts,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self.cfg, self.log, self.device, self.interrupts = cfg, log, device, interrupts
+        self.clock, self.wall = clock, wall
+        self.last_step: int | None = None
+        self.world: World | None = None
+
+    def run(self) -> None:
+        cfg = self.cfg
+        self.log.emit(Event.START, pid=os.getpid(), config=cfg.as_log())
+        self.device.send(DeviceState.IDLE)
+        resume = find_resume(cfg.checkpoint_dir) if cfg.rank == 0 else Resume.fresh()
+        self.world = world = rendezvous(cfg, resume, self.interrupts, self.clock)
+        self.log.emit(Event.RENDEZVOUS, master=world.master, seconds=round(world.seconds, 6))
+        resume = world.resume
+        self.log.emit(Event.RESUMED, from_step=resume.from_step, checkpoint=resume.checkpoint,
+                      skipped=resume.skipped)
+        self.last_step = step = resume.from_step
+        accumulator = resume.state.get("accumulator", 0)
+        accumulator = accumulator if isinstance(accumulator, int) else 0
+        collective = Collective(world, cfg.rank, cfg.world_size, self.log, self.device, self.interrupts,
+                                cfg.stall_after, cfg.peer_timeout, self.clock)
+        moved = collective.moved_bytes(cfg.payload_bytes)
+        while cfg.steps_total == 0 or step < cfg.steps_total:
+            n = step + 1
+            t0 = self.clock()
+            self.device.send(DeviceState.INPUT)
+            self.interrupts.sleep(cfg.input_seconds)
+            t1 = self.clock()
+            self.device.send(DeviceState.COMPUTE)
+            mine = contribution(cfg.rank, n, cfg.payload_bytes)
+            self.interrupts.sleep(cfg.compute_seconds)
+            t2 = self.clock()
+            self.device.send(DeviceState.COMM, moved)
+            self.interrupts.sleep(cfg.comm_seconds)
+            result = collective.all_reduce(n, mine)
+            t3 = self.clock()
+            if cfg.world_size > 1 and result != reduce_sum([contribution(r, n, cfg.payload_bytes)
+                                                             for r in range(cfg.world_size)]):
+                raise ProtocolError(f"the all-reduce of step {n} returned a wrong sum")
+            accumulator = zlib.crc32(result, accumulator)
+            self.last_step = step = n
+            self.log.emit(Event.STEP, step=n, input_s=round(t1 - t0, 6), compute_s=round(t2 - t1, 6),
+                          comm_s=round(t3 - t2, 6), wall_s=round(t3 - t0, 6))
+            if cfg.rank == 0 and cfg.checkpoints and n % cfg.checkpoint_every == 0:
+                assert cfg.checkpoint_dir is not None
+                written = write_checkpoint(cfg.checkpoint_dir, n, cfg.world_size, cfg.generation,
+                                           {"accumulator": accumulator}, rfc3339(self.wall()))
+                self.log.emit(Event.CHECKPOINT, step=n, file=written.file, digest=written.digest)
+                prune(cfg.checkpoint_dir, cfg.keep_checkpoints)
+
+    def close(self) -> None:
+        if self.world is not None:
+            self.world.close()
