@@ -1,0 +1,90 @@
+"""The canary's settings: defaults, flags over environment, the rank fallbacks, and errors that name the culprit."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from drills.canary.config import Config, RendezvousMode, parse_config
+from drills.canary.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def parse(*argv: str, **env: str) -> Config:
+    return parse_config(["train", *argv], env)
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    cfg = parse()
+    assert (cfg.steps_total, cfg.compute_seconds, cfg.input_seconds, cfg.comm_seconds) == (0, 0.05, 0.0, 0.0)
+    assert (cfg.checkpoint_every, cfg.checkpoint_dir, cfg.rendezvous_dir, cfg.generation) == (10, None, None, "0")
+    assert (cfg.stall_after, cfg.peer_timeout, cfg.payload_bytes, cfg.rendezvous_timeout) == (1.0, 300.0, 4096, 120.0)
+    assert (cfg.rank, cfg.rank_from, cfg.world_size, cfg.rendezvous) == (0, "default", 1, RendezvousMode.NONE)
+    assert not cfg.checkpoints and cfg.device_socket is None
+
+
+@pytest.mark.parametrize(("env", "rank", "source"), [
+    ({"RANK": "2", "VC_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "0"}, 2, "RANK"),
+    ({"VC_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "3"}, 1, "VC_TASK_INDEX"),
+    ({"RANK": "", "JOB_COMPLETION_INDEX": "3"}, 3, "JOB_COMPLETION_INDEX"),
+    ({}, 0, "default"),
+])
+def test_rank_falls_back_to_volcano_then_the_indexed_job(env: dict[str, str], rank: int, source: str) -> None:
+    cfg = parse_config(["train", "--rendezvous-dir", "/r"], {"WORLD_SIZE": "4", **env})
+    assert (cfg.rank, cfg.rank_from) == (rank, source)
+
+
+def test_flags_win_over_the_environment_and_the_mode_follows_master_addr() -> None:
+    env = {"WORLD_SIZE": "2", "RANK": "1", "FIREDRILL_CHECKPOINT_DIR": "/env/ck", "FIREDRILL_RENDEZVOUS_DIR": "/env/r",
+           "FIREDRILL_GENERATION": "5", "POD_IP": "127.0.0.3", "FIREDRILL_DEVICE_SOCKET": "/run/dev.sock"}
+    cfg = parse("--checkpoint-dir", "/flag/ck", "--generation", "6", **env)
+    assert (cfg.checkpoint_dir, cfg.rendezvous_dir, cfg.generation) == (Path("/flag/ck"), Path("/env/r"), "6")
+    assert cfg.rendezvous is RendezvousMode.FILE and cfg.checkpoints
+    assert (cfg.pod_ip, cfg.device_socket) == ("127.0.0.3", "/run/dev.sock")
+    tcp = parse(**env, MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    assert tcp.rendezvous is RendezvousMode.TCP and (tcp.master_addr, tcp.master_port) == ("127.0.0.1", 29500)
+    assert tcp.generation == "5"
+
+
+@pytest.mark.parametrize(("argv", "env", "named"), [
+    (["--steps-total", "-1"], {}, "--steps-total"),
+    (["--compute-seconds", "fast"], {}, "--compute-seconds"),
+    (["--stall-after", "0"], {}, "--stall-after"),
+    (["--peer-timeout", "nan"], {}, "--peer-timeout"),
+    (["--payload-bytes", str(2 << 30)], {}, "--payload-bytes"),
+    (["--generation", "a/b"], {}, "--generation"),
+    (["--bogus"], {}, "--bogus"),
+    ([], {"FIREDRILL_GENERATION": "../x"}, "FIREDRILL_GENERATION"),
+    ([], {"RANK": "two"}, "RANK"),
+    ([], {"VC_TASK_INDEX": "-1"}, "VC_TASK_INDEX"),
+    ([], {"WORLD_SIZE": "0"}, "WORLD_SIZE"),
+    ([], {"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK"),
+    ([], {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "5", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+     "JOB_COMPLETION_INDEX"),
+    ([], {"MASTER_ADDR": "h"}, "MASTER_PORT"),
+    ([], {"MASTER_PORT": "29500"}, "MASTER_ADDR"),
+    ([], {"MASTER_ADDR": "h", "MASTER_PORT": "70000"}, "MASTER_PORT"),
+    ([], {"POD_IP": "pod-0"}, "POD_IP"),
+    ([], {"WORLD_SIZE": "2"}, "--rendezvous-dir"),
+])
+def test_bad_input_names_the_option_or_variable(argv: list[str], env: dict[str, str], named: str) -> None:
+    with pytest.raises(UsageError, match=named):
+        parse(*argv, **env)
+
+
+def test_a_missing_subcommand_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="train"):
+        parse_config([], {})
+
+
+def test_the_start_line_config_is_plain_json_values() -> None:
+    logged = parse("--checkpoint-dir", "/ck", "--steps-total", "3").as_log()
+    assert logged["checkpoint_dir"] == "/ck" and logged["steps_total"] == 3 and logged["rendezvous"] == "none"
+
+
+def test_the_console_script_is_declared() -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["firedrill-canary"] == "drills.canary.__main__:main"
