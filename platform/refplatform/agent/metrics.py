@@ -3,9 +3,13 @@
 A custom :class:`prometheus_client.registry.Collector` on a private registry
 computes every value at scrape time from the agent's live state (the pod
 workers of :class:`~refplatform.agent.pods.PodSync`, its device set and the
-injected Xids).  All values are **instantaneous**: the steady-state rate of
-what each GPU is doing at the scrape (a training rank that is stepping, or
-stalled, or nothing).  See docs/WORKLOAD.md "Metrics".
+injected Xids).  For a pod of real processes the activity is what the node's
+simulated device observed over its last second (:mod:`refplatform.agent.device`:
+engine = compute + comm share, tensor = compute share x ``firedrill.dev/mfu``),
+never what the workload says about itself.  For a simulated workload it is
+**instantaneous**: the steady-state rate of what the GPU is doing at the scrape
+(a training rank that is stepping, or stalled, or nothing).  See docs/WORKLOAD.md
+"Metrics".
 
 One series per GPU, or per MIG instance when the node is MIG-partitioned,
 with dcgm-exporter's labels: ``gpu``, ``UUID``, ``device``, ``modelName``,
