@@ -512,6 +512,7 @@ class PodSync:
 
     def sync_once(self) -> None:
         """One level-triggered pass over every known pod and worker."""
+        listed = self._synced.is_set()  # read before the pods: once set, the copy holds the first list
         pods = self.pods()
         now = self.clock.now()
         if self._thaw.is_set():
@@ -534,7 +535,7 @@ class PodSync:
                 del self._dying[uid]
                 self._retire(worker)
         self._claim_addresses(pods)
-        if not self._collected and self.dirs is not None and self._synced.is_set():
+        if not self._collected and self.dirs is not None and listed:
             self._collected = True
             self._collect_orphans(pods)
         if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails

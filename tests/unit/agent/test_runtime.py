@@ -332,3 +332,16 @@ def test_the_dcgm_gauges_of_a_process_pod_come_from_the_device(env: Env) -> None
     assert gauge("DCGM_FI_PROF_GR_ENGINE_ACTIVE") == {"0": 0.0, "1": 1.0}
     assert gauge("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") == {"0": 0.0, "1": 0.5}
     assert gauge("DCGM_FI_DEV_GPU_UTIL") == {"0": 0.0, "1": 100.0}
+
+
+def test_after_the_first_list_the_directories_of_pods_deleted_meanwhile_are_removed(env: Env) -> None:
+    env.add_pod("live", [python("import time; time.sleep(60)")])
+    live_uid = env.pod("live")["metadata"]["uid"]
+    stale = env.dirs.pod_dir("deleted-while-away") / "volumes" / "scratch"
+    stale.mkdir(parents=True)
+    env.step()  # not listed yet: nothing is collected
+    assert stale.exists()
+    env.sync._synced.set()
+    env.step()
+    assert not env.dirs.pod_dir("deleted-while-away").exists()
+    assert env.dirs.pod_uids() == [live_uid]
