@@ -345,3 +345,16 @@ def test_after_the_first_list_the_directories_of_pods_deleted_meanwhile_are_remo
     env.step()
     assert not env.dirs.pod_dir("deleted-while-away").exists()
     assert env.dirs.pod_uids() == [live_uid]
+
+
+def test_each_container_of_a_pod_is_its_own_process_with_its_own_state_and_log(env: Env) -> None:
+    env.add_pod("two", [python("print('one', flush=True)", name="quick"),
+                        python("import time; print('two', flush=True); time.sleep(60)", name="slow")])
+    env.until(lambda: env.log("two", "quick") == ["one"] and env.log("two", "slow") == ["two"]
+              and "terminated" in env.pod("two")["status"]["containerStatuses"][0]["state"], "the quick one to end")
+    st = env.pod("two")["status"]
+    assert st["phase"] == "Running"
+    assert [("terminated" in c["state"], c["ready"]) for c in st["containerStatuses"]] == [(True, False), (False, True)]
+    assert {c["type"]: c["status"] for c in st["conditions"]}["ContainersReady"] == "False"
+    delete(env, "two", 5)
+    env.until(lambda: pod_path("two") not in env.api.objects, "the pod deleted")
