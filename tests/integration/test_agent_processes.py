@@ -169,6 +169,15 @@ def test_a_pod_with_a_command_is_a_real_child_process_of_its_agent(cluster: Clus
     assert log_file.read_text().splitlines()[-1].endswith(" got SIGTERM")
     assert gone(info["pid"])
 
+    # A graceful stop of an agent (SIGTERM) ends its pods first, with SIGTERM.
+    run_pod(api, "trap1", NODES[1], TRAP)
+    wait_for(cluster, lambda: first_json(api, "trap1") is not None, "the trap1 pod's first line")
+    info1 = first_json(api, "trap1")
+    assert info1 is not None and ppid_of(info1["pid"]) == cluster.agents[NODES[1]].pid
+    assert cluster.agents[NODES[1]].stop(timeout=10) == 0
+    log1 = cluster.data_dir / "logs" / NODES[1] / "default_trap1_main.log"
+    assert log1.read_text().splitlines()[-1].endswith(" got SIGTERM") and gone(info1["pid"])
+
 
 def test_pod_ips_are_distinct_loopback_addresses_and_a_node_kill_takes_its_pods(cluster: Cluster,
                                                                                api: RestClient) -> None:
@@ -213,3 +222,67 @@ def test_an_nfs_volume_is_shared_across_nodes_and_an_emptydir_is_not(cluster: Cl
     wait_for(cluster, lambda: phase(api, "reader") == "Succeeded", "the reader pod Succeeded")
     assert json.loads(log_text(api, "reader")) == ["from-writer", None]
     assert (cluster.data_dir / "nfs/nfs-0/exports/ckpt/mark").read_text() == "from-writer"
+
+
+def canary_rank(rank: int, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"canary-{rank}"},
+        "spec": {"nodeName": node, "volumes": [{"name": "job", "nfs": {"server": "nfs-0", "path": "/jobs/canary"}}],
+                 "containers": [{
+                     "name": "trainer", "image": "firedrill/canary",
+                     "command": [PY, "-m", "drills.canary", "train"],
+                     "args": ["--input-seconds", "0.1", "--compute-seconds", "0.05", "--checkpoint-every", "5",
+                              "--checkpoint-dir", "/job/ckpt", "--rendezvous-dir", "/job/rendezvous"],
+                     "env": [{"name": "RANK", "value": str(rank)}, {"name": "WORLD_SIZE", "value": "2"},
+                             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                     "volumeMounts": [{"name": "job", "mountPath": "/job"}]}]},
+    }
+
+
+def test_the_simulated_gpu_observes_a_two_rank_canary(cluster: Cluster, api: RestClient) -> None:
+    for rank in (0, 1):
+        api.create(PODS, canary_rank(rank, NODES[rank]))
+
+    def annotations(name: str) -> dict[str, str]:
+        return pod(api, name)["metadata"].get("annotations") or {}
+
+    def progressed() -> bool:
+        return all(float(annotations(f"canary-{r}").get("firedrill.dev/stepped-seconds", "0")) >= 1.0
+                   and int(annotations(f"canary-{r}").get("firedrill.dev/step", "0")) >= 5 for r in (0, 1))
+
+    wait_for(cluster, progressed, "both ranks stepping, observed by their nodes' devices")
+    for rank in (0, 1):
+        ann = annotations(f"canary-{rank}")
+        stepped, waited = float(ann["firedrill.dev/stepped-seconds"]), float(ann["firedrill.dev/input-stall-seconds"])
+        assert 0.5 < waited / stepped < 0.8, ann  # 0.1 s of each ~0.15 s step waits on input
+        lines = [json.loads(ln) for ln in log_text(api, f"canary-{rank}").splitlines() if ln.startswith("{")]
+        assert {"start", "rendezvous", "resumed", "step"} <= {ln["event"] for ln in lines}
+    assert int(annotations("canary-0").get("firedrill.dev/checkpoint-step", "0")) >= 5
+    assert list((cluster.data_dir / "nfs/nfs-0/jobs/canary/ckpt").glob("ckpt-*.json"))
+    events = api.list(resource_path("", "v1", "events", "default"),
+                      {"fieldSelector": "involvedObject.name=canary-1"})["items"]
+    assert [e["message"] for e in events if e["reason"] == "Resumed"] == [
+        "Resumed training at step 1 beyond checkpoint 0"]
+
+
+def test_with_stalls_as_compute_the_platform_reports_no_input_stall(tmp_path: Path) -> None:
+    c = Cluster(ClusterSpec(tmp_path / "cluster", nodes=1, heartbeat=HEARTBEAT, controllers=(),
+                            defects=("stalls-as-compute",)))
+    c.start_server()
+    try:
+        c.start_agent(NODES[0])
+        with RestClient(c.url, c.token, ca_file=c.ca_file) as api:
+            wait_for(c, lambda: ready(api, NODES[0]), "node Ready")
+            rank = canary_rank(0, NODES[0])
+            rank["spec"]["containers"][0]["env"][1]["value"] = "1"  # WORLD_SIZE 1
+            api.create(PODS, rank)
+
+            def stepped() -> float:
+                return float((pod(api, "canary-0")["metadata"].get("annotations") or {})
+                             .get("firedrill.dev/stepped-seconds", "0"))
+
+            wait_for(c, lambda: stepped() >= 1.0, "the rank stepping")
+            ann = pod(api, "canary-0")["metadata"]["annotations"]
+            assert float(ann["firedrill.dev/input-stall-seconds"]) == 0.0, ann  # the canary waited ~2/3 of each step
+    finally:
+        c.stop()
