@@ -209,6 +209,8 @@ class PodWorker:
     """Whole ``nvidia.com/gpu`` the pod asks for (used by the metrics when the node has no device set)."""
     pod_ip: str | None = None
     """The pod's address (from the node's pod range; kept in the status after the pod ended)."""
+    grace: float | None = None
+    """The pod's grace period as last seen (used when the pod vanishes while its processes run)."""
 
     @property
     def key(self) -> str:
@@ -531,7 +533,7 @@ class PodSync:
         for uid in [u for u in self.workers if u not in pods]:
             self.reconcile(uid, None, now)
         for uid, worker in list(self._dying.items()):
-            if self._halt(worker, now, None):
+            if self._halt(worker, now, worker.grace):
                 del self._dying[uid]
                 self._retire(worker)
         self._claim_addresses(pods)
@@ -548,7 +550,7 @@ class PodSync:
         if pod is None:
             if worker is not None:
                 del self.workers[uid]
-                if self._halt(worker, now, None):
+                if self._halt(worker, now, worker.grace):
                     self._retire(worker)
                 else:
                     self._dying[uid] = worker  # SIGTERM sent; finished on later passes
@@ -568,6 +570,7 @@ class PodSync:
         worker.memory_mib = _quantity((meta.get("annotations") or {}).get(MEMORY_ANNOTATION, 0) or 0)
         worker.annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
         worker.gpu_request = pod_device_requests(pod).get("nvidia.com/gpu", 0)
+        worker.grace = grace_seconds(pod)
         if meta.get("deletionTimestamp"):
             if self._halt(worker, now, grace_seconds(pod)):
                 self._delete(worker)

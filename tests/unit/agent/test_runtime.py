@@ -358,3 +358,18 @@ def test_each_container_of_a_pod_is_its_own_process_with_its_own_state_and_log(e
     assert {c["type"]: c["status"] for c in st["conditions"]}["ContainersReady"] == "False"
     delete(env, "two", 5)
     env.until(lambda: pod_path("two") not in env.api.objects, "the pod deleted")
+
+
+def test_a_force_deleted_pods_processes_get_its_grace_period_then_sigkill(env: Env) -> None:
+    env.add_pod("f", [python(STUBBORN)], terminationGracePeriodSeconds=2)
+    env.until(lambda: env.log("f") == ["ready"], "the process to start")
+    wl = env.sync.workers[env.pod("f")["metadata"]["uid"]].workload
+    assert isinstance(wl, ProcessWorkload)
+    del env.api.objects[pod_path("f")]  # gone from the API at once (grace 0)
+    env.until(lambda: "ignoring SIGTERM" in env.log("f"), "SIGTERM delivered")
+    assert wl.running and env.sync.workers == {}  # still terminating, off the sync's books
+    env.step(3)
+    env.until(lambda: not wl.running, "SIGKILL after the pod's 2 s")
+    assert wl.exit is not None and wl.exit.code == 137
+    env.step()
+    assert env.sync._dying == {}
