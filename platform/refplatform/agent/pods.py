@@ -1,4 +1,11 @@
-"""Pod sync: run the pods bound to this node as simulated workloads.
+"""Pod sync: run the pods bound to this node, as real processes or simulated workloads.
+
+A pod whose containers have ``command`` runs them as child processes of the
+agent (:mod:`refplatform.agent.runtime`, with the node's directories, pod
+range and simulated GPU driver given to :class:`PodSync`); any other pod runs
+the simulated workload its ``firedrill.dev/workload`` annotation names.
+Stopping real processes never blocks a pass: SIGTERM on one pass, SIGKILL on
+the first pass after the grace period, the pod's delete once they are gone.
 
 Two threads:
 
