@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +207,10 @@ def test_pod_ips_are_distinct_loopback_addresses_and_a_node_kill_takes_its_pods(
     wait_for(cluster, restarted, "pod a restarted by the new agent")
     assert pod(api, "a")["status"]["podIP"] == ips["a"]
     assert pod(api, "a")["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "Unknown"
+
+    # SIGKILL of the agent alone (not its group): its pods still die with it (PR_SET_PDEATHSIG).
+    cluster.agents[NODES[1]].signal(signal.SIGKILL)
+    wait_until(lambda: gone(pids["c"]), 10, "node 1's pod killed by its parent-death signal")
 
 
 def test_an_nfs_volume_is_shared_across_nodes_and_an_emptydir_is_not(cluster: Cluster, api: RestClient) -> None:
