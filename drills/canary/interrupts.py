@@ -29,11 +29,13 @@ class Interrupts:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.terminated = False
+        self._installed = False
 
     def install(self) -> None:
         """Take SIGTERM (main thread only)."""
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        self._installed = True
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         self.terminated = True
@@ -92,5 +94,9 @@ class Interrupts:
             pass
 
     def close(self) -> None:
+        """Uninstall the wakeup descriptor (if installed) and close the pair."""
+        if self._installed:
+            signal.set_wakeup_fd(-1)
+            self._installed = False
         self._wake_r.close()
         self._wake_w.close()

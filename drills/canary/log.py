@@ -55,6 +55,8 @@ class EventLog:
         self._stream = stream
         self._wall = wall
         self._seq = 0
+        self.broken = False
+        """The stream refused a write (its reader is gone): later lines are dropped, training goes on."""
         self._identity = {"rank": rank, "world_size": world_size, "generation": generation}
 
     def emit(self, event: Event, **fields: Any) -> dict[str, Any]:
@@ -63,6 +65,10 @@ class EventLog:
         line: dict[str, Any] = {"seq": self._seq, "ts": rfc3339(self._wall()), "event": event.value}
         line.update(self._identity)
         line.update(fields)
-        self._stream.write(json.dumps(line, separators=(",", ":")) + "\n")
-        self._stream.flush()
+        if not self.broken:
+            try:
+                self._stream.write(json.dumps(line, separators=(",", ":")) + "\n")
+                self._stream.flush()
+            except OSError:  # a log reader that went away must not stop the job's collectives
+                self.broken = True
         return line

@@ -44,3 +44,15 @@ def test_rfc3339_is_utc_with_microseconds_and_z() -> None:
 def test_the_event_names_are_the_contract() -> None:
     assert [e.value for e in Event] == ["start", "rendezvous", "resumed", "step", "checkpoint", "stalled",
                                         "unstalled", "peer_lost", "exit"]
+
+
+class GoneReader(io.StringIO):
+    def flush(self) -> None:
+        raise BrokenPipeError("the reader closed the pipe")
+
+
+def test_a_log_reader_that_went_away_does_not_stop_the_job() -> None:
+    log = EventLog(GoneReader(), rank=0, world_size=1, generation="0", wall=lambda: T0)
+    log.emit(Event.STEP, step=1)
+    assert log.broken
+    assert log.emit(Event.STEP, step=2)["seq"] == 2  # still numbered, no longer written

@@ -1,0 +1,54 @@
+"""SIGTERM cuts a canary sleep or socket wait short, at once, as Terminated."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from drills.canary.errors import Terminated
+from drills.canary.interrupts import Interrupts
+
+
+@pytest.fixture
+def interrupts() -> Iterator[Interrupts]:
+    previous = signal.getsignal(signal.SIGTERM)
+    it = Interrupts()
+    it.install()
+    yield it
+    it.close()
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_sleep_ends_when_its_time_is_up(interrupts: Interrupts) -> None:
+    began = time.monotonic()
+    interrupts.sleep(0.05)
+    assert 0.05 <= time.monotonic() - began < 2
+
+
+def test_sigterm_ends_a_long_sleep_at_once(interrupts: Interrupts) -> None:
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    began = time.monotonic()
+    with pytest.raises(Terminated):
+        interrupts.sleep(30)
+    timer.join()
+    assert time.monotonic() - began < 5
+    with pytest.raises(Terminated):  # and every later wait
+        interrupts.wait([], [], 0)
+
+
+def test_a_wait_reports_the_readable_socket(interrupts: Interrupts) -> None:
+    a, b = socket.socketpair()
+    try:
+        assert interrupts.wait([a], [], 0) == ([], [])
+        b.send(b"x")
+        assert interrupts.wait([a], [b], 1) == ([a], [b])
+    finally:
+        a.close()
+        b.close()
