@@ -25,7 +25,7 @@ from drills.canary.errors import PeerTimeout, ProtocolError
 from drills.canary.interrupts import Interrupts
 from drills.canary.log import Event, EventLog
 from drills.canary.rendezvous import World
-from drills.canary.wire import Conn, ConnectionLost, Kind, LossReason, encode
+from drills.canary.wire import ConnectionLost, Kind, LossReason, encode
 
 __all__ = ["Collective", "contribution", "reduce_sum"]
 
