@@ -12,6 +12,12 @@ with ``{node}``).
 
 Every injector returns a :class:`FaultRecord` whose ``confirmed`` says whether
 the fault took effect; a drill treats an unconfirmed fault as INCONCLUSIVE.
+On a real cluster neither the privileged pod (it cannot report Succeeded once
+the kubelet is stopped) nor the command's exit code (a BMC that accepted a
+request) is taken as the confirmation: ``kubelet-stop`` and ``command`` are
+confirmed by the node itself, its Lease no longer renewed or its Ready
+condition leaving True, within ``fault.timeout_seconds``
+(:mod:`drills.confirm` has the rule).
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from drills.confirm import NodeConfirmation, NodeDownWatch
 from drills.errors import FiredrillError
+from drills.kube.timeline import SystemClock
 from drills.target import FaultMethod, FaultSettings
 
 
@@ -39,6 +47,10 @@ class FaultRecord:
     confirmed: bool
     detail: str = ""
     undo: Callable[[], None] | None = field(default=None, repr=False)
+    confirmation: NodeConfirmation | None = None
+    """Real clusters: what the node's Lease and Ready condition showed after the fault (the confirmation)."""
+    acted_at: float | None = None
+    """Real clusters: the harness's monotonic instant the fault action returned (before it was confirmed)."""
 
 
 class NodeProcess(Protocol):
@@ -127,14 +139,56 @@ def run_command(command: str, node: str, timeout: float) -> FaultRecord:
                        f"{command} -> rc {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}")
 
 
-class ClusterFaults:
-    """Faults on a real cluster, through the one driver (and a user command for ``command``)."""
+LEASE_NAMESPACE = "kube-node-lease"
 
-    def __init__(self, driver: Any, run_id: str, settings: FaultSettings) -> None:
+
+def watch_node_down(driver: Any, node: str, watch: NodeDownWatch, deadline: float, timeout: float,
+                    clock: Any, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> NodeConfirmation:
+    """Read the Node and its Lease every ``poll`` seconds until ``watch`` confirms the node went down or the
+    harness clock passes ``deadline`` (then: unconfirmed, saying what the node did instead)."""
+    from drills.kube.driver import NODE, RESOURCES, KubeError
+
+    lease_res = RESOURCES[("coordination.k8s.io/v1", "Lease")]
+    while True:
+        try:
+            node_obj = driver.find(NODE, node)
+            lease = driver.find(lease_res, node, LEASE_NAMESPACE)
+        except KubeError:  # the API did not answer: no observation, so nothing concluded from it
+            node_obj = lease = None
+            got = None
+        else:
+            got = watch.observe(node_obj, lease, clock.mono())
+        if got is not None:
+            return got
+        now = clock.mono()
+        if now >= deadline:
+            return watch.unconfirmed(now, timeout)
+        sleep(min(poll, max(deadline - now, 0.0)))
+
+
+def _baseline(driver: Any, node: str, clock: Any) -> NodeDownWatch:
+    from drills.kube.driver import NODE, RESOURCES
+
+    lease = driver.find(RESOURCES[("coordination.k8s.io/v1", "Lease")], node, LEASE_NAMESPACE)
+    return NodeDownWatch(node, driver.find(NODE, node), lease, clock.mono())
+
+
+class ClusterFaults:
+    """Faults on a real cluster, through the one driver (and a user command for ``command``).
+
+    ``kubelet-stop`` and ``command`` are confirmed by the node (:func:`watch_node_down`): its Lease stops
+    being renewed, or its Ready condition leaves True, within ``fault.timeout_seconds`` of the fault's start.
+    """
+
+    def __init__(self, driver: Any, run_id: str, settings: FaultSettings, clock: Any = None,
+                 poll: float = 0.5) -> None:
         self.driver = driver
         self.run_id = run_id
         self.settings = settings
         self.timeout = settings.timeout_seconds
+        timeline = getattr(driver, "timeline", None)
+        self.clock = clock or getattr(timeline, "clock", None) or SystemClock()
+        self.poll = poll
 
     def inject(self, node: str, method: FaultMethod) -> FaultRecord:
         from drills.kube.driver import NODE, POD, resource_for
@@ -151,29 +205,37 @@ class ClusterFaults:
                 meta = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
                 self.driver.create({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": saved.get("spec", {})})
             return FaultRecord(node, method, gone, f"deleted Node {node}", undo=recreate)
+        deadline = self.clock.mono() + self.timeout
+        watch = _baseline(self.driver, node, self.clock)
         if method is FaultMethod.KUBELET_STOP:
             pod = kubelet_stop_pod(node, self.run_id)
             self.driver.create(pod)
-            deadline = time.monotonic() + self.timeout
-            phase = ""
-            while time.monotonic() < deadline:
-                phase = ((self.driver.find(POD, pod["metadata"]["name"], "kube-system") or {}).get("status")
-                         or {}).get("phase", "")
-                if phase in ("Succeeded", "Failed"):
-                    break
-                time.sleep(0.5)
+            acted = self.clock.mono()
+            confirmation = watch_node_down(self.driver, node, watch, deadline, self.timeout, self.clock, self.poll)
+            phase = ((self.driver.find(POD, pod["metadata"]["name"], "kube-system") or {}).get("status")
+                     or {}).get("phase", "")
 
             def cleanup() -> None:
                 self.driver.delete(resource_for(pod), pod["metadata"]["name"], "kube-system", grace_seconds=0)
                 restore = self.settings.restore_for(node)
                 if restore:
                     run_command(restore, node, self.timeout)
-            return FaultRecord(node, method, phase == "Succeeded",
-                               f"privileged pod ran 'systemctl stop kubelet' on {node}: {phase or 'no answer'}"
-                               + ("" if self.settings.restore_template else
-                                  "; restart the kubelet on the node by hand after the drill"), undo=cleanup)
+            detail = (f"privileged pod ran 'systemctl stop kubelet' on {node}; {confirmation.detail} (the pod's "
+                      f"phase, the platform's word only: {phase or 'none'})"
+                      + ("" if self.settings.restore_template else
+                         "; restart the kubelet on the node by hand after the drill"))
+            return FaultRecord(node, method, confirmation.confirmed, detail, undo=cleanup,
+                               confirmation=confirmation, acted_at=acted)
         record = run_command(self.settings.command_for(node), node, self.timeout)
+        record.acted_at = self.clock.mono()
         restore = self.settings.restore_for(node)
         if restore:
             record.undo = lambda: run_command(restore, node, self.timeout) and None
+        if not record.confirmed:  # the command itself failed: nothing to wait for
+            record.detail = f"the fault command failed: {record.detail}"
+            return record
+        record.confirmation = watch_node_down(self.driver, node, watch, deadline, self.timeout, self.clock,
+                                              self.poll)
+        record.confirmed = record.confirmation.confirmed
+        record.detail = f"{record.detail}; {record.confirmation.detail}"
         return record
