@@ -53,6 +53,9 @@ def _check_defects(names: list[str] | None) -> tuple[str, ...]:
         raise typer.Exit(2) from None
 
 
+REAL_GPUS_HELP = ("Report the GPUs NVML finds on this machine instead of simulating them. Without it every node "
+                  "agent simulates its GPUs (--simulate-gpus), so the platform behaves the same on a machine "
+                  "with a GPU as on one without.")
 DEFECT_HELP = ("Start the reference platform with this defect from the defect zoo (repeatable): a small, honest "
                "fault the drills must catch. The names are listed below and in docs/DEFECTS.md.")
 
@@ -74,7 +77,8 @@ def _running_pid(data_dir: Path) -> int | None:
 @app.command(epilog=_defects_epilog())
 def up(
     nodes: Annotated[int, typer.Option(min=0, max=64, help="How many GPU nodes (one agent process each).")] = 4,
-    gpus_per_node: Annotated[int, typer.Option(min=0, max=16, help="Simulated GPUs per node.")] = 8,
+    gpus_per_node: Annotated[int, typer.Option(min=0, max=16, help="Simulated GPUs per node (with --real-gpus: only where NVML "
+                                                                "finds none).")] = 8,
     gpu_model: Annotated[str, typer.Option(help="Simulated GPU model: H100-80GB, H200, A100-80GB, A100-40GB.")] = "H100-80GB",
     data_dir: Annotated[Path, typer.Option(help="Where the cluster keeps its store, tokens, kubeconfig and logs. "
                                                 "Restarting on the same directory keeps every object.")] = DEFAULT_DATA_DIR,
@@ -91,6 +95,7 @@ def up(
         help="gang: all-or-nothing gang scheduling; no-gang: bind pods one by one (shows the half-job deadlock).")] = "gang",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 60.0,
     defect: Annotated[list[str] | None, typer.Option("--defect", metavar="NAME", help=DEFECT_HELP)] = None,
+    real_gpus: Annotated[bool, typer.Option("--real-gpus", help=REAL_GPUS_HELP)] = False,
 ) -> None:
     """Start a reference GPU cluster on this machine and keep it running until Ctrl-C or `firedrill down`."""
     from refplatform.cluster import Cluster, ClusterError, ClusterSpec  # the embedded default target
@@ -112,7 +117,7 @@ def up(
     spare_count = PROFILES[profile].spares if spares is None else spares
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu_model,
                        port=port, heartbeat=heartbeat, scheduler_profile=scheduler_profile, profile=profile,
-                       spares=spare_count, defects=defects)
+                       spares=spare_count, defects=defects, real_gpus=real_gpus)
     cluster = Cluster(spec)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -146,7 +151,8 @@ def up(
     ready, gpus, pool = cluster.readiness(http)
     http.close()
     spare_text = f", {pool} spare node{'s' if pool != 1 else ''}" if spare_count else ""
-    console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_model}){spare_text}, "
+    gpu_text = "real, as NVML reports them" if real_gpus else f"simulated {gpu_model}"
+    console.print(f"Reference cluster up: {ready} nodes Ready, {gpus} GPUs ({gpu_text}){spare_text}, "
                   f"profile {profile}, API at {cluster.url}")
     if defects:
         console.print(f"WITH DEFECT(S) {', '.join(defects)} from the defect zoo (docs/DEFECTS.md): this platform "
@@ -222,6 +228,8 @@ def run(
     defect: Annotated[list[str] | None, typer.Option("--defect", metavar="NAME", help=(
         "Embedded platform only: s" + DEFECT_HELP[1:] + " A FAIL is then the expected verdict, and the evidence "
         "records the defects."))] = None,
+    real_gpus: Annotated[bool, typer.Option("--real-gpus", help="Embedded platform only: " + REAL_GPUS_HELP[0].lower()
+                                            + REAL_GPUS_HELP[1:])] = False,
 ) -> None:
     """Perform every scenario of the features against a platform, judge it, and print the verdicts.
 
@@ -244,7 +252,7 @@ def run(
     defects = _check_defects(defect)
     code = run_features(RunOptions(features, kubeconfig, context, profile, repeat, dry_run, keyword,
                                    scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key,
-                                   defects=defects), console)
+                                   defects=defects, real_gpus=real_gpus), console)
     raise typer.Exit(int(code))
 
 

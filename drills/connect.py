@@ -44,6 +44,9 @@ class EmbeddedPlatform:
     healing_profile: str = "tuned"
     defects: tuple[str, ...] = ()
     """Defects from the zoo (docs/DEFECTS.md) every platform process starts with; none for an honest platform."""
+    real_gpus: bool = False
+    """Report this machine's GPUs (NVML) instead of simulating them (``--real-gpus``); False: every agent runs with
+    ``--simulate-gpus``, so a run behaves the same on a machine with a GPU as on one without."""
     data_dir: Path | None = None
     cluster: Any = None
     _tmp: Any = field(default=None, repr=False)
@@ -56,7 +59,7 @@ class EmbeddedPlatform:
             self.data_dir = Path(self._tmp.name)
         spec = ClusterSpec(self.data_dir, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                            scheduler_profile=self.scheduler_profile, profile=self.healing_profile,
-                           spares=self.spares, defects=self.defects)
+                           spares=self.spares, defects=self.defects, real_gpus=self.real_gpus)
         self.cluster = Cluster(spec)
         try:
             self.cluster.start()
@@ -188,7 +191,9 @@ class Target:
             defects = self.embedded.defects
             broken = f", WITH DEFECT{'S' if len(defects) > 1 else ''} {', '.join(defects)}" if defects else ""
             return (f"embedded reference platform ({self.embedded.nodes} nodes + {self.embedded.spares} spare, "
-                    f"{self.embedded.gpus_per_node} GPUs each, {self.embedded.scheduler_profile} scheduler, "
+                    + ("this machine's real GPUs, " if self.embedded.real_gpus else
+                       f"{self.embedded.gpus_per_node} simulated GPUs each, ")
+                    + f"{self.embedded.scheduler_profile} scheduler, "
                     f"{self.embedded.healing_profile} healing{broken}) at {self.driver.host}")
         return f"cluster at {self.driver.host} ({self.profile.flavor.value})"
 
@@ -220,9 +225,10 @@ class Target:
 
 
 def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1,
-                    profile: TargetProfile | None = None, defects: tuple[str, ...] = ()) -> Target:
+                    profile: TargetProfile | None = None, defects: tuple[str, ...] = (),
+                    real_gpus: bool = False) -> Target:
     platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile,
-                                defects=tuple(defects)).start()
+                                defects=tuple(defects), real_gpus=real_gpus).start()
     profile = profile or reference_profile()
     try:
         driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())

@@ -70,6 +70,8 @@ class RunOptions:
     """Ed25519 private key (PEM, mode 0600); without it a throwaway key signs the run."""
     defects: tuple[str, ...] = ()
     """Embedded platform only: defects from the zoo to start it with (docs/DEFECTS.md)."""
+    real_gpus: bool = False
+    """Embedded platform only: report this machine's GPUs instead of simulating them (``--real-gpus``)."""
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -95,7 +97,8 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
 def _connect(options: RunOptions, profile: TargetProfile) -> Target:
     if options.kubeconfig is not None or options.context is not None:
         return cluster_target(options.kubeconfig, options.context, profile)
-    return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects)
+    return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
+                           real_gpus=options.real_gpus)
 
 
 def check_defects(options: RunOptions) -> tuple[str, ...]:
@@ -126,6 +129,9 @@ def run(options: RunOptions, console: Console | None = None) -> int:
                 raise FiredrillError(f"--namespace {options.namespace!r} is not a namespace name (a-z, 0-9, '-')")
             profile = dataclasses.replace(profile, namespace=options.namespace)
         options = dataclasses.replace(options, defects=check_defects(options))
+        if options.real_gpus and (options.kubeconfig is not None or options.context is not None):
+            raise FiredrillError("--real-gpus: only the embedded reference platform simulates GPUs; a real "
+                                 "cluster's GPUs are always its own (drop --real-gpus)")
     except FeatureError as exc:
         err.print(f"error: the features cannot run ({len(exc.problems)} problem(s)):")
         for p in exc.problems:
@@ -138,6 +144,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     where = (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
              if options.context else "")) if remote else \
         f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \
+        (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
         (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")")
     if options.dry_run:
         _plan(console, features, where, profile, options)

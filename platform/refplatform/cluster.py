@@ -155,6 +155,10 @@ class ClusterSpec:
     spares: int = 0
     """Spare nodes started beyond ``nodes`` (named on from the working nodes) and put into the healer's
     spare pool at start.  ``firedrill up`` defaults it to the profile's count (``tuned``: 1)."""
+    real_gpus: bool = False
+    """Report the GPUs NVML finds on this machine instead of simulating ``gpus_per_node`` x ``gpu_model``
+    (``firedrill up/run --real-gpus``).  False: every agent gets ``--simulate-gpus``, so the platform behaves
+    the same on a machine with a GPU as on one without."""
 
     def __post_init__(self) -> None:
         get_profile(self.profile)  # an unknown name fails here, naming the known ones
@@ -308,6 +312,8 @@ class Cluster:
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
         if "--pod-cidr" not in extra:
             argv += ["--pod-cidr", self.pod_cidr(name)]
+        if not self.spec.real_gpus:
+            argv.append("--simulate-gpus")
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc
