@@ -25,6 +25,10 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
                               fault on rollback (e.g. "ipmitool -H {node}-bmc power on"); without it the
                               run says the node must be restored by hand
       timeout_seconds         optional; seconds for the fault to be confirmed; default 60
+      xid:                    optional; how the isolation drill injects an Xid on a real cluster (any method)
+        command_template      required in xid: a shell command with {node} and {xid}, and optionally {gpu} and
+                              {instance} (the MIG GPU instance id, "-" for a whole GPU)
+        restore_template      optional: a command with the same placeholders, run on rollback (a GPU reset)
     safety:                   optional; every field has a safe default
       allow_label             key=value a node must carry to be touched; default firedrill.dev/chaos=allowed
       max_nodes               most nodes one drill may pull; default 1
@@ -63,6 +67,8 @@ __all__ = [
     "FaultMethod",
     "FaultSettings",
     "LeakReportSettings",
+    "XID_PLACEHOLDERS",
+    "XidSettings",
     "ProfileError",
     "SafetySettings",
     "TargetProfile",
@@ -130,6 +136,76 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     return []
 
 
+XID_PLACEHOLDERS = ("node", "gpu", "instance", "xid")
+"""What ``fault.xid`` templates may use; ``{node}`` and ``{xid}`` are required in ``command_template``."""
+NO_INSTANCE = "-"
+"""What ``{instance}`` becomes when the Xid hits a whole GPU (not one MIG instance)."""
+
+
+def _xid_template_problems(path: str, template: str | None, *, required: tuple[str, ...]) -> list[str]:
+    if template is None or not template.strip():
+        return [f"{path}: is empty; give a shell command with {' and '.join('{' + r + '}' for r in required)}, "
+                'e.g. "inject-xid --node {node} --gpu {gpu} --instance {instance} --xid {xid}"']
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as err:
+        return [f"{path}: {template!r} is not a valid template ({err}); write braces that are not placeholders "
+                "as {{ and }}"]
+    problems = []
+    unknown = sorted(fields - set(XID_PLACEHOLDERS))
+    if unknown:
+        problems.append(f"{path}: unknown placeholder(s) {', '.join('{' + f + '}' for f in unknown)}; the known "
+                        f"ones are {', '.join('{' + f + '}' for f in XID_PLACEHOLDERS)} (write a literal brace "
+                        "as {{ or }})")
+    missing = [r for r in required if r not in fields]
+    if missing:
+        problems.append(f"{path}: {template!r} has no {', '.join('{' + m + '}' for m in missing)} placeholder; "
+                        "without it every injection would hit the same node or inject the same Xid")
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class XidSettings:
+    """``fault.xid``: how the partition isolation drill injects an Xid on a real cluster (docs/PROFILE.md).
+
+    Every injection first passes the same blast-radius check as a node fault (:mod:`drills.safety`)."""
+
+    command_template: str
+    """A shell command with ``{node}`` and ``{xid}``, optionally ``{gpu}`` and ``{instance}``."""
+    restore_template: str | None = None
+    """Run on rollback with the same placeholders (e.g. a GPU reset); None: the run says to restore by hand."""
+
+    def __post_init__(self) -> None:
+        problems = _xid_template_problems("fault.xid.command_template", self.command_template,
+                                          required=("node", "xid"))
+        if self.restore_template is not None:
+            problems += _xid_template_problems("fault.xid.restore_template", self.restore_template,
+                                               required=("node",))
+        if problems:
+            raise ProfileError("invalid Xid injection settings: " + "; ".join(problems), problems)
+
+    @staticmethod
+    def _values(node: str, gpu: int, instance: int | None, xid: int) -> dict[str, str]:
+        return {"node": node, "gpu": str(gpu), "instance": NO_INSTANCE if instance is None else str(instance),
+                "xid": str(xid)}
+
+    def command_for(self, node: str, gpu: int, instance: int | None, xid: int) -> str:
+        """The injection command for Xid ``xid`` on GPU ``gpu`` (MIG GPU instance ``instance``) of ``node``."""
+        return self.command_template.format(**self._values(node, gpu, instance, xid))
+
+    def restore_for(self, node: str, gpu: int, instance: int | None, xid: int) -> str | None:
+        """The command that undoes that injection, if the profile gives one."""
+        if self.restore_template is None:
+            return None
+        return self.restore_template.format(**self._values(node, gpu, instance, xid))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"command_template": self.command_template}
+        if self.restore_template is not None:
+            out["restore_template"] = self.restore_template
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class FaultSettings:
     """How the fault is injected and how long it may take to be confirmed."""
@@ -141,6 +217,8 @@ class FaultSettings:
     """Methods ``command`` and ``kubelet-stop``: the command with ``{node}`` that undoes the fault on rollback."""
     timeout_seconds: float = 60.0
     """Seconds for the fault to be confirmed; past it the drill is INCONCLUSIVE."""
+    xid: XidSettings | None = None
+    """``fault.xid``: how the isolation drill injects an Xid on a real cluster; None: it cannot (INCONCLUSIVE)."""
 
     def __post_init__(self) -> None:
         problems = _template_problems(self.method, self.command_template)
@@ -270,6 +348,8 @@ class TargetProfile:
             fault["command_template"] = self.fault.command_template
         if self.fault.restore_template is not None:
             fault["restore_template"] = self.fault.restore_template
+        if self.fault.xid is not None:
+            fault["xid"] = self.fault.xid.to_dict()
         return {
             "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "flavor": self.flavor.value,
             "namespace": self.namespace, "queue": self.queue, "canary_image": self.canary_image,
@@ -301,7 +381,8 @@ E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
         "safety", "leakReport", "prometheus")
-_FAULT = ("method", "command_template", "restore_template", "timeout_seconds")
+_FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid")
+_XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
 
 
@@ -423,6 +504,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
 
     fault_section = top.section("fault", _FAULT, required=True)
     method = template = restore = timeout = _Missing
+    xid: XidSettings | None = None
     if fault_section is not None:
         method = fault_section.choice("method", FaultMethod)
         template = fault_section.optional_string("command_template", "a shell command with {node}")
@@ -430,6 +512,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         timeout = fault_section.number("timeout_seconds", 60.0, above=0)
         if isinstance(method, FaultMethod) and template is not _Missing:
             problems.extend(_template_problems(method, template))
+        xid = _xid(fault_section, problems)
 
     safety_section = top.section("safety", _SAFETY, required=False)
     safety_values: dict[str, Any] = {}
@@ -465,13 +548,31 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         problems.extend(err.problems)
         return None
     try:
-        fault = FaultSettings(method, template, restore, timeout)
+        fault = FaultSettings(method, template, restore, timeout, xid)
     except ProfileError as err:
         problems.extend(err.problems)
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
                          leak_report=leak)
+
+
+def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
+    """``fault.xid``, checked (unknown fields, placeholders); None when absent or broken (problems recorded)."""
+    if fault.data.get("xid") is None:
+        return None
+    section = fault.section("xid", _XID, required=False)
+    if section is None:
+        return None
+    command = section.string("command_template", expected="a shell command with {node} and {xid}")
+    restore = section.optional_string("restore_template", "a shell command with {node}")
+    if not isinstance(command, str) or restore is _Missing:
+        return None
+    try:
+        return XidSettings(command, restore)
+    except ProfileError as err:
+        problems.extend(err.problems)
+        return None
 
 
 def load_profile(path: str | Path) -> TargetProfile:
