@@ -7,7 +7,9 @@ evidence records the defect.  :func:`test_the_honest_platform_passes_every_scena
 the same scenarios without any defect: they pass, so each FAIL below is the defect's doing.
 
 A run takes from ten seconds (gang, isolation) to two minutes (``no-spare`` waits out every phase of the
-node pull); run one entry with ``pytest tests/integration/test_defect_zoo.py -k no-spare``.
+node pull); run one entry with ``pytest tests/integration/test_defect_zoo.py -k no-spare``.  The command
+line around the zoo is checked here too: ``--help``, usage errors, and ``firedrill up --defect`` reaching
+every platform process.
 """
 
 from __future__ import annotations
@@ -77,6 +79,81 @@ def test_every_defect_of_the_zoo_has_its_entry() -> None:
 
     assert sorted(c.defect for c in MATRIX) == sorted(d.value for d in Defect)
     assert all((REPO / "features" / c.feature).is_file() for c in MATRIX)
+
+
+def firedrill(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FIREDRILL, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.parametrize("command", ["up", "run"])
+def test_help_lists_every_defect_and_points_at_the_docs(command: str) -> None:
+    from refplatform.defects import Defect
+
+    out = firedrill(command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert "--defect NAME" in out.stdout and "docs/DEFECTS.md" in out.stdout
+    for defect in Defect:
+        assert re.search(rf"^\s+{re.escape(defect.value)}\s+{re.escape(defect.summary)}$", out.stdout, re.M), defect
+
+
+@pytest.mark.parametrize("command", [["up", "--data-dir", "unused"], ["run", "--dry-run"]])
+def test_an_unknown_defect_is_a_usage_error_naming_the_zoo(command: list[str]) -> None:
+    out = firedrill(*command, "--defect", "no-spare", "--defect", "flaky-disk")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "unknown defect 'flaky-disk'; the defect zoo has: lose-checkpoint, partial-gang-bind" in out.stderr
+
+
+def test_a_defect_on_a_real_cluster_is_a_usage_error(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    out = firedrill("run", "--kubeconfig", str(kubeconfig), "--profile", str(REPO / "examples" / "profile-volcano.yaml"),
+                    "--defect", "no-spare")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "defects exist only on the reference platform" in out.stderr
+
+
+def test_up_starts_every_process_with_the_defect_and_says_so(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    proc = subprocess.Popen([*FIREDRILL, "up", "--data-dir", str(data), "--nodes", "1", "--spares", "0",
+                             "--defect", "slow-detect"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=REPO)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "Stop with Ctrl-C" in line:
+                break
+        text = "".join(lines)
+        assert "WITH DEFECT(S) slow-detect from the defect zoo" in text, text
+        for log in ("apiserver.log", "controllers.log", "agent-gpu-node-0.log"):
+            assert (data / "logs" / log).is_file(), log
+        assert "running with defect(s) from the zoo: slow-detect" in (data / "logs" / "controllers.log").read_text()
+        argvs = [Path(f"/proc/{p}/cmdline").read_text().split("\0") for p in _children(proc.pid)]
+        started = {a[2] for a in argvs if len(a) > 2 and a[1] == "-m"}
+        assert started == {"refplatform.api", "refplatform.controllers", "refplatform.agent"}, argvs
+        assert all("--defect\0slow-detect" in "\0".join(a) for a in argvs if len(a) > 2 and a[1] == "-m"), argvs
+    finally:
+        down = subprocess.run([*FIREDRILL, "down", "--data-dir", str(data)], capture_output=True, text=True,
+                              timeout=60)
+        assert down.returncode == 0, down.stderr
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (from /proc; the platform's processes run in sessions of their own)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
 
 
 def firedrill_run(tmp_path: Path, features: list[str], keyword: str, *defects: str
