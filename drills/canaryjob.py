@@ -18,10 +18,11 @@ on the reference platform and on a real Volcano cluster:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from drills.gang import DrillInconclusive
-from drills.kube.flavors import GangSpec
+from drills.kube.flavors import WORKER_INDEX_LABEL, GangSpec
 from drills.target import TargetProfile
+from drills.verdict import DrillInconclusive
 
 __all__ = ["MOUNT", "CanaryTraining", "canary_job_spec"]
 
@@ -55,12 +56,17 @@ class CanaryTraining:
         return self.compute_seconds + self.input_seconds + self.comm_seconds
 
 
-def _field(path: str) -> dict[str, object]:
+def _field(path: str) -> dict[str, Any]:
     return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining) -> GangSpec:
-    """The GangSpec of a canary training job on ``profile``'s cluster (render with ``gang_manifests``)."""
+def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining, *,
+                    steps_total: int = 0, volcano_job: bool = True) -> GangSpec:
+    """The GangSpec of a canary training job on ``profile``'s cluster (render with ``gang_manifests``).
+
+    ``volcano_job``: its ranks are pods of a Volcano Job (rank and restart generation from Volcano's pod
+    annotations); else plain pods of a gang (rank from the ``firedrill.dev/worker-index`` label, one
+    generation).  ``steps_total``: every rank exits 0 after that step (0: trains until stopped)."""
     volume = profile.canary.shared_volume
     if volume is None:
         raise DrillInconclusive("the training canary needs storage every rank reaches for its checkpoints and "
@@ -70,11 +76,15 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
     args = ["train", "--compute-seconds", f"{training.compute_seconds:g}",
             "--input-seconds", f"{training.input_seconds:g}", "--comm-seconds", f"{training.comm_seconds:g}",
             "--checkpoint-every", str(training.checkpoint_every), "--stall-after", f"{training.stall_after:g}",
-            "--checkpoint-dir", f"{root}/checkpoints", "--rendezvous-dir", f"{root}/rendezvous"]
-    env = ({"name": "WORLD_SIZE", "value": str(training.workers)},
-           {"name": "RANK", **_field("metadata.annotations['volcano.sh/task-index']")},
-           {"name": "FIREDRILL_GENERATION", **_field("metadata.annotations['volcano.sh/job-version']")},
-           {"name": "POD_IP", **_field("status.podIP")})
+            "--checkpoint-dir", f"{root}/checkpoints", "--rendezvous-dir", f"{root}/rendezvous",
+            "--steps-total", str(steps_total)]
+    if volcano_job:
+        rank = _field("metadata.annotations['volcano.sh/task-index']")
+        generation = _field("metadata.annotations['volcano.sh/job-version']")
+    else:
+        rank, generation = _field(f"metadata.labels['{WORKER_INDEX_LABEL}']"), {"value": "0"}
+    env = ({"name": "WORLD_SIZE", "value": str(training.workers)}, {"name": "RANK", **rank},
+           {"name": "FIREDRILL_GENERATION", **generation}, {"name": "POD_IP", **_field("status.podIP")})
     return GangSpec(name=name, run_id=run_id, workers=training.workers, gpus_per_worker=training.gpus_per_worker,
                     image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
                     gpu_resource=profile.gpu_resource, command=profile.canary.command, args=tuple(args), env=env,

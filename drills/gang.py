@@ -19,19 +19,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from drills.canaryjob import CanaryTraining, canary_job_spec
 from drills.connect import Target
 from drills.holds import Gang, PodChange, partial_hold
 from drills.kube.driver import POD, KubeError, resource_for
 from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
-from drills.verdict import DrillResult, Measurement
+from drills.verdict import DrillInconclusive, DrillResult, Measurement
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
-
-
-class DrillInconclusive(Exception):
-    """The drill cannot establish the facts on this target (not enough capacity, fault not confirmed)."""
+GANG_STEP_SECONDS = 0.1
+"""The canary step time of a gang's ranks (a gang that runs N seconds takes N / this many steps)."""
 
 
 def free_gpus_per_node(target: Target) -> dict[str, int]:
@@ -97,13 +96,13 @@ class GangDrill:
     # ---------------------------------------------------------------- act
     def submit(self, gangs: int, workers: int, gpus: int, run_seconds: float | None = None) -> None:
         profile = self.target.profile
-        annotations = {"firedrill.dev/workload": "idle"}
-        if run_seconds is not None:
-            annotations["firedrill.dev/run-seconds"] = f"{run_seconds:g}"
+        # Every worker is a rank of the training canary: a gang's ranks really rendezvous and step together,
+        # and one that runs for a while exits 0 after that many steps (each steps_total x the step time).
+        training = CanaryTraining(workers, gpus, checkpoint_every=0, compute_seconds=GANG_STEP_SECONDS)
+        steps = 0 if run_seconds is None else max(1, round(run_seconds / GANG_STEP_SECONDS))
         names = [f"gang-{chr(ord('a') + i)}-{self.run_id}"[:50] for i in range(gangs)]
-        self.specs = [GangSpec(name=n, run_id=self.run_id, workers=workers, gpus_per_worker=gpus,
-                               image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
-                               annotations=annotations, gpu_resource=profile.gpu_resource) for n in names]
+        self.specs = [canary_job_spec(n, self.run_id, profile, training, steps_total=steps, volcano_job=False)
+                      for n in names]
         manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in self.specs]
         for spec in self.specs:
             for i in range(spec.workers):

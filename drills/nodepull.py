@@ -15,7 +15,15 @@ clock, with the wall clock and the platform's stamp beside them):
 - ``t_evict``: no pod of the job remains bound to the pulled node in a
   non-terminal phase;
 - ``t_replace``: the job again has minMember pods Running, all on healthy nodes;
-- ``t_resume``: the workload reports a training step beyond the checkpoint.
+- ``t_resume``: a replacement rank of the canary logs a step beyond the step it resumed from (the harness
+  follows every rank's log through ``pods/log``; the instant is when the harness received that line).
+
+Truth comes from the workload, never from the platform: the instants come from the harness's own watches and
+the canary's log lines (:mod:`drills.canarylog`); the platform's Events are shown beside them as its claim.
+The resume point must be the last checkpoint the canary completed before the fault, or the scenario FAILs
+naming both steps (a platform that loses a checkpoint restarts training from further back); lost steps =
+the highest step any rank logged before the fault - the step the job resumed from.  A rank of the replaced
+job that still logs steps after the job resumed elsewhere (split brain) FAILs it too.
 
 A fault that cannot be confirmed makes the scenario INCONCLUSIVE, never PASS.
 """
@@ -27,10 +35,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from drills.canaryjob import CanaryTraining, canary_job_spec
+from drills.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
 from drills.connect import Target
 from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError
 from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
+from drills.kube.logs import LogFollower, LogLine
 from drills.kube.timeline import parse_time
 from drills.safety import check_blast_radius, eligible_nodes
 from drills.target import FaultMethod
@@ -40,8 +51,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 PHASES = ("detect", "evict", "replace", "resume", "total")
-STEP = "firedrill.dev/step"
-CHECKPOINT = "firedrill.dev/checkpoint-step"
+FENCE_SETTLE = 3.0
+"""Seconds after the resume during which a rank of the replaced job must log no step (split brain)."""
 JOB = RESOURCES[("batch.volcano.sh/v1alpha1", "Job")]
 UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
@@ -71,6 +82,9 @@ class NodePullDrill:
     run_id: str
     spec: GangSpec | None = None
     step_seconds: float = 0.1
+    """The canary's compute time per step (what it is asked for; it logs what each step really took)."""
+    canary: CanaryLog = field(default_factory=CanaryLog)
+    follower: LogFollower | None = None
     pods: dict[str, Obj] = field(default_factory=dict)
     nodes: dict[str, Obj] = field(default_factory=dict)
     job: Obj = field(default_factory=dict)
@@ -81,37 +95,55 @@ class NodePullDrill:
     before_fault: set[str] = field(default_factory=set)
     """UIDs of every pod of the job at the fault (their Events are not the recovery's)."""
     checkpoint_at_fault: int = 0
+    """The newest checkpoint the canary logged durable before the fault (its own log)."""
     step_at_fault: int = 0
+    """The highest step any rank logged before the fault (its own log)."""
+    resumption: Resumption | None = None
     instants: dict[str, Instant] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     # ----------------------------------------------------------- steady state
-    def start_canary(self, workers: int, gpus: int, checkpoint_every: int) -> None:
+    def start_canary(self, workers: int, gpus: int, checkpoint_every: int, **step: float) -> None:
+        """Submit the canary job (``step``: extra canary step times, e.g. ``input_seconds``) and wait until every
+        rank is running and, by its own log, training."""
         profile = self.target.profile
         if profile.flavor is not GangFlavor.VOLCANO:
             raise DrillInconclusive("the node-pull drill restarts the job through a Volcano Job; "
                                     f"flavor {profile.flavor.value} is not supported by this drill yet")
-        self.spec = GangSpec(name=f"canary-{self.run_id}"[:40], run_id=self.run_id, workers=workers,
-                             gpus_per_worker=gpus, image=profile.canary_image, namespace=profile.namespace,
-                             queue=profile.queue, gpu_resource=profile.gpu_resource, annotations={
-                                 "firedrill.dev/workload": "training",
-                                 "firedrill.dev/step-seconds": f"{self.step_seconds:g}",
-                                 "firedrill.dev/checkpoint-every": str(checkpoint_every)})
+        training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds, **step)
+        self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training)
         driver, ns = self.target.driver, profile.namespace
+        self.canary.listeners.append(self._on_canary)
+        self.follower = LogFollower(driver, self._on_log_line, self.target.timeline.clock)
         driver.watch(NODE, on_event=self._on(self.nodes))
         driver.watch(POD, ns, label_selector=run_selector(self.run_id), on_event=self._on(self.pods))
         driver.watch(JOB, ns, field_selector=f"metadata.name={self.spec.name}", on_event=self._on_job)
         driver.watch(EVENT, on_event=self._on_event)
         for obj in gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB):
             driver.create(obj)
-        if not self._wait(lambda: len(self._running_pods()) >= self.spec.min_available, 60):
-            raise DrillInconclusive(f"the canary job {self.spec.name} never ran whole within 60 s, so no node "
-                                    f"can be pulled under it; pods: {self._pod_summary()}")
+        if not self._wait(lambda: len(self._training()) >= self.spec.min_available, 60):
+            raise DrillInconclusive(f"the canary job {self.spec.name} was not training whole within 60 s (by its "
+                                    f"own log), so no node can be pulled under it; pods: {self._pod_summary()}")
 
     def wait_checkpoint(self, limit: float) -> None:
-        if not self._wait(lambda: self._checkpoint() > 0, limit):
-            raise DrillInconclusive(f"the canary job wrote no checkpoint within {limit:g} s; resumption cannot "
-                                    "be judged")
+        if not self._wait(lambda: bool(self.canary.checkpoints() - {0}), limit):
+            raise DrillInconclusive(f"the canary logged no completed checkpoint within {limit:g} s; resumption "
+                                    "cannot be judged")
+
+    def _training(self) -> list[Obj]:
+        """Running pods whose canary has logged steps (they are really training, by their own word)."""
+        stepping = self.canary.stepping(p["metadata"]["uid"] for p in self._running_pods())
+        return [p for p in self._running_pods() if p["metadata"]["uid"] in stepping]
+
+    def _on_log_line(self, raw: LogLine) -> None:
+        line = parse_line(raw.text, pod=raw.pod, uid=raw.uid, node=raw.node, mono=raw.mono, wall=raw.wall)
+        if line is not None:
+            self.canary.add(line)
+
+    def _on_canary(self, line: CanaryLine) -> None:
+        with self._cond:
+            self._advance()
+            self._cond.notify_all()
 
     # ------------------------------------------------------------- watches
     def _on(self, store: dict[str, Obj]) -> Any:
@@ -122,6 +154,8 @@ class NodePullDrill:
                     store.pop(name, None)
                 else:
                     store[name] = obj
+                    if obj.get("kind", "Pod") == "Pod" and store is self.pods and self.follower is not None:
+                        self.follower.follow(obj)
                 self._advance()
                 self._cond.notify_all()
         return handle
@@ -132,18 +166,10 @@ class NodePullDrill:
             self._cond.notify_all()
 
     def _on_event(self, event: str, obj: Obj) -> None:
+        """Events are the platform's claim: kept for the stamps shown beside the harness's, never judged."""
         if event == "ADDED" or event == "MODIFIED":
             with self._cond:
                 self.events.append(obj)
-                if obj.get("reason") == "Resumed" and self._recovery_pod_event(obj):
-                    self._advance(resumed=True)
-                self._cond.notify_all()
-
-    def _recovery_pod_event(self, ev: Obj) -> bool:
-        """An Event about a pod of the job that did not exist at the fault (a replacement rank)."""
-        inv = ev.get("involvedObject") or {}
-        return "fault" in self.instants and inv.get("kind") == "Pod" and \
-            inv.get("name") in self.pods and inv.get("uid") not in self.before_fault
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
@@ -156,10 +182,6 @@ class NodePullDrill:
                     return False
                 self._cond.wait(min(remaining, 0.5))
             return True
-
-    def _checkpoint(self) -> int:
-        raw = ((self.job.get("metadata") or {}).get("annotations") or {}).get(CHECKPOINT, "0")
-        return int(raw) if str(raw).isdigit() else 0
 
     def _running_pods(self) -> list[Obj]:
         return [p for p in self.pods.values() if (p.get("status") or {}).get("phase") == "Running"
@@ -175,15 +197,15 @@ class NodePullDrill:
                     for c in (node.get("status") or {}).get("conditions") or [])
         return ready and not any(t.get("key") in UNHEALTHY_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
 
-    def _stamp(self, name: str) -> None:
+    def _stamp(self, name: str, at: Instant | None = None) -> None:
+        """Stamp instant ``name`` now (or at ``at``: when the harness received the line that proved it)."""
         if name not in self.instants:
             clock = self.target.timeline.clock
-            self.instants[name] = Instant(clock.mono(), clock.wall())
+            self.instants[name] = at or Instant(clock.mono(), clock.wall())
             self.target.timeline.action(f"t_{name}", target=self.pulled or "")
 
-    def _advance(self, resumed: bool = False) -> None:
-        """Called under the lock on every change: stamp each instant the moment its condition first holds.
-        ``resumed``: a replacement rank just reported (Event ``Resumed``) a step beyond its checkpoint."""
+    def _advance(self) -> None:
+        """Called under the lock on every change: stamp each instant the moment its condition first holds."""
         if "fault" not in self.instants or self.pulled is None:
             return
         if "detect" not in self.instants and not self._node_healthy(self.pulled):
@@ -199,10 +221,12 @@ class NodePullDrill:
                     self._node_healthy((p.get("spec") or {}).get("nodeName", "")) for p in running):
                 self._stamp("replace")
         if "replace" in self.instants and "resume" not in self.instants:
-            steps = [int(v) for p in self._running_pods() if p["metadata"].get("uid") not in self.before_fault
-                     and str(v := ((p["metadata"].get("annotations") or {}).get(STEP, ""))).isdigit()]
-            if resumed or (steps and max(steps) > self.checkpoint_at_fault):
-                self._stamp("resume")
+            found = self.canary.resumptions(exclude=self.before_fault)
+            if found:
+                self.resumption = found[0]
+                first = found[0].first_step
+                self._stamp("resume", Instant(max(first.mono, self.instants["replace"].mono),
+                                              max(first.wall, self.instants["replace"].wall)))
 
     # ----------------------------------------------------------------- act
     def pull(self, rank: int, method: FaultMethod) -> None:
@@ -217,10 +241,6 @@ class NodePullDrill:
             self.victims = {p["metadata"]["uid"] for p in self.pods.values()
                             if (p.get("spec") or {}).get("nodeName") == node}
             self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
-            self.checkpoint_at_fault = self._checkpoint()
-            self.step_at_fault = max((int(v) for p in self._running_pods()
-                                      if str(v := (p["metadata"].get("annotations") or {}).get(STEP, "")).isdigit()),
-                                     default=0)
         if self.target.embedded is None:
             all_nodes = self.target.driver.list(NODE)
             chosen = [n for n in eligible_nodes(all_nodes, self.target.profile.safety) if n["metadata"]["name"] == node]
@@ -232,9 +252,7 @@ class NodePullDrill:
         record = self.target.pull(node, method, self.run_id)
         with self._cond:
             self.result.details["fault"] = {"node": node, "method": method.value, "rank": rank,
-                                            "confirmed": record.confirmed, "detail": record.detail,
-                                            "checkpoint_at_fault": self.checkpoint_at_fault,
-                                            "step_at_fault": self.step_at_fault}
+                                            "confirmed": record.confirmed, "detail": record.detail}
             if not record.confirmed:
                 self.result.inconclusive(f"the {method.value} fault on {node} could not be confirmed "
                                          f"({record.detail}); no timing is claimed")
@@ -268,15 +286,69 @@ class NodePullDrill:
                     self.result.measure(Measurement(phase, max(0.0, t[b].mono - t[a].mono), "s", platform))
                 elif phase not in self.result.measurements:
                     self.result.measure(Measurement(phase, None, "s", note=f"t_{b} never observed"))
-            lost = self.step_at_fault - self.checkpoint_at_fault
-            self.result.measure(Measurement("lost steps", float(max(0, lost)), "steps"))
-            if self.spec is not None and "resume" in t:
+            self._judge_resume_point()
+            if self.spec is not None and "resume" in t and self.resumption is not None:
+                lost = max(0, self.step_at_fault - self.resumption.from_step)
+                step_s = self.canary.median_step_seconds(before=t["fault"].wall) or self.step_seconds
                 gpus = self.spec.workers * self.spec.gpus_per_worker
                 total = t["resume"].mono - t["fault"].mono
-                self.result.measure(Measurement("GPU-seconds lost", gpus * (total + max(0, lost) * self.step_seconds),
-                                                "GPU-s"))
+                self.result.measure(Measurement("lost steps", float(lost), "steps",
+                                                note=f"{self.step_at_fault} logged before the fault - resumed from "
+                                                     f"{self.resumption.from_step} (the canary's log)"))
+                self.result.measure(Measurement("GPU-seconds lost", gpus * (total + lost * step_s), "GPU-s",
+                                                note=f"{gpus} GPUs x ({total:.3f} s down + {lost} steps x "
+                                                     f"{step_s:.3f} s measured per step)"))
+            elif "lost steps" not in self.result.measurements:
+                self.result.measure(Measurement("lost steps", None, "steps",
+                                                note="no replacement rank logged a step beyond its resume point"))
             self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall, "server": server.get(k)}
                                                for k, v in t.items()}
+
+    def _judge_resume_point(self) -> None:
+        """Under the lock: the job must resume from the last checkpoint it completed before the fault."""
+        if "fault" not in self.instants or self.resumption is None or "resume-point" in self.result.details:
+            return
+        fault_wall = self.instants["fault"].wall
+        self.step_at_fault = self.canary.last_step_before(fault_wall)
+        self.checkpoint_at_fault = self.canary.last_checkpoint_before(fault_wall)
+        r = self.resumption
+        self.result.details["resume-point"] = {
+            "resumed_from": r.from_step, "checkpoint_file": r.checkpoint, "skipped": list(r.skipped),
+            "last_checkpoint_before_fault": self.checkpoint_at_fault, "step_at_fault": self.step_at_fault,
+            "rank": r.rank, "pod": r.pod, "first_step": r.first_step.step}
+        self.result.details.setdefault("fault", {}).update(
+            {"checkpoint_at_fault": self.checkpoint_at_fault, "step_at_fault": self.step_at_fault})
+        if r.from_step < self.checkpoint_at_fault:
+            self.result.fail(f"training resumed from step {r.from_step}, but checkpoint {self.checkpoint_at_fault} "
+                             f"was complete before the fault: {self.checkpoint_at_fault - r.from_step} steps of "
+                             f"saved work were lost (rank {r.rank}, pod {r.pod}; the canary's own log)")
+        elif r.from_step > 0 and r.from_step not in self.canary.checkpoints():
+            self.result.fail(f"training resumed from step {r.from_step}, a checkpoint the job never logged as "
+                             f"complete (the last before the fault was {self.checkpoint_at_fault}): the resume "
+                             "point did not come from this job's checkpoints")
+
+    def judge_fenced(self, settle: float = FENCE_SETTLE) -> None:
+        """After the resume, the replaced job's ranks must train no more: watch ``settle`` seconds for steps
+        logged by any pod that existed at the fault (split brain: two incarnations training at once)."""
+        if "fault" not in self.instants:
+            return
+        self.observe_until("resume", 0.0)
+        if "resume" not in self.instants:
+            self.result.inconclusive("the job never resumed, so whether its old ranks were fenced cannot be judged")
+            return
+        clock = self.target.timeline.clock
+        until = self.instants["resume"].mono + settle
+        self._wait(lambda: clock.mono() >= until, max(0.0, until - clock.mono()) + 0.1)
+        with self._cond:
+            late = self.canary.trained_after(self.before_fault, self.instants["resume"].mono)
+            self.result.measure(Measurement("steps by replaced ranks after the resume", float(len(late)), "steps",
+                                            note=f"watched {settle:g} s after the resume"))
+            if late:
+                first = min(late, key=lambda ln: ln.mono)
+                self.result.fail(f"split brain: rank {first.rank} of the replaced job (pod {first.pod} on "
+                                 f"{first.node or 'its old node'}, generation {first.generation}) kept training "
+                                 f"after the job resumed elsewhere: {len(late)} step(s), up to step "
+                                 f"{max(ln.step or 0 for ln in late)} (the canary's own log)")
 
     def _server_instants(self) -> dict[str, float]:
         """The same instants as the platform stamped them in its Events (eventTime, microseconds):
@@ -313,8 +385,11 @@ class NodePullDrill:
 
     # ------------------------------------------------------------ rollback
     def rollback(self) -> None:
-        """Undo the fault, delete the job and its pods; never raises."""
+        """Undo the fault, stop following logs, delete the job and its pods; never raises."""
         self.target.restore_all()
+        if self.follower is not None:
+            self.follower.stop()
+        self.result.details["canary"] = {"lines": len(self.canary.lines)}
         driver, ns = self.target.driver, self.target.profile.namespace
         try:
             if self.spec is not None:

@@ -37,6 +37,12 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       require_healthy         refuse to start on an already degraded cluster; default true
     leakReport:               optional; where the leak drill reads the leak report (docs/LEAK_REPORT.md)
       url                     an absolute http(s) URL serving the contract; default: the API server's path
+    canary:                   optional; how the training canary runs (docs/WORKLOAD.md)
+      command                 its entry point in canary_image, a list of strings; default [firedrill-canary]
+      shared_volume           a core/v1 volume source every rank reaches (checkpoints and rendezvous), e.g.
+                              {persistentVolumeClaim: {claimName: firedrill-shared}} (ReadWriteMany) or
+                              {nfs: {server: ..., path: ...}}; without it the node-pull and leak drills are
+                              INCONCLUSIVE on a real cluster (the reference platform serves its own nfs)
     prometheus:               optional; for clusters with no leak report endpoint (some holes: INCONCLUSIVE)
       url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
       scrape_interval         seconds between its scrapes; the drill waits 2 of them after a window; default 1
@@ -52,6 +58,7 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -59,12 +66,13 @@ from urllib.parse import urlparse
 import yaml
 
 from drills.errors import FiredrillError
-from drills.kube.flavors import GangFlavor, valid_dns_label, valid_label_key, valid_label_value
+from drills.kube.flavors import GangFlavor, thaw, valid_dns_label, valid_label_key, valid_label_value
 
 __all__ = [
     "API_VERSION",
     "KIND",
     "FaultMethod",
+    "CanarySettings",
     "FaultSettings",
     "LeakReportSettings",
     "XID_PLACEHOLDERS",
@@ -78,6 +86,11 @@ __all__ = [
 
 API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "TargetProfile"
+_CANARY = ("command", "shared_volume")
+CANARY_COMMAND = ("firedrill-canary",)
+REFERENCE_SHARED_VOLUME: Mapping[str, Any] = MappingProxyType(
+    {"nfs": {"server": "refplatform-nfs", "path": "/firedrill"}})
+"""The reference platform's nfs export: one directory every node agent maps for its pods."""
 DOCS = "docs/PROFILE.md"
 REFERENCE_IMAGE = "firedrill.dev/simulated:latest"
 
@@ -328,6 +341,22 @@ class LeakReportSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CanarySettings:
+    """How the training canary runs on the target (``docs/WORKLOAD.md``)."""
+
+    command: tuple[str, ...] = CANARY_COMMAND
+    """The canary's entry point inside ``canary_image``."""
+    shared_volume: Mapping[str, Any] | None = None
+    """A core/v1 volume source every rank can reach (checkpoints, rendezvous); None: not configured."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": list(self.command)}
+        if self.shared_volume is not None:
+            out["shared_volume"] = thaw(self.shared_volume)
+        return {"canary": out}
+
+
+@dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
 
@@ -340,6 +369,7 @@ class TargetProfile:
     safety: SafetySettings = field(default_factory=SafetySettings)
     gpu_resource: str = "nvidia.com/gpu"
     leak_report: LeakReportSettings = field(default_factory=LeakReportSettings)
+    canary: CanarySettings = field(default_factory=CanarySettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -359,6 +389,7 @@ class TargetProfile:
                        "refuse_control_plane": self.safety.refuse_control_plane,
                        "require_healthy": self.safety.require_healthy},
             **self.leak_report.to_dict(),
+            **self.canary.to_dict(),
         }
 
 
@@ -371,7 +402,8 @@ def reference_profile() -> TargetProfile:
     return TargetProfile(
         name="reference", flavor=GangFlavor.VOLCANO, namespace="default", queue="default",
         canary_image=REFERENCE_IMAGE, fault=FaultSettings(FaultMethod.KILL, timeout_seconds=10.0),
-        safety=SafetySettings(allow_label="nvidia.com/gpu.present=true", max_nodes=1, max_gpu_share=0.5))
+        safety=SafetySettings(allow_label="nvidia.com/gpu.present=true", max_nodes=1, max_gpu_share=0.5),
+        canary=CanarySettings(shared_volume=REFERENCE_SHARED_VOLUME))
 
 
 # --- loading -----------------------------------------------------------------------------------------------
@@ -380,7 +412,7 @@ _Missing: Any = object()
 E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
-        "safety", "leakReport", "prometheus")
+        "safety", "leakReport", "prometheus", "canary")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
@@ -540,6 +572,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
                 interval = sub.number("scrape_interval", 1.0, above=0, at_most=600)
                 if isinstance(interval, (int, float)):
                     scrape_interval = float(interval)
+    canary = _canary(top.section("canary", _CANARY, required=False), problems)
     if problems:
         return None
     try:
@@ -554,7 +587,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
-                         leak_report=leak)
+                         leak_report=leak, canary=canary)
 
 
 def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
@@ -573,6 +606,21 @@ def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
     except ProfileError as err:
         problems.extend(err.problems)
         return None
+
+
+def _canary(section: _Section | None, problems: list[str]) -> CanarySettings:
+    if section is None:
+        return CanarySettings()
+    command = section.data.get("command", list(CANARY_COMMAND))
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip() for c in command):
+        problems.append(f"{section.where('command')}: expected a non-empty list of strings, e.g. [firedrill-canary]")
+        command = list(CANARY_COMMAND)
+    volume = section.data.get("shared_volume")
+    if volume is not None and (not isinstance(volume, Mapping) or len(volume) != 1):
+        problems.append(f"{section.where('shared_volume')}: expected one core/v1 volume source, e.g. "
+                        "{persistentVolumeClaim: {claimName: firedrill-shared}}")
+        volume = None
+    return CanarySettings(tuple(command), MappingProxyType(dict(volume)) if volume is not None else None)
 
 
 def load_profile(path: str | Path) -> TargetProfile:

@@ -14,6 +14,10 @@ from enum import Enum
 from typing import Any
 
 
+class DrillInconclusive(Exception):
+    """The drill cannot establish the facts on this target (not enough capacity, fault not confirmed)."""
+
+
 class Verdict(Enum):
     """The outcome of one scenario, most severe last."""
 

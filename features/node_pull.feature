@@ -15,6 +15,16 @@ Feature: Node pull
     And the whole recovery takes at most 20 seconds
     And at most 10 steps of work are lost
 
+  @clause:5.2
+  Scenario: A partitioned node's old rank is fenced, not left training beside its replacement
+    Given a canary training job of 1 worker with 8 GPUs each, checkpointing every 5 steps
+    And the job has written a checkpoint within 60 seconds
+    When I pull the node of worker 0 with partition
+    Then the platform detects the failure within 5 seconds
+    And the job runs again on healthy nodes within 10 seconds of eviction
+    And training resumes beyond the checkpoint within 10 seconds of replacement
+    And no rank of the replaced job trains after the job resumes
+
   @clause:5.3
   Scenario: A job that needs every working node is moved onto the spare
     Given a canary training job of 4 workers with 8 GPUs each, checkpointing every 5 steps

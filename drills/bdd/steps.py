@@ -32,7 +32,7 @@ def enough_capacity(drill: ScenarioContext, nodes: int, gpus: int) -> None:
     drill.gang_drill().steady_state_before(nodes, gpus)
 
 
-@step("Given", "a canary training job of {workers:d} workers with {gpus:d} GPUs each, "
+@step("Given", "a canary training job of {workers:Workers} with {gpus:d} GPUs each, "
                "checkpointing every {every:d} steps",
       "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps")
 def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
@@ -152,6 +152,14 @@ def lost_steps(drill: ScenarioContext, limit: int) -> None:
     """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
     drill.node_pull_drill().observe_until("resume", _window(60.0))
     drill.result.check(Threshold("lost steps", float(limit), "steps", Comparison.AT_MOST))
+
+
+@step("Then", "no rank of the replaced job trains after the job resumes",
+      "no rank of the replaced job trains after the job resumes")
+def fenced(drill: ScenarioContext) -> None:
+    """Split brain: for a few seconds after the resume, no pod of the job as it was at the fault may log a
+    training step (the canary's own log); a partitioned node's old ranks must be fenced, not left training."""
+    drill.node_pull_drill().judge_fenced()
 
 
 def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:

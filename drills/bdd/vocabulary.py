@@ -47,7 +47,17 @@ def parse_hole(text: str) -> Hole:
 parse_hole.pattern = "|".join(  # type: ignore[attr-defined]
     re.escape(name) for hole in Hole for name in (hole.words, hole.value))
 
-TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole}
+def parse_workers(text: str) -> int:
+    """'1 worker', '4 workers' -> the count."""
+    m = re.fullmatch(r"\s*(\d+)\s+workers?\s*", text)
+    if not m:
+        raise ValueError(f"not a worker count: {text!r} (write e.g. '1 worker' or '4 workers')")
+    return int(m.group(1))
+
+
+parse_workers.pattern = r"\d+ workers?"  # type: ignore[attr-defined]
+
+TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole, "Workers": parse_workers}
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 
 
@@ -61,7 +71,7 @@ class StepDoc:
     @property
     def readable(self) -> str:
         """The pattern with placeholders as <name> (<duration>, <number> for typed ones), for people."""
-        names = {"Duration": "duration", "Number": "number", "Hole": "hole"}
+        names = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers"}
         return PLACEHOLDER.sub(lambda m: f"<{names.get(m.group(2) or '', m.group(1))}>", self.pattern)
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from drills.errors import FiredrillError
 
 __all__ = [
+    "thaw",
     "GANG_LABEL",
     "RUN_LABEL",
     "WORKER_INDEX_LABEL",
@@ -182,6 +183,11 @@ class GangSpec:
     """Workload parameters on every pod, e.g. ``firedrill.dev/workload: training``."""
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    env: tuple[Mapping[str, Any], ...] = ()
+    """Container env entries as the API writes them (``value`` or ``valueFrom``)."""
+    volumes: tuple[Mapping[str, Any], ...] = ()
+    """Pod volumes as the API writes them (``{"name": ..., "nfs": {...}}``)."""
+    volume_mounts: tuple[Mapping[str, Any], ...] = ()
     tolerations: tuple[Mapping[str, Any], ...] = ()
     """Pod tolerations as the API writes them (see :func:`eviction_tolerations`)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -197,6 +203,8 @@ class GangSpec:
         object.__setattr__(self, "annotations", _frozen_map(self.annotations))
         object.__setattr__(self, "node_selector", _frozen_map(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(MappingProxyType(dict(t)) for t in self.tolerations))
+        for name in ("env", "volumes", "volume_mounts"):
+            object.__setattr__(self, name, tuple(MappingProxyType(dict(v)) for v in getattr(self, name)))
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "args", tuple(self.args))
         if self.min_member is None:
@@ -296,6 +304,10 @@ def _pod_spec(spec: GangSpec, scheduler: str | None) -> dict[str, Any]:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = [thaw(e) for e in spec.env]
+    if spec.volume_mounts:
+        container["volumeMounts"] = [thaw(m) for m in spec.volume_mounts]
     if spec.gpus_per_worker > 0:
         container["resources"] = {"limits": {spec.gpu_resource: str(spec.gpus_per_worker)}}
     pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
@@ -308,7 +320,18 @@ def _pod_spec(spec: GangSpec, scheduler: str | None) -> dict[str, Any]:
         pod["tolerations"] = [dict(t) for t in spec.tolerations]
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.volumes:
+        pod["volumes"] = [thaw(v) for v in spec.volumes]
     return pod
+
+
+def thaw(value: Any) -> Any:
+    """Mapping proxies (the frozen spec) as plain dicts and lists, as a manifest holds them."""
+    if isinstance(value, Mapping):
+        return {str(k): thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
 
 
 def _pods(spec: GangSpec, scheduler: str | None, labels: Mapping[str, str],

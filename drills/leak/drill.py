@@ -7,21 +7,22 @@ drill made, undo the fault, and wait until it is gone so the next scenario start
 
 The injections, sized to the target's free GPUs:
 
-- data pipeline / communication: a training job of 2 ranks (``firedrill.dev/input-stall-share`` or
-  ``comm-stall-share`` 0.5, the other 0.05); the window opens once every rank is stepping.
-  Truth = GPUs x share x window.
+- data pipeline / communication: a canary training job of 2 ranks asked to wait on input (or in its
+  collectives) for half of each step, the other for a twentieth; the window opens once every rank logs steps.
+  Truth = each rank's GPUs x the seconds it measured itself waiting, over the steps it logged inside the window
+  (the canary's own log, read through ``pods/log``).
 - fragmentation: idle pods leave ``KEEP_FREE`` GPUs free on each node, then one pod needs more than any node
   has free but no more than the cluster's free total; the window opens once it is seen Pending.
   Truth = min(free, its GPUs) x window (the drill's own arithmetic, never the scheduler's say-so).
-- fault tolerance: a training job with no stalls; the node of rank 0 is pulled inside the window, which stays
-  open until the harness sees the resume, plus a margin.  Truth = GPUs x (t_resume - t_fault) + GPUs x
-  step-seconds x (steps at the fault - the checkpoint the job resumed from).
+- fault tolerance: a canary training job with no stalls; the node of rank 0 is pulled inside the window, which
+  stays open until the harness sees the resume (a replacement rank's first step beyond its resume point, in its
+  own log), plus a margin.  Truth = GPUs x (t_resume - t_fault) + GPUs x the canary's measured step time x
+  (the highest step logged before the fault - the step the job resumed from).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,23 +31,20 @@ from drills.connect import Target
 from drills.gang import DrillInconclusive, free_gpus_per_node
 from drills.kube.driver import NODE, POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
-from drills.kube.timeline import parse_time
 from drills.leak.judge import judge_naming, judge_size, unmeasurable
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.leak.source import LeakSource, rfc3339, source_for
-from drills.leak.truth import Progress, Truth, fault_truth, fragmentation_truth, stall_truth, \
-    steps_at
+from drills.leak.truth import Truth, fault_truth, fragmentation_truth, measured_stall_truth
 from drills.nodepull import NodePullDrill
 from drills.verdict import Comparison, DrillResult, Measurement, Threshold
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-STEP = "firedrill.dev/step"
-PROGRESS_AT = "firedrill.dev/progress-at"
-"""RFC 3339 (ms) instant at which a rank's step counter is exact (docs/WORKLOAD.md)."""
 STEP_SECONDS = 0.1
-"""Injected step time of every training rank (the granularity of the stall and lost-work arithmetic)."""
+"""The step time every training rank is asked for (it logs what each step really took)."""
+LOG_SETTLE = 1.0
+"""Seconds after a window before its last canary lines are counted (they travel through pods/log)."""
 STALL_SHARE, OTHER_SHARE = 0.5, 0.05
 """The stall share of the hole under test, and the small share of the other stall (so it is not zero)."""
 WORKERS, GPUS_PER_WORKER = 2, 4
@@ -125,54 +123,36 @@ class LeakDrill:
 
     def _stalls(self, hole: Hole, seconds: float) -> None:
         self._need_volcano()
-        profile = self.target.profile
         free = free_gpus_per_node(self.target)
         if sum(1 for g in free.values() if g >= GPUS_PER_WORKER) < WORKERS:
             raise DrillInconclusive(f"the stall mix needs {WORKERS} nodes with {GPUS_PER_WORKER} free GPUs; "
                                     f"free GPUs per node: {free or 'none'}")
         shares = {Hole.DATA_PIPELINE: (STALL_SHARE, OTHER_SHARE), Hole.COMMUNICATION: (OTHER_SHARE, STALL_SHARE)}
         input_share, comm_share = shares[hole]
-        spec = GangSpec(name=f"leak-{self.run_id}-{'input' if hole is Hole.DATA_PIPELINE else 'comm'}",
-                        run_id=self.run_id, workers=WORKERS, gpus_per_worker=GPUS_PER_WORKER,
-                        image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
-                        gpu_resource=profile.gpu_resource, annotations={
-                            "firedrill.dev/workload": "training", "firedrill.dev/step-seconds": f"{STEP_SECONDS:g}",
-                            "firedrill.dev/checkpoint-every": "0",
-                            "firedrill.dev/input-stall-share": f"{input_share:g}",
-                            "firedrill.dev/comm-stall-share": f"{comm_share:g}"})
-        self.specs.append(spec)
-        for obj in gang_manifests(spec, profile.flavor, VolcanoForm.JOB):
-            self.target.driver.create(obj)
-        self._wait_stepping(spec)
+        compute_share = 1.0 - input_share - comm_share
+        npd = NodePullDrill(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS * compute_share)
+        self.node_pull = npd
+        npd.start_canary(WORKERS, GPUS_PER_WORKER, 0, input_seconds=STEP_SECONDS * input_share,
+                         comm_seconds=STEP_SECONDS * comm_share)
+        assert npd.spec is not None
+        self.specs.append(npd.spec)
         t0 = self.clock.wall()
         self.window = (t0, t0 + seconds)
         self._until(self.window[1])
         running = [p for p in self._mine() if (p.get("status") or {}).get("phase") == "Running"]
         if len(running) < WORKERS:
-            raise DrillInconclusive(f"a rank of {spec.name} stopped inside the window ({len(running)} of {WORKERS} "
-                                    "Running at its end): the injected stall is not what leaked")
-        share = input_share if hole is Hole.DATA_PIPELINE else comm_share
-        self.truth = stall_truth(hole, WORKERS * GPUS_PER_WORKER, share, seconds)
-
-    def _wait_stepping(self, spec: GangSpec) -> None:
-        """Every rank Running and its step annotation seen advancing (so the gang is complete and training)."""
-        first: dict[str, int] = {}
-        advanced: set[str] = set()
-
-        def stepping() -> bool:
-            for p in self._mine():
-                if (p.get("status") or {}).get("phase") != "Running" or p["metadata"].get("deletionTimestamp"):
-                    continue
-                raw = str((p["metadata"].get("annotations") or {}).get(STEP, ""))
-                if raw.isdigit():
-                    name = p["metadata"]["name"]
-                    first.setdefault(name, int(raw))
-                    if int(raw) > first[name]:
-                        advanced.add(name)
-            return len(advanced) >= spec.workers
-        if not self._poll(stepping, READY_TIMEOUT):
-            raise DrillInconclusive(f"the ranks of {spec.name} were not all stepping within {READY_TIMEOUT:g} s "
-                                    f"({len(advanced)} of {spec.workers} advanced their {STEP}); no window opened")
+            raise DrillInconclusive(f"a rank of {npd.spec.name} stopped inside the window ({len(running)} of "
+                                    f"{WORKERS} Running at its end): the injected stall is not what leaked")
+        self._until(self.window[1] + LOG_SETTLE)  # the lines of the window's last steps reach the harness
+        ranks = npd.canary.totals({p["metadata"]["uid"] for p in running}, *self.window)
+        if len(ranks) < WORKERS:
+            raise DrillInconclusive(f"only {len(ranks)} of {WORKERS} ranks logged steps inside the window; the "
+                                    "canary's own account of its stalls is incomplete")
+        self.truth = measured_stall_truth(hole, GPUS_PER_WORKER, ranks)
+        self.result.details["leak"]["mix"] = {
+            "asked": {"input_seconds": STEP_SECONDS * input_share, "comm_seconds": STEP_SECONDS * comm_share,
+                      "compute_seconds": STEP_SECONDS * compute_share},
+            "measured_by_the_canary": {uid: vars(t) for uid, t in ranks.items()}}
 
     def _plain_pod(self, name: str, gpus: int, node: str | None) -> Obj:
         profile = self.target.profile
@@ -239,57 +219,26 @@ class LeakDrill:
         npd.start_canary(WORKERS, GPUS_PER_WORKER, CHECKPOINT_EVERY)
         npd.wait_checkpoint(READY_TIMEOUT)
         assert npd.spec is not None
+        self.specs.append(npd.spec)
         t0 = self.clock.wall()
         self._until(t0 + FAULT_LEAD)
-        snapshots = self._progress(npd)
         npd.pull(0, self.target.profile.fault.method)
         if "fault" not in npd.instants:
             raise DrillInconclusive("; ".join(self.result.findings) or "the fault was not confirmed")
         npd.observe_until("resume", RESUME_TIMEOUT)
-        if "resume" not in npd.instants:
+        if "resume" not in npd.instants or npd.resumption is None:
             raise DrillInconclusive(f"the harness never saw training resume within {RESUME_TIMEOUT:g} s of the "
                                     "fault, so the fault-tolerance hole has no end to measure")
         t_fault, t_resume = npd.instants["fault"].wall, npd.instants["resume"].wall
         self.window = (t0, max(t0 + seconds, t_resume + RESUME_MARGIN))
         self._until(self.window[1])
-        at_fault = max((steps_at(s, t_fault, STEP_SECONDS) for s in snapshots.values()), default=npd.step_at_fault)
-        checkpoint = self._resumed_from(npd)
+        step_seconds = npd.canary.median_step_seconds(before=t_fault) or STEP_SECONDS
         gpus = npd.spec.workers * npd.spec.gpus_per_worker
-        self.truth = fault_truth(gpus, t_fault, t_resume, STEP_SECONDS, at_fault, checkpoint, self.window)
+        self.truth = fault_truth(gpus, t_fault, t_resume, step_seconds, npd.step_at_fault,
+                                 npd.resumption.from_step, self.window)
         self.result.details["leak"]["mix"] = {
-            "snapshots": {k: {"step": v.step, "at": rfc3339(v.at)} for k, v in snapshots.items()},
-            "t_fault": rfc3339(t_fault), "t_resume": rfc3339(t_resume), "steps_at_fault": at_fault,
-            "resumed_from": checkpoint}
-
-    def _progress(self, npd: NodePullDrill) -> dict[str, Progress]:
-        """Each running rank's last progress snapshot (step, exact at progress-at).  Without progress-at (an
-        older platform) the instant the harness saw the value stands in, which undercounts by up to a publish
-        interval; the evidence says which."""
-        out: dict[str, Progress] = {}
-        seen = self.clock.wall()
-        with npd._cond:
-            for p in npd.pods.values():
-                ann = p["metadata"].get("annotations") or {}
-                raw = str(ann.get(STEP, ""))
-                if (p.get("status") or {}).get("phase") != "Running" or not raw.isdigit():
-                    continue
-                at = parse_time(ann.get(PROGRESS_AT))
-                if at is None:
-                    self.result.details["leak"]["progress_at"] = "missing: the harness's own sighting was used"
-                out[p["metadata"]["name"]] = Progress(int(raw), at if at is not None else seen)
-        return out
-
-    def _resumed_from(self, npd: NodePullDrill) -> int:
-        """The checkpoint the job resumed from: a replacement rank's Resumed Event ("... beyond checkpoint N"),
-        else the job's checkpoint record at the fault."""
-        with npd._cond:
-            for e in npd.events:
-                inv = e.get("involvedObject") or {}
-                m = re.search(r"beyond checkpoint (\d+)", str(e.get("message", "")))
-                if e.get("reason") == "Resumed" and m and inv.get("uid") not in npd.before_fault \
-                        and inv.get("name") in npd.pods:
-                    return int(m.group(1))
-        return npd.checkpoint_at_fault
+            "t_fault": rfc3339(t_fault), "t_resume": rfc3339(t_resume), "steps_at_fault": npd.step_at_fault,
+            "resumed_from": npd.resumption.from_step, "step_seconds_measured": step_seconds}
 
     # ------------------------------------------------------------------ observe
     def read(self) -> None:

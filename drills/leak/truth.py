@@ -1,14 +1,15 @@
 """Ground truth: how many GPU-seconds the drill leaked through the hole it opened (pure, no clock).
 
-Only what the drill injected (GPUs, stall shares, step time) and the instants the harness itself
-observed enter here; never anything from the leak report under test.
+Only what the drill placed (GPUs), the instants the harness itself observed and what the canary measured
+of its own time (its log) enter here; never anything from the leak report under test.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drills.canarylog import StallTotals
 from drills.leak.model import Hole
 
 
@@ -46,20 +47,21 @@ def fragmentation_truth(blocked_gpus: int, free_gpus: int, seconds: float) -> Tr
                  f"min({free_gpus} free, {blocked_gpus} blocked) GPUs x {seconds:.3f} s pending")
 
 
-@dataclass(frozen=True)
-class Progress:
-    """A rank's progress snapshot: ``step`` completed steps, exact at ``at`` (epoch seconds)."""
-
-    step: int
-    at: float
-
-
-def steps_at(snapshot: Progress, when: float, step_seconds: float) -> int:
-    """Completed steps at ``when``, extrapolated from a snapshot taken before it with the injected step time."""
-    if step_seconds <= 0:
-        raise ValueError(f"step seconds must be above 0, got {step_seconds}")
-    elapsed = max(0.0, when - snapshot.at)
-    return snapshot.step + math.floor(elapsed / step_seconds + 1e-9)
+def measured_stall_truth(hole: Hole, gpus_per_rank: int, ranks: Mapping[str, StallTotals]) -> Truth:
+    """Data pipeline or communication, from the canary's own account: each rank's GPUs x the seconds it
+    measured itself waiting on input (or in non-overlapped collectives) over the steps it completed in the
+    window."""
+    if hole not in (Hole.DATA_PIPELINE, Hole.COMMUNICATION):
+        raise ValueError(f"a stall leaks through data pipeline or communication, not {hole.words}")
+    if gpus_per_rank < 0:
+        raise ValueError(f"GPUs per rank must be >= 0, got {gpus_per_rank}")
+    kind = "input" if hole is Hole.DATA_PIPELINE else "communication"
+    seconds = {uid: (t.input_s if hole is Hole.DATA_PIPELINE else t.comm_s) for uid, t in ranks.items()}
+    steps = sum(t.steps for t in ranks.values())
+    total = sum(seconds.values())
+    return Truth(hole, gpus_per_rank * total,
+                 f"{gpus_per_rank} GPUs x {total:.3f} s of {kind} wait the canary measured over {steps} steps "
+                 f"of {len(ranks)} rank(s) (" + " + ".join(f"{v:.3f}" for v in sorted(seconds.values())) + ")")
 
 
 def fault_truth(gpus: int, t_fault: float, t_resume: float, step_seconds: float, steps_at_fault: int,

@@ -14,12 +14,14 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
+from drills.canarylog import StallTotals
+
 from drills.kube.timeline import parse_time
 from drills.leak.judge import judge_naming, judge_size
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.leak.source import ApiServerSource, PrometheusSource, UrlSource, rfc3339, source_for
 from drills.leak.truth import (
-    Progress, Truth, fault_truth, fragmentation_truth, stall_truth, steps_at,
+    Truth, fault_truth, fragmentation_truth, measured_stall_truth, stall_truth,
 )
 from drills.target import LeakReportSettings, ProfileError, load_profile, reference_profile
 
@@ -115,16 +117,15 @@ def test_fragmentation_truth_is_bounded_by_free_and_blocked(blocked: int, free: 
     assert fragmentation_truth(blocked, free, seconds).gpu_seconds == pytest.approx(gpu_seconds)
 
 
-@pytest.mark.parametrize("snapshot, when, step_seconds, steps", [
-    (Progress(40, 100.0), 100.0, 0.1, 40),
-    (Progress(40, 100.0), 101.0, 0.1, 50),
-    (Progress(40, 100.0), 100.95, 0.1, 49),
-    (Progress(40, 100.0), 99.0, 0.1, 40),   # a snapshot after the instant is not extrapolated backwards
-    (Progress(7, 10.0), 12.3, 0.5, 11),
-])
-def test_steps_are_extrapolated_from_the_last_snapshot(snapshot: Progress, when: float, step_seconds: float,
-                                                       steps: int) -> None:
-    assert steps_at(snapshot, when, step_seconds) == steps
+def test_measured_stall_truth_is_what_each_rank_measured_of_its_own_waits() -> None:
+    ranks = {"a": StallTotals(steps=100, input_s=5.1, compute_s=4.4, comm_s=0.5, wall_s=10.0),
+             "b": StallTotals(steps=99, input_s=4.9, compute_s=4.4, comm_s=0.6, wall_s=9.9)}
+    data = measured_stall_truth(Hole.DATA_PIPELINE, 4, ranks)
+    comm = measured_stall_truth(Hole.COMMUNICATION, 4, ranks)
+    assert data.gpu_seconds == pytest.approx(4 * 10.0) and comm.gpu_seconds == pytest.approx(4 * 1.1)
+    assert "199 steps of 2 rank(s)" in data.formula
+    with pytest.raises(ValueError, match="not fragmentation"):
+        measured_stall_truth(Hole.FRAGMENTATION, 4, ranks)
 
 
 def test_fault_truth_is_downtime_plus_recomputed_work() -> None:

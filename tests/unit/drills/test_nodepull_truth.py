@@ -1,0 +1,109 @@
+"""The node-pull drill judges the resume point and lost work from the canary's own log, never the platform's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from drills.canaryjob import CanaryTraining, canary_job_spec
+from drills.canarylog import CanaryLog, parse_line
+from drills.kube.flavors import GangFlavor, VolcanoForm, gang_manifests
+from drills.nodepull import Instant, NodePullDrill
+from drills.target import CanarySettings, reference_profile
+from drills.verdict import DrillInconclusive, DrillResult, Verdict
+
+T0 = 1_800_000_000.0
+
+
+def add(log: CanaryLog, uid: str, seq: int, event: str, ts: float, mono: float, **fields: Any) -> None:
+    stamp = f"2027-01-15T08:{int((ts - T0) // 60):02d}:{(ts - T0) % 60:09.6f}Z"
+    text = json.dumps({"seq": seq, "ts": stamp, "event": event, "rank": fields.pop("rank", 0), **fields})
+    parsed = parse_line(text, pod=f"pod-{uid}", uid=uid, node="gpu-node-0", mono=mono, wall=mono)
+    assert parsed is not None
+    log.add(parsed)
+
+
+def story(resume_from: int, *, checkpoint_every: int = 20, fault_after: int = 30) -> NodePullDrill:
+    """Ranks a (rank 0) and b step to ``fault_after`` at 0.1 s a step, rank 0 checkpoints every 20; the fault comes
+    right after; a replacement c resumes from ``resume_from`` and steps once beyond it."""
+    drill = NodePullDrill(target=None, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    seq = {"a": 0, "b": 0}
+    for step in range(1, fault_after + 1):
+        for uid in ("a", "b"):
+            seq[uid] += 1
+            add(drill.canary, uid, seq[uid], "step", T0 + step * 0.1, step * 0.1, step=step, wall_s=0.1)
+        if step % checkpoint_every == 0:
+            seq["a"] += 1
+            add(drill.canary, "a", seq["a"], "checkpoint", T0 + step * 0.1 + 0.001, step * 0.1, step=step)
+    drill.before_fault = {"a", "b"}
+    fault = T0 + fault_after * 0.1 + 0.05
+    drill.instants = {"fault": Instant(fault - T0, fault), "replace": Instant(fault - T0 + 4, fault + 4)}
+    add(drill.canary, "c", 3, "resumed", fault + 4.5, fault - T0 + 4.5, from_step=resume_from,
+        checkpoint=f"ckpt-{resume_from:010d}.json" if resume_from else None, skipped=[], generation="1")
+    add(drill.canary, "c", 4, "step", fault + 4.7, fault - T0 + 4.7, step=resume_from + 1, wall_s=0.1)
+    (drill.resumption,) = drill.canary.resumptions(exclude=drill.before_fault)
+    return drill
+
+
+def test_resuming_from_the_last_checkpoint_passes_and_counts_the_steps_redone() -> None:
+    drill = story(resume_from=20)
+    drill._judge_resume_point()
+    assert drill.result.verdict is Verdict.PASS, drill.result.findings
+    assert (drill.step_at_fault, drill.checkpoint_at_fault) == (30, 20)
+    assert drill.result.details["resume-point"]["resumed_from"] == 20
+
+
+def test_a_platform_that_loses_the_checkpoint_fails_naming_both_steps() -> None:
+    drill = story(resume_from=0)
+    drill._judge_resume_point()
+    assert drill.result.verdict is Verdict.FAIL
+    (finding,) = drill.result.findings
+    assert "training resumed from step 0, but checkpoint 20 was complete before the fault" in finding
+    assert "20 steps of saved work were lost" in finding
+
+
+def test_resuming_from_a_checkpoint_the_job_never_wrote_fails() -> None:
+    drill = story(resume_from=25)
+    drill._judge_resume_point()
+    assert drill.result.verdict is Verdict.FAIL
+    assert "a checkpoint the job never logged as complete" in drill.result.findings[0]
+
+
+def test_the_resume_point_is_judged_once() -> None:
+    drill = story(resume_from=0)
+    drill._judge_resume_point()
+    drill._judge_resume_point()
+    assert len(drill.result.findings) == 1
+
+
+def test_a_pull_between_checkpoints_reports_the_steps_really_lost() -> None:
+    """Checkpoints every 20 steps, the fault about 10 steps after one: about 10 steps lost, not 0."""
+    drill = story(resume_from=20, fault_after=31)
+    drill._judge_resume_point()
+    assert drill.step_at_fault - drill.resumption.from_step == 11  # type: ignore[union-attr]
+
+
+def test_the_canary_job_carries_rank_generation_storage_and_the_canary_command() -> None:
+    profile = reference_profile()
+    spec = canary_job_spec("canary-x", "run1", profile, CanaryTraining(2, 4, 5, compute_seconds=0.1))
+    (job,) = gang_manifests(spec, GangFlavor.VOLCANO, VolcanoForm.JOB)
+    pod = job["spec"]["tasks"][0]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["firedrill-canary"]
+    assert container["args"][:1] == ["train"] and "/firedrill/run1/canary-x/checkpoints" in container["args"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["WORLD_SIZE"]["value"] == "2"
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['volcano.sh/task-index']"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert pod["volumes"] == [{"name": "firedrill-shared", "nfs": {"server": "refplatform-nfs", "path": "/firedrill"}}]
+    assert container["volumeMounts"] == [{"name": "firedrill-shared", "mountPath": "/firedrill"}]
+    json.dumps(job)  # a plain manifest, no mapping proxies left
+
+
+def test_without_shared_storage_the_canary_cannot_run() -> None:
+    from dataclasses import replace
+    profile = replace(reference_profile(), canary=CanarySettings())
+    with pytest.raises(DrillInconclusive, match="canary.shared_volume"):
+        canary_job_spec("c", "r", profile, CanaryTraining(2, 4, 5))
