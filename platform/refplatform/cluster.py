@@ -314,6 +314,9 @@ class Cluster:
             argv += ["--pod-cidr", self.pod_cidr(name)]
         if not self.spec.real_gpus:
             argv.append("--simulate-gpus")
+        fence_after = self.spec.healing.fence_after()
+        if fence_after is not None and "--fence-after" not in extra:
+            argv += ["--fence-after", str(fence_after)]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc

@@ -35,8 +35,8 @@ class Defect(enum.Enum):
     PARTIAL_GANG_BIND = "partial-gang-bind"
     """Scheduler: a gang that does not fit whole is bound as far as it fits, holding GPUs it cannot use."""
     SPLIT_BRAIN = "split-brain"
-    """Job controller: on RestartJob the old ranks on healthy nodes are left running, so a partitioned
-    node's old ranks keep training beside the new ones."""
+    """Node agents: a node cut off from the API never fences itself, so a partitioned node's old ranks keep
+    training beside their replacements."""
     SLOW_DETECT = "slow-detect"
     """Node lifecycle: a lost node is declared NotReady only after 10 x the profile's grace period."""
     NO_SPARE = "no-spare"
@@ -57,7 +57,7 @@ class Defect(enum.Enum):
 _SUMMARIES: dict[Defect, str] = {
     Defect.LOSE_CHECKPOINT: "shared volumes are per node: a replaced rank finds no checkpoint",
     Defect.PARTIAL_GANG_BIND: "the scheduler binds a gang as far as it fits",
-    Defect.SPLIT_BRAIN: "RestartJob leaves the old ranks running beside the new ones",
+    Defect.SPLIT_BRAIN: "a partitioned node never fences itself: old ranks train beside new ones",
     Defect.SLOW_DETECT: "a lost node is declared NotReady after 10x the grace period",
     Defect.NO_SPARE: "the healer never promotes a spare node",
     Defect.LEAKY_MIG: "a contained Xid on one MIG instance fails every instance of its GPU",

@@ -82,6 +82,17 @@ class Profile:
     """Seconds a node must stay not-Ready (after the grace period) before it is quarantined."""
     health_check_timeout: float = 0.5
     """Seconds to wait for a node agent's ``GET /healthz`` before calling it unhealthy."""
+    self_fence: bool = False
+    """Whether node agents fence themselves (kill their pods) once cut off from the API for
+    :meth:`fence_after` seconds while a peer still reaches it (:mod:`refplatform.agent.fence`).
+    Upstream's kubelet does not; medik8s Self Node Remediation and watchdog reboots do."""
+
+    def fence_after(self) -> float | None:
+        """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so
+        its old pods are gone before the control plane declares it lost and replaces them."""
+        if not self.self_fence:
+            return None
+        return max(self.heartbeat, self.node_monitor_grace_period - self.heartbeat)
 
     def lease_duration_seconds(self) -> int:
         """What the agents write as ``leaseDurationSeconds`` (4 x the heartbeat, rounded up)."""
@@ -105,6 +116,7 @@ TUNED = Profile(
     default_toleration_seconds=0.0,
     spares=1,
     quarantine=True,
+    self_fence=True,
 )
 
 K8S_DEFAULTS = Profile(

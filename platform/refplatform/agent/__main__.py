@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulate-gpus", action="store_true", help="simulate GPUs even if NVML finds real ones")
     p.add_argument("--heartbeat", type=_positive_float, default=1.0, metavar="SECONDS",
                    help="Lease renewal interval; the lease lasts 4x this, rounded up")
+    p.add_argument("--fence-after", type=_positive_float, metavar="SECONDS",
+                   help="fence this node (kill its pods) after this long without a Lease renewal while a peer agent "
+                        "still reaches the API, so no old rank trains beside its replacement (default: never, like "
+                        "the kubelet; the tuned profile sets it)")
     p.add_argument("--status-every", type=_non_negative_int, default=10, metavar="N",
                    help="refresh the Node's Ready condition every N heartbeats")
     p.add_argument("--node-group", metavar="GROUP", help="value of the firedrill.dev/node-group label")
@@ -145,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             gpus=args.gpus,
             gpu_model=args.gpu_model,
             heartbeat=args.heartbeat,
+            fence_after=args.fence_after,
             defects=frozenset(args.defects),
             node_group=args.node_group,
             simulate_gpus=args.simulate_gpus,

@@ -160,6 +160,10 @@ class NodeHeartbeat:
             return False, f"last heartbeat {age:.1f}s ago (lease {self.lease_duration}s)"
         return True, "ok"
 
+    def last_renewal(self) -> float | None:
+        """``time.monotonic()`` of the last successful heartbeat (None: none yet)."""
+        return self._last_ok
+
     def kick(self) -> None:
         """Beat now (e.g. the network is back) instead of at the next interval."""
         self._kick.set()

@@ -103,6 +103,9 @@ XID_EVENT = "XidError"
 OOM_REASON = "OutOfMemory"
 ADMISSION_ERROR = "UnexpectedAdmissionError"
 _XID_EXIT = 1
+FENCED_REASON = "NodeFenced"
+"""Container termination reason (and Event) when the node killed its pods because it was cut off."""
+_FENCED_EXIT = 137
 _OOM_EXIT = 137
 
 
@@ -297,6 +300,7 @@ class PodSync:
         self.last_xid: dict[tuple[int, int | None], int] = {}
         """The last Xid injected per ``(gpu, instance)`` (instance None: the whole GPU), oldest first, for the metrics."""
         """The node's partitioned GPUs (docs/PARTITIONING.md); None: no slices, no memory or Xid faults."""
+        self._fence_why: str | None = None
         self._xids: list[XidEntry] = []
         self._xid_seen: set[str] = set()
         self._xid_problems: set[str] = set()
@@ -360,6 +364,21 @@ class PodSync:
             wl.kill_now(now)
             wl.wait(1.0)
         log.info("stopped %d pod process group(s) of node %s", len(workloads), self.node_name)
+
+    def fence(self, why: str) -> None:
+        """The node fenced itself off (:mod:`refplatform.agent.fence`): kill every pod process on the next pass."""
+        with self._lock:
+            self._fence_why = why
+        self._wake.set()
+
+    def _apply_fence(self, now: datetime) -> None:
+        with self._lock:
+            why, self._fence_why = self._fence_why, None
+        if why is None:
+            return
+        for worker in list(self.workers.values()):
+            if isinstance(worker.workload, ProcessWorkload) and worker.workload.running:
+                self._fail(worker, now, FENCED_REASON, _FENCED_EXIT, why, FENCED_REASON)
 
     def wait_synced(self, timeout: float) -> bool:
         """Whether the first list has arrived within ``timeout`` seconds."""
@@ -537,6 +556,7 @@ class PodSync:
             for worker in self.workers.values():
                 worker.succeeded()
         # Retire the workers of vanished pods first: a pod recreated under the same name then starts clean.
+        self._apply_fence(now)
         for uid in [u for u in self.workers if u not in pods]:
             self.reconcile(uid, None, now)
         for uid, worker in list(self._dying.items()):

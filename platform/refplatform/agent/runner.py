@@ -21,6 +21,7 @@ from pathlib import Path
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
 from refplatform.agent.device import Device, socket_path_for
 from refplatform.agent.events import PodEventRecorder
+from refplatform.agent.fence import SelfFence, monotonic_age, peer_health_urls
 from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
@@ -72,6 +73,9 @@ class AgentConfig:
     """A gang view older than this stalls the ranks (default: 3 polls)."""
     freeze_threshold: float = 2.0
     """A wait that overruns by this many seconds means the process was frozen (SIGSTOP)."""
+    fence_after: float | None = None
+    """Fence this node (kill its pods) after this many seconds without a Lease renewal while a peer reaches
+    the API (``--fence-after``; :mod:`refplatform.agent.fence`); None: never, like upstream's kubelet."""
     defects: frozenset[Defect] = frozenset()
     """Defects from the defect zoo this agent runs with (``--defect``; docs/DEFECTS.md)."""
     partition_config: Path | None = None
@@ -181,6 +185,14 @@ class Agent:
         if self.devices is not None:
             self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
             self.heartbeat.on_node = self.pods.note_node
+        self.fence: SelfFence | None = None
+        if config.fence_after is not None:
+            if Defect.SPLIT_BRAIN in config.defects:
+                log.warning("defect split-brain: node %s never fences itself when cut off", config.node)
+            else:
+                self.fence = SelfFence(config.node, config.fence_after, min(config.heartbeat, config.fence_after / 2),
+                                       monotonic_age(self.heartbeat.last_renewal),
+                                       lambda: peer_health_urls(config.data_dir, config.node), self.pods.fence)
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
         self.gate.on_change(self._on_partition)
@@ -200,6 +212,8 @@ class Agent:
         self.events.start()
         self.pods.start()
         self.freeze.start()
+        if self.fence is not None:
+            self.fence.start()
         self._write_state()
         log.info(
             "agent %s: %d x %s GPU(s)%s, log server on 127.0.0.1:%d, API %s",
@@ -281,6 +295,8 @@ class Agent:
         self.stop_event.set()
         self.heartbeat.kick()
         self.freeze.stop()
+        if self.fence is not None:
+            self.fence.stop()
         self.pods.stop(timeout)  # ends the pods' processes first (SIGTERM, shutdown grace, SIGKILL)
         self.driver.stop()
         self.jobs.stop(timeout)

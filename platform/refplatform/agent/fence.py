@@ -1,0 +1,139 @@
+"""Self-fencing: a node cut off from the API stops its own pods before the cluster replaces them.
+
+A partitioned node's pods keep running: nothing in Kubernetes can reach them.
+Once the control plane declares the node lost, their job is restarted
+elsewhere, and a rank left running on the cut-off node would train beside its
+replacement (split brain: two incarnations writing the same checkpoints).  The
+remedy real platforms use is self-fencing (medik8s Self Node Remediation, a
+watchdog reboot): a node that cannot renew its Lease for a *safe time* that
+ends before the grace period asks its peers whether *they* reach the API; if
+any does, the fault is its own, and it kills its workloads.  If no peer
+reaches the API either, the API is down for everyone and nothing is fenced.
+
+:func:`decide` is the pure rule; :class:`SelfFence` runs it every heartbeat
+interval with the agent's Lease age, asks the peers' ``/healthz`` (the other
+agents of the cluster, from the state files they write under the data
+directory), and calls back once per outage.  The ``split-brain`` defect
+switches it off.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["FenceDecision", "SelfFence", "decide", "monotonic_age", "peer_health_urls"]
+
+log = logging.getLogger(__name__)
+
+
+class FenceDecision(enum.Enum):
+    """What a node that may be cut off does now."""
+
+    CONNECTED = "connected"
+    """The Lease was renewed within the safe time: nothing to do."""
+    WAIT = "wait"
+    """Cut off for less than the safe time, or no peer was asked yet: wait."""
+    API_DOWN = "api-down"
+    """No peer reaches the API either: the API is down for everyone; fencing would only hurt."""
+    FENCE = "fence"
+    """Cut off past the safe time while a peer reaches the API: kill this node's workloads."""
+
+
+def decide(lease_age: float | None, safe_time: float, peers_ok: int | None) -> FenceDecision:
+    """``lease_age``: seconds since this node last renewed its Lease (None: never yet); ``peers_ok``: how many
+    peers said they reach the API (None: none could be asked)."""
+    if lease_age is None or lease_age < safe_time:
+        return FenceDecision.CONNECTED if lease_age is not None else FenceDecision.WAIT
+    if peers_ok is None:
+        return FenceDecision.WAIT
+    return FenceDecision.FENCE if peers_ok > 0 else FenceDecision.API_DOWN
+
+
+def peer_health_urls(data_dir: Path, me: str) -> list[str]:
+    """The ``/healthz`` of every other agent of the cluster, from their state files (loopback only)."""
+    urls = []
+    for path in sorted((data_dir / "agents").glob("*.json")):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        port = state.get("logPort")
+        if state.get("node") != me and isinstance(port, int) and port > 0:
+            urls.append(f"http://127.0.0.1:{port}/healthz")
+    return urls
+
+
+@dataclass
+class SelfFence:
+    """Every ``interval`` seconds: decide, and call ``fence(why)`` once per outage."""
+
+    node: str
+    safe_time: float
+    interval: float
+    lease_age: Callable[[], float | None]
+    peers: Callable[[], list[str]]
+    fence: Callable[[str], None]
+    timeout: float = 0.5
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _fenced: bool = field(default=False, init=False)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="self-fence", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.check()
+
+    def check(self) -> FenceDecision:
+        age = self.lease_age()
+        if age is not None and age < self.safe_time:
+            self._fenced = False  # connected again: a later outage fences again
+            return FenceDecision.CONNECTED
+        peers_ok = self._ask_peers() if age is not None else None
+        decision = decide(age, self.safe_time, peers_ok)
+        if decision is FenceDecision.FENCE and not self._fenced:
+            self._fenced = True
+            why = (f"node {self.node} fenced itself: no Lease renewal for {age:.1f}s (safe time "
+                   f"{self.safe_time:g}s) while {peers_ok} peer(s) reach the API")
+            log.warning("%s; killing its pods so no old rank trains beside its replacement", why)
+            self.fence(why)
+        elif decision is FenceDecision.API_DOWN and not self._fenced:
+            log.warning("no Lease renewal for %.1fs, but no peer reaches the API either: not fencing", age or 0.0)
+        return decision
+
+    def _ask_peers(self) -> int | None:
+        urls = self.peers()
+        if not urls:
+            return None
+        ok = 0
+        for url in urls:
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout) as resp:  # noqa: S310 - loopback only
+                    ok += resp.status == 200
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+        return ok
+
+
+def monotonic_age(last_ok: Callable[[], float | None]) -> Callable[[], float | None]:
+    """A ``lease_age`` callable from a ``time.monotonic()`` of the last renewal."""
+    def age() -> float | None:
+        last = last_ok()
+        return None if last is None else time.monotonic() - last
+    return age
