@@ -29,7 +29,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
-WAITING = pytest.mark.xfail(strict=False, reason="waiting for the canary drills")
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,15 @@ MATRIX: list[Catch] = [
           r"expected the largest hole to be data pipeline \([^)]* injected\); the leak report names "
           r"(?!data pipeline)"),
     Catch("lose-checkpoint", "node_pull.feature", "survives", "survives losing the node of one worker",
-          r"resumed from step 0"),
-    Catch("split-brain", "node_pull.feature", "fenced", "is fenced, not left training", r"kept training"),
+          r"training resumed from step 0, but checkpoint [1-9][0-9]* was complete before the fault"),
+    Catch("split-brain", "node_pull.feature", "fenced", "is fenced, not left training",
+          r"split brain: rank 0 of the replaced job \(pod [\w-]+ on [\w-]+, generation 0\) kept training after "
+          r"the job resumed elsewhere"),
     Catch("stalls-as-compute", "leak_identification.feature", "data", "names the data pipeline hole",
           r"expected the largest hole to be data pipeline \([^)]* injected\); the leak report names "
           r"(?!data pipeline)"),
 ]
-WAITING_FOR = {"lose-checkpoint", "split-brain", "stalls-as-compute"}
-"""Defects done elsewhere (issue 12): their entries say which scenario should catch each and how."""
-PARAMS = [pytest.param(c, id=c.defect, marks=WAITING if c.defect in WAITING_FOR else ()) for c in MATRIX]
+PARAMS = [pytest.param(c, id=c.defect) for c in MATRIX]
 
 
 def test_every_defect_of_the_zoo_has_its_entry() -> None:
@@ -195,7 +194,7 @@ def test_the_honest_platform_passes_every_scenario_of_the_matrix(tmp_path: Path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert record["target"]["defects"] == [] and "WITH DEFECT" not in out.stdout
     ran = [s["scenario"] for s in record["scenarios"]]
-    for catch in MATRIX:  # (a scenario still being written for a waiting entry may be missing)
-        assert any(catch.scenario in name for name in ran) or catch.defect in WAITING_FOR, (catch.defect, ran)
+    for catch in MATRIX:
+        assert any(catch.scenario in name for name in ran), (catch.defect, ran)
     assert all(s["verdict"] == "PASS" for s in record["scenarios"]), [(s["scenario"], s["verdict"])
                                                                       for s in record["scenarios"]]
