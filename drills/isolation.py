@@ -17,6 +17,18 @@ naming it; so does a tenant that survived a fault the mode says must kill it.
 Probes that cannot be performed (a real cluster with no injection method) are
 INCONCLUSIVE, never PASS.
 
+On a real cluster the tenant program is the probe (:mod:`drills.probe`): each
+tenant pod runs it in ``canary_image``; it holds GPU memory through the CUDA
+driver API and reports through its pod log, which the drill follows through
+``pods/log``.  The memory probe's victim really allocates, until the driver
+refuses; who failed is what the tenants' own logs say (and any pod that failed
+or vanished).  An Xid is injected by the profile's own template
+``fault.xid.command_template`` (``{node} {gpu} {instance} {xid}``, the GPU and
+MIG instance read by the victim's probe), only behind the same safety checks
+as a node fault (allow label, not control plane, Ready, ``max_nodes``,
+``max_gpu_share``).  Where a tenant holds no GPU memory (no driver library in
+the image's container) nothing can be shown: INCONCLUSIVE, naming what to fix.
+
 The pure parts (layout discovery, the promise table, judging a probe) are
 functions of plain dicts, tested without a cluster.
 """
@@ -31,9 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drills.connect import Target
+from drills.faults import FaultError, FaultRecord, run_command
 from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.kube.logs import LogFollower, LogLine
+from drills.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
+from drills.safety import SafetyError, check_blast_radius, ineligible_reasons
+from drills.target import FaultMethod
 from drills.verdict import DrillResult, Measurement
 
 log = logging.getLogger(__name__)
@@ -223,6 +240,8 @@ class Layout:
     """False when the node itself labels ``firedrill.dev/isolation-enforced=false``."""
     extra_requests: tuple[tuple[str, int], ...] = ()
     """HAMi: the memory share asked for explicitly (``nvidia.com/gpumem``)."""
+    gpu_memory_mib: int = 0
+    """One GPU's memory (``nvidia.com/gpu.memory``); 0 when the node does not say."""
 
     @property
     def total_slices(self) -> int:
@@ -238,7 +257,7 @@ class Layout:
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "mode": self.mode, "gpus": self.gpus, "product": self.product,
-                "enforced": self.enforced, "total_slices": self.total_slices,
+                "enforced": self.enforced, "total_slices": self.total_slices, "gpu_memory_mib": self.gpu_memory_mib,
                 "slices": [{"resource": s.resource, "count": s.count, "memory_mib": s.memory_mib,
                             "profile": s.profile} for s in self.slices]}
 
@@ -320,7 +339,7 @@ def discover_layout(node: Obj) -> Layout:
         slices.append(SliceKind(resource, count, share))
     if not gpus:
         gpus = 1
-    return Layout(name, mode, gpus, product, tuple(slices), enforced, extra)
+    return Layout(name, mode, gpus, product, tuple(slices), enforced, extra, gpu_memory)
 
 
 def partitioned(node: Obj) -> bool:
@@ -449,6 +468,18 @@ class IsolationDrill:
     settle_seconds: float = 1.0
     probe_timeout: float = 20.0
     run_timeout: float = 30.0
+    probe_period: float = 0.5
+    """Real clusters: seconds between a tenant probe's working-set allocations (:mod:`drills.probe`)."""
+    probe_linger: float = 5.0
+    """Real clusters: seconds a failed tenant probe keeps its memory before it exits."""
+    reports: dict[str, list[ProbeReport]] = field(default_factory=dict)
+    """Real clusters: each tenant pod's probe lines, as the harness read them from its log."""
+    follower: LogFollower | None = None
+
+    @property
+    def real(self) -> bool:
+        """A real cluster: the tenants run the probe program and Xids come from the profile's template."""
+        return self.target.embedded is None
 
     # ---------------------------------------------------------------- steady state
     def use_embedded_node(self, gpus: int, model: str, config: dict[str, Any]) -> None:
@@ -492,6 +523,16 @@ class IsolationDrill:
         limits: dict[str, str] = {t.resource: "1"}
         for res, amount in self.layout.extra_requests:
             limits[res] = str(amount)
+        if self.real:  # the tenant program is the probe; memory_mib: the memory probe's victim
+            t.generation += 1
+            t.pod = f"iso-{self.run_id}-{t.name}-{t.generation}"
+            greedy = 0 if memory_mib is None else memory_mib
+            args = tenant_args(hold_mib=min(256, max(t.memory_mib // 4, 16)) if t.memory_mib else 256,
+                               scratch_mib=64, period=self.probe_period, greedy_mib=greedy,
+                               share_mib=t.memory_mib, linger=self.probe_linger)
+            return probe_pod(t.pod, profile.namespace, profile.canary_image, t.resource, args=args,
+                             limits={r: v for r, v in limits.items() if r != t.resource}, node=self.node,
+                             labels={RUN_LABEL: self.run_id, TENANT_LABEL: t.name})
         annotations = {"firedrill.dev/workload": "idle"}
         if memory_mib is not None:
             annotations[MEMORY_ANNOTATION] = str(memory_mib)
@@ -534,7 +575,22 @@ class IsolationDrill:
                                         note=f"{up_to} asked for, {self.layout.total_slices} slices advertised"))
         self.result.details["fill"] = {"wanted": up_to, "reached": self.reached,
                                        "advertised": self.layout.total_slices, "pending": dict(self.pending)}
+        if self.real:
+            running = [t.pod for t in self.tenants.values() if _phase(pods.get(t.pod, {})) == "Running"]
+            self._wait_reports(running, self.run_timeout)
+            self.result.details["probe_reports"] = self._report_summary()
         return self.reached
+
+    def _report_summary(self) -> dict[str, Any]:
+        """Real clusters, for the evidence: what each tenant's probe said it holds and sees."""
+        out: dict[str, Any] = {}
+        for t in self.tenants.values():
+            report = self._first_report(t.pod) if t.pod else None
+            out[t.name] = None if report is None else {
+                "pod": t.pod, "event": report.event.value, "allocator": report.allocator,
+                "allocated_mib": report.allocated_mib, "share_mib": report.share_mib, "gpu": report.gpu,
+                "gpu_instance": report.gpu_instance, "error": report.error}
+        return out
 
     def _failed_scheduling(self, pod: str) -> str:
         try:
@@ -547,8 +603,38 @@ class IsolationDrill:
         return msgs[-1] if msgs else ""
 
     def _pods(self) -> dict[str, Obj]:
-        return {p["metadata"]["name"]: p for p in self.target.driver.list(
+        pods = {p["metadata"]["name"]: p for p in self.target.driver.list(
             POD, self.target.profile.namespace, label_selector=run_selector(self.run_id))}
+        if self.real:  # follow every tenant's probe log from the moment it is bound
+            if self.follower is None:
+                self.follower = LogFollower(self.target.driver, self._on_log_line, self.target.timeline.clock)
+            for pod in pods.values():
+                self.follower.follow(pod)
+        return pods
+
+    def _on_log_line(self, line: LogLine) -> None:
+        report = parse_probe_line(line.text)
+        if report is not None:
+            self.reports.setdefault(line.pod, []).append(report)
+
+    def _first_report(self, pod: str) -> ProbeReport | None:
+        """The tenant's ``ready`` (or an early ``failed``) line: what it holds, on which GPU."""
+        return next((r for r in list(self.reports.get(pod, ())) if r.event in (ProbeEvent.READY, ProbeEvent.FAILED)),
+                    None)
+
+    def _failed_report(self, pod: str) -> ProbeReport | None:
+        return next((r for r in list(self.reports.get(pod, ())) if r.event is ProbeEvent.FAILED), None)
+
+    def _wait_reports(self, pods: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(self._first_report(p) is None for p in pods):
+            self._pods()
+            time.sleep(0.25)
+
+    def _not_holding(self, tenants: list[Tenant]) -> str:
+        """Real clusters: why some tenant could not be reached by a probe ('' when every one holds GPU memory)."""
+        return not_holding([(t.name, t.pod, self._first_report(t.pod)) for t in tenants],
+                           self.target.profile.canary_image)
 
     def _wait(self, predicate: Any, timeout: float) -> dict[str, Obj]:
         deadline = time.monotonic() + timeout
@@ -565,12 +651,15 @@ class IsolationDrill:
         """Recreate every tenant whose pod is not Running, so the next probe starts from a full node."""
         pods = self._pods()
         for t in self._running_tenants():
-            if _phase(pods.get(t.pod, {})) != "Running":
+            # on a real cluster a tenant whose probe reported a failure is on its way out (it lingers): replace it
+            if _phase(pods.get(t.pod, {})) != "Running" or (self.real and self._failed_report(t.pod) is not None):
                 self.target.driver.delete(POD, t.pod, self.target.profile.namespace, grace_seconds=0)
                 self._wait(lambda ps, name=t.pod: name not in ps, 10.0)
                 self.target.driver.create(self._pod(t))
         want = {t.pod for t in self._running_tenants()}
         self._wait(lambda ps: all(_phase(ps.get(n, {})) == "Running" for n in want), self.run_timeout)
+        if self.real:
+            self._wait_reports(sorted(want), self.run_timeout)
 
     def run_probe(self, key: str) -> None:
         """Perform one probe on a tenant (the first on GPU 0, or on the last tenant's GPU for faults),
@@ -592,6 +681,9 @@ class IsolationDrill:
         self.last_probe = column
         self.probes.append(column)
         self.result.details["isolation_matrix"] = self.matrix()
+        if self.real:
+            self._run_probe_real(key, victim, live, column)
+            return
         before = {t.name: t.pod for t in live}
         ns = self.target.profile.namespace
         if key == "memory":
@@ -617,6 +709,10 @@ class IsolationDrill:
             gpus[victim.name] = gpu_of(self._pods().get(victim.pod, {})) if gpu_of(
                 self._pods().get(victim.pod, {})) is not None else gpus.get(victim.name)
             column["gpu"] = gpus.get(victim.name)
+        self._record(key, victim, live, gpus, failed, column)
+
+    def _record(self, key: str, victim: Tenant, live: list[Tenant], gpus: dict[str, int | None],
+                failed: dict[str, str], column: dict[str, Any]) -> None:
         column["gpus"] = {t: g for t, g in gpus.items()}
         for t in live:
             column["outcomes"][t.name] = ({"state": "failed", "reason": failed[t.name]} if t.name in failed
@@ -626,27 +722,140 @@ class IsolationDrill:
                                         note=column["affected"]))
         self.result.details["isolation_matrix"] = self.matrix()
 
+    # ------------------------------------------------------------- real clusters
+    def _probe_inconclusive(self, column: dict[str, Any], message: str) -> bool:
+        column["status"] = "inconclusive"
+        column["note"] = (column["note"] + "; " if column["note"] else "") + message
+        self.result.inconclusive(f"{column['title']}: {message}")
+        self.result.details["isolation_matrix"] = self.matrix()
+        return False
+
+    def _run_probe_real(self, key: str, victim: Tenant, live: list[Tenant], column: dict[str, Any]) -> None:
+        """A probe on a real cluster: the tenants are probe programs, the truth is what their logs say."""
+        assert self.layout is not None
+        reports = {t.name: self._first_report(t.pod) for t in live}
+        gpus: dict[str, int | None] = {name: (r.gpu if r is not None else None) for name, r in reports.items()}
+        column["gpu"] = gpus.get(victim.name)
+        why = self._not_holding(live)
+        if why:
+            self._probe_inconclusive(column, f"not performed: {why}")
+            return
+        before = {t.name: t.pod for t in live}
+        if key == "memory":
+            ns = self.target.profile.namespace
+            limit = max(self.layout.gpu_memory_mib, 2 * victim.memory_mib, victim.memory_mib + 1024)
+            self.target.driver.delete(POD, victim.pod, ns, grace_seconds=0)
+            self._wait(lambda ps, name=victim.pod: name not in ps, 30.0)
+            self.target.driver.create(self._pod(victim, memory_mib=limit))
+            before[victim.name] = victim.pod
+            column["note"] = (f"tenant {victim.name} allocates GPU memory until the driver refuses (up to {limit} "
+                              f"MiB; its share is {victim.memory_mib} MiB)")
+            self.target.timeline.action("probe-memory", target=victim.pod, memory_mib=limit)
+            self._wait_reports([victim.pod], self.run_timeout)
+            report = self._first_report(victim.pod)
+            if report is None or report.allocator is None:
+                said = report.error if report is not None else "no probe report in its log"
+                self._probe_inconclusive(column, f"the victim could not allocate GPU memory ({said}); the node's "
+                                                 "NVIDIA container runtime must mount libcuda.so.1 (capability compute)")
+                return
+            gpus[victim.name] = report.gpu if report.gpu is not None else gpus.get(victim.name)
+            column["gpu"] = gpus[victim.name]
+        injected: FaultRecord | None = None
+        if key != "memory":
+            injected = self._inject_real(key, reports.get(victim.name), column)
+            if injected is None:
+                return
+        failed = self._observe(before, column)
+        if injected is not None:
+            self._restore_xid(injected, column)
+        if key == "memory":
+            said = self._failed_report(victim.pod)
+            if said is not None:
+                column["victim_allocated_mib"] = said.allocated_mib
+        self._record(key, victim, live, gpus, failed, column)
+
+    def _restore_xid(self, record: FaultRecord, column: dict[str, Any]) -> None:
+        """Undo an injected Xid (``fault.xid.restore_template``) once its outcome is observed, so the next probe
+        starts from a healthy GPU; without a restore command the note says the GPU may need a reset by hand.
+
+        Every tenant pod is deleted first (the next probe recreates them), so no process of the drill holds the
+        GPU while it is restored: a GPU reset refuses a GPU in use."""
+        if record.undo is None:
+            column["note"] = (column["note"] + "; " if column["note"] else "") + (
+                "no fault.xid.restore_template: the GPU may need a reset by hand before it serves tenants again")
+            return
+        if record in self.target.faults_done:
+            self.target.faults_done.remove(record)
+        ns = self.target.profile.namespace
+        for t in self._running_tenants():
+            self.target.driver.delete(POD, t.pod, ns, grace_seconds=0)
+        gone = {t.pod for t in self._running_tenants()}
+        self._wait(lambda ps: not gone & set(ps), 60.0)
+        try:
+            record.undo()
+            column["restored"] = True
+        except Exception as exc:  # noqa: BLE001 - a failed restore is reported, the drill goes on
+            column["restored"] = False
+            column["note"] = (column["note"] + "; " if column["note"] else "") + f"the restore command failed: {exc}"
+
+    def _inject_real(self, key: str, report: ProbeReport | None, column: dict[str, Any]) -> FaultRecord | None:
+        """Inject the probe's Xid through ``fault.xid.command_template``, behind the node-fault safety checks;
+        the record (whose undo runs the restore command), or None when it was not (the probe INCONCLUSIVE)."""
+        assert self.layout is not None
+        profile = self.target.profile
+        xid = PROBES[key].xid
+        assert xid is not None
+        settings = profile.fault.xid
+        if settings is None:
+            return self._not_injected(column, "this cluster has no Xid injection method: set "
+                                                    "fault.xid.command_template in the target profile "
+                                                    "(docs/PROFILE.md, 'Xid injection')")
+        if report is None or report.gpu is None:
+            return self._not_injected(column, "the victim's probe could not read its GPU's minor number "
+                                                    "through NVML, so the Xid cannot be aimed")
+        instance = None
+        if key == "contained" and self.layout.mode.startswith("mig"):
+            instance = report.gpu_instance
+            if instance is None:
+                return self._not_injected(column, "the victim's probe could not read its MIG GPU instance "
+                                                        "id through NVML, so the contained fault cannot be aimed")
+        nodes = self.target.driver.list(NODE)
+        chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == self.node] or [
+            {"metadata": {"name": self.node}}]
+        try:
+            radius = check_blast_radius(chosen, nodes, profile.safety, profile.gpu_resource)
+        except SafetyError as exc:
+            return self._not_injected(column, f"not injected: {exc}")
+        self._inject_seq += 1
+        command = settings.command_for(self.node, report.gpu, instance, xid)
+        column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": report.gpu, "instance": instance,
+                               "xid": xid, "command": command, "blast_radius": radius.describe()}
+        self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=report.gpu,
+                                    instance="-" if instance is None else instance)
+        try:
+            record = run_command(command, self.node, profile.fault.timeout_seconds)
+        except FaultError as exc:
+            return self._not_injected(column, f"the Xid injection command could not run: {exc}")
+        record = FaultRecord(self.node, FaultMethod.COMMAND, record.confirmed, f"Xid {xid}: {record.detail}")
+        restore = settings.restore_for(self.node, report.gpu, instance, xid)
+        if restore is not None:
+            record.undo = _restorer(restore, self.node, profile.fault.timeout_seconds)
+        self.target.faults_done.append(record)  # undone (restore_template) on every exit path
+        if not record.confirmed:
+            self._not_injected(column, f"the Xid injection command failed: {record.detail}")
+            return None
+        return record
+
+    def _not_injected(self, column: dict[str, Any], message: str) -> None:
+        self._probe_inconclusive(column, message)
+        return None
+
     def _inject(self, xid: int | None, gpu: int, instance: int | None, column: dict[str, Any]) -> bool:
+        """Embedded platform: ask the node's agent for an Xid through the Node annotation (docs/PARTITIONING.md)."""
         self._inject_seq += 1
         entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
         column["injection"] = entry
-        if self.target.embedded is None:
-            method = self.target.profile.fault
-            if method.method.value != "command" or not method.command_template:
-                column["status"] = "inconclusive"
-                column["note"] = ("this cluster has no Xid injection method: configure the profile's command "
-                                  "fault method (a plug-in that injects an Xid on {node})")
-                self.result.inconclusive(f"{PROBES[column['probe']].title}: cannot be performed on this cluster "
-                                         "(no command fault method to inject an Xid)")
-                return False
-            record = self.target.pull(self.node, method.method, self.run_id)
-            if not record.confirmed:
-                column["status"] = "inconclusive"
-                column["note"] = f"the injection command did not confirm: {record.detail}"
-                self.result.inconclusive(f"{PROBES[column['probe']].title}: the injection was not confirmed "
-                                         f"({record.detail})")
-                return False
-            return True
+        # the embedded platform's own injection path: the Node annotation its agent applies
         node = self.target.driver.get(NODE, self.node)
         current = ((node.get("metadata") or {}).get("annotations") or {}).get(INJECT_ANNOTATION) or "[]"
         try:
@@ -666,11 +875,13 @@ class IsolationDrill:
         deadline = time.monotonic() + self.probe_timeout
         last: dict[str, str] = {}
         changed = time.monotonic()
+        # a real tenant meets a fault at its next working set, one every probe_period
+        settle = max(self.settle_seconds, 4 * self.probe_period) if self.real else self.settle_seconds
         while time.monotonic() < deadline:
             now = self._failures(before)
             if now != last:
                 last, changed = now, time.monotonic()
-            if last and time.monotonic() - changed >= self.settle_seconds:
+            if last and time.monotonic() - changed >= settle:
                 break
             time.sleep(0.25)
         if not last and column["probe"] != "memory":
@@ -682,6 +893,10 @@ class IsolationDrill:
         pods = self._pods()
         out = {}
         for tenant, name in before.items():
+            said = self._failed_report(name) if self.real else None
+            if said is not None:  # the tenant's own account of its failure
+                out[tenant] = failure_reason(said)
+                continue
             p = pods.get(name)
             if p is None:
                 out[tenant] = "pod deleted"
@@ -713,8 +928,8 @@ class IsolationDrill:
         tenants = list(column["outcomes"])
         failed = {t: o["reason"] for t, o in column["outcomes"].items() if o["state"] == "failed"}
         if not failed and (column["probe"] != "memory" or self.target.embedded is None):
-            # no trace of the fault (or, on a real cluster, no way to know the probe image honours
-            # firedrill.dev/memory-mib): nothing is established either way
+            # no trace of the fault (and on a real cluster the memory probe's victim always meets the
+            # driver's refusal in the end, so no failure at all means the probe never took effect)
             column["status"] = "inconclusive"
             self.result.inconclusive(f"{column['title']}: no tenant failed, so the probe was not confirmed "
                                      "to have taken effect")
@@ -745,6 +960,8 @@ class IsolationDrill:
     def rollback(self) -> None:
         """Delete every probe pod, clear the injections, remove an embedded partitioned node; never raises."""
         driver, ns = self.target.driver, self.target.profile.namespace
+        if self.follower is not None:
+            self.follower.stop()
         try:
             for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
                 driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
@@ -761,10 +978,45 @@ class IsolationDrill:
             self.result.details["isolation_matrix"] = self.matrix()
 
 
+def not_holding(tenants: list[tuple[str, str, ProbeReport | None]], image: str) -> str:
+    """Why some tenant (name, pod, its first probe report) cannot be reached by a probe: it never reported, it
+    failed as it started, or it holds no GPU memory.  '' when every tenant holds GPU memory."""
+    problems = []
+    for name, pod, report in tenants:
+        if report is None:
+            problems.append(f"{name} ({pod}) wrote no probe report to its log (does {image} have python3?)")
+        elif report.event is ProbeEvent.FAILED:
+            problems.append(f"{name} failed as it started ({report.reason}: {report.error}; does the GPU still "
+                            "carry an earlier fault?)")
+        elif not report.holds_gpu_memory:
+            problems.append(f"{name} holds no GPU memory: {report.error or 'no allocator'}")
+    if not problems:
+        return ""
+    return ("; ".join(problems) + ". A tenant can only show isolation while it holds GPU memory: the image "
+            "needs python3, and the node's NVIDIA container runtime must mount libcuda.so.1 and "
+            "libnvidia-ml.so.1 into it (driver capabilities compute,utility, which the tenant pods ask for)")
+
+
+def failure_reason(report: ProbeReport) -> str:
+    """A tenant's failure in its own words (its probe's ``failed`` line)."""
+    held = (f" (it held {report.allocated_mib} MiB; its share is {report.share_mib} MiB)"
+            if report.reason == "OutOfMemory" and report.share_mib else "")
+    return f"{report.reason or 'failed'}: {report.error or 'no detail'}{held}"
+
+
+def _restorer(command: str, node: str, timeout: float) -> Any:
+    """The undo of an Xid injection: run the restore command; raise FaultError when it fails."""
+    def restore() -> None:
+        record = run_command(command, node, timeout)
+        if not record.confirmed:
+            raise FaultError(f"restore command for {node} failed: {record.detail}")
+    return restore
+
+
 def _phase(pod: Obj) -> str:
     return (pod.get("status") or {}).get("phase", "Pending") if pod else ""
 
 
 __all__ = ["EVERY_ON_GPU", "IsolationDrill", "Layout", "LayoutError", "NO_TENANT", "ONLY_IT", "PROBES",
            "ProbeJudgement", "SliceKind", "describe_affected", "discover_layout", "expected_failures",
-           "judge_probe", "parse_scope", "promise"]
+           "failure_reason", "judge_probe", "not_holding", "parse_scope", "promise"]

@@ -4,8 +4,8 @@
  * the few symbols the probe calls and their real signatures and return codes.  Nothing is computed; GPU
  * memory is an account, kept in a file so that several processes can share one "GPU":
  *
- *   FAKE_GPU_POOL=FILE          the memory account (MiB in use, as text); processes naming the same file
- *                               share the memory (time-slicing); one file per process isolates (MIG)
+ *   FAKE_GPU_POOL=DIR           the memory account (a file per process, counted while it lives); processes
+ *                               naming the same DIR share the memory (time-slicing); one each isolates (MIG)
  *   FAKE_GPU_CAPACITY_MIB=N     what the account may hold (default 1024)
  *   FAKE_GPU_PROCESS_CAP_MIB=N  a per-process cap on top (a software cap, as HAMi enforces); 0: none
  *   FAKE_GPU_FAULT_FILE=FILE    while FILE exists, memsets and synchronizes fail with
@@ -14,14 +14,18 @@
  *   FAKE_GPU_MIG_INSTANCE=N     NVML shows MIG mode on, with one MIG device of GPU instance N
  *   FAKE_NVML_FAIL=1            nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED (9)
  *
- * A process's allocations are returned to the account when it exits normally (a destructor), as the
- * driver frees a dead process's memory.
+ * A process's memory returns to the account when it exits, however it exits, as the driver frees a dead
+ * process's memory.
  */
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 typedef unsigned long long u64;
@@ -111,26 +115,45 @@ static int faulted(void) {
     return f && access(f, F_OK) == 0;
 }
 
-/* Add delta MiB to the shared account; 0, or 2 (CUDA_ERROR_OUT_OF_MEMORY) when it does not fit. */
+/* Add delta MiB to this process's share of the account; 0, or 2 (CUDA_ERROR_OUT_OF_MEMORY) when it does not
+ * fit.  The account is a directory: one file per process holding its MiB, counted only while that process
+ * lives, so a killed process's memory comes back as the driver frees it. */
 static int account(long delta) {
-    const char *path = getenv("FAKE_GPU_POOL");
-    long capacity = env_long("FAKE_GPU_CAPACITY_MIB", 1024), used = 0;
-    int fd, rc = 0;
-    char buf[64] = {0};
-    if (!path) return 999;
-    fd = open(path, O_RDWR | O_CREAT, 0600);
-    if (fd < 0 || flock(fd, LOCK_EX) != 0) return 999;
-    if (read(fd, buf, sizeof buf - 1) > 0) used = atol(buf);
-    if (delta > 0 && used + delta > capacity) {
+    const char *dir = getenv("FAKE_GPU_POOL");
+    long capacity = env_long("FAKE_GPU_CAPACITY_MIB", 1024), used = 0, own = (long)mine;
+    char path[4096], buf[64];
+    int lock, fd, rc = 0;
+    DIR *d;
+    struct dirent *e;
+    if (!dir) return 999;
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/lock", dir);
+    lock = open(path, O_RDWR | O_CREAT, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX) != 0) return 999;
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        long pid = atol(e->d_name);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (kill((pid_t)pid, 0) != 0) { unlink(path); continue; } /* gone: the driver took it back */
+        fd = open(path, O_RDONLY);
+        memset(buf, 0, sizeof buf);
+        if (fd >= 0) { if (read(fd, buf, sizeof buf - 1) > 0) used += atol(buf); close(fd); }
+    }
+    if (d) closedir(d);
+    if (delta > 0 && used + own + delta > capacity) {
         rc = 2;
     } else {
-        used += delta;
-        if (used < 0) used = 0;
-        snprintf(buf, sizeof buf, "%ld\n", used);
-        if (lseek(fd, 0, SEEK_SET) != 0 || ftruncate(fd, 0) != 0 || write(fd, buf, strlen(buf)) < 0) rc = 999;
+        own += delta;
+        if (own < 0) own = 0;
+        snprintf(path, sizeof path, "%s/%ld", dir, (long)getpid());
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        snprintf(buf, sizeof buf, "%ld\n", own);
+        if (fd < 0 || write(fd, buf, strlen(buf)) < 0) rc = 999;
+        if (fd >= 0) close(fd);
     }
-    flock(fd, LOCK_UN);
-    close(fd);
+    flock(lock, LOCK_UN);
+    close(lock);
     return rc;
 }
 
