@@ -214,7 +214,8 @@ def fill_slices(drill: ScenarioContext, count: int) -> None:
 
 @step("When", "one tenant exceeds its memory share", "one tenant exceeds its memory share")
 def memory_probe(drill: ScenarioContext) -> None:
-    """One tenant is recreated using more memory than its slice has (`firedrill.dev/memory-mib`); the killed
+    """One tenant is recreated using more memory than its slice has (`firedrill.dev/memory-mib`; on a real
+    cluster its probe program allocates GPU memory until the driver refuses, docs/PROFILE.md); the killed
     tenants of an earlier probe are recreated first, so the probe starts from a full node."""
     _isolation(drill).run_probe("memory")
 
@@ -222,14 +223,15 @@ def memory_probe(drill: ScenarioContext) -> None:
 @step("When", "one tenant's slice takes a contained fault", "one tenant's slice takes a contained fault")
 def contained_probe(drill: ScenarioContext) -> None:
     """A contained ECC error (Xid 94) on one tenant's slice (its MIG instance; its GPU otherwise), injected
-    through the Node annotation `firedrill.dev/inject-xid` (real clusters: the profile's command fault
-    method; without one the probe is INCONCLUSIVE)."""
+    through the Node annotation `firedrill.dev/inject-xid` (real clusters: the profile's
+    `fault.xid.command_template`, behind the safety checks; without one the probe is INCONCLUSIVE)."""
     _isolation(drill).run_probe("contained")
 
 
 @step("When", "its GPU takes a reset-class fault", "its GPU takes a reset-class fault")
 def reset_probe(drill: ScenarioContext) -> None:
-    """A reset-class fault (Xid 79, the GPU fell off the bus) on the GPU of one tenant."""
+    """A reset-class fault (Xid 79, the GPU fell off the bus) on the GPU of one tenant, injected as the
+    contained fault is."""
     _isolation(drill).run_probe("reset")
 
 
