@@ -5,13 +5,19 @@ heartbeats (the agent's SIGUSR1 partition), standing in for an IPMI power-off.  
 when the node's Lease, read through the API, stops being renewed; a command that exits 0 but leaves the node
 up, or one that fails, leaves it unconfirmed.  (No controllers run, so nothing but the Lease can confirm it;
 the Ready and deletion rules are covered by tests/unit/drills/test_confirm.py.)
+
+``kubelet-stop`` creates its privileged pod for real, bound to a Node that no agent runs (so nothing ever
+executes it: its nsenter must never run on this machine); the test's own thread renews that Node's Lease,
+as a kubelet would, until it sees the pod, which is what the pod would do to a real kubelet.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +25,7 @@ import pytest
 
 from drills.confirm import ConfirmedBy
 from drills.faults import ClusterFaults
-from drills.kube.driver import KubeDriver
+from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.target import FaultMethod, FaultSettings
 from refplatform.cluster import Cluster, ClusterSpec
 
@@ -94,3 +100,72 @@ def test_a_failing_command_is_not_confirmed_and_not_waited_for(cluster: Cluster,
     assert not record.confirmed and record.confirmation is None
     assert "the fault command failed" in record.detail and "rc 1" in record.detail
     assert time.monotonic() - started < 10
+
+
+LEASE = RESOURCES[("coordination.k8s.io/v1", "Lease")]
+GHOST = "ghost-node"
+STOP_POD = f"firedrill-kubelet-stop-{GHOST}"
+
+
+class GhostKubelet:
+    """Renews the Lease of a Node no agent runs (1 s lease: renewed every 0.25 s) until the kubelet-stop pod
+    exists, unless told to ignore it."""
+
+    def __init__(self, driver: KubeDriver, obeys: bool) -> None:
+        self.driver, self.obeys = driver, obeys
+        self.stop = threading.Event()
+        self.renewals = 0
+        now = self.now()
+        driver.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": GHOST,
+                                                                       "labels": {"firedrill.dev/chaos": "allowed"}}})
+        driver.patch(NODE, GHOST, {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
+             "lastTransitionTime": now}]}}, sub="status")
+        driver.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": GHOST, "namespace": "kube-node-lease"},
+                       "spec": {"holderIdentity": GHOST, "leaseDurationSeconds": 1, "renewTime": now}})
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def now() -> str:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            if self.obeys and self.driver.find(POD, STOP_POD, "kube-system") is not None:
+                return  # the pod stopped this "kubelet"
+            self.driver.patch(LEASE, GHOST, {"spec": {"renewTime": self.now()}}, "kube-node-lease")
+            self.renewals += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.driver.delete(POD, STOP_POD, "kube-system", grace_seconds=0)
+        self.driver.delete(LEASE, GHOST, "kube-node-lease")
+        self.driver.delete(NODE, GHOST)
+
+
+@pytest.mark.parametrize("obeys", [True, False], ids=["kubelet-stops", "kubelet-keeps-renewing"])
+def test_kubelet_stop_is_confirmed_by_the_lease_not_by_its_pod(driver: KubeDriver, obeys: bool) -> None:
+    kubelet = GhostKubelet(driver, obeys)
+    try:
+        time.sleep(0.6)
+        assert kubelet.renewals >= 1, "the ghost kubelet renews its Lease before the fault"
+        faults = ClusterFaults(driver, "fdtest", FaultSettings(FaultMethod.KUBELET_STOP, timeout_seconds=3),
+                               poll=0.1)
+        record = faults.inject(GHOST, FaultMethod.KUBELET_STOP)
+        pod = driver.find(POD, STOP_POD, "kube-system")
+        assert pod is not None and pod["spec"]["nodeName"] == GHOST  # created, and never run by anyone
+        assert "the platform's word only" in record.detail
+        assert record.confirmation is not None
+        if obeys:
+            assert record.confirmed and record.confirmation.by is ConfirmedBy.LEASE_STOPPED, record.detail
+        else:
+            assert not record.confirmed and record.confirmation.renewals_seen >= 3, record.detail
+            assert "Lease was renewed" in record.detail
+        assert record.undo is not None
+        record.undo()
+        assert driver.find(POD, STOP_POD, "kube-system") is None
+    finally:
+        kubelet.close()
