@@ -129,6 +129,8 @@ class RealClusterSpec:
     """Turn on the version's Workload/PodGroup API and gang scheduling plugin (see NATIVE_GANG_SCHEDULING)."""
     extra_users: tuple[StaticUser, ...] = ()
     """More static-token users, e.g. ``StaticUser("system:node:gpu-0", ("system:nodes",))`` for a kubelet."""
+    extra_args: dict[Component, tuple[str, ...]] = field(default_factory=dict)
+    """More flags per component, appended after the fixture's own (a later flag wins)."""
     start_timeout: float = 180.0
     """Seconds each process gets to become healthy (kube-apiserver's first start on 2 cores takes tens)."""
     stop_timeout: float = 15.0
@@ -338,6 +340,7 @@ class RealCluster:
     gang: NativeGangScheduling | None = field(init=False, default=None)
     """The native gang scheduling switches in use, None when off."""
     _processes: list[_Process] = field(init=False, default_factory=list)
+    _started: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.build = read_build_info(self.spec.bin_dir)
@@ -381,6 +384,10 @@ class RealCluster:
                 return proc.popen.pid
         return None
 
+    def exit_codes(self) -> dict[Component, int | None]:
+        """Each component this object started and its exit code (None while it runs)."""
+        return {proc.component: proc.popen.poll() for proc in self._processes}
+
     def __enter__(self) -> RealCluster:
         self.start()
         return self
@@ -391,8 +398,9 @@ class RealCluster:
     # start
     def start(self) -> None:
         """Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler; stop all on any failure."""
-        if self._processes:
-            raise RealClusterError("this RealCluster was already started")
+        if self._started:
+            raise RealClusterError("a RealCluster starts once; make a new one")
+        self._started = True
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         self.pki = make_pki(self.work_dir / "pki")
@@ -413,6 +421,7 @@ class RealCluster:
             raise
 
     def _spawn(self, component: Component, args: list[str]) -> _Process:
+        args = [*args, *self.spec.extra_args.get(component, ())]
         log_path = self.log_path(component)
         log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         log_file.write(f"$ {component.value} {' '.join(args)}\n".encode())
@@ -541,6 +550,8 @@ class RealCluster:
         """SIGTERM each process this object started (newest first), SIGKILL any still alive after the timeout."""
         errors: list[str] = []
         for proc in reversed(self._processes):
+            if proc.log_file.closed:
+                continue
             if proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGTERM)
                 try:
@@ -552,7 +563,6 @@ class RealCluster:
                     except subprocess.TimeoutExpired:
                         errors.append(f"{proc.component.value} (pid {proc.popen.pid}) survived SIGKILL")
             proc.log_file.close()
-        self._processes.clear()
         if errors:
             raise RealClusterError("; ".join(errors))
 

@@ -1,0 +1,105 @@
+"""The ``real_cluster`` fixture: an upstream control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler) built from Go modules by ``build.sh`` and started on loopback once per session.
+
+The build runs when collection is finished (pytest_collection_finish), before any test's timeout starts:
+a cold build takes minutes, a cached one milliseconds. The fixture then only reuses what was built.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.standin import node_user
+
+BUILD_SCRIPT = Path(__file__).with_name("build.sh")
+BUILD_TIMEOUT_S = 3600
+NO_GO_EXIT = 3
+
+#: Tuned the way the node-pull drill wants it: a node is Unknown seconds after its Lease stops.
+NODE_MONITOR_GRACE_PERIOD_S = 6.0
+NODE_MONITOR_PERIOD_S = 1.0
+DEFAULT_UNREACHABLE_TOLERATION_S = 3
+DEFAULT_NOT_READY_TOLERATION_S = 3
+#: Kubelet stand-ins the tests may register (each gets a system:node:<name> token).
+STANDIN_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """What build.sh gave: the bin folder, or why the real-cluster tests skip or fail."""
+
+    bin_dir: Path | None = None
+    skip_reason: str = ""
+    error: str = ""
+
+
+_outcome: BuildOutcome | None = None
+
+
+def ensure_built() -> BuildOutcome:
+    """Run build.sh once per session (it reuses cached binaries), remembering the outcome."""
+    global _outcome
+    if _outcome is not None:
+        return _outcome
+    try:
+        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True,
+                              timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        _outcome = BuildOutcome(error=f"{BUILD_SCRIPT} ran past {BUILD_TIMEOUT_S}s")
+        return _outcome
+    if proc.returncode == NO_GO_EXIT:
+        _outcome = BuildOutcome(skip_reason="no Go toolchain on PATH and no cached Kubernetes binaries "
+                                            f"({proc.stderr.strip()}); install Go or run {BUILD_SCRIPT.name} "
+                                            "where Go exists")
+    elif proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        _outcome = BuildOutcome(error=f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{tail}")
+    else:
+        _outcome = BuildOutcome(bin_dir=Path(proc.stdout.strip().splitlines()[-1]))
+    return _outcome
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    if not any(item.get_closest_marker("realk8s") for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"realk8s: {BUILD_SCRIPT.name} (reuses cached binaries; a cold build takes minutes)")
+    outcome = ensure_built()
+    if reporter is not None:
+        reporter.write_line(f"realk8s: {outcome.bin_dir or outcome.skip_reason or 'build failed'}")
+
+
+@pytest.fixture(scope="session")
+def realk8s_bin_dir() -> Path:
+    outcome = ensure_built()
+    if outcome.skip_reason:
+        pytest.skip(outcome.skip_reason)
+    if outcome.error or outcome.bin_dir is None:
+        pytest.fail(outcome.error or "build.sh printed no bin folder")
+    return outcome.bin_dir
+
+
+@pytest.fixture(scope="session")
+def real_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """A started control plane with tuned node-lifecycle flags; its logs stay under the session's temp dir."""
+    spec = RealClusterSpec(
+        bin_dir=realk8s_bin_dir, work_dir=tmp_path_factory.mktemp("realk8s"),
+        node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S, node_monitor_period=NODE_MONITOR_PERIOD_S,
+        default_unreachable_toleration_seconds=DEFAULT_UNREACHABLE_TOLERATION_S,
+        default_not_ready_toleration_seconds=DEFAULT_NOT_READY_TOLERATION_S,
+        extra_users=tuple(node_user(name) for name in STANDIN_NODES))
+    cluster = RealCluster(spec)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
