@@ -257,7 +257,11 @@ class NodePullDrill:
                 self.result.inconclusive(f"the {method.value} fault on {node} could not be confirmed "
                                          f"({record.detail}); no timing is claimed")
                 return
-            self._stamp("fault")
+            # t_fault is when the action returned; on a real cluster its confirmation (the Lease stopped, Ready
+            # left True) comes later and only gates the verdict, or detect would be understated.
+            clock = self.target.timeline.clock
+            acted = record.acted_at if record.acted_at is not None else clock.mono()
+            self._stamp("fault", Instant(acted, clock.wall() - (clock.mono() - acted)))
             self._advance()
 
     # ------------------------------------------------------------- observe

@@ -32,7 +32,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Cluste
     with cluster.http_client() as http:
         http.post("/api/v1/namespaces", json={"metadata": {"name": "firedrill"}}).raise_for_status()
     profile = yaml.safe_load((REPO / "examples" / "profile-volcano.yaml").read_text())
-    profile.update(name="reference-via-kubeconfig", canary_image="firedrill.dev/simulated:latest")
+    # The reference platform serves no PersistentVolumeClaims: its shared storage is its own nfs export.
+    profile.update(name="reference-via-kubeconfig", canary_image="firedrill.dev/simulated:latest",
+                   canary={"command": ["firedrill-canary"],
+                           "shared_volume": {"nfs": {"server": "refplatform-nfs", "path": "/firedrill"}}})
     (work / "profile.yaml").write_text(yaml.safe_dump(profile))
     features = work / "features"
     features.mkdir()

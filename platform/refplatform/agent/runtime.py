@@ -151,6 +151,26 @@ def _strings(value: object, at: str) -> list[str]:
     return list(value)
 
 
+_HOST_NAMESPACES = ("hostPID", "hostNetwork", "hostIPC")
+
+
+def refuse_host_access(pod: Obj) -> None:
+    """The reference agent runs containers as plain processes of this machine, with the agent's own
+    privileges and no isolation: a privileged container or one asking for the host's namespaces (a
+    ``kubelet-stop`` fault pod running ``nsenter``) would act on this machine itself, so it is refused."""
+    spec = pod.get("spec") or {}
+    for key in _HOST_NAMESPACES:
+        if spec.get(key) is True:
+            raise ContainerSpecError(f"spec.{key}: the reference platform runs containers as processes of this "
+                                     "machine and refuses pods that ask for the host's namespaces")
+    for i, c in enumerate([*(spec.get("initContainers") or []), *(spec.get("containers") or [])]):
+        ctx = (c or {}).get("securityContext") or {}
+        if ctx.get("privileged") is True:
+            raise ContainerSpecError(f"container {c.get('name', i)!r}: securityContext.privileged: the reference "
+                                     "platform runs containers as processes of this machine and refuses "
+                                     "privileged ones")
+
+
 def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: str | None,
                   path: str | None = None, agent_env: Mapping[str, str] | None = None) -> list[ProcessSpec]:
     """Every container's :class:`ProcessSpec`; creates the volume and working directories.
@@ -158,6 +178,7 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
     Raises :class:`ContainerSpecError` naming the field for anything the agent cannot run.
     """
     containers = (pod.get("spec") or {}).get("containers") or []
+    refuse_host_access(pod)
     volumes, problems = pod_volumes(pod, dirs)
     agent_env = os.environ if agent_env is None else agent_env
     default_path = container_path(agent_env.get("PATH")) if path is None else path

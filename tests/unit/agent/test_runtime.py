@@ -181,6 +181,9 @@ def test_command_args_env_working_dir_and_volumes(env: Env) -> None:
      "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: unsupported field path 'status.phase'"),
     ({"name": "main", "command": [PY], "workingDir": "/no/such/dir"},
      "spec.containers[0].workingDir: /no/such/dir does not exist on the node"),
+    ({"name": "kubelet-stop", "command": ["nsenter", "-t", "1", "-m", "--", "systemctl", "stop", "kubelet"],
+      "securityContext": {"privileged": True}},
+     "container 'kubelet-stop': securityContext.privileged: the reference platform runs containers as processes"),
 ])
 def test_bad_specs_fail_the_pod_naming_the_field(env: Env, container: dict[str, Any], message: str) -> None:
     env.add_pod("bad", [container])
@@ -188,7 +191,15 @@ def test_bad_specs_fail_the_pod_naming_the_field(env: Env, container: dict[str, 
     assert env.phase("bad") == "Failed"
     t = terminated(env.pod("bad"))
     assert (t["exitCode"], t["reason"]) == (128, "StartError") and t["message"].startswith(message)
-    assert message in env.log("bad")[0]
+    assert message in env.log("bad", container["name"])[0]
+
+
+def test_a_pod_asking_for_the_host_s_namespaces_is_refused_before_anything_runs(env: Env, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    env.add_pod("hostpid", [python(f"open({str(marker)!r}, 'w').close()")], hostPID=True)
+    env.step()
+    assert terminated(env.pod("hostpid"))["message"].startswith("spec.hostPID: the reference platform runs")
+    assert not marker.exists()
 
 
 def test_a_pod_mixing_processes_and_a_simulated_container_is_refused(env: Env) -> None:
