@@ -533,9 +533,9 @@ class IsolationDrill:
             return probe_pod(t.pod, profile.namespace, profile.canary_image, t.resource, args=args,
                              limits={r: v for r, v in limits.items() if r != t.resource}, node=self.node,
                              labels={RUN_LABEL: self.run_id, TENANT_LABEL: t.name})
-        annotations = {"firedrill.dev/workload": "idle"}
-        if memory_mib is not None:
-            annotations[MEMORY_ANNOTATION] = str(memory_mib)
+        # The embedded platform: each tenant is the training canary alone (a real process on the node, stepping
+        # on its slice); its GPU memory use is what it declares to the simulated device (firedrill.dev/memory-mib).
+        annotations = {} if memory_mib is None else {MEMORY_ANNOTATION: str(memory_mib)}
         t.generation += 1
         t.pod = f"iso-{self.run_id}-{t.name}-{t.generation}"
         return {"apiVersion": "v1", "kind": "Pod",
@@ -544,6 +544,9 @@ class IsolationDrill:
                              "annotations": annotations},
                 "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": self.node},
                          "containers": [{"name": "probe", "image": profile.canary_image,
+                                         "command": list(profile.canary.command),
+                                         "args": ["train", "--compute-seconds", "0.2", "--checkpoint-every", "0"],
+                                         "env": [{"name": "WORLD_SIZE", "value": "1"}, {"name": "RANK", "value": "0"}],
                                          "resources": {"limits": limits, "requests": dict(limits)}}]}}
 
     def fill(self, up_to: int) -> int:
