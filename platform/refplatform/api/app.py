@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from refplatform.api import discovery, leakreport
+from refplatform.api import discovery, leakreport, protobuf
 from refplatform.api import errors as E
 from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
 from refplatform.api.dashboard_http import dashboard_routes
@@ -199,11 +199,11 @@ class ApiServer:
         if name is None and method != "POST":
             raise E.method_not_allowed(method, f"{rt.group_resource} (collection)")
         authorize(who, verb, rt, ns, name or "")
-        check_media_type(request)
+        media = check_media_type(request, rt)
         raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
             request.headers.get("content-length") not in (None, "0") else b""
         if method == "POST":
-            body = parse_json(raw)
+            body = parse_body(raw, media)
             if name is None:
                 request.state.audit_name = (body.get("metadata") or {}).get("name", "") \
                     if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
@@ -217,10 +217,10 @@ class ApiServer:
         if sub not in ("", "status"):
             raise E.method_not_allowed(method, f"{rt.plural}/{sub}")
         if method == "PUT":
-            return json_response(self.service.update(rt, ns, name, parse_json(raw), sub))
+            return json_response(self.service.update(rt, ns, name, parse_body(raw, media), sub))
         if method == "PATCH":
             return json_response(self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub))
-        body = parse_json(raw) if raw.strip() else None
+        body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
         return json_response(self.service.delete(rt, ns, name, opts))
 
@@ -403,15 +403,35 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def check_media_type(request: Request) -> None:
-    """Bodies must be JSON; protobuf, CBOR and YAML get 415 so a client can fall back to JSON."""
+def check_media_type(request: Request, rt: ResourceType) -> str:
+    """The body's media type: JSON, or protobuf for built-in kinds (as upstream); anything else gets 415.
+
+    client-go's typed clients send built-in kinds as protobuf and fall back to JSON
+    only after a 415 to a CBOR request, so protobuf must be understood
+    (refplatform.api.protobuf).  Custom resources refuse it, as upstream does.
+    """
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if request.method == "PATCH":
-        return  # the patch type is judged by refplatform.patching
-    if media and media not in ("application/json", "*/*"):
-        raise E.unsupported_media_type(
-            f'the body of the request was in an unknown format ("{media}") - accepted media types '
-            "include: application/json")
+        return media  # the patch type is judged by refplatform.patching
+    if media in ("", "application/json", "*/*"):
+        return "application/json"
+    if media == protobuf.MEDIA_TYPE and not rt.custom:
+        return media
+    accepted = "application/json" if rt.custom else f"application/json, {protobuf.MEDIA_TYPE}"
+    raise E.unsupported_media_type(
+        f'the body of the request was in an unknown format ("{media}") - accepted media types '
+        f"include: {accepted}")
+
+
+def parse_body(raw: bytes, media: str) -> Any:
+    if media != protobuf.MEDIA_TYPE:
+        return parse_json(raw)
+    if not raw:
+        raise E.bad_request("the request has no body; send an object")
+    try:
+        return protobuf.decode_object(raw)
+    except protobuf.ProtobufError as exc:
+        raise E.bad_request(f"the protobuf body could not be decoded: {exc}") from None
 
 
 def parse_json(raw: bytes) -> Any:
