@@ -33,6 +33,7 @@ from refplatform.api import errors as E
 from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
 from refplatform.api.dashboard_http import dashboard_routes
 from refplatform.api.errors import ApiError
+from refplatform.api.openapi import OpenApi
 from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
 from refplatform.api.tables import TableContext, table
 from refplatform.api.usagelog import UsageRecorder
@@ -116,6 +117,7 @@ class ApiServer:
     """Serves the leak report and ``/metrics`` (refplatform.api.leakreport) when set."""
 
     def __post_init__(self) -> None:
+        self.openapi = OpenApi(self.service.registry, {g: list(vs) for g, vs in discovery.EXTRA_GROUPS.items()})
         self.service.store.subscribe(self.hub.notify)
         self.app = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,
                                            methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
@@ -133,6 +135,10 @@ class ApiServer:
                 # Off the event loop: a long window takes a while to account and must not stall watches.
                 return await run_in_threadpool(leakreport.serve, self.usage, request, who, path,
                                                Defect.MISRANKED_LEAKS in self.settings.defects)
+            if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+                if request.method != "GET":
+                    raise E.method_not_allowed(request.method, path)
+                return self._openapi(request, path)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":
@@ -154,6 +160,19 @@ class ApiServer:
         if self.authenticator is None or path in PUBLIC_PATHS:
             return ANONYMOUS_ADMIN
         return self.authenticator.authenticate(request.headers.get("authorization"))
+
+    def _openapi(self, request: Request, path: str) -> Response:
+        """``/openapi/v3`` (the index) and ``/openapi/v3/<group-version>`` (refplatform.api.openapi)."""
+        if path == "/openapi/v3":
+            return json_response(self.openapi.index())
+        doc = self.openapi.document(path.removeprefix("/openapi/v3/"))
+        if doc is None:
+            raise E.resource_not_found(path)
+        headers = {"ETag": f'"{doc.hash}"', "Vary": "Accept"}
+        # As upstream: a URL carrying the current hash never changes, so clients may keep it.
+        headers["Cache-Control"] = "public, immutable" if request.query_params.get("hash") == doc.hash \
+            else "no-cache, private"
+        return Response(doc.body, media_type="application/json", headers=headers)
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
         if path == "/version":
@@ -207,8 +226,9 @@ class ApiServer:
             if name is None:
                 request.state.audit_name = (body.get("metadata") or {}).get("name", "") \
                     if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
+                warnings = self._check_fields(request, rt, body)
                 obj = self.service.create(rt, ns, body)
-                return json_response(obj, 201)
+                return with_warnings(json_response(obj, 201), warnings)
             if rt is PODS and sub == "binding":
                 return json_response(self.service.bind(ns, name, body), 201)
             if rt is PODS and sub == "eviction":
@@ -217,12 +237,36 @@ class ApiServer:
         if sub not in ("", "status"):
             raise E.method_not_allowed(method, f"{rt.plural}/{sub}")
         if method == "PUT":
-            return json_response(self.service.update(rt, ns, name, parse_body(raw, media), sub))
+            body = parse_body(raw, media)
+            warnings = self._check_fields(request, rt, body)
+            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub)), warnings)
         if method == "PATCH":
-            return json_response(self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub))
+            warnings = []
+            if media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                try:
+                    warnings = self._check_fields(request, rt, json.loads(raw))
+                except ValueError:
+                    pass  # refplatform.patching names the bad body
+            patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub)
+            return with_warnings(json_response(patched), warnings)
         body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
         return json_response(self.service.delete(rt, ns, name, opts))
+
+    def _check_fields(self, request: Request, rt: ResourceType, body: Any) -> list[str]:
+        """Server-side field validation (``fieldValidation``): Strict refuses unknown fields, Warn (the
+        default, as upstream) answers a Warning per field, Ignore skips the check.  Duplicate JSON keys
+        are not detected (the last one wins)."""
+        mode = request.query_params.get("fieldValidation") or "Warn"
+        if mode not in ("Ignore", "Warn", "Strict"):
+            raise E.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{mode}"')
+        if mode == "Ignore":
+            return []
+        unknown = self.openapi.unknown_fields(rt, body)
+        if unknown and mode == "Strict":
+            raise E.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                "strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+        return [f'unknown field "{f}"' for f in unknown]
 
     # ------------------------------------------------------------------ reads
     def _table_context(self, rt: ResourceType) -> TableContext:
@@ -445,6 +489,13 @@ def parse_json(raw: bytes) -> Any:
 
 def wants_table(request: Request) -> bool:
     return "as=Table" in request.headers.get("accept", "")
+
+
+def with_warnings(response: Response, warnings: list[str]) -> Response:
+    """Add one ``Warning: 299 - "..."`` header per text, as upstream does (kubectl prints them)."""
+    for text in warnings:
+        response.headers.append("Warning", "299 - " + json.dumps(text))
+    return response
 
 
 def json_response(obj: Any, code: int = 200) -> Response:

@@ -56,6 +56,10 @@ ROOTS = (
     "k8s.io.api.core.v1.Event", "k8s.io.api.core.v1.Binding", "k8s.io.api.policy.v1.Eviction",
     "k8s.io.api.coordination.v1.Lease", "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     "k8s.io.apimachinery.pkg.runtime.Unknown",
+    # not sent by clients, but described in the OpenAPI documents (refplatform.api.openapi)
+    "k8s.io.api.core.v1.PodList", "k8s.io.api.core.v1.NamespaceList", "k8s.io.api.core.v1.NodeList",
+    "k8s.io.api.core.v1.EventList", "k8s.io.api.coordination.v1.LeaseList",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Status", "k8s.io.apimachinery.pkg.apis.meta.v1.TypeMeta",
 )
 
 SCALARS = frozenset({"string", "bytes", "bool", "int32", "int64", "uint32", "uint64", "double", "float",
@@ -79,45 +83,66 @@ def _resolve(name: str, package: str) -> str:
     return f"{package}.{name}"
 
 
-def parse_proto(text: str) -> tuple[str, dict[str, list[dict[str, Any]]]]:
-    """(package, {message: [field, ...]}) of one generated.proto."""
+def _doc(lines: list[str]) -> str:
+    """Comment lines as openapi-gen writes a description: markers dropped, lines joined, paragraphs kept."""
+    paras: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("+"):
+            continue
+        if line.startswith("---"):
+            break
+        if not line.strip():
+            if paras[-1]:
+                paras.append([])
+            continue
+        paras[-1].append(line.strip())
+    return "\n\n".join(" ".join(p) for p in paras if p)
+
+
+def parse_proto(text: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """(package, {message: {"doc": ..., "fields": [field, ...]}}) of one generated.proto."""
     package = ""
-    messages: dict[str, list[dict[str, Any]]] = {}
+    messages: dict[str, dict[str, Any]] = {}
     current: list[dict[str, Any]] | None = None
-    markers: dict[str, str] = {}
+    comments: list[str] = []
     for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("//"):
+            comments.append(stripped[2:].removeprefix(" "))
+            continue
         if line.startswith("package "):
             package = line.split()[1].rstrip(";")
+            comments = []
             continue
         m = _MESSAGE.match(line)
         if m:
-            current = messages.setdefault(f"{package}.{m.group(1)}", [])
-            markers = {}
+            current = []
+            messages[f"{package}.{m.group(1)}"] = {"doc": _doc(comments), "fields": current}
+            comments = []
             continue
         if line.startswith("}"):
             current = None
+            comments = []
             continue
-        if current is None:
-            continue
-        mk = _MARKER.match(line)
-        if mk and mk.group(1) in MARKERS:
-            markers[mk.group(1)] = mk.group(2)
-            continue
-        if line.strip().startswith("//") or not line.strip():
-            if not line.strip():
-                markers = {}
+        if current is None or not stripped:
+            comments = []
             continue
         f = _FIELD.match(line)
         if not f:
             raise GenDataError(f"cannot read proto field line {line!r} in package {package}")
-        entry: dict[str, Any] = {"name": f.group(5), "number": int(f.group(6))}
+        entry: dict[str, Any] = {"name": f.group(5), "number": int(f.group(6)), "doc": _doc(comments)}
         if f.group(3):
             entry["map"] = [_resolve(f.group(3), package), _resolve(f.group(4), package)]
         else:
             entry["type"] = _resolve(f.group(2), package)
             entry["repeated"] = f.group(1) == "repeated"
-        entry.update({k: v for k, v in markers.items()})
-        markers = {}
+        for c in comments:
+            mk = _MARKER.match("// " + c)
+            if mk and mk.group(1) in MARKERS:
+                entry[mk.group(1)] = mk.group(2)
+            elif c.strip() in ("+optional", "+required"):
+                entry[c.strip()[1:]] = True
+        comments = []
         current.append(entry)
     if not package:
         raise GenDataError("a generated.proto without a package line")
@@ -166,7 +191,7 @@ def parse_go_tags(sources: Iterable[str]) -> dict[tuple[str, int], dict[str, Any
 
 def build_proto_table(module_dirs: dict[str, Path]) -> dict[str, Any]:
     """The field table of every message reachable from :data:`ROOTS`."""
-    messages: dict[str, list[dict[str, Any]]] = {}
+    messages: dict[str, dict[str, Any]] = {}
     tags: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
     for package, (module, folder) in PACKAGES.items():
         directory = module_dirs[module] / folder
@@ -188,8 +213,8 @@ def build_proto_table(module_dirs: dict[str, Path]) -> dict[str, Any]:
         if name not in messages:
             raise GenDataError(f"message {name} is not in the parsed packages")
         package, struct = name.rsplit(".", 1)
-        fields = {}
-        for f in messages[name]:
+        fields: dict[str, Any] = {}
+        for f in messages[name]["fields"]:
             go = tags[package].get((struct, f["number"]), {})
             entry: dict[str, Any] = {"json": go.get("json") or f["name"]}
             if "map" in f:
@@ -203,12 +228,14 @@ def build_proto_table(module_dirs: dict[str, Path]) -> dict[str, Any]:
             for flag in ("omitempty", "inline", "pointer"):
                 if go.get(flag):
                     entry[flag] = True
-            for marker in MARKERS:
+            for marker in (*MARKERS, "optional", "required"):
                 if marker in f:
                     entry[marker] = f[marker]
+            if f["doc"]:
+                entry["doc"] = f["doc"]
             fields[str(f["number"])] = entry
             todo.extend(refs)
-        table[name] = fields
+        table[name] = {"doc": messages[name]["doc"], "fields": fields}
     return {"source": "generated.proto and Go struct tags of k8s.io/api and k8s.io/apimachinery",
             "messages": dict(sorted(table.items()))}
 

@@ -59,11 +59,17 @@ class ProtobufError(RefPlatformError):
 
 
 @lru_cache(maxsize=1)
-def message_table() -> dict[str, dict[str, dict[str, Any]]]:
-    """The field table (package data), keyed by message, then field number as a string."""
+def upstream_messages() -> dict[str, dict[str, Any]]:
+    """The package data: per message its ``doc`` and ``fields`` (keyed by field number as a string)."""
     raw = resources.files("refplatform.api").joinpath("data/k8s-protobuf.json").read_text()
-    table: dict[str, dict[str, dict[str, Any]]] = json.loads(raw)["messages"]
-    return table
+    messages: dict[str, dict[str, Any]] = json.loads(raw)["messages"]
+    return messages
+
+
+@lru_cache(maxsize=1)
+def message_table() -> dict[str, dict[str, dict[str, Any]]]:
+    """The field table, keyed by message, then field number as a string."""
+    return {name: m["fields"] for name, m in upstream_messages().items()}
 
 
 def message_for(api_version: str, kind: str) -> str:
