@@ -18,6 +18,7 @@ from types import FrameType
 
 from refplatform.agent.errors import AgentError
 from refplatform.agent.gpus import MODELS
+from refplatform.agent.logs import ServingTLS
 from refplatform.agent.runner import Agent, AgentConfig
 from refplatform.defects import add_defect_argument
 from refplatform.gpu.mig import PartitionError
@@ -104,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
     p.add_argument("--log-port", type=_non_negative_int, default=0, metavar="PORT",
                    help="port of the log server on 127.0.0.1 (0: any free port)")
+    p.add_argument("--tls-cert-file", type=Path, metavar="FILE",
+                   help="serve the log endpoint over HTTPS with this certificate (PEM), as a kubelet serves "
+                        "kube-apiserver's log proxy; needs --tls-private-key-file")
+    p.add_argument("--tls-private-key-file", type=Path, metavar="FILE", help="the key of --tls-cert-file (PEM)")
+    p.add_argument("--client-ca-file", type=Path, metavar="FILE",
+                   help="with --tls-cert-file: /containerLogs answers only clients whose certificate this CA signed "
+                        "(kube-apiserver's --kubelet-client-certificate); /healthz and /metrics stay open")
     p.add_argument("--peer-poll", type=_positive_float, default=0.5, metavar="SECONDS",
                    help="interval of the poll of each job's pods that gates a training rank's steps")
     p.add_argument("--peer-stale", type=_positive_float, metavar="SECONDS",
@@ -139,6 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.ca_file is not None and not args.ca_file.is_file():
         log.error("CA file %s does not exist", args.ca_file)
         return 1
+    serving_tls = None
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        log.error("--tls-cert-file and --tls-private-key-file go together")
+        return 1
+    if args.client_ca_file is not None and args.tls_cert_file is None:
+        log.error("--client-ca-file needs --tls-cert-file (client certificates exist only over TLS)")
+        return 1
+    if args.tls_cert_file is not None and args.tls_private_key_file is not None:
+        for flag, path in (("--tls-cert-file", args.tls_cert_file), ("--tls-private-key-file", args.tls_private_key_file),
+                           ("--client-ca-file", args.client_ca_file)):
+            if path is not None and not path.is_file():
+                log.error("%s %s does not exist", flag, path)
+                return 1
+        serving_tls = ServingTLS(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
     try:
         config = AgentConfig(
             api_url=args.api,
@@ -163,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             freeze_threshold=args.freeze_threshold,
             partition_config=args.partition_config,
             pod_cidr=args.pod_cidr,
+            serving_tls=serving_tls,
         )
         agent = Agent(config)
     except PartitionError as err:

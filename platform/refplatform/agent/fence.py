@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import ssl
 import threading
 import time
 import urllib.error
@@ -67,8 +68,9 @@ def peer_health_urls(data_dir: Path, me: str) -> list[str]:
         except (OSError, ValueError):
             continue
         port = state.get("logPort")
+        scheme = "https" if state.get("logScheme") == "https" else "http"
         if state.get("node") != me and isinstance(port, int) and port > 0:
-            urls.append(f"http://127.0.0.1:{port}/healthz")
+            urls.append(f"{scheme}://127.0.0.1:{port}/healthz")
     return urls
 
 
@@ -124,11 +126,24 @@ class SelfFence:
         ok = 0
         for url in urls:
             try:
-                with urllib.request.urlopen(url, timeout=self.timeout) as resp:  # noqa: S310 - loopback only
+                # A peer serving HTTPS (a kubelet's log port) is asked without checking its certificate: only
+                # its "ok" is read, from loopback.
+                context = _UNVERIFIED if url.startswith("https://") else None
+                with urllib.request.urlopen(url, timeout=self.timeout, context=context) as resp:  # noqa: S310 - loopback only
                     ok += resp.status == 200
             except (urllib.error.URLError, OSError, ValueError):
                 continue
         return ok
+
+
+def _unverified_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+_UNVERIFIED = _unverified_context()
 
 
 def monotonic_age(last_ok: Callable[[], float | None]) -> Callable[[], float | None]:

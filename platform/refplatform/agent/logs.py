@@ -6,8 +6,20 @@ line per output line, so logs survive an agent restart.  The tail is also kept
 in memory, where followers wait for new lines.
 
 :class:`LogServer` answers the kubelet's
-``GET /containerLogs/<namespace>/<pod>/<container>?tailLines=N&follow=true|false&timestamps=true|false``
-with ``text/plain``; the API server proxies ``pods/<name>/log`` to it.  It also
+``GET /containerLogs/<namespace>/<pod>/<container>`` with ``text/plain``, with the query a real
+kube-apiserver sends (:class:`LogQuery`): ``follow``, ``timestamps``, ``tailLines``, ``sinceSeconds`` or
+``sinceTime``, ``limitBytes``, ``previous`` and ``stream``; the API server proxies ``pods/<name>/log`` to
+it.  As the kubelet does, ``tailLines`` picks the last lines first, ``sinceSeconds``/``sinceTime`` then
+drop those older than the bound, and ``limitBytes`` ends the answer (mid-line if need be) once that many
+bytes were sent, following or not.  ``previous=true`` is a 400 (the agent keeps no previous container's
+log), and so is ``stream=Stdout``/``Stderr`` (stdout and stderr share one log).
+
+With :class:`ServingTLS` the server speaks HTTPS (a real kube-apiserver reaches a kubelet at
+``https://<InternalIP>:<daemonEndpoints.kubeletEndpoint.Port>``), and with a client CA it asks every
+client for a certificate: ``/containerLogs`` then answers only a client whose certificate that CA
+signed (401 otherwise; kube-apiserver presents ``--kubelet-client-certificate``), while ``/healthz`` and
+``/metrics`` stay open to any client.  The TLS handshake runs on the request's own thread, so a slow
+client never holds up the others.  It also
 answers ``GET /healthz``: ``200 ok`` while the agent is healthy (heartbeating,
 not partitioned, its pod sync loop alive), ``503 <why>`` otherwise; the healer
 checks a node this way before reusing it.  (A frozen agent does not answer at
@@ -21,17 +33,21 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from refplatform.agent.clock import rfc3339_nano
+from refplatform.agent.clock import Clock, SystemClock, rfc3339_nano
 from refplatform.agent.workload import LogLine
 
-__all__ = ["ContainerLog", "HealthCheck", "LogServer", "LogStore"]
+__all__ = ["ContainerLog", "HealthCheck", "LogQuery", "LogServer", "LogStore", "ServingTLS", "parse_log_time"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +58,114 @@ HealthCheck = Callable[[], tuple[bool, str]]
 MetricsSource = Callable[[], bytes]
 """The ``/metrics`` body (Prometheus text format 0.0.4)."""
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a client gets to finish the TLS handshake."""
+STREAMS = ("All", "Stdout", "Stderr")
+"""``stream`` values kube-apiserver may send (PodLogsQuerySplitStreams)."""
+
+
+def parse_log_time(stamp: str) -> datetime | None:
+    """A log line's RFC 3339 timestamp (nanoseconds cut to microseconds); None when it is not one."""
+    text = stamp.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[:min(digits, 6)].ljust(6, '0')}{rest[digits:]}"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What a ``/containerLogs`` request asks for (the kubelet's query parameters)."""
+
+    follow: bool = False
+    timestamps: bool = False
+    tail: int | None = None
+    """The last N lines (None: all)."""
+    since: datetime | None = None
+    """Only lines stamped at or after this instant (from ``sinceSeconds`` or ``sinceTime``)."""
+    limit_bytes: int | None = None
+    """End the answer after this many bytes."""
+
+    @classmethod
+    def parse(cls, query: dict[str, list[str]], now: datetime, container: str, pod: str) -> LogQuery:
+        """The query of a request at ``now``; ValueError naming the parameter for a bad or unsupported one."""
+        def last(key: str) -> str:
+            return (query.get(key) or [""])[-1]
+
+        def integer(key: str, minimum: int) -> int | None:
+            raw = last(key)
+            if raw == "":
+                return None
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{key}={raw!r} is not an integer") from None
+            if value < minimum:
+                raise ValueError(f"{key}={raw!r} must be at least {minimum}")
+            return value
+
+        if _flag(query, "previous"):
+            raise ValueError(f'previous terminated container "{container}" in pod "{pod}" not found '
+                             "(the agent keeps no previous container's log)")
+        stream = last("stream") or "All"
+        if stream not in STREAMS:
+            raise ValueError(f"stream={stream!r} is not one of {', '.join(STREAMS)}")
+        if stream != "All":
+            raise ValueError(f"stream={stream}: this node keeps stdout and stderr in one log; ask for All")
+        tail_raw = last("tailLines")
+        try:
+            tail = int(tail_raw) if tail_raw != "" else None
+        except ValueError:
+            raise ValueError(f"tailLines={tail_raw!r} is not an integer") from None
+        if tail is not None and tail < 0:
+            tail = None
+        since_seconds = integer("sinceSeconds", 1)
+        since_time = last("sinceTime")
+        if since_seconds is not None and since_time:
+            raise ValueError("sinceSeconds and sinceTime may not both be given")
+        since = None
+        if since_seconds is not None:
+            since = now - timedelta(seconds=since_seconds)
+        elif since_time:
+            since = parse_log_time(since_time)
+            if since is None:
+                raise ValueError(f"sinceTime={since_time!r} is not an RFC 3339 time")
+        return cls(follow=_flag(query, "follow"), timestamps=_flag(query, "timestamps"), tail=tail, since=since,
+                   limit_bytes=integer("limitBytes", 1))
+
+    def keep(self, entries: list[Entry]) -> list[Entry]:
+        """The entries this query shows (``tail`` was applied by the snapshot; this is ``since``)."""
+        if self.since is None:
+            return entries
+        since = self.since
+        return [e for e in entries if (at := parse_log_time(e[0])) is None or at >= since]
+
+
+@dataclass(frozen=True)
+class ServingTLS:
+    """HTTPS for the log server: its certificate and key, and optionally the CA whose client certificates
+    may read logs (the kubelet's ``--tls-cert-file``, ``--tls-private-key-file``, ``--client-ca-file``)."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path | None = None
+
+    def context(self) -> ssl.SSLContext:
+        """The server-side context (TLS 1.2 or later); OSError/SSLError for unreadable or mismatched files."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(str(self.cert_file), str(self.key_file))
+        if self.client_ca_file is not None:
+            ctx.load_verify_locations(cafile=str(self.client_ca_file))
+            ctx.verify_mode = ssl.CERT_OPTIONAL  # asked for; /containerLogs requires one, /healthz does not
+        return ctx
 
 
 class ContainerLog:
@@ -203,12 +327,34 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck) -> None:
+    def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck, clock: Clock,
+                 tls: ServingTLS | None = None) -> None:
         self.store = store
         self.health = health
+        self.clock = clock
         self.metrics: MetricsSource | None = None
         self.stopping = threading.Event()
+        self.tls = tls
+        self.ssl_context = tls.context() if tls is not None else None
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """On the request's thread: the TLS handshake first (bounded), then the request."""
+        if isinstance(request, ssl.SSLSocket):
+            request.settimeout(HANDSHAKE_TIMEOUT)
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError) as err:
+                log.debug("log server: TLS handshake with %s failed: %s", client_address, err)
+                return
+            request.settimeout(None)
+        super().finish_request(request, client_address)
 
 
 def _flag(query: dict[str, list[str]], key: str) -> bool:
@@ -263,14 +409,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._text(404, f"404 page not found: {url.path}\n")
             return
         _, namespace, pod, container = parts
-        query = parse_qs(url.query, keep_blank_values=True)
+        if self.server.tls is not None and self.server.tls.client_ca_file is not None and not self._client_verified():
+            self._text(401, "Unauthorized: a client certificate signed by this node's client CA is required\n")
+            return
         try:
-            follow = _flag(query, "follow")
-            timestamps = _flag(query, "timestamps")
-            tail_raw = (query.get("tailLines") or [""])[-1]
-            tail = int(tail_raw) if tail_raw != "" else None
-            if tail is not None and tail < 0:
-                tail = None
+            q = LogQuery.parse(parse_qs(url.query, keep_blank_values=True), self.server.clock.now(), container, pod)
         except ValueError as err:
             self._text(400, f"bad request: {err}\n")
             return
@@ -278,11 +421,12 @@ class _Handler(BaseHTTPRequestHandler):
         if clog is None:
             self._text(404, f'container "{container}" in pod "{pod}" in namespace "{namespace}" not found on this node\n')
             return
-        entries, seq = clog.snapshot(tail)
+        entries, seq = clog.snapshot(q.tail)
+        budget = _Budget(q.limit_bytes)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
-        if not follow:
-            data = self._render(entries, timestamps)
+        if not q.follow:
+            data = budget.take(self._render(q.keep(entries), q.timestamps))
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -290,19 +434,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         try:
-            self.wfile.write(self._render(entries, timestamps))
+            self.wfile.write(budget.take(self._render(q.keep(entries), q.timestamps)))
             self.wfile.flush()
-            while not self.server.stopping.is_set():
+            while not self.server.stopping.is_set() and not budget.spent:
                 new, seq, closed = clog.wait_new(seq, 0.5)
                 if new:
-                    self.wfile.write(self._render(new, timestamps))
+                    self.wfile.write(budget.take(self._render(q.keep(new), q.timestamps)))
                     self.wfile.flush()
                 elif closed:
                     return
                 elif self._client_gone():
                     return
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             return
+
+    def _client_verified(self) -> bool:
+        """Whether the TLS client presented a certificate the client CA verified."""
+        conn = self.connection
+        return isinstance(conn, ssl.SSLSocket) and bool(conn.getpeercert())
 
     @staticmethod
     def _render(entries: list[Entry], timestamps: bool) -> bytes:
@@ -311,22 +460,59 @@ class _Handler(BaseHTTPRequestHandler):
         return "".join(f"{text}\n" for _, text in entries).encode()
 
     def _client_gone(self) -> bool:
+        conn = self.connection
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
+            if isinstance(conn, ssl.SSLSocket) and conn.pending():
+                return False
+            readable, _, _ = select.select([conn], [], [], 0)
             if not readable:
                 return False
-            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+            if isinstance(conn, ssl.SSLSocket):  # no MSG_PEEK over TLS: read (a follower sends nothing)
+                timeout = conn.gettimeout()
+                conn.settimeout(0)
+                try:
+                    return conn.recv(1) == b""
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    return False
+                finally:
+                    conn.settimeout(timeout)
+            return bool(conn.recv(1, socket.MSG_PEEK) == b"")
         except (OSError, ValueError):
             return True
+
+
+class _Budget:
+    """What is left of ``limitBytes`` (None: no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left = limit
+
+    @property
+    def spent(self) -> bool:
+        return self.left is not None and self.left <= 0
+
+    def take(self, data: bytes) -> bytes:
+        if self.left is None:
+            return data
+        out = data[: max(0, self.left)]
+        self.left -= len(out)
+        return out
 
 
 class LogServer:
     """The kubelet-style log endpoint of one node, on 127.0.0.1."""
 
-    def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0, *, health: HealthCheck | None = None) -> None:
-        """``health``: answers ``/healthz`` (default: always healthy)."""
-        self._server = _Server((host, port), store, health or (lambda: (True, "ok")))
+    def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0, *, health: HealthCheck | None = None,
+                 clock: Clock | None = None, tls: ServingTLS | None = None) -> None:
+        """``health``: answers ``/healthz`` (default: always healthy); ``clock``: ``now`` of ``sinceSeconds``;
+        ``tls``: serve HTTPS (plain HTTP without it)."""
+        self._server = _Server((host, port), store, health or (lambda: (True, "ok")), clock or SystemClock(), tls)
         self._thread: threading.Thread | None = None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self._server.ssl_context is not None else "http"
 
     def serve_metrics(self, source: MetricsSource) -> None:
         """Answer ``GET /metrics`` with what ``source`` returns."""

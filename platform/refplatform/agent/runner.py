@@ -26,7 +26,7 @@ from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
 from refplatform.agent.jobs import DEFAULT_POLL, STALE_POLLS, JobCoordinator
-from refplatform.agent.logs import LogServer, LogStore
+from refplatform.agent.logs import LogServer, LogStore, ServingTLS
 from refplatform.agent.metrics import GpuCollector, GpuMetrics
 from refplatform.agent.node import NodeConfig
 from refplatform.agent.partition import GatedClient, PartitionGate
@@ -84,6 +84,9 @@ class AgentConfig:
     """``--pod-cidr``: the loopback range of this node's pod IPs (None: derived from the node name)."""
     shutdown_grace: float = 2.0
     """On a graceful stop, seconds the pods' processes get between SIGTERM and SIGKILL."""
+    serving_tls: ServingTLS | None = None
+    """``--tls-cert-file``/``--tls-private-key-file``/``--client-ca-file``: the log server speaks HTTPS, as a
+    real kube-apiserver expects of a kubelet (None: plain HTTP on loopback, as the reference API server proxies)."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -141,7 +144,8 @@ class Agent:
         self.driver = Device(socket_path_for(config.data_dir, config.node), self.clock,
                              stalls_as_compute=Defect.STALLS_AS_COMPUTE in config.defects)
         self.logs = LogStore(config.data_dir / "logs" / config.node)
-        self.log_server = LogServer(self.logs, port=config.log_port, health=self.health)
+        self.log_server = LogServer(self.logs, port=config.log_port, health=self.health, clock=self.clock,
+                                    tls=config.serving_tls)
         self.node_config = NodeConfig(
             name=config.node,
             gpus=self.gpus,
@@ -216,11 +220,12 @@ class Agent:
             self.fence.start()
         self._write_state()
         log.info(
-            "agent %s: %d x %s GPU(s)%s, log server on 127.0.0.1:%d, API %s",
+            "agent %s: %d x %s GPU(s)%s, log server on %s://127.0.0.1:%d, API %s",
             self.config.node,
             self.gpus.count,
             self.gpus.product,
             " (simulated)" if self.gpus.simulated else "",
+            self.log_server.scheme,
             self.log_server.port,
             self.config.api_url,
         )
@@ -276,6 +281,7 @@ class Agent:
             "node": self.config.node,
             "pid": os.getpid(),
             "logPort": self.log_server.port,
+            "logScheme": self.log_server.scheme,
             "bootID": self.node_config.boot_id,
             "startedAt": rfc3339(self.clock.now()),
             "podCIDR": self.pod_cidr,

@@ -20,6 +20,10 @@ volume         directory
                of the cluster (the reference platform's NFS server); with the
                ``lose-checkpoint`` defect ``<data-dir>/nodes/<node>/nfs/<server>/<path>``,
                so each node sees its own copy
+``projected``,  ``<data-dir>/nodes/<node>/pods/<pod uid>/volumes/<name>``, filled from the
+``configMap``,  API when the pod starts (:mod:`refplatform.agent.projection`: a service
+``secret``,     account token, ConfigMap and Secret keys, downward API fields); a real
+``downwardAPI`` kube-apiserver adds such a volume (``kube-api-access-<x>``) to every pod
 =============  ====================================================================
 
 Any other volume type is refused when a container mounts it (naming the
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from refplatform.agent.errors import ContainerSpecError
+from refplatform.agent.projection import VOLUME_TYPES, ProjectedSource, parse_sources
 from refplatform.defects import Defect
 
 __all__ = ["Mount", "NodeDirs", "Volume", "VolumeKind", "container_mounts", "pod_volumes", "rewrite"]
@@ -59,6 +64,14 @@ class VolumeKind(enum.Enum):
     """A path of the node (mapped under the node's own root)."""
     NFS = "nfs"
     """A directory every node of the cluster reaches."""
+    PROJECTED = "projected"
+    """Files from the API (service account token, ConfigMap, Secret, downward API), written at pod start."""
+    CONFIG_MAP = "configMap"
+    """A ConfigMap's keys as files."""
+    SECRET = "secret"
+    """A Secret's keys as files."""
+    DOWNWARD_API = "downwardAPI"
+    """The pod's own fields as files."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,15 @@ class Volume:
     directory: Path
     create: bool = True
     """Whether :meth:`NodeDirs.prepare` creates the directory (not for ``hostPath`` files, sockets, devices)."""
+    sources: tuple[ProjectedSource, ...] = ()
+    """Where the files of a projected, configMap, secret or downwardAPI volume come from."""
+    default_mode: int | None = None
+    """Their ``defaultMode``."""
+
+    @property
+    def projected(self) -> bool:
+        """Whether the agent fills this volume from the API before the pod starts."""
+        return self.kind.value in VOLUME_TYPES
 
 
 @dataclass(frozen=True)
@@ -168,6 +190,15 @@ def pod_volumes(pod: Obj, dirs: NodeDirs) -> tuple[dict[str, Volume], dict[str, 
                 problems[name] = f"{where}.nfs.path: must be an absolute path (got {path!r})"
                 continue
             out[name] = Volume(name, VolumeKind.NFS, dirs.nfs_dir(server, path))
+        elif any(k in raw for k in VOLUME_TYPES):
+            try:
+                sources, mode = parse_sources(raw, where)
+            except ContainerSpecError as err:
+                problems[name] = str(err)
+                continue
+            kind = VolumeKind(next(k for k in VOLUME_TYPES if k in raw))
+            out[name] = Volume(name, kind, dirs.pod_dir(uid) / "volumes" / _relative(name), sources=sources,
+                               default_mode=mode)
         else:
             kinds = sorted(k for k in raw if k != "name")
             problems[name] = (f"{where}: volume type {', '.join(kinds) or '(none)'} is not supported by the "

@@ -73,11 +73,12 @@ def test_mounts_are_longest_first_and_rewrite_whole_values_only() -> None:
     ({"name": "nope", "mountPath": "/x"}, "spec.containers[0].volumeMounts[0].name: no volume named 'nope'"),
     ({"name": "a", "mountPath": "x"}, "spec.containers[0].volumeMounts[0].mountPath: must be an absolute path"),
     ({"name": "a", "mountPath": "/"}, "spec.containers[0].volumeMounts[0].mountPath: / cannot be mounted"),
-    ({"name": "cm", "mountPath": "/cfg"}, "spec.volumes[1]: volume type configMap is not supported"),
+    ({"name": "cm", "mountPath": "/cfg"}, "spec.volumes[1]: volume type persistentVolumeClaim is not supported"),
     ({"name": "a", "mountPath": "/x", "subPath": "../up"}, "spec.containers[0].volumeMounts[0].subPath"),
 ])
 def test_bad_mounts_name_their_field(mount: dict[str, object], message: str) -> None:
-    vols, problems = pod_volumes(pod({"name": "a", "emptyDir": {}}, {"name": "cm", "configMap": {"name": "c"}}),
+    vols, problems = pod_volumes(pod({"name": "a", "emptyDir": {}},
+                                     {"name": "cm", "persistentVolumeClaim": {"claimName": "c"}}),
                                  NodeDirs(DATA, "n"))
     with pytest.raises(ContainerSpecError) as err:
         container_mounts({"volumeMounts": [mount]}, "spec.containers[0]", vols, problems)
@@ -85,7 +86,7 @@ def test_bad_mounts_name_their_field(mount: dict[str, object], message: str) -> 
 
 
 def test_an_unmounted_unsupported_volume_is_ignored() -> None:
-    vols, problems = pod_volumes(pod({"name": "cm", "configMap": {"name": "c"}}), NodeDirs(DATA, "n"))
+    vols, problems = pod_volumes(pod({"name": "cm", "persistentVolumeClaim": {"claimName": "c"}}), NodeDirs(DATA, "n"))
     assert vols == {} and "cm" in problems
     assert container_mounts({}, "spec.containers[0]", vols, problems) == []
 
