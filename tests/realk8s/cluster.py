@@ -127,6 +127,10 @@ class RealClusterSpec:
     """kube-apiserver --default-not-ready-toleration-seconds (upstream default 300)."""
     native_gang_scheduling: bool = True
     """Turn on the version's Workload/PodGroup API and gang scheduling plugin (see NATIVE_GANG_SCHEDULING)."""
+    scheduler_gang_scheduling: bool = True
+    """With ``native_gang_scheduling``: False starts kube-scheduler with the gates off (``GenericWorkload=false``),
+    so it has no GangScheduling plugin and no pod-group cycle while kube-apiserver still serves Workload and
+    PodGroup and keeps pods' ``schedulingGroup``: gang admission switched off, everything else as before."""
     extra_users: tuple[StaticUser, ...] = ()
     """More static-token users, e.g. ``StaticUser("system:node:gpu-0", ("system:nodes",))`` for a kubelet."""
     extra_args: dict[Component, tuple[str, ...]] = field(default_factory=dict)
@@ -211,6 +215,22 @@ class Pki:
     """(cert, key) kube-apiserver presents when it proxies to an aggregated API server."""
     sa_key: Path
     sa_pub: Path
+    kubelet_client: tuple[Path, Path]
+    """(cert, key) kube-apiserver presents to kubelets (``--kubelet-client-certificate``), signed by the CA."""
+
+    def issuer(self) -> _Issuer:
+        """The cluster CA, to sign more certificates (kubelet serving certs)."""
+        cert = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+        key = serialization.load_pem_private_key(self.ca_key.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise RealClusterError(f"{self.ca_key} is not the EC key this fixture writes")
+        return _Issuer(cert.subject, key)
+
+    def kubelet_serving_cert(self, directory: Path, node: str) -> tuple[Path, Path]:
+        """A serving cert for a kubelet stand-in of ``node`` (SAN 127.0.0.1 and the node name), signed by
+        the cluster CA, so kube-apiserver's ``--kubelet-certificate-authority`` verifies it."""
+        directory.mkdir(parents=True, exist_ok=True)
+        return _make_leaf(directory, f"kubelet-{node}", self.issuer(), node, server=True, extra_dns=(node,))
 
 
 _KEY_USAGE_CA = x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
@@ -246,12 +266,14 @@ def _make_ca(directory: Path, stem: str, common_name: str) -> tuple[_Issuer, Pat
     return _Issuer(name, key), cert_path, key_path
 
 
-def _make_leaf(directory: Path, stem: str, issuer: _Issuer, common_name: str, server: bool) -> tuple[Path, Path]:
+def _make_leaf(directory: Path, stem: str, issuer: _Issuer, common_name: str, server: bool,
+               extra_dns: tuple[str, ...] = (), organizations: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """A serving cert for loopback (``server``) or a client cert, signed by ``issuer``."""
     key = ec.generate_private_key(ec.SECP256R1())
     not_before, not_after = _validity()
     builder = (x509.CertificateBuilder()
-               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+               .subject_name(x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
+                                        x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
                .issuer_name(issuer.name).public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(not_before).not_valid_after(not_after)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -261,7 +283,8 @@ def _make_leaf(directory: Path, stem: str, issuer: _Issuer, common_name: str, se
                               critical=False))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName(n) for n in SERVING_DNS_NAMES] + [x509.IPAddress(ipaddress.ip_address(LOOPBACK))]),
+            [x509.DNSName(n) for n in (*SERVING_DNS_NAMES, *extra_dns)]
+            + [x509.IPAddress(ipaddress.ip_address(LOOPBACK))]),
             critical=False)
     cert = builder.sign(issuer.key, hashes.SHA256())
     cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
@@ -273,6 +296,7 @@ def _make_leaf(directory: Path, stem: str, issuer: _Issuer, common_name: str, se
 SERVING_DNS_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                      "kubernetes.default.svc.cluster.local")
 FRONT_PROXY_CLIENT = "front-proxy-client"
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 
 
 def make_pki(directory: Path) -> Pki:
@@ -289,7 +313,11 @@ def make_pki(directory: Path) -> Pki:
     _write_private(sa_key_path, _key_pem(sa_key))
     sa_pub_path.write_bytes(sa_key.public_key().public_bytes(serialization.Encoding.PEM,
                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
-    return Pki(ca_cert, ca_key, serving, front_proxy_ca, front_proxy_client, sa_key_path, sa_pub_path)
+    # As kubeadm names it: kube-apiserver's client identity towards kubelets (their --client-ca-file is our CA).
+    kubelet_client = _make_leaf(directory, KUBELET_CLIENT, ca, KUBELET_CLIENT, server=False,
+                                organizations=("system:masters",))
+    return Pki(ca_cert, ca_key, serving, front_proxy_ca, front_proxy_client, sa_key_path, sa_pub_path,
+               kubelet_client)
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
@@ -469,10 +497,11 @@ class RealCluster:
         self._wait_healthy(proc, f"{self.etcd_url}/health says healthy",
                            lambda: _http_ok(f"{self.etcd_url}/health", expect=healthy))
 
-    def _feature_gates(self) -> list[str]:
+    def _feature_gates(self, component: Component | None = None) -> list[str]:
         if self.gang is None:
             return []
-        return ["--feature-gates=" + ",".join(f"{gate}=true" for gate in self.gang.feature_gates)]
+        on = "false" if component is Component.SCHEDULER and not self.spec.scheduler_gang_scheduling else "true"
+        return ["--feature-gates=" + ",".join(f"{gate}={on}" for gate in self.gang.feature_gates)]
 
     def _start_apiserver(self, token_file: Path) -> None:
         port = free_port()
@@ -494,6 +523,13 @@ class RealCluster:
             f"--proxy-client-cert-file={self.pki.front_proxy_client[0]}",
             f"--proxy-client-key-file={self.pki.front_proxy_client[1]}",
             "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            # Kubelets (the refplatform agents): reached at their InternalIP first, as kubeadm orders it (a
+            # node's Hostname address is its name, which no resolver here knows), over TLS verified with our CA,
+            # and kube-apiserver proves itself with a client cert from that CA.
+            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+            f"--kubelet-certificate-authority={self.ca_file}",
+            f"--kubelet-client-certificate={self.pki.kubelet_client[0]}",
+            f"--kubelet-client-key={self.pki.kubelet_client[1]}",
             f"--service-account-key-file={self.pki.sa_pub}",
             f"--service-account-signing-key-file={self.pki.sa_key}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
@@ -519,7 +555,7 @@ class RealCluster:
                 f"--authorization-kubeconfig={kubeconfig}",
                 f"--secure-port={free_port()}", f"--bind-address={LOOPBACK}",
                 f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
-                "--leader-elect=false", "--profiling=false", *self._feature_gates()]
+                "--leader-elect=false", "--profiling=false", *self._feature_gates(component)]
 
     def _wait_component(self, proc: _Process, args: list[str]) -> None:
         port = next(a.split("=", 1)[1] for a in args if a.startswith("--secure-port="))

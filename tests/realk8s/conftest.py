@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.realk8s.agents import RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterSpec
 from tests.realk8s.standin import node_user
 
@@ -28,6 +29,8 @@ DEFAULT_UNREACHABLE_TOLERATION_S = 3
 DEFAULT_NOT_READY_TOLERATION_S = 3
 #: Kubelet stand-ins the tests may register (each gets a system:node:<name> token).
 STANDIN_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
+#: refplatform agents the tests may start as kubelets (each gets a system:node:<name> token too).
+AGENT_NODES = tuple(f"refagent-{i}" for i in range(6))
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,21 @@ def real_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
         node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S, node_monitor_period=NODE_MONITOR_PERIOD_S,
         default_unreachable_toleration_seconds=DEFAULT_UNREACHABLE_TOLERATION_S,
         default_not_ready_toleration_seconds=DEFAULT_NOT_READY_TOLERATION_S,
-        extra_users=tuple(node_user(name) for name in STANDIN_NODES))
+        extra_users=tuple(node_user(name) for name in (*STANDIN_NODES, *AGENT_NODES)))
     cluster = RealCluster(spec)
     cluster.start()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def ref_agents(real_cluster: RealCluster, tmp_path: Path) -> Iterator[RefAgents]:
+    """Start refplatform agents (names from AGENT_NODES) as kubelets of the session's cluster; stops them and
+    removes their Nodes, Leases and pods afterwards.  They share one data directory (one nfs share)."""
+    agents = RefAgents(real_cluster, tmp_path / "agents")
+    try:
+        yield agents
+    finally:
+        agents.close()
