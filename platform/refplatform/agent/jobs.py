@@ -145,6 +145,8 @@ class _JobState:
     job: Obj | None = None
     """The Job as last read (``None``: not read yet, or it does not exist)."""
     pods: list[Obj] = field(default_factory=list)
+    forbidden: bool = False
+    """The API refused this node the job's pods (said once in the log)."""
 
 
 class JobCoordinator:
@@ -265,6 +267,13 @@ class JobCoordinator:
                 if not err.not_found:
                     raise
         except (ApiStatusError, ApiUnreachable) as err:
+            if isinstance(err, ApiStatusError) and err.code == 403 and not state.forbidden:
+                # A real kube-apiserver lets a node list only its own pods (Node authorizer): a simulated rank
+                # cannot see its gang there and stalls.  Real clusters run the canary (processes) instead.
+                state.forbidden = True
+                log.warning("job %s/%s: this node may not list the job's pods (%s); its simulated training ranks "
+                            "stall (run the training canary as processes instead)", spec.namespace, spec.job,
+                            err.message or err.reason)
             log.debug("poll of job %s/%s failed: %s", spec.namespace, spec.job, err)
             return
         pods = [p for p in listed.get("items") or [] if isinstance(p, dict)]

@@ -210,3 +210,25 @@ def test_annotations_go_through_pods_status_when_the_api_refuses_the_node_a_pod_
     assert patches.count(pod_path("t")) == 1, "the agent kept trying the refused patch"
     assert any(body == {"metadata": {"annotations": body["metadata"]["annotations"]}} and path.endswith("/status")
                for verb, path, body in api.calls if verb == "PATCH" and "metadata" in (body or {}))
+
+
+def test_a_simulated_rank_whose_node_may_not_list_its_job_says_why_it_stalls_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from refplatform.agent.gang import RankSpec
+    from refplatform.agent.jobs import JobCoordinator
+
+    api = FakeApi()
+    api.fail = lambda verb, path: status_error(403, "Forbidden", "pods is forbidden") if verb == "LIST" else None
+    clock = VirtualClock()
+    jobs = JobCoordinator(api, clock, poll_interval=0.5)
+    link = jobs.attach("u0", RankSpec("default", "j", 0, 2, 0))
+    with caplog.at_level(logging.WARNING, logger="refplatform.agent.jobs"):
+        for _ in range(3):
+            clock.advance(1)
+            jobs.poll_now()
+            jobs.run_once()
+    warnings = [r.getMessage() for r in caplog.records if "may not list the job's pods" in r.getMessage()]
+    assert len(warnings) == 1 and "pods is forbidden" in warnings[0]
+    assert link.status(clock.now()).window is None  # no view: the rank stalls
