@@ -115,10 +115,34 @@ class GangDrill:
             "submit-gangs", target=",".join(names), workers=workers, gpus_per_worker=gpus).stamp.mono
         for group in groups:
             for obj in group:
-                self.target.driver.create(obj)
+                self._create_group_object(obj)
         for i in range(workers):  # interleaved, as jobs submitted together reach the scheduler
             for pods in pod_lists:
                 self.target.driver.create(pods[i])
+
+    def _create_group_object(self, obj: Obj) -> None:
+        """Create a gang's group object; a cluster that does not serve its API makes the drill INCONCLUSIVE."""
+        try:
+            self.target.driver.create(obj)
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+            api, plural = obj.get("apiVersion", ""), resource_for(obj).plural
+            try:
+                served = self.target.driver.request("GET", f"/apis/{api}", retry=False).get("resources") or []
+            except KubeError as probe:
+                if probe.code != 404:
+                    raise exc from None
+                served = []
+            if any(r.get("name") == plural for r in served):
+                raise  # the API is there: the 404 is something else (the namespace)
+            flavor = self.target.profile.flavor
+            hint = (" (Kubernetes 1.37 serves it with the GenericWorkload feature gate on and "
+                    "--runtime-config=scheduling.k8s.io/v1beta1=true; see docs/REAL_CLUSTERS.md)"
+                    if flavor is GangFlavor.NATIVE else "")
+            raise DrillInconclusive(f"the cluster does not serve {plural} in {api}, which the {flavor.value} "
+                                    f"gang flavor writes{hint}; is the profile's flavor the cluster's gang "
+                                    "scheduler?") from None
 
     def _on_pod(self, event: str, obj: Obj) -> None:
         name = obj["metadata"]["name"]

@@ -84,6 +84,8 @@ RESOURCES: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r i
     Resource("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False),
     Resource("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups", True),
     Resource("scheduling.run.ai/v2", "Queue", "queues", False),
+    Resource("scheduling.k8s.io/v1beta1", "Workload", "workloads", True),
+    Resource("scheduling.k8s.io/v1beta1", "PodGroup", "podgroups", True),
 )}
 POD = RESOURCES[("v1", "Pod")]
 NODE = RESOURCES[("v1", "Node")]

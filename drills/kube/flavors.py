@@ -17,6 +17,12 @@ kueue      N plain pods labelled ``kueue.x-k8s.io/queue-name`` and
 kai        a ``scheduling.run.ai/v2alpha2`` PodGroup plus N pods with
            ``schedulerName: kai-scheduler``, label ``kai.scheduler/queue`` and
            annotation ``pod-group-name``
+native     Kubernetes' own gang scheduling (KEP-4671; ``GenericWorkload``, beta
+           and off by default in 1.37): a ``scheduling.k8s.io/v1beta1``
+           Workload with one pod-group template ``worker`` (gang,
+           ``minCount``), the PodGroup made from it (``workloadRef``), and N
+           pods with ``spec.schedulingGroup.podGroupName``, scheduled by the
+           default kube-scheduler; no queue objects
 =========  =====================================================================
 
 Every object carries the label ``firedrill.dev/drill-run: <run id>`` so that a
@@ -61,6 +67,9 @@ __all__ = [
     "kai_pod_group",
     "kai_queues",
     "kueue_pods",
+    "native_gang",
+    "native_pod_group",
+    "native_workload",
     "kueue_queues",
     "locate",
     "pod_names",
@@ -98,6 +107,10 @@ KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_GROUP_ANNOTATION = "pod-group-name"
+NATIVE_API_VERSION = "scheduling.k8s.io/v1beta1"
+"""Workload and PodGroup in Kubernetes 1.37 (v1alpha2 in 1.36, with other gates; see docs/REAL_CLUSTERS.md)."""
+NATIVE_TEMPLATE = TASK
+"""The Workload's one pod-group template (its PodGroup's ``workloadRef.templateName``)."""
 
 
 class FlavorError(FiredrillError):
@@ -114,6 +127,10 @@ class GangFlavor(Enum):
     """Kueue: a plain-pod group admitted all-or-nothing through a LocalQueue (``kueue.x-k8s.io``, pod integration)."""
     KAI = "kai"
     """NVIDIA KAI-Scheduler: a PodGroup (``scheduling.run.ai``) plus pods scheduled by ``kai-scheduler``."""
+    NATIVE = "native"
+    """Kubernetes' native gang scheduling: a Workload and PodGroup (``scheduling.k8s.io/v1beta1``, Kubernetes 1.37
+    with the ``GenericWorkload`` gate on) plus pods naming the PodGroup in ``spec.schedulingGroup``, scheduled by
+    the default kube-scheduler (its GangScheduling plugin)."""
 
 
 class VolcanoForm(Enum):
@@ -483,6 +500,43 @@ def kai_queues(*, queue: str, gpus: int, parent: str = "firedrill-parent",
     ]
 
 
+# --- native (scheduling.k8s.io) --------------------------------------------------------------------------------
+
+
+def _native_policy(spec: GangSpec) -> dict[str, Any]:
+    return {"gang": {"minCount": spec.min_available}}
+
+
+def native_workload(spec: GangSpec) -> Manifest:
+    """The Workload: one pod-group template ``worker``, gang-scheduled with ``minCount`` = min_member."""
+    template: dict[str, Any] = {"name": NATIVE_TEMPLATE, "schedulingPolicy": _native_policy(spec)}
+    if spec.priority_class:
+        template["priorityClassName"] = spec.priority_class
+    return {"apiVersion": NATIVE_API_VERSION, "kind": "Workload", "metadata": _object_meta(spec, spec.name),
+            "spec": {"podGroupTemplates": [template]}}
+
+
+def native_pod_group(spec: GangSpec) -> Manifest:
+    """The PodGroup of the Workload's template, as a workload controller would make it from the template."""
+    pg_spec: dict[str, Any] = {"workloadRef": {"workloadName": spec.name, "templateName": NATIVE_TEMPLATE},
+                               "schedulingPolicy": _native_policy(spec)}
+    if spec.priority_class:
+        pg_spec["priorityClassName"] = spec.priority_class
+    return {"apiVersion": NATIVE_API_VERSION, "kind": "PodGroup", "metadata": _object_meta(spec, spec.name),
+            "spec": pg_spec}
+
+
+def native_gang(spec: GangSpec) -> list[Manifest]:
+    """A Workload, its PodGroup, then the pods that name the PodGroup (create in this order).
+
+    The pods' ``spec.schedulingGroup`` is dropped by a kube-apiserver whose ``GenericWorkload`` gate is off;
+    such a server does not serve Workload and PodGroup either, so the first create fails naming them."""
+    pods = _pods(spec, None, {}, {})
+    for pod in pods:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": spec.name}
+    return [native_workload(spec), native_pod_group(spec), *pods]
+
+
 # --- per flavor --------------------------------------------------------------------------------------------
 
 
@@ -500,6 +554,8 @@ def gang_manifests(spec: GangSpec, flavor: GangFlavor,
         return [volcano_job(spec)] if volcano_form is VolcanoForm.JOB else volcano_plain(spec)
     if flavor is GangFlavor.KUEUE:
         return kueue_pods(spec)
+    if flavor is GangFlavor.NATIVE:
+        return native_gang(spec)
     return kai_gang(spec)
 
 
@@ -511,6 +567,8 @@ def queue_manifests(flavor: GangFlavor, *, queue: str, namespace: str, gpus: int
     if flavor is GangFlavor.KUEUE:
         return kueue_queues(namespace=namespace, local_queue=queue, gpus=gpus, run_id=run_id,
                             gpu_resource=gpu_resource)
+    if flavor is GangFlavor.NATIVE:
+        return []  # native gang scheduling has no queues; the profile's queue is not used
     return kai_queues(queue=queue, gpus=gpus, run_id=run_id)
 
 
@@ -518,6 +576,7 @@ _APIS: dict[GangFlavor, dict[str, tuple[str, ...]]] = {
     GangFlavor.VOLCANO: {"batch.volcano.sh": ("v1alpha1",), "scheduling.volcano.sh": ("v1beta1",)},
     GangFlavor.KUEUE: {"kueue.x-k8s.io": ("v1beta2",)},
     GangFlavor.KAI: {"scheduling.run.ai": ("v2", "v2alpha2")},  # Queue v2, PodGroup v2alpha2
+    GangFlavor.NATIVE: {"scheduling.k8s.io": ("v1beta1",)},  # Workload and PodGroup (PriorityClass is v1)
 }
 
 
@@ -553,7 +612,7 @@ class GangLocator:
     """Matches every pod of this gang (also the pods Volcano's job controller recreates)."""
     group: GroupRef
     """Volcano Job: the Job (its PodGroup is ``<name>-<uid>``, see :func:`volcano_job_pod_group_name`);
-    Volcano plain and KAI: the PodGroup; Kueue: the Workload Kueue creates, named after the pod group
+    Volcano plain, KAI and native: the PodGroup; Kueue: the Workload Kueue creates, named after the pod group
     (delete it to release the pods' ``kueue.x-k8s.io/managed`` finalizer)."""
 
 
@@ -566,6 +625,8 @@ def locate(spec: GangSpec, flavor: GangFlavor, volcano_form: VolcanoForm = Volca
         ref = GroupRef("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", spec.namespace, spec.name)
     elif flavor is GangFlavor.KUEUE:
         ref = GroupRef("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", spec.namespace, spec.name)
+    elif flavor is GangFlavor.NATIVE:
+        ref = GroupRef("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", spec.namespace, spec.name)
     else:
         ref = GroupRef("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", spec.namespace, spec.name)
     return GangLocator(flavor, spec.namespace, selector, ref)
