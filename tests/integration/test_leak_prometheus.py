@@ -32,7 +32,7 @@ from drills.kube.driver import KubeDriver
 from drills.kube.timeline import Timeline
 from drills.leak.drill import LeakDrill
 from drills.leak.model import Hole
-from drills.target import load_profile
+from drills.target import load_profile, reference_profile
 from drills.verdict import DrillResult, Verdict
 from refplatform.cluster import wait_until
 
@@ -149,7 +149,7 @@ def test_the_drill_computes_the_holes_from_prometheus_and_is_inconclusive_where_
                "fault": {"method": "kill", "timeout_seconds": 10},
                "safety": {"allow_label": "nvidia.com/gpu.present=true", "max_gpu_share": 0.5,
                           "require_healthy": False},
-               "prometheus": {"url": prometheus.url}}
+               "prometheus": {"url": prometheus.url}, **reference_profile().canary.to_dict()}
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
     features = tmp_path / "features"
     features.mkdir()
