@@ -254,3 +254,24 @@ def test_follow_over_tls_ends_when_the_container_stops(store: LogStore, pki: Pki
             assert b"".join(got) == b"one\ntwo\n"
     finally:
         srv.stop()
+
+
+def test_the_self_fence_asks_a_peer_serving_https_over_https(tmp_path: Path, store: LogStore, pki: Pki) -> None:
+    import json
+
+    from refplatform.agent.fence import SelfFence, peer_health_urls
+
+    srv = LogServer(store, tls=ServingTLS(pki.server[0], pki.server[1], pki.ca))
+    srv.start()
+    try:
+        agents = tmp_path / "agents"
+        agents.mkdir()
+        (agents / "peer.json").write_text(json.dumps({"node": "peer", "logPort": srv.port, "logScheme": "https"}))
+        (agents / "old.json").write_text(json.dumps({"node": "old", "logPort": 1}))  # written before logScheme
+        (agents / "me.json").write_text(json.dumps({"node": "me", "logPort": 2, "logScheme": "https"}))
+        urls = peer_health_urls(tmp_path, "me")
+        assert urls == ["http://127.0.0.1:1/healthz", f"https://127.0.0.1:{srv.port}/healthz"]
+        fence = SelfFence("me", 1.0, 0.5, lambda: 5.0, lambda: urls[1:], lambda why: None)
+        assert fence._ask_peers() == 1
+    finally:
+        srv.stop()
