@@ -275,3 +275,19 @@ def test_the_self_fence_asks_a_peer_serving_https_over_https(tmp_path: Path, sto
         assert fence._ask_peers() == 1
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--client-ca-file", "CA"], "--client-ca-file needs --tls-cert-file"),
+    (["--tls-cert-file", "CERT"], "--tls-cert-file and --tls-private-key-file go together"),
+    (["--tls-cert-file", "CERT", "--tls-private-key-file", "missing.key"], "--tls-private-key-file"),
+])
+def test_the_cli_refuses_incomplete_tls_flags_naming_them(flags: list[str], message: str, pki: Pki, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    from refplatform.agent.__main__ import main
+
+    paths = {"CA": str(pki.ca), "CERT": str(pki.server[0]), "missing.key": str(tmp_path / "missing.key")}
+    argv = ["--api", "https://127.0.0.1:1", "--node", "n", "--data-dir", str(tmp_path)]
+    with caplog.at_level("ERROR", logger="refplatform.agent"):
+        assert main(argv + [paths.get(f, f) for f in flags]) == 1
+    assert any(message in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
