@@ -10,7 +10,7 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
     apiVersion: firedrill.dev/v1alpha1   optional; if present, exactly this
     kind: TargetProfile                   optional; if present, exactly this
     name            required  a name for the target, shown in reports (e.g. staging-h100)
-    flavor          required  gang scheduler: volcano | kueue | kai
+    flavor          required  gang scheduler: volcano | kueue | kai | native
     namespace       required  namespace the drills create their pods in (a DNS-1123 label)
     queue           required  Volcano queue, Kueue LocalQueue or KAI leaf queue for the gangs
     canary_image    required  container image of the drill pods (any image that can sleep)
