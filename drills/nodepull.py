@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 PHASES = ("detect", "evict", "replace", "resume", "total")
+ROLLBACK_READY_TIMEOUT = 30.0
+"""Seconds the rollback waits for the pulled node to be Ready again (embedded platform)."""
 FENCE_SETTLE = 3.0
 """Seconds after the resume during which a rank of the replaced job must log no step (split brain)."""
 JOB = RESOURCES[("batch.volcano.sh/v1alpha1", "Job")]
@@ -403,3 +406,22 @@ class NodePullDrill:
                     driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
         except KubeError as exc:
             log.warning("rollback of node-pull drill %s incomplete: %s", self.run_id, exc)
+        self._wait_node_back()
+
+    def _wait_node_back(self, timeout: float = ROLLBACK_READY_TIMEOUT) -> None:
+        """After the fault is undone, wait until the pulled node is Ready again, so the next scenario starts on
+        the cluster this one found (a spare still out of the pool would make it INCONCLUSIVE)."""
+        if self.pulled is None or self.target.embedded is None:
+            return
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + timeout
+        while clock.mono() < deadline:
+            try:
+                node = self.target.driver.get(NODE, self.pulled)
+            except KubeError:
+                node = {}
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (node.get("status") or {}).get("conditions") or []):
+                return
+            time.sleep(0.2)
+        log.warning("node %s was not Ready again within %g s of the rollback", self.pulled, timeout)

@@ -2,9 +2,10 @@
 
     python tests/bench/bench_acceptance.py [--runs 3] [--only gang_submission node_pull]
 
-Budget (DESIGN.md): the gang + node-pull acceptance run in <= 60 s wall on a 2-core machine, platform
-start-up and teardown included; ``--only`` picks feature files (by stem) from features/, default all of
-them.  Prints each run's wall time and exit code, and the median; other feature sets are timed, not judged.
+Budgets (DESIGN.md): the gang + node-pull acceptance run in <= 60 s wall on a 2-core machine, every shipped
+feature in <= 120 s, platform start-up and teardown included; ``--only`` picks feature files (by stem) from
+features/, default all of them.  Prints each run's wall time and exit code, and the median; other feature sets
+are timed, not judged.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 60.0
 BUDGETED = "gang_submission, node_pull"
-"""The feature set the budget is for (DESIGN.md), as the run line names it."""
+"""The feature set the 60 s budget is for (DESIGN.md), as the run line names it."""
+EVERY_FEATURE_BUDGET_S = 120.0
+"""DESIGN.md: every shipped feature in one run."""
 
 
 def main() -> int:
@@ -50,10 +53,12 @@ def main() -> int:
             print(proc.stdout[-3000:] + proc.stderr[-2000:])
     median = statistics.median(walls)
     passed = all(c == 0 for c in codes)
-    budgeted = names == BUDGETED
-    ok = passed and (median <= BUDGET_S or not budgeted)
-    judged = (f"budget <= {BUDGET_S:.0f} s: {'PASS' if ok else 'FAIL'}" if budgeted else
-              f"every run {'passed' if passed else 'did NOT pass'} (the time budget is for {BUDGETED} only)")
+    every = names == ", ".join(sorted(p.stem for p in (REPO / "features").glob("*.feature")))
+    budget = BUDGET_S if names == BUDGETED else EVERY_FEATURE_BUDGET_S if every else None
+    ok = passed and (budget is None or median <= budget)
+    judged = (f"budget <= {budget:.0f} s: {'PASS' if ok else 'FAIL'}" if budget is not None else
+              f"every run {'passed' if passed else 'did NOT pass'} (budgets exist for {BUDGETED} and for every "
+              "shipped feature)")
     print(f"acceptance run ({names}; embedded platform, evidence sealed): median {median:.1f} s wall over "
           f"{args.runs} runs, max {max(walls):.1f} s; {judged}")
     shutil.rmtree(work, ignore_errors=True)
