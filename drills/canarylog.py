@@ -21,7 +21,6 @@ Nothing here reads the platform's annotations or Events.
 
 from __future__ import annotations
 
-import enum
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -29,32 +28,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from drills.canary.log import Event
 from drills.kube.timeline import parse_time
 
 __all__ = ["CanaryEvent", "CanaryLine", "CanaryLog", "Resumption", "StallTotals", "parse_line"]
 
 
-class CanaryEvent(enum.Enum):
-    """The ``event`` of a canary log line."""
-
-    START = "start"
-    """The process started (``pid``, ``config``)."""
-    RENDEZVOUS = "rendezvous"
-    """Every rank of the world connected."""
-    RESUMED = "resumed"
-    """The resume point is known: ``from_step`` (0 for a fresh job), ``checkpoint``, ``skipped``."""
-    STEP = "step"
-    """Step ``step`` completed; ``input_s``, ``compute_s``, ``comm_s``, ``wall_s`` as the canary measured them."""
-    CHECKPOINT = "checkpoint"
-    """Rank 0: checkpoint ``step`` is durable on shared storage."""
-    STALLED = "stalled"
-    """A collective waited longer than the stall bound."""
-    UNSTALLED = "unstalled"
-    """The stalled collective completed."""
-    PEER_LOST = "peer_lost"
-    """A connection to a peer broke."""
-    EXIT = "exit"
-    """The process is about to exit: ``code``, ``reason``."""
+CanaryEvent = Event
+"""The ``event`` of a canary log line: the canary's own enum (the harness reads the format the canary writes)."""
 
 
 @dataclass(frozen=True)
