@@ -410,8 +410,9 @@ class NodePullDrill:
 
     def _wait_node_back(self, timeout: float = ROLLBACK_READY_TIMEOUT) -> None:
         """After the fault is undone, wait until the pulled node is Ready again, so the next scenario starts on
-        the cluster this one found (a spare still out of the pool would make it INCONCLUSIVE)."""
-        if self.pulled is None or self.target.embedded is None:
+        the cluster this one found (a spare still out of the pool would make it INCONCLUSIVE); the leak drill
+        relies on it too."""
+        if self.pulled is None:
             return
         clock = self.target.timeline.clock
         deadline = clock.mono() + timeout

@@ -29,7 +29,7 @@ from typing import Any
 
 from drills.connect import Target
 from drills.gang import DrillInconclusive, free_gpus_per_node
-from drills.kube.driver import NODE, POD, KubeError, resource_for
+from drills.kube.driver import POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
 from drills.leak.judge import judge_naming, judge_size, unmeasurable
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
@@ -308,9 +308,6 @@ class LeakDrill:
         driver, ns = self.target.driver, self.target.profile.namespace
         if self.node_pull is not None:
             self.node_pull.rollback()
-            pulled = self.node_pull.pulled
-            if pulled is not None and not self._poll(lambda: self._ready(pulled), READY_TIMEOUT, 0.5):
-                log.warning("node %s was not Ready again within %g s of the rollback", pulled, READY_TIMEOUT)
         try:
             for spec in self.specs:
                 for obj in gang_manifests(spec, self.target.profile.flavor, VolcanoForm.JOB):
@@ -321,14 +318,6 @@ class LeakDrill:
                 log.warning("pods of leak drill %s still exist %g s after the rollback", self.run_id, GONE_TIMEOUT)
         except KubeError as exc:
             log.warning("rollback of leak drill %s incomplete: %s", self.run_id, exc)
-
-    def _ready(self, node: str) -> bool:
-        try:
-            obj = self.target.driver.get(NODE, node)
-        except KubeError:
-            return False
-        return any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 __all__ = ["LeakDrill", "SIZE"]
