@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drills.connect import Target
+from drills.errors import PlaceholderError
 from drills.faults import FaultError, FaultRecord, run_command
 from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, KubeError
@@ -132,8 +133,8 @@ def parse_scope(words: str) -> str:
     """'only that tenant', 'every tenant on that GPU', 'no tenant' (case-insensitive) -> the scope."""
     key = " ".join(words.strip().strip('"').lower().split())
     if key not in SCOPE_WORDS:
-        raise ValueError(f"unknown outcome {words!r}: write one of "
-                         + ", ".join(f'"{s}"' for s in SCOPES))
+        raise PlaceholderError(words, "not an outcome the contract names",
+                               "write one of " + ", ".join(f'"{s}"' for s in SCOPES), placeholder="words")
     return SCOPE_WORDS[key]
 
 
@@ -149,6 +150,42 @@ MIG_PROFILES: dict[str, dict[str, int]] = {
 MODEL_ALIASES = {"A100": "A100-40GB", "A100-SXM4-40GB": "A100-40GB", "A100-SXM4-80GB": "A100-80GB",
                  "H100": "H100-80GB", "H100-SXM5-80GB": "H100-80GB", "H200-141GB": "H200"}
 NOT_ENFORCED = ("(isolation not enforced)", "without enforcing isolation")
+PARTITION_EXAMPLES = ("'MIG 7 x 1g.18gb', 'MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb', 'time-slicing x 4' or "
+                      "'HAMi x 4', optionally followed by '(isolation not enforced)'")
+
+
+def gpu_model(name: str) -> str:
+    """The contract's name of a GPU model a feature file names (``A100`` -> ``A100-40GB``, any case).
+
+    Raises :class:`PlaceholderError` naming the models the reference platform simulates."""
+    key = name.strip().lower()
+    for alias, canonical in [*((m, m) for m in MIG_PROFILES), *MODEL_ALIASES.items()]:
+        if key == alias.lower():
+            return canonical
+    aliases = ", ".join(f"{a} = {c}" for a, c in MODEL_ALIASES.items())
+    raise PlaceholderError(name, "not a GPU model the reference platform simulates",
+                           f"write one of {', '.join(MIG_PROFILES)} (or an alias: {aliases})", placeholder="model")
+
+
+def mig_layouts(model: str) -> str:
+    """The one-profile MIG layouts a model's GPU can hold, as a feature file writes them."""
+    return ", ".join(f"MIG {n} x {p}" for p, n in MIG_PROFILES[model].items())
+
+
+def _mig_fix(description: str, canonical: str) -> str:
+    """How to fix a MIG layout that ``canonical`` cannot hold: its layouts, and the models that hold this one."""
+    holders = []
+    for other in MIG_PROFILES:
+        try:
+            _partition_config(description, other)
+        except PlaceholderError:
+            continue
+        holders.append(other)
+    fix = f"write a layout one {canonical} GPU can hold: {mig_layouts(canonical)}, or a mix of these " \
+          "profiles within 7 compute and 8 memory slices"
+    if holders:
+        fix += f"; or keep this layout on a model that holds it: {', '.join(holders)}"
+    return fix
 
 
 def _memory_slices(profile: str, profiles: dict[str, int]) -> int:
@@ -168,47 +205,58 @@ def partition_config(description: str, model: str) -> dict[str, Any]:
     - any of them followed by ``(isolation not enforced)``: the node claims the mode but behaves like
       time-slicing (``enforce_isolation: false``).
 
-    Raises ValueError naming what is wrong (unknown profile for the model, too many instances, ...)."""
+    Raises :class:`PlaceholderError` naming what is wrong (an unknown model, a profile the model lacks, too
+    many instances, ...) and how to fix it: the layouts the model can hold, the models that hold the layout."""
+    try:
+        return _partition_config(description, model)
+    except PlaceholderError as exc:
+        if exc.fix:
+            raise
+        raise PlaceholderError(exc.value, exc.problem, _mig_fix(description, gpu_model(model)),
+                               placeholder=exc.placeholder) from None
+
+
+def _partition_config(description: str, model: str) -> dict[str, Any]:
+    """:func:`partition_config` without the search for a fix (a MIG layout that does not fit has none yet)."""
     text = " ".join(description.strip().split())
     enforce = True
     for suffix in NOT_ENFORCED:
         if text.lower().endswith(suffix):
             enforce, text = False, text[: -len(suffix)].strip().rstrip(",")
-    canonical = MODEL_ALIASES.get(model, model)
+    canonical = gpu_model(model)
+
+    def bad(problem: str, fix: str | None = None) -> PlaceholderError:
+        return PlaceholderError(description, problem, fix or "", placeholder="layout")
+
     m = re.fullmatch(r"(?i)(time-slicing|hami) x (\d+)", text)
     if m:
         n = int(m.group(2))
         if not 2 <= n <= 64:
-            raise ValueError(f"{text!r}: {n} tenants per GPU; write 2 to 64")
+            raise bad(f"{n} tenant{'' if n == 1 else 's'} per GPU", f"write 2 to 64, e.g. '{m.group(1)} x 4'")
         kind = m.group(1).lower()
         config: dict[str, Any] = ({"mode": "time-slicing", "replicas": n} if kind == "time-slicing"
                                   else {"mode": "hami", "vgpus_per_gpu": n})
     elif text[:4].upper() == "MIG ":
-        if canonical not in MIG_PROFILES:
-            raise ValueError(f"GPU model {model!r} has no MIG profiles in the contract; MIG models: "
-                             + ", ".join(MIG_PROFILES))
         profiles = MIG_PROFILES[canonical]
+        means = f" ({model.strip()} means {canonical})" if model.strip().lower() != canonical.lower() else ""
         body = text[4:].strip()
         single = re.fullmatch(r"(\d+) x (\S+)", body)
         layout = [single.group(2)] * int(single.group(1)) if single else [p.strip() for p in body.split("+")]
         for p in layout:
             if p not in profiles:
-                raise ValueError(f"MIG profile {p!r} does not exist on {canonical}; its profiles: "
-                                 + ", ".join(f"{k} (at most {v})" for k, v in profiles.items()))
+                raise bad(f"MIG profile {p!r} does not exist on {canonical}{means}")
             if layout.count(p) > profiles[p]:
-                raise ValueError(f"{layout.count(p)} x {p} on one {canonical} GPU: at most {profiles[p]}")
+                raise bad(f"{layout.count(p)} x {p} on one {canonical} GPU{means}: it holds at most {profiles[p]}")
         if not 1 <= len(layout) <= 7:
-            raise ValueError(f"{len(layout)} MIG instances on one GPU: write 1 to 7")
+            raise bad(f"{len(layout)} MIG instances on one GPU", "write 1 to 7 instances, e.g. 'MIG 7 x 1g.18gb'")
         compute = sum(int(p.split("g.", 1)[0]) for p in layout)
         memory = sum(_memory_slices(p, profiles) for p in layout)
         if compute > 7 or memory > 8:
-            raise ValueError(f"the layout {' + '.join(layout)} needs {compute} of 7 compute slices and {memory} of "
-                             f"8 memory slices of a {canonical} GPU: it does not fit")
+            raise bad(f"the layout {' + '.join(layout)} needs {compute} of 7 compute slices and {memory} of "
+                      f"8 memory slices of a {canonical} GPU{means}: it does not fit")
         config = {"mode": "mig-single" if single else "mig-mixed", "layout": [layout]}
     else:
-        raise ValueError(f"unknown partition {description!r}: write 'MIG 7 x 1g.18gb', "
-                         "'MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb', 'time-slicing x 4' or 'HAMi x 4', "
-                         "optionally followed by '(isolation not enforced)'")
+        raise bad("not a partition layout", f"write {PARTITION_EXAMPLES}")
     if not enforce:
         config["enforce_isolation"] = False
     return config
@@ -653,16 +701,37 @@ class IsolationDrill:
     def _refill(self) -> None:
         """Recreate every tenant whose pod is not Running, so the next probe starts from a full node."""
         pods = self._pods()
-        for t in self._running_tenants():
-            # on a real cluster a tenant whose probe reported a failure is on its way out (it lingers): replace it
-            if _phase(pods.get(t.pod, {})) != "Running" or (self.real and self._failed_report(t.pod) is not None):
-                self.target.driver.delete(POD, t.pod, self.target.profile.namespace, grace_seconds=0)
-                self._wait(lambda ps, name=t.pod: name not in ps, 10.0)
-                self.target.driver.create(self._pod(t))
+        # on a real cluster a tenant whose probe reported a failure is on its way out (it lingers): replace it
+        self._recreate([t for t in self._running_tenants() if _phase(pods.get(t.pod, {})) != "Running"
+                        or (self.real and self._failed_report(t.pod) is not None)])
         want = {t.pod for t in self._running_tenants()}
         self._wait(lambda ps: all(_phase(ps.get(n, {})) == "Running" for n in want), self.run_timeout)
         if self.real:
             self._wait_reports(sorted(want), self.run_timeout)
+
+    def _recreate(self, tenants: list[Tenant], memory_mib: dict[str, int] | None = None) -> None:
+        """Delete each tenant's pod and create it again (with ``memory_mib[name]`` MiB of use where given),
+        until each has started or failed on its own account.
+
+        A node may refuse a new pod for a moment while its predecessor's processes still hold the slice
+        (the kubelet's ``UnexpectedAdmissionError``): that pod never ran, so it says nothing about isolation;
+        it is created again until ``run_timeout``, each refusal on the timeline."""
+        ns = self.target.profile.namespace
+        deadline = time.monotonic() + self.run_timeout
+        todo = list(tenants)
+        while todo:
+            for t in todo:
+                self.target.driver.delete(POD, t.pod, ns, grace_seconds=0)
+                self._wait(lambda ps, name=t.pod: name not in ps, 10.0)
+                self.target.driver.create(self._pod(t, memory_mib=(memory_mib or {}).get(t.name)))
+            names = [t.pod for t in todo]
+            pods = self._wait(lambda ps: all(_phase(ps.get(n, {})) in ("Running", "Succeeded", "Failed")
+                                             for n in names), max(deadline - time.monotonic(), 0.0))
+            todo = [t for t in todo if admission_refused(pods.get(t.pod, {}))]
+            if not todo or time.monotonic() >= deadline:
+                return
+            for t in todo:
+                self.target.timeline.action("admission-refused", target=t.pod, reason=pod_reason(pods[t.pod]))
 
     def run_probe(self, key: str) -> None:
         """Perform one probe on a tenant (the first on GPU 0, or on the last tenant's GPU for faults),
@@ -688,12 +757,9 @@ class IsolationDrill:
             self._run_probe_real(key, victim, live, column)
             return
         before = {t.name: t.pod for t in live}
-        ns = self.target.profile.namespace
         if key == "memory":
             overuse = max(victim.memory_mib + max(victim.memory_mib // 2, 1024), 1024)
-            self.target.driver.delete(POD, victim.pod, ns, grace_seconds=0)
-            self._wait(lambda ps, name=victim.pod: name not in ps, 10.0)
-            self.target.driver.create(self._pod(victim, memory_mib=overuse))
+            self._recreate([victim], {victim.name: overuse})
             before[victim.name] = victim.pod
             column["note"] = f"tenant {victim.name} uses {overuse} MiB of a {victim.memory_mib} MiB share"
             self.target.timeline.action("probe-memory", target=victim.pod, memory_mib=overuse)
@@ -904,12 +970,8 @@ class IsolationDrill:
             if p is None:
                 out[tenant] = "pod deleted"
             elif _phase(p) == "Failed":
-                st = p.get("status") or {}
-                reason = st.get("reason") or ""
-                for cs in st.get("containerStatuses") or []:
-                    term = (cs.get("state") or {}).get("terminated") or {}
-                    reason = reason or term.get("reason") or ""
-                message = st.get("message") or ""
+                reason = pod_reason(p)
+                message = (p.get("status") or {}).get("message") or ""
                 out[tenant] = f"{reason}: {message}" if message else (reason or "Failed")
         return out
 
@@ -1016,10 +1078,32 @@ def _restorer(command: str, node: str, timeout: float) -> Any:
     return restore
 
 
+ADMISSION_REFUSED = "UnexpectedAdmissionError"
+"""The kubelet's reason for a pod it refused to start (its devices could not be allocated yet)."""
+
+
+def pod_reason(pod: Obj) -> str:
+    """The pod's failure reason: ``status.reason``, else the first terminated container's reason."""
+    st = pod.get("status") or {}
+    if st.get("reason"):
+        return str(st["reason"])
+    for cs in st.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term.get("reason"):
+            return str(term["reason"])
+    return ""
+
+
+def admission_refused(pod: Obj) -> bool:
+    """True for a pod the node refused at admission: it never ran, so its failure is no probe outcome."""
+    return _phase(pod) == "Failed" and pod_reason(pod) == ADMISSION_REFUSED
+
+
 def _phase(pod: Obj) -> str:
     return (pod.get("status") or {}).get("phase", "Pending") if pod else ""
 
 
 __all__ = ["EVERY_ON_GPU", "IsolationDrill", "Layout", "LayoutError", "NO_TENANT", "ONLY_IT", "PROBES",
-           "ProbeJudgement", "SliceKind", "describe_affected", "discover_layout", "expected_failures",
-           "failure_reason", "judge_probe", "not_holding", "parse_scope", "promise"]
+           "ADMISSION_REFUSED", "ProbeJudgement", "SliceKind", "admission_refused", "describe_affected", "discover_layout", "expected_failures",
+           "failure_reason", "gpu_model", "judge_probe", "mig_layouts", "not_holding", "parse_scope", "partition_config",
+           "pod_reason", "promise"]

@@ -32,8 +32,9 @@ Obj = dict[str, Any]
 
 HOST_IP = "127.0.0.1"
 _OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
-# Container exit reasons that also become the pod's ``status.reason`` (a fenced rank: "pod Failed, reason Fenced").
-POD_LEVEL_REASONS = frozenset({FENCED_REASON, "OutOfMemory"})
+# Container exit reasons that also become the pod's ``status.reason`` (a fenced rank: "pod Failed, reason Fenced";
+# a pod refused at admission, as the kubelet reports it).
+POD_LEVEL_REASONS = frozenset({FENCED_REASON, "OutOfMemory", "UnexpectedAdmissionError"})
 GPU_XID_PREFIX = "GPUXid"
 """A pod failed by an injected GPU Xid (``GPUXid94``...) also carries the reason at pod level."""
 DEFAULT_IMAGE = "firedrill.dev/simulated:latest"

@@ -163,6 +163,8 @@ def test_no_free_slice_fails_the_pod_at_admission(tmp_path: Path) -> None:
     reasons = sorted(env.pod(n)["status"]["containerStatuses"][0]["state"].get("terminated", {}).get("reason", "-")
                      for n in "ab")
     assert reasons == ["-", "UnexpectedAdmissionError"]
+    refused = next(env.pod(n) for n in "ab" if env.pod(n)["status"]["phase"] == "Failed")
+    assert refused["status"]["reason"] == "UnexpectedAdmissionError"  # at pod level too, as the kubelet says it
 
 
 @pytest.mark.parametrize("config,failed", [

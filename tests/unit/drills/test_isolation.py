@@ -12,12 +12,14 @@ from drills.isolation import (
     NO_TENANT,
     ONLY_IT,
     LayoutError,
+    admission_refused,
     describe_affected,
     discover_layout,
     judge_probe,
     parse_scope,
     partition_config,
     partitioned,
+    pod_reason,
     promise,
 )
 
@@ -182,3 +184,20 @@ def test_a_fault_that_left_no_trace_is_inconclusive() -> None:
     drill.judge_last(ONLY_IT)
     assert drill.result.verdict.value == "INCONCLUSIVE"
     assert drill.result.details["isolation_matrix"]["probes"][0]["status"] == "inconclusive"
+
+
+@pytest.mark.parametrize("status,refused,reason", [
+    ({"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": "Allocate failed"}, True,
+     "UnexpectedAdmissionError"),
+    ({"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"reason": "UnexpectedAdmissionError"}}}]},
+     True, "UnexpectedAdmissionError"),
+    ({"phase": "Failed", "reason": "OutOfMemory",
+      "containerStatuses": [{"state": {"terminated": {"reason": "Error"}}}]}, False, "OutOfMemory"),
+    ({"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"reason": "GPUXid79"}}}]}, False, "GPUXid79"),
+    ({"phase": "Running"}, False, ""),
+    ({"phase": "Pending", "reason": "UnexpectedAdmissionError"}, False, "UnexpectedAdmissionError"),
+])
+def test_a_pod_refused_at_admission_is_no_probe_outcome(status: dict[str, Any], refused: bool, reason: str) -> None:
+    pod = {"metadata": {"name": "tenant-1"}, "status": status}
+    assert admission_refused(pod) is refused
+    assert pod_reason(pod) == reason
