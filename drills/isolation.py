@@ -133,7 +133,7 @@ def parse_scope(words: str) -> str:
     """'only that tenant', 'every tenant on that GPU', 'no tenant' (case-insensitive) -> the scope."""
     key = " ".join(words.strip().strip('"').lower().split())
     if key not in SCOPE_WORDS:
-        raise PlaceholderError(words, "not an outcome the contract names",
+        raise PlaceholderError(words, "unknown outcome",
                                "write one of " + ", ".join(f'"{s}"' for s in SCOPES), placeholder="words")
     return SCOPE_WORDS[key]
 
@@ -163,7 +163,7 @@ def gpu_model(name: str) -> str:
         if key == alias.lower():
             return canonical
     aliases = ", ".join(f"{a} = {c}" for a, c in MODEL_ALIASES.items())
-    raise PlaceholderError(name, "not a GPU model the reference platform simulates",
+    raise PlaceholderError(name, "unknown GPU model: the reference platform simulates no such GPU",
                            f"write one of {', '.join(MIG_PROFILES)} (or an alias: {aliases})", placeholder="model")
 
 
@@ -256,7 +256,7 @@ def _partition_config(description: str, model: str) -> dict[str, Any]:
                       f"8 memory slices of a {canonical} GPU{means}: it does not fit")
         config = {"mode": "mig-single" if single else "mig-mixed", "layout": [layout]}
     else:
-        raise bad("not a partition layout", f"write {PARTITION_EXAMPLES}")
+        raise bad("unknown partition layout", f"write {PARTITION_EXAMPLES}")
     if not enforce:
         config["enforce_isolation"] = False
     return config

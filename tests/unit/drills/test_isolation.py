@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from drills.errors import PlaceholderError
 from drills.isolation import (
     EVERY_ON_GPU,
     NO_TENANT,
@@ -92,13 +93,24 @@ def test_partition_configs_from_the_feature_words() -> None:
     ("MIG 8 x 1g.18gb", "H200", "at most 7"),
     ("MIG 1g.10gb", "H200", "does not exist on H200"),
     ("MIG 3g.71gb + 3g.71gb + 2g.35gb", "H200", "does not fit"),
-    ("MIG 7 x 1g.18gb", "L4", "no MIG profiles"),
+    ("MIG 7 x 1g.18gb", "L4", "unknown GPU model"),
+    ("time-slicing x 4", "B200", "unknown GPU model"),
+    ("MIG 7 x 1g.10gb", "A100", r"7 x 1g.10gb on one A100-40GB GPU \(A100 means A100-40GB\): it holds at most 4"),
     ("time-slicing x 1", "H200", "write 2 to 64"),
     ("spatial x 4", "H200", "unknown partition"),
 ])
 def test_bad_partition_words_are_refused_clearly(words: str, model: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(PlaceholderError, match=message) as exc:
         partition_config(words, model)
+    assert exc.value.value in (words, model) and exc.value.fix.startswith("write ")
+
+
+def test_a_layout_the_model_cannot_hold_names_its_layouts_and_the_models_that_hold_it() -> None:
+    with pytest.raises(PlaceholderError) as exc:
+        partition_config("MIG 7 x 1g.10gb", "A100")
+    assert exc.value.placeholder == "layout"
+    assert "MIG 7 x 1g.5gb, MIG 4 x 1g.10gb" in exc.value.fix  # what an A100-40GB holds
+    assert exc.value.fix.endswith("a model that holds it: A100-80GB, H100-80GB")
 
 
 def test_the_promise_table() -> None:
