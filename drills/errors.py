@@ -19,10 +19,10 @@ class PlaceholderError(FiredrillError, ValueError):
         self.placeholder, self.file, self.line = placeholder, file, line
         super().__init__(str(self))
 
-    def at(self, file: str, line: int | None, placeholder: str = "") -> "PlaceholderError":
+    def at(self, file: str = "", line: int | None = None, placeholder: str = "") -> "PlaceholderError":
         """The same error, placed in a feature file (and naming the placeholder, when the parser could not)."""
         return PlaceholderError(self.value, self.problem, self.fix, placeholder=self.placeholder or placeholder,
-                                file=file, line=line)
+                                file=file or self.file, line=self.line if line is None else line)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line if self.line is not None else '?'}: " if self.file else ""

@@ -2,8 +2,12 @@
 
 A customer edits ``features/*.feature`` without Python, so a mistake must be
 reported the way a compiler would: the file, the line, what is wrong, and for
-an unknown step the closest sentences the vocabulary knows.  Nothing is
-started (no platform, no cluster connection) until every file checks out.
+an unknown step the closest sentences the vocabulary knows; for a value a
+placeholder cannot take (a unit, a hole, a fault method, a count of zero, a
+layout the GPU model cannot hold) the values it can.  The values are checked
+by the very parsers the steps run with (:func:`drills.bdd.vocabulary.check`).
+Nothing is started (no platform, no cluster connection) until every file
+checks out: ``firedrill run`` and ``firedrill run --dry-run`` both begin here.
 """
 
 from __future__ import annotations
@@ -17,16 +21,18 @@ from gherkin.errors import CompositeParserException, ParserError, ParserExceptio
 from gherkin.parser import Parser
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import keyword_of, matches, suggest
-from drills.errors import FiredrillError
+from drills.bdd.vocabulary import check, keyword_of, matches, suggest
+from drills.errors import FiredrillError, PlaceholderError
 
 
 class FeatureError(FiredrillError):
-    """One or more feature files cannot be run; ``problems`` holds one line per problem (file:line: ...)."""
+    """One or more feature files cannot be run; ``problems`` holds one line per problem (file:line: ...),
+    ``placeholders`` the bad values among them, each with its file and line."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], placeholders: list[PlaceholderError] | None = None) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.placeholders = placeholders or []
 
 
 @dataclass(frozen=True)
@@ -53,14 +59,26 @@ def _tags(node: dict[str, Any]) -> tuple[str, ...]:
     return tuple(t["name"].lstrip("@") for t in node.get("tags") or [])
 
 
-def _rows(examples: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The rows of a Scenario Outline's Examples tables, as {column: value}."""
-    rows: list[dict[str, str]] = []
+def _rows(examples: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
+    """The rows of a Scenario Outline's Examples tables, as ({column: value}, line)."""
+    rows: list[tuple[dict[str, str], int]] = []
     for ex in examples:
         header = [c["value"] for c in (ex.get("tableHeader") or {}).get("cells") or []]
         for row in ex.get("tableBody") or []:
-            rows.append(dict(zip(header, (c["value"] for c in row.get("cells") or []))))
+            rows.append((dict(zip(header, (c["value"] for c in row.get("cells") or []))), row["location"]["line"]))
     return rows
+
+
+def _placed(exc: PlaceholderError, path: Path, step: dict[str, Any], text: str,
+            row: tuple[dict[str, str], int] | None) -> PlaceholderError:
+    """The bad value placed where it is written: the Examples row that supplied it, else the step's line."""
+    line = step["location"]["line"]
+    if row is not None and exc.value.strip() in (v.strip() for v in row[0].values()):
+        return PlaceholderError(exc.value, exc.problem, f"{exc.fix} (in the Examples row for \"{step['keyword'].strip()} "
+                                f"{step['text']}\" at line {line})", placeholder=exc.placeholder, file=str(path),
+                                line=row[1])
+    return PlaceholderError(exc.value, exc.problem, f"{exc.fix} (in \"{step['keyword'].strip()} {text}\")",
+                            placeholder=exc.placeholder, file=str(path), line=line)
 
 
 def _fill(text: str, row: dict[str, str] | None) -> str:
@@ -71,7 +89,15 @@ def _fill(text: str, row: dict[str, str] | None) -> str:
 
 
 def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
+    """One feature file, read and checked: its scenarios (one per Examples row of an outline) and one line per
+    problem (``file:line: ...``), each bad value once."""
+    info, problems, _ = _load(path)
+    return info, problems
+
+
+def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderError]]:
     problems: list[str] = []
+    bad_values: list[PlaceholderError] = []
     try:
         doc = Parser().parse(path.read_text(encoding="utf-8"))
     except (CompositeParserException, ParserException, ParserError) as exc:
@@ -80,12 +106,12 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
             loc = getattr(err, "location", None) or {}
             detail = str(err).split("): ", 1)[-1]
             problems.append(f"{path}:{loc.get('line', '?')}: not valid Gherkin: {detail}")
-        return None, problems
+        return None, problems, []
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [f"{path}: cannot read: {exc}"]
+        return None, [f"{path}: cannot read: {exc}"], []
     feature = doc.get("feature")
     if not feature:
-        return None, [f"{path}:1: no 'Feature:' line; every feature file starts with one"]
+        return None, [f"{path}:1: no 'Feature:' line; every feature file starts with one"], []
     info = FeatureInfo(path, feature["name"], _tags(feature))
     background: list[dict[str, Any]] = []
     children = list(feature.get("children") or [])
@@ -100,7 +126,7 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
         if scenario is None:
             continue
         # A Scenario Outline runs once per Examples row: each row is a scenario of its own, with its own steps.
-        rows: list[dict[str, str] | None] = list(_rows(scenario.get("examples") or [])) or [None]
+        rows: list[tuple[dict[str, str], int] | None] = list(_rows(scenario.get("examples") or [])) or [None]
         steps = background + (scenario.get("steps") or [])
         for row in rows:
             texts: list[str] = []
@@ -108,7 +134,7 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
             for st in steps:
                 kind = KEYWORD_TYPES.get(st.get("keywordType", ""), current)
                 current = kind
-                text = _fill(st["text"], row)
+                text = _fill(st["text"], row[0] if row is not None else None)
                 texts.append(text)
                 if matches(text) and not matches(text, kind):
                     problems.append(f"{path}:{st['location']['line']}: \"{st['keyword'].strip()} {text}\" is a "
@@ -119,11 +145,19 @@ def load_feature(path: Path) -> tuple[FeatureInfo | None, list[str]]:
                     hint = (" Closest known steps: " + " | ".join(close)) if close else ""
                     problems.append(f"{path}:{st['location']['line']}: unknown step "
                                     f"\"{st['keyword'].strip()} {text}\".{hint} (All steps: docs/STEPS.md)")
-            info.scenarios.append(ScenarioInfo(_fill(scenario["name"], row), scenario["location"]["line"],
-                                               _tags(scenario), tuple(texts)))
+                else:
+                    try:
+                        check(text, kind)
+                    except PlaceholderError as exc:
+                        placed = _placed(exc, path, st, text, row)
+                        if str(placed) not in problems:  # a literal value is wrong once, not once per row
+                            problems.append(str(placed))
+                            bad_values.append(placed)
+            info.scenarios.append(ScenarioInfo(_fill(scenario["name"], row[0] if row is not None else None),
+                                               scenario["location"]["line"], _tags(scenario), tuple(texts)))
         if not scenario.get("steps"):
             problems.append(f"{path}:{scenario['location']['line']}: scenario \"{scenario['name']}\" has no steps")
-    return info, problems
+    return info, problems, bad_values
 
 
 def load_features(directory: Path) -> list[FeatureInfo]:
@@ -133,12 +167,13 @@ def load_features(directory: Path) -> list[FeatureInfo]:
     paths = sorted(directory.rglob("*.feature"))
     if not paths:
         raise FeatureError([f"{directory}: no .feature files found"])
-    infos, problems = [], []
+    infos, problems, bad_values = [], [], []
     for path in paths:
-        info, found = load_feature(path)
+        info, found, values = _load(path)
         problems += found
+        bad_values += values
         if info is not None:
             infos.append(info)
     if problems:
-        raise FeatureError(problems)
+        raise FeatureError(problems, bad_values)
     return infos

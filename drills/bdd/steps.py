@@ -3,14 +3,20 @@
 Each step parses its numbers and units and calls a drill; the judging of
 thresholds happens in :class:`drills.verdict.DrillResult`, and the verdict is
 delivered after the scenario's last step (so every threshold is judged, not
-just the first that misses).
+just the first that misses).  Every placeholder is typed (``{nodes:Count}``,
+``{limit:Duration}``, ...): its parser in :mod:`drills.bdd.vocabulary` and a
+step's ``check`` are the rules ``firedrill run`` checks every feature file
+against before it starts anything.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from drills.bdd.context import ScenarioContext
 from drills.bdd.vocabulary import step
-from drills.isolation import IsolationDrill, parse_scope, partition_config
+from drills.errors import PlaceholderError
+from drills.isolation import IsolationDrill, gpu_model, partition_config
 from drills.leak.model import Hole
 from drills.target import FaultMethod
 from drills.verdict import Comparison, Measurement, Threshold
@@ -25,15 +31,15 @@ def _window(limit: float) -> float:
 
 
 # ------------------------------------------------------------------ Given
-@step("Given", "the cluster has at least {nodes:d} schedulable GPU nodes with {gpus:d} free GPUs each",
+@step("Given", "the cluster has at least {nodes:Count} schedulable GPU nodes with {gpus:Count} free GPUs each",
       "the cluster has at least 4 schedulable GPU nodes with 8 free GPUs each")
 def enough_capacity(drill: ScenarioContext, nodes: int, gpus: int) -> None:
     """Steady state before: the drill needs this much free capacity, or it is INCONCLUSIVE (it proves nothing)."""
     drill.gang_drill().steady_state_before(nodes, gpus)
 
 
-@step("Given", "a canary training job of {workers:Workers} with {gpus:d} GPUs each, "
-               "checkpointing every {every:d} steps",
+@step("Given", "a canary training job of {workers:Workers} with {gpus:Count} GPUs each, "
+               "checkpointing every {every:Count} steps",
       "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps")
 def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
     """Start the canary: a synchronous data-parallel job (one rank per worker) that checkpoints every N steps."""
@@ -48,14 +54,14 @@ def checkpoint_written(drill: ScenarioContext, limit: float) -> None:
 
 
 # ------------------------------------------------------------------- When
-@step("When", "I submit a gang of {workers:d} workers with {gpus:d} GPUs each",
+@step("When", "I submit a gang of {workers:Count} workers with {gpus:Count} GPUs each",
       "I submit a gang of 4 workers with 8 GPUs each")
 def submit_one_gang(drill: ScenarioContext, workers: int, gpus: int) -> None:
     """Submit one gang (all workers must be placed together)."""
     drill.gang_drill().submit(1, workers, gpus)
 
 
-@step("When", "I submit {count:d} gangs of {workers:d} workers with {gpus:d} GPUs each at the same time, "
+@step("When", "I submit {count:Count} gangs of {workers:Count} workers with {gpus:Count} GPUs each at the same time, "
               "each running for {duration:Duration}",
       "I submit 2 gangs of 3 workers with 8 GPUs each at the same time, each running for 5 seconds")
 def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, duration: float) -> None:
@@ -63,22 +69,12 @@ def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, du
     drill.gang_drill().submit(count, workers, gpus, run_seconds=duration)
 
 
-@step("When", "I pull the node of worker {rank:d} with {method}", "I pull the node of worker 0 with kill")
-def pull_node(drill: ScenarioContext, rank: int, method: str) -> None:
+@step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
+      "I pull the node of worker 0 with kill")
+def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
     """Pull the node hosting a worker: kill, hang or partition (reference platform); kubelet-stop,
     delete-node or command (real clusters); or "the configured fault method" from the target profile."""
-    drill.node_pull_drill().pull(rank, _method(drill, method))
-
-
-def _method(drill: ScenarioContext, text: str) -> FaultMethod:
-    if text.strip() == "the configured fault method":
-        return drill.target.profile.fault.method
-    try:
-        return FaultMethod(text.strip())
-    except ValueError:
-        allowed = ", ".join(m.value for m in FaultMethod)
-        raise ValueError(f"unknown fault method {text!r}; use one of {allowed} or "
-                         "'the configured fault method'") from None
+    drill.node_pull_drill().pull(rank, drill.target.profile.fault.method if method is None else method)
 
 
 # ------------------------------------------------------------------- Then
@@ -147,7 +143,7 @@ def total(drill: ScenarioContext, limit: float) -> None:
     _phase(drill, "total", limit)
 
 
-@step("Then", "at most {limit:d} steps of work are lost", "at most 10 steps of work are lost")
+@step("Then", "at most {limit:Whole} steps of work are lost", "at most 10 steps of work are lost")
 def lost_steps(drill: ScenarioContext, limit: int) -> None:
     """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
     drill.node_pull_drill().observe_until("resume", _window(60.0))
@@ -174,23 +170,44 @@ def _isolation(drill: ScenarioContext) -> IsolationDrill:
     return drill.isolation_drill()
 
 
-@step("Given", "a node of {gpus:d} {model} GPUs partitioned as {layout}",
-      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb")
+MAX_NODE_GPUS, MAX_TENANTS = 16, 128
+
+
+def _node_of(gpus: int, model: str, layout: str) -> dict[str, Any]:
+    """The partition config of a partitioned node's sentence (the model must hold the layout, docs/PARTITIONING.md)."""
+    if gpus > MAX_NODE_GPUS:
+        raise PlaceholderError(str(gpus), f"a node of more than {MAX_NODE_GPUS} GPUs",
+                               f"write 1 to {MAX_NODE_GPUS}", placeholder="gpus")
+    return partition_config(layout, model)
+
+
+def _node_of_one(model: str, layout: str) -> dict[str, Any]:
+    return partition_config(layout, model)
+
+
+def _tenant_cap(count: int) -> None:
+    if count > MAX_TENANTS:
+        raise PlaceholderError(str(count), f"more than {MAX_TENANTS} tenants", f"write 1 to {MAX_TENANTS}",
+                               placeholder="count")
+
+
+@step("Given", "a node of {gpus:Count} {model} GPUs partitioned as {layout}",
+      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb", check=_node_of)
 def partitioned_node(drill: ScenarioContext, gpus: int, model: str, layout: str) -> None:
     """Embedded platform: start an extra node of that many GPUs of that model, partitioned as described:
     `MIG 7 x 1g.18gb` (one profile), `MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb` (a mixed layout, every
     GPU), `time-slicing x 4` or `HAMi x 4` (tenants per GPU); add `(isolation not enforced)` for a node
     that claims the mode but behaves like time-slicing. The node is stopped and deleted on rollback."""
-    if not 1 <= gpus <= 16:
-        raise ValueError(f"a node of {gpus} GPUs: write 1 to 16")
-    _isolation(drill).use_embedded_node(gpus, model.strip(), partition_config(layout, model.strip()))
+    config = _node_of(gpus, model, layout)
+    _isolation(drill).use_embedded_node(gpus, gpu_model(model), config)
 
 
 @step("Given", "a node of one {model} GPU partitioned as {layout}",
-      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb")
+      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb", check=_node_of_one)
 def partitioned_node_one(drill: ScenarioContext, model: str, layout: str) -> None:
     """The same, with a single GPU (the layout descriptions are the same)."""
-    _isolation(drill).use_embedded_node(1, model.strip(), partition_config(layout, model.strip()))
+    config = _node_of_one(model, layout)
+    _isolation(drill).use_embedded_node(1, gpu_model(model), config)
 
 
 @step("Given", "a partitioned node", "a partitioned node")
@@ -201,14 +218,13 @@ def any_partitioned_node(drill: ScenarioContext) -> None:
     _isolation(drill).use_cluster_node()
 
 
-@step("When", "every slice is filled with a tenant, up to {count:d} tenants",
-      "every slice is filled with a tenant, up to 7 tenants")
+@step("When", "every slice is filled with a tenant, up to {count:Count} tenants",
+      "every slice is filled with a tenant, up to 7 tenants", check=_tenant_cap)
 def fill_slices(drill: ScenarioContext, count: int) -> None:
     """Create idle probe tenants (pods asking for one slice each) on the node, up to that many; more than the
     node advertises checks that the scheduler refuses the surplus. The count actually running is measured,
     and each pod left Pending keeps the scheduler's FailedScheduling reason."""
-    if not 1 <= count <= 128:
-        raise ValueError(f"up to {count} tenants: write 1 to 128")
+    _tenant_cap(count)
     _isolation(drill).fill(count)
 
 
@@ -235,7 +251,7 @@ def reset_probe(drill: ScenarioContext) -> None:
     _isolation(drill).run_probe("reset")
 
 
-@step("Then", "{count:d} tenants are running", "7 tenants are running")
+@step("Then", "{count:Count} tenants are running", "7 tenants are running")
 def tenants_running(drill: ScenarioContext, count: int) -> None:
     """Exactly that many probe tenants run on the node: fewer means slices the node advertises could not be
     used, more means the scheduler overcommitted the node."""
@@ -243,7 +259,7 @@ def tenants_running(drill: ScenarioContext, count: int) -> None:
     drill.result.check(Threshold("tenants running", float(count), "tenants", Comparison.AT_MOST))
 
 
-@step("Then", "the other {count:d} tenants are refused by the scheduler",
+@step("Then", "the other {count:Count} tenants are refused by the scheduler",
       "the other 2 tenants are refused by the scheduler")
 def tenants_refused(drill: ScenarioContext, count: int) -> None:
     """That many tenants stay Pending, unbound, each with the scheduler's FailedScheduling reason."""
@@ -259,12 +275,12 @@ def tenants_refused(drill: ScenarioContext, count: int) -> None:
                           "(no FailedScheduling Event)")
 
 
-@step("Then", "the tenants affected are {words}", "the tenants affected are only that tenant")
+@step("Then", "the tenants affected are {words:Outcome}", "the tenants affected are only that tenant")
 def tenants_affected(drill: ScenarioContext, words: str) -> None:
     """Who failed in the last probe: `only that tenant`, `every tenant on that GPU` or `no tenant`. The words
     must be what the contract (docs/PARTITIONING.md) promises for the node's mode; any other tenant that
     failed escaped isolation (FAIL, named), and one that should have failed but survived is named too."""
-    _isolation(drill).judge_last(parse_scope(words))
+    _isolation(drill).judge_last(words)
 
 
 # ------------------------------------------------------------ leak identification (docs/LEAK_REPORT.md)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import VOCABULARY, markdown, matches, parse_duration, suggest
+from drills.bdd.vocabulary import SENTENCES, VOCABULARY, check, markdown, matches, parse_duration, suggest
+from drills.errors import PlaceholderError
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -24,8 +25,10 @@ def test_durations(text: str, seconds: float) -> None:
 
 
 def test_a_duration_without_a_known_unit_is_refused() -> None:
-    with pytest.raises(ValueError, match="write e.g. '5 seconds'"):
+    with pytest.raises(PlaceholderError, match="unknown unit 'fortnights'; write one of ms, .*e.g. '5 seconds'"):
         parse_duration("5 fortnights")
+    with pytest.raises(PlaceholderError, match="a duration of zero"):
+        parse_duration("0 s")
 
 
 def test_every_example_matches_and_every_step_is_documented() -> None:
@@ -33,6 +36,22 @@ def test_every_example_matches_and_every_step_is_documented() -> None:
     for doc in VOCABULARY:
         assert matches(doc.example), doc.example
         assert doc.doc, f"step '{doc.pattern}' has no docstring"
+
+
+def test_every_example_is_one_sentence_and_its_values_pass_the_steps_own_parsers() -> None:
+    for doc in VOCABULARY:
+        assert sum(1 for s in SENTENCES if s.shape.is_matching(doc.example)) == 1, doc.example
+        assert [s.parser.is_matching(doc.example) for s in SENTENCES].count(True) == 1, doc.example
+        check(doc.example, doc.keyword)  # raises PlaceholderError if the documented example were refused
+
+
+def test_checked_values_are_what_the_step_receives() -> None:
+    from drills.leak.model import Hole
+    from drills.target import FaultMethod
+    assert check("I pull the node of worker 1 with hang") == {"rank": 1, "method": FaultMethod.HANG}
+    assert check("I pull the node of worker 0 with the configured fault method")["method"] is None
+    assert check("a workload mix that leaks GPU time through fault tolerance for 2 minutes") == {
+        "hole": Hole.FAULT_TOLERANCE, "seconds": 120.0}
 
 
 def test_a_step_used_with_the_wrong_keyword_is_named(tmp_path: Path) -> None:
@@ -64,13 +83,18 @@ def test_an_outline_row_naming_no_known_hole_is_refused_before_anything_runs(tmp
     with pytest.raises(FeatureError) as exc:
         load_features(tmp_path)
     [problem] = exc.value.problems  # the fragmentation row is fine
-    assert problem.startswith(f"{tmp_path / 'f.feature'}:3: unknown step")
-    assert "the kitchen sink" in problem and "it names <hole> as the largest hole" in problem
+    assert problem.startswith(f"{tmp_path / 'f.feature'}:7: <hole> 'the kitchen sink': unknown hole; write one of "
+                              "data pipeline, communication, fragmentation, fault tolerance")
+    assert "Examples row for \"Then it names <hole> as the largest hole\" at line 3" in problem
+    [bad] = exc.value.placeholders
+    assert (bad.file, bad.line, bad.value) == (str(tmp_path / "f.feature"), 7, "the kitchen sink")
 
 
-def test_units_are_part_of_the_sentence() -> None:
-    assert matches("the platform detects the failure within 750 ms")
-    assert not matches("the platform detects the failure within 5 parsecs")
+def test_a_unit_is_checked_by_the_sentence_that_takes_it() -> None:
+    assert check("the platform detects the failure within 750 ms") == {"limit": 0.75}
+    assert matches("the platform detects the failure within 5 parsecs")  # the sentence is known; its unit is not
+    with pytest.raises(PlaceholderError, match=r"<duration> '5 parsecs': unknown unit 'parsecs'"):
+        check("the platform detects the failure within 5 parsecs")
 
 
 def test_suggestions_for_a_typo() -> None:
