@@ -48,11 +48,29 @@ class ScenarioOutcome:
     timeline_span: tuple[int, int] = (0, 0)
 
 
+def broken_promises(result: DrillResult) -> list[str]:
+    """What a FAIL or INCONCLUSIVE rests on, as the final table words it: each missed threshold (its measured
+    value, or why it was never measured, and the promise) and each finding (a broken promise, or the
+    evidence that could not be established)."""
+    return [j.message for j in result.judgements if j.verdict is not Verdict.PASS] + list(result.findings)
+
+
 def summarize(result: DrillResult) -> str:
     lines = [f"{result.drill}: {result.verdict.value}"]
-    lines += [f"  - {j.message}" for j in result.judgements if j.verdict is not Verdict.PASS]
-    lines += [f"  - {f}" for f in result.findings]
+    lines += [f"  - {line}" for line in broken_promises(result)]
     return "\n".join(lines)
+
+
+def live_line(outcome: ScenarioOutcome) -> str:
+    """The progress line printed when a scenario ends: its verdict, its time and, for a FAIL or an
+    INCONCLUSIVE, every broken promise with its measured value (or the missing evidence), on one line."""
+    label = outcome.verdict.value if outcome.verdict else "HARNESS ERROR"
+    line = f"  {label} ({outcome.seconds:.1f} s)"
+    if outcome.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE) and outcome.result is not None:
+        broken = broken_promises(outcome.result)
+        if broken:
+            return f"{line}: {outcome.result.drill}: " + "; ".join(" ".join(b.split()) for b in broken)
+    return line + (f": {outcome.error.splitlines()[0]}" if outcome.error else "")
 
 
 class FiredrillPlugin:
@@ -181,6 +199,5 @@ class FiredrillPlugin:
         else:
             out.verdict = None
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
-        label = out.verdict.value if out.verdict else "HARNESS ERROR"
-        self._say(f"  {label} ({out.seconds:.1f} s)" + (f": {out.error.splitlines()[0]}" if out.error else ""))
+        self._say(live_line(out))
         self.outcomes.append(out)
