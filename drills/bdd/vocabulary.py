@@ -53,10 +53,13 @@ parse_duration.pattern = r"\d+(?:\.\d+)?\s*[A-Za-z]+"  # type: ignore[attr-defin
 
 
 def parse_number(text: str) -> float:
+    """'0', '10', '2.5' -> the number, 0 or more."""
+    if not re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", text):
+        raise PlaceholderError(text, "not a number of 0 or more", "write digits, e.g. 0, 10 or 2.5")
     return float(text)
 
 
-parse_number.pattern = r"\d+(?:\.\d+)?"  # type: ignore[attr-defined]
+parse_number.pattern = r"\S+"  # type: ignore[attr-defined]
 
 def parse_hole(text: str) -> Hole:
     """'data pipeline', 'communication', 'fragmentation', 'fault tolerance' (or the contract's names)."""

@@ -1,0 +1,175 @@
+"""A customer's mistake in a feature file is a usage error (exit 2) at file:line saying how to fix it, found
+before any platform starts; `firedrill run --dry-run` finds the same mistakes without a cluster (issue 18)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
+from drills.bdd.vocabulary import SENTENCES, sentence_of
+from drills.cli import app
+
+REPO = Path(__file__).resolve().parents[3]
+runner = CliRunner()
+
+# One bad value per step sentence that has placeholders: (keyword, text, placeholder, value, what the message
+# must say about the value, what it must say to write instead).
+BAD_VALUES = [
+    ("Given", "the cluster has at least 0 schedulable GPU nodes with 8 free GPUs each", "nodes", "0",
+     "a count must be at least 1", "write a whole number of at least 1"),
+    ("Given", "a canary training job of 0 workers with 4 GPUs each, checkpointing every 5 steps", "n workers",
+     "0 workers", "a job needs at least one worker", "write e.g. '1 worker' or '4 workers'"),
+    ("Given", "the job has written a checkpoint within 60 secs", "duration", "60 secs", "unknown unit 'secs'",
+     "write one of ms, millisecond, milliseconds, s, second, seconds, min, minute, minutes"),
+    ("When", "I submit a gang of 4 workers with 0 GPUs each", "gpus", "0", "a count must be at least 1",
+     "at least 1"),
+    ("When", "I submit 0 gangs of 3 workers with 8 GPUs each at the same time, each running for 5 seconds",
+     "count", "0", "a count must be at least 1", "at least 1"),
+    ("When", "I pull the node of worker 0 with reboot", "method", "reboot", "unknown fault method",
+     "write one of kill, hang, partition, kubelet-stop, delete-node, command or 'the configured fault method'"),
+    ("Then", "all workers are running within 0 seconds", "duration", "0 seconds", "a duration of zero",
+     "write more than zero"),
+    ("Then", "exactly one gang runs whole within 30 sec while the others hold no GPU", "duration", "30 sec",
+     "unknown unit 'sec'", "e.g. '5 seconds'"),
+    ("Then", "every gang has run whole within 1 hour", "duration", "1 hour", "unknown unit 'hour'",
+     "write one of ms,"),
+    ("Then", "partial-hold GPU-seconds stay at or below none", "number", "none", "not a number of 0 or more",
+     "write digits, e.g. 0, 10 or 2.5"),
+    ("Then", "the platform detects the failure within 5 parsecs", "duration", "5 parsecs", "unknown unit 'parsecs'",
+     "write one of ms,"),
+    ("Then", "the job's pods are off the failed node within 5 fortnights of detection", "duration", "5 fortnights",
+     "unknown unit 'fortnights'", "write one of ms,"),
+    ("Then", "the job runs again on healthy nodes within 0 ms of eviction", "duration", "0 ms", "a duration of zero",
+     "write more than zero"),
+    ("Then", "training resumes beyond the checkpoint within 10 hours of replacement", "duration", "10 hours",
+     "unknown unit 'hours'", "write one of ms,"),
+    ("Then", "the whole recovery takes at most 20 sekunden", "duration", "20 sekunden", "unknown unit 'sekunden'",
+     "write one of ms,"),
+    ("Then", "at most -1 steps of work are lost", "limit", "-1", "not a whole number of 0 or more", "write 0, 1, 2"),
+    ("Given", "a node of 2 B200 GPUs partitioned as MIG 7 x 1g.18gb", "model", "B200", "unknown GPU model",
+     "write one of A100-40GB, A100-80GB, H100-80GB, H200 (or an alias: A100 = A100-40GB"),
+    ("Given", "a node of one A100 GPU partitioned as MIG 7 x 1g.10gb", "layout", "MIG 7 x 1g.10gb",
+     "7 x 1g.10gb on one A100-40GB GPU (A100 means A100-40GB): it holds at most 4",
+     "write a layout one A100-40GB GPU can hold: MIG 7 x 1g.5gb, MIG 4 x 1g.10gb, MIG 3 x 2g.10gb, MIG 2 x 3g.20gb, "
+     "MIG 1 x 4g.20gb, MIG 1 x 7g.40gb, or a mix of these profiles within 7 compute and 8 memory slices; or keep "
+     "this layout on a model that holds it: A100-80GB, H100-80GB"),
+    ("When", "every slice is filled with a tenant, up to 0 tenants", "count", "0", "a count must be at least 1",
+     "at least 1"),
+    ("Then", "0 tenants are running", "count", "0", "a count must be at least 1", "at least 1"),
+    ("Then", "the other 0 tenants are refused by the scheduler", "count", "0", "a count must be at least 1",
+     "at least 1"),
+    ("Then", "the tenants affected are some of them", "words", "some of them", "unknown outcome",
+     'write one of "only that tenant", "every tenant on that GPU", "no tenant"'),
+    ("Given", "a workload mix that leaks GPU time through memory for 12 seconds", "hole", "memory", "unknown hole",
+     "write one of data pipeline, communication, fragmentation, fault tolerance"),
+    ("Then", "it names the kitchen sink as the largest hole", "hole", "the kitchen sink", "unknown hole",
+     "write one of data pipeline, communication, fragmentation, fault tolerance"),
+    ("Then", "it sizes that hole within ten % of what was injected", "number", "ten", "not a number of 0 or more",
+     "write digits"),
+    # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
+    ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
+     "write 1 to 16"),
+    ("Given", "a node of one H100 GPU partitioned as MIG 7 x 1g.18gb", "layout", "MIG 7 x 1g.18gb",
+     "MIG profile '1g.18gb' does not exist on H100-80GB (H100 means H100-80GB)",
+     "or keep this layout on a model that holds it: H200"),
+]
+
+
+def test_the_table_has_a_bad_value_for_every_sentence_with_a_placeholder() -> None:
+    covered = {sentence_of(text, keyword).shape.name for keyword, text, *_ in BAD_VALUES}  # type: ignore[union-attr]
+    with_placeholders = {s.shape.name for s in SENTENCES if s.fields}
+    assert with_placeholders - covered == set(), "add a bad value for each new sentence to BAD_VALUES"
+
+
+@pytest.mark.parametrize("keyword, text, placeholder, value, problem, fix", BAD_VALUES,
+                         ids=[f"{row[2]}:{row[3]}" for row in BAD_VALUES])
+def test_a_bad_value_is_a_usage_error_at_its_line_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyword: str, text: str, placeholder: str, value: str,
+        problem: str, fix: str) -> None:
+    monkeypatch.chdir(tmp_path)  # anything a started platform would leave (.firedrill/, reports/) would land here
+    features = tmp_path / "features"
+    features.mkdir()
+    path = features / "mine.feature"
+    path.write_text(f"Feature: mine\n  Scenario: one bad value\n    {keyword} {text}\n")
+    started = time.monotonic()
+    result = runner.invoke(app, ["run", "--features", str(features)])
+    assert result.exit_code == 2, result.output
+    assert time.monotonic() - started < 10
+    assert f"{path}:3: <{placeholder}> {value!r}: {problem}" in result.stderr, result.stderr
+    assert fix in result.stderr, result.stderr
+    assert "Starting:" not in result.output and "Target:" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["features"], "nothing may be started or written"
+
+
+def test_the_firedrill_command_exits_2_on_the_issue_s_layout_and_starts_nothing(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    path = features / "isolation.feature"
+    path.write_text("Feature: isolation\n  Scenario: an A100 cut in seven\n"
+                    "    Given a node of one A100 GPU partitioned as MIG 7 x 1g.10gb\n"
+                    "    When every slice is filled with a tenant, up to 7 tenants\n"
+                    "    Then 7 tenants are running\n")
+    out = subprocess.run([sys.executable, "-c", "from drills.cli import main; main()", "run", "--features",
+                          str(features)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{path}:3: <layout> 'MIG 7 x 1g.10gb': 7 x 1g.10gb on one A100-40GB GPU (A100 means A100-40GB)" \
+        in out.stderr
+    assert "HARNESS ERROR" not in out.stdout + out.stderr and "Starting:" not in out.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["features"]
+
+
+def test_a_bad_value_from_an_examples_row_is_reported_at_that_row(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    path = features / "outline.feature"
+    path.write_text("Feature: outline\n  Scenario Outline: <model> cut as <layout>\n"
+                    "    Given a node of one <model> GPU partitioned as <layout>\n"
+                    "    When every slice is filled with a tenant, up to 0 tenants\n"
+                    "    Examples:\n      | model | layout |\n      | H200 | MIG 7 x 1g.18gb |\n"
+                    "      | A100 | MIG 7 x 1g.10gb |\n")
+    result = runner.invoke(app, ["run", "--dry-run", "--features", str(features)])
+    assert result.exit_code == 2, result.output
+    errors = [ln.strip() for ln in result.stderr.splitlines() if str(path) in ln]
+    assert len(errors) == 2, result.stderr  # the literal 0 once, not once per row; the H200 row is fine
+    assert errors[0].startswith(f"{path}:4: <count> '0': a count must be at least 1")
+    assert errors[1].startswith(f"{path}:8: <layout> 'MIG 7 x 1g.10gb'")
+    assert 'in the Examples row for "Given a node of one <model> GPU partitioned as <layout>" at line 3' in errors[1]
+
+
+def test_dry_run_passes_the_shipped_features_and_prints_their_plan() -> None:
+    result = runner.invoke(app, ["run", "--dry-run", "--features", str(REPO / "features")])
+    assert result.exit_code == 0, result.output
+    assert "Plan (dry run: nothing is started, created or pulled)" in result.stdout
+    for name in ("gang_submission.feature", "leak_identification.feature", "node_pull.feature",
+                 "partition_isolation.feature"):
+        assert f"  {name}: " in result.stdout
+    assert "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb" in result.stdout
+    assert "Starting:" not in result.stdout
+
+
+def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    shutil.copytree(REPO / "features", features)
+    pull = features / "node_pull.feature"
+    lines = pull.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if "with kill" in ln)
+    lines[at] = lines[at].replace("with kill", "with reboot")
+    pull.write_text("\n".join(lines) + "\n")
+    iso = features / "partition_isolation.feature"
+    rows = iso.read_text().splitlines()
+    row = next(i for i, ln in enumerate(rows) if ln.strip().startswith("| H200") and "MIG 7 x 1g.18gb" in ln)
+    rows[row] = rows[row].replace("| H200     ", "| A100     ").replace("MIG 7 x 1g.18gb", "MIG 7 x 1g.10gb")
+    iso.write_text("\n".join(rows) + "\n")
+    result = runner.invoke(app, ["run", "--dry-run", "--features", str(features)])
+    assert result.exit_code == 2, result.output
+    assert "Plan" not in result.stdout
+    assert f"{pull}:{at + 1}: <method> 'reboot': unknown fault method; write one of kill" in result.stderr
+    assert f"{iso}:{row + 1}: <layout> 'MIG 7 x 1g.10gb': 7 x 1g.10gb on one A100-40GB GPU" in result.stderr
+    assert "error: the features cannot run (2 problem(s)):" in result.stderr
