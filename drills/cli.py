@@ -221,7 +221,9 @@ def run(
     profile: Annotated[Path | None, typer.Option(help="Target profile YAML: flavor, queue, fault method, safety "
                                                     "(docs/PROFILE.md). Required for a real cluster.")] = None,
     repeat: Annotated[int, typer.Option(min=1, max=100, help="Run each scenario N times; report p50/p95.")] = 1,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the features and print the plan; touch nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every sentence and value of the features (a "
+                                          "mistake: file:line and what to write instead, exit 2) and print the "
+                                          "plan; start, connect to and touch nothing.")] = False,
     keyword: Annotated[str | None, typer.Option("-k", help="Only scenarios matching this pytest -k expression.")] = None,
     scheduler_profile: Annotated[str, typer.Option(help="Embedded platform only: gang or no-gang "
                                                         "(no-gang shows the half-job deadlock).")] = "gang",
