@@ -21,7 +21,7 @@ from gherkin.errors import CompositeParserException, ParserError, ParserExceptio
 from gherkin.parser import Parser
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import check, keyword_of, matches, suggest
+from drills.bdd.vocabulary import Checked, check, check_scenario, keyword_of, matches, sentence_of, suggest
 from drills.errors import FiredrillError, PlaceholderError
 
 
@@ -73,7 +73,8 @@ def _placed(exc: PlaceholderError, path: Path, step: dict[str, Any], text: str,
             row: tuple[dict[str, str], int] | None) -> PlaceholderError:
     """The bad value placed where it is written: the Examples row that supplied it, else the step's line."""
     line = step["location"]["line"]
-    if row is not None and exc.value.strip() in (v.strip() for v in row[0].values()):
+    used = [row[0].get(col, "").strip() for col in re.findall(r"<(\w[^>]*)>", step["text"])] if row else []
+    if row is not None and any(v and (v in exc.value or exc.value.strip() in v) for v in used):
         return PlaceholderError(exc.value, exc.problem, f"{exc.fix} (in the Examples row for \"{step['keyword'].strip()} "
                                 f"{step['text']}\" at line {line})", placeholder=exc.placeholder, file=str(path),
                                 line=row[1])
@@ -130,6 +131,7 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
         steps = background + (scenario.get("steps") or [])
         for row in rows:
             texts: list[str] = []
+            checked: list[tuple[Checked, dict[str, Any], str]] = []
             current = None
             for st in steps:
                 kind = KEYWORD_TYPES.get(st.get("keywordType", ""), current)
@@ -147,12 +149,22 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
                                     f"\"{st['keyword'].strip()} {text}\".{hint} (All steps: docs/STEPS.md)")
                 else:
                     try:
-                        check(text, kind)
+                        values = check(text, kind)
                     except PlaceholderError as exc:
                         placed = _placed(exc, path, st, text, row)
                         if str(placed) not in problems:  # a literal value is wrong once, not once per row
                             problems.append(str(placed))
                             bad_values.append(placed)
+                    else:
+                        found = sentence_of(text, kind)
+                        assert found is not None  # check() found it
+                        checked.append((Checked(found.name, values), st, text))
+            for index, exc in check_scenario([c for c, _, _ in checked]):
+                _, st, text = checked[index]
+                placed = _placed(exc, path, st, text, row)
+                if str(placed) not in problems:
+                    problems.append(str(placed))
+                    bad_values.append(placed)
             info.scenarios.append(ScenarioInfo(_fill(scenario["name"], row[0] if row is not None else None),
                                                scenario["location"]["line"], _tags(scenario), tuple(texts)))
         if not scenario.get("steps"):

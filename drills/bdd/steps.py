@@ -11,12 +11,13 @@ against before it starts anything.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from drills.bdd.context import ScenarioContext
-from drills.bdd.vocabulary import step
+from drills.bdd.vocabulary import Checked, scenario_rule, step
 from drills.errors import PlaceholderError
-from drills.isolation import IsolationDrill, gpu_model, partition_config
+from drills.isolation import PROBES, IsolationDrill, gpu_model, partition_config, promise
 from drills.leak.model import Hole
 from drills.target import FaultMethod
 from drills.verdict import Comparison, Measurement, Threshold
@@ -72,8 +73,9 @@ def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, du
 @step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
       "I pull the node of worker 0 with kill")
 def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
-    """Pull the node hosting a worker: kill, hang or partition (reference platform); kubelet-stop,
-    delete-node or command (real clusters); or "the configured fault method" from the target profile."""
+    """Pull the node hosting a worker (ranks count from 0, below the canary job's worker count): kill, hang or
+    partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured
+    fault method" from the target profile."""
     drill.node_pull_drill().pull(rank, drill.target.profile.fault.method if method is None else method)
 
 
@@ -323,3 +325,40 @@ def sizes_hole(drill: ScenarioContext, tolerance: float) -> None:
         raise ValueError("no hole was opened in this scenario; start it with 'a workload mix that leaks GPU time "
                          "through <hole> for <duration>'")
     leak.judge_size(leak.hole, tolerance)
+
+
+# ------------------------------------------------------------ rules across the steps of a scenario
+PROBE_STEPS = {memory_probe.__name__: "memory", contained_probe.__name__: "contained", reset_probe.__name__: "reset"}
+
+
+@scenario_rule
+def _earlier_steps_decide(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
+    """Values an earlier step decides, checked before anything runs: a pulled worker's rank must be one the
+    canary job has; the tenants affected must follow a probe and, on a node this scenario partitions, be what
+    the contract promises for that probe in that mode (docs/PARTITIONING.md)."""
+    workers: int | None = None
+    mode: str | None = None
+    probe: str | None = None
+    for i, st in enumerate(steps):
+        values = st.values
+        if st.step == canary_job.__name__:
+            workers = values["workers"]
+        elif st.step == pull_node.__name__ and workers is not None and values["rank"] >= workers:
+            yield i, PlaceholderError(str(values["rank"]), f"the canary job has {workers} worker(s), ranked 0 to "
+                                      f"{workers - 1}", f"write a rank from 0 to {workers - 1}", placeholder="rank")
+        elif st.step in (partitioned_node.__name__, partitioned_node_one.__name__):
+            mode = partition_config(values["layout"], values["model"])["mode"]
+        elif st.step == any_partitioned_node.__name__:
+            mode = None  # read from the cluster's node when the scenario runs
+        elif st.step in PROBE_STEPS:
+            probe = PROBE_STEPS[st.step]
+        elif st.step == tenants_affected.__name__:
+            if probe is None:
+                yield i, PlaceholderError(values["words"], "no probe before this step, so nothing to judge",
+                                          "put 'When one tenant exceeds its memory share', 'When one tenant's "
+                                          "slice takes a contained fault' or 'When its GPU takes a reset-class "
+                                          "fault' before it", placeholder="words")
+            elif mode is not None and values["words"] != (promised := promise(mode, probe)):
+                yield i, PlaceholderError(values["words"], f"after '{PROBES[probe].title}' on a {mode} node the "
+                                          f"contract promises {promised!r} (docs/PARTITIONING.md)",
+                                          f"write '{promised}'", placeholder="words")

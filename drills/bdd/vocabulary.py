@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +168,8 @@ class Sentence:
     """One registered step: what pytest-bdd runs, and how the pre-flight check recognizes and checks it."""
 
     keyword: str
+    name: str
+    """The step function's name (how a scenario rule tells one sentence from another)."""
     parser: Any
     """pytest-bdd's parser: placeholders converted by :data:`TYPES` (what the step function receives)."""
     shape: Any
@@ -196,7 +198,8 @@ def step(keyword: str, pattern: str, example: str, target_fixture: str | None = 
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         VOCABULARY.append(StepDoc(keyword, pattern, (fn.__doc__ or "").strip(), example))
-        SENTENCES.append(Sentence(keyword, parser, parsers.parse(pattern, extra_types=SHAPES), fields, check))
+        SENTENCES.append(Sentence(keyword, fn.__name__, parser, parsers.parse(pattern, extra_types=SHAPES), fields,
+                                  check))
         kwargs = {"target_fixture": target_fixture} if target_fixture else {}
         return _DECORATORS[keyword](parser, stacklevel=2, **kwargs)(fn)
     return register
@@ -249,6 +252,31 @@ def suggest(text: str, n: int = 3) -> list[str]:
     keyed = {re.sub(r"<\w+>", "<n>", r): r for r in readable}
     close = difflib.get_close_matches(norm, list(keyed), n=n, cutoff=0.3)
     return [keyed[c] for c in close]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One step of a scenario whose values passed :func:`check`: its sentence (the step function's name) and
+    the values its function will receive."""
+
+    step: str
+    values: dict[str, Any]
+
+
+ScenarioRule = Callable[[Sequence[Checked]], Iterator[tuple[int, PlaceholderError]]]
+SCENARIO_RULES: list[ScenarioRule] = []
+
+
+def scenario_rule(rule: ScenarioRule) -> ScenarioRule:
+    """Register a rule across the steps of one scenario (a value that depends on an earlier step); it yields
+    (index of the offending step, the error)."""
+    SCENARIO_RULES.append(rule)
+    return rule
+
+
+def check_scenario(steps: Sequence[Checked]) -> list[tuple[int, PlaceholderError]]:
+    """Every registered scenario rule's objections to one scenario's checked steps."""
+    return [found for rule in SCENARIO_RULES for found in rule(steps)]
 
 
 def markdown() -> str:

@@ -173,3 +173,38 @@ def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path
     assert f"{pull}:{at + 1}: <method> 'reboot': unknown fault method; write one of kill" in result.stderr
     assert f"{iso}:{row + 1}: <layout> 'MIG 7 x 1g.10gb': 7 x 1g.10gb on one A100-40GB GPU" in result.stderr
     assert "error: the features cannot run (2 problem(s)):" in result.stderr
+
+
+@pytest.mark.parametrize("steps, line, message", [
+    (["Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps",
+      "When I pull the node of worker 2 with kill"], 4,
+     "<rank> '2': the canary job has 2 worker(s), ranked 0 to 1; write a rank from 0 to 1"),
+    (["Given a node of one H100-80GB GPU partitioned as time-slicing x 2",
+      "When every slice is filled with a tenant, up to 2 tenants",
+      "And one tenant's slice takes a contained fault",
+      "Then the tenants affected are only that tenant"], 6,
+     "<words> 'only that tenant': after 'contained fault (Xid 94) on its slice' on a time-slicing node the contract "
+     "promises 'every tenant on that GPU' (docs/PARTITIONING.md); write 'every tenant on that GPU'"),
+    (["Given a node of one H200 GPU partitioned as MIG 7 x 1g.18gb",
+      "Then the tenants affected are only that tenant"], 4,
+     "<words> 'only that tenant': no probe before this step, so nothing to judge; put 'When one tenant exceeds"),
+])
+def test_a_value_an_earlier_step_decides_is_checked_too(tmp_path: Path, steps: list[str], line: int,
+                                                         message: str) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    path = features / "mine.feature"
+    path.write_text("Feature: mine\n  Scenario: depends on an earlier step\n"
+                    + "".join(f"    {s}\n" for s in steps))
+    result = runner.invoke(app, ["run", "--features", str(features), "--reports", str(tmp_path / "reports")])
+    assert result.exit_code == 2, result.output
+    assert f"{path}:{line}: {message}" in result.stderr, result.stderr
+    assert "Starting:" not in result.stdout and not (tmp_path / "reports").exists()
+
+
+def test_a_node_on_the_cluster_is_judged_when_the_scenario_runs() -> None:
+    """'Given a partitioned node' reads its mode from the cluster: any outcome words pass the check."""
+    from drills.bdd.vocabulary import Checked, check_scenario
+    steps = [Checked("any_partitioned_node", {}), Checked("contained_probe", {}),
+             Checked("tenants_affected", {"words": "only that tenant"})]
+    assert check_scenario(steps) == []
