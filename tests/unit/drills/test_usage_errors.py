@@ -208,3 +208,20 @@ def test_a_node_on_the_cluster_is_judged_when_the_scenario_runs() -> None:
     steps = [Checked("any_partitioned_node", {}), Checked("contained_probe", {}),
              Checked("tenants_affected", {"words": "only that tenant"})]
     assert check_scenario(steps) == []
+
+
+def test_every_shipped_step_binds_to_one_step_function_that_receives_the_checked_values() -> None:
+    """What pytest-bdd does when the scenario runs (the converting parser of each step definition) agrees with the
+    check: one definition matches each shipped step, and it receives the values the check returned."""
+    from drills.bdd.vocabulary import check
+    from drills.features import load_features
+
+    seen = 0
+    for feature in load_features(REPO / "features"):
+        for scenario in feature.scenarios:
+            for text in scenario.steps:
+                bound = [s for s in SENTENCES if s.parser.is_matching(text)]
+                assert len(bound) == 1, text
+                assert bound[0].parser.parse_arguments(text) == check(text, bound[0].keyword), text
+                seen += 1
+    assert seen > 50
