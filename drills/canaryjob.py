@@ -1,13 +1,16 @@
-"""The training canary as a Volcano Job: the workload every training drill runs and reads.
+"""The training canary as a job: the workload every training drill runs and reads.
 
 One task ``worker`` of ``workers`` pods, each running the canary image's
-entry point (``firedrill-canary train ...``, ``docs/WORKLOAD.md``).  What each
-rank needs comes through standard Kubernetes means, so the same manifest runs
-on the reference platform and on a real Volcano cluster:
+entry point (``firedrill-canary train ...``, ``docs/WORKLOAD.md``), in one of
+three forms (:class:`CanaryForm`).  What each rank needs comes through
+standard Kubernetes means, so the same manifest runs on the reference platform
+and on a real cluster:
 
 - ``RANK`` from the pod's ``volcano.sh/task-index`` annotation and the restart
   generation from ``volcano.sh/job-version`` (both set by Volcano's job
-  controller), ``POD_IP`` from ``status.podIP`` (downward API);
+  controller); in a batch/v1 Indexed Job from ``batch.kubernetes.io/job-completion-index``
+  (one generation: a rank that lost a peer exits after ``--peer-timeout`` and the
+  Job controller starts it again); ``POD_IP`` from ``status.podIP`` (downward API);
 - ``WORLD_SIZE`` from the drill;
 - checkpoints and the file rendezvous on the profile's shared volume
   (``canary.shared_volume``: a ReadWriteMany claim or nfs export on a real
@@ -17,18 +20,32 @@ on the reference platform and on a real Volcano cluster:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
-from drills.kube.flavors import WORKER_INDEX_LABEL, GangSpec
+from drills.kube.flavors import JOB_COMPLETION_INDEX_ANNOTATION, WORKER_INDEX_LABEL, GangSpec
 from drills.target import TargetProfile
 from drills.verdict import DrillInconclusive
 
-__all__ = ["MOUNT", "CanaryTraining", "canary_job_spec"]
+__all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec"]
 
 MOUNT = "/firedrill"
 """Where the shared volume is mounted in every rank."""
 VOLUME = "firedrill-shared"
+
+
+class CanaryForm(enum.Enum):
+    """Which object runs the canary's ranks, and so where each rank reads its rank and generation."""
+
+    VOLCANO_JOB = "volcano-job"
+    """A Volcano Job: rank from ``volcano.sh/task-index``, generation from ``volcano.sh/job-version``;
+    Volcano restarts the whole job on PodEvicted/PodFailed."""
+    INDEXED_JOB = "indexed-job"
+    """A batch/v1 Indexed Job: rank from ``batch.kubernetes.io/job-completion-index``, one generation; the Job
+    controller replaces the pod of a lost index and the survivors exit on their peer timeout to rejoin."""
+    GANG_PODS = "gang-pods"
+    """Plain pods of a gang: rank from the ``firedrill.dev/worker-index`` label, one generation, no restarts."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,8 @@ class CanaryTraining:
     input_seconds: float = 0.0
     comm_seconds: float = 0.0
     stall_after: float = 1.0
+    peer_timeout: float | None = None
+    """``--peer-timeout``: a rank that lost a peer exits after this many seconds (None: the canary's default)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0 or self.checkpoint_every < 0:
@@ -49,6 +68,8 @@ class CanaryTraining:
                              f"(got {self.workers}, {self.gpus_per_worker}, {self.checkpoint_every})")
         if min(self.compute_seconds, self.input_seconds, self.comm_seconds) < 0:
             raise ValueError("canary step times must be >= 0 seconds")
+        if self.peer_timeout is not None and self.peer_timeout <= 0:
+            raise ValueError(f"a canary peer timeout must be > 0 seconds (got {self.peer_timeout})")
 
     @property
     def step_seconds(self) -> float:
@@ -61,12 +82,10 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining, *,
-                    steps_total: int = 0, volcano_job: bool = True) -> GangSpec:
-    """The GangSpec of a canary training job on ``profile``'s cluster (render with ``gang_manifests``).
-
-    ``volcano_job``: its ranks are pods of a Volcano Job (rank and restart generation from Volcano's pod
-    annotations); else plain pods of a gang (rank from the ``firedrill.dev/worker-index`` label, one
-    generation).  ``steps_total``: every rank exits 0 after that step (0: trains until stopped)."""
+                    steps_total: int = 0, form: CanaryForm = CanaryForm.VOLCANO_JOB) -> GangSpec:
+    """The GangSpec of a canary training job on ``profile``'s cluster (render it with ``gang_manifests`` for
+    a Volcano Job or gang pods, ``indexed_job`` for a batch/v1 Indexed Job; ``form`` says which).
+    ``steps_total``: every rank exits 0 after that step (0: trains until stopped)."""
     volume = profile.canary.shared_volume
     if volume is None:
         raise DrillInconclusive("the training canary needs storage every rank reaches for its checkpoints and "
@@ -78,9 +97,13 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
             "--checkpoint-every", str(training.checkpoint_every), "--stall-after", f"{training.stall_after:g}",
             "--checkpoint-dir", f"{root}/checkpoints", "--rendezvous-dir", f"{root}/rendezvous",
             "--steps-total", str(steps_total)]
-    if volcano_job:
+    if training.peer_timeout is not None:
+        args += ["--peer-timeout", f"{training.peer_timeout:g}"]
+    if form is CanaryForm.VOLCANO_JOB:
         rank = _field("metadata.annotations['volcano.sh/task-index']")
         generation = _field("metadata.annotations['volcano.sh/job-version']")
+    elif form is CanaryForm.INDEXED_JOB:
+        rank, generation = _field(f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"), {"value": "0"}
     else:
         rank, generation = _field(f"metadata.labels['{WORKER_INDEX_LABEL}']"), {"value": "0"}
     env = ({"name": "WORLD_SIZE", "value": str(training.workers)}, {"name": "RANK", **rank},

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from drills.canaryjob import CanaryTraining, canary_job_spec
+from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.connect import Target
 from drills.holds import Gang, PodChange, partial_hold
 from drills.kube.driver import POD, KubeError, resource_for
@@ -101,7 +101,8 @@ class GangDrill:
         training = CanaryTraining(workers, gpus, checkpoint_every=0, compute_seconds=GANG_STEP_SECONDS)
         steps = 0 if run_seconds is None else max(1, round(run_seconds / GANG_STEP_SECONDS))
         names = [f"gang-{chr(ord('a') + i)}-{self.run_id}"[:50] for i in range(gangs)]
-        self.specs = [canary_job_spec(n, self.run_id, profile, training, steps_total=steps, volcano_job=False)
+        self.specs = [canary_job_spec(n, self.run_id, profile, training, steps_total=steps,
+                                      form=CanaryForm.GANG_PODS)
                       for n in names]
         manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in self.specs]
         for spec in self.specs:

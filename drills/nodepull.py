@@ -13,7 +13,9 @@ clock, with the wall clock and the platform's stamp beside them):
 - ``t_detect``: the node's Ready condition leaves True, or an
   unreachable/not-ready taint appears;
 - ``t_evict``: no pod of the job remains bound to the pulled node in a
-  non-terminal phase;
+  non-terminal phase and not being deleted (on a real cluster a pod of a
+  dead node keeps its phase until its kubelet returns: its deletion by the
+  taint-eviction controller is the eviction);
 - ``t_replace``: the job again has minMember pods Running, all on healthy nodes;
 - ``t_resume``: a replacement rank of the canary logs a step beyond the step it resumed from (the harness
   follows every rank's log through ``pods/log``; the instant is when the harness received that line).
@@ -36,12 +38,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from drills.canaryjob import CanaryTraining, canary_job_spec
+from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
 from drills.connect import Target
 from drills.gang import DrillInconclusive
-from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError
-from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
+from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource
+from drills.kube.flavors import (JOB_COMPLETION_INDEX_ANNOTATION, TRAINING_JOB_FLAVORS, WORKER_INDEX_LABEL, GangFlavor,
+                                 GangSpec, VolcanoForm, gang_manifests, indexed_job, run_selector)
 from drills.kube.logs import LogFollower, LogLine
 from drills.kube.timeline import parse_time
 from drills.safety import check_blast_radius, eligible_nodes
@@ -56,8 +59,24 @@ ROLLBACK_READY_TIMEOUT = 30.0
 """Seconds the rollback waits for the pulled node to be Ready again (embedded platform)."""
 FENCE_SETTLE = 3.0
 """Seconds after the resume during which a rank of the replaced job must log no step (split brain)."""
-JOB = RESOURCES[("batch.volcano.sh/v1alpha1", "Job")]
+VOLCANO_JOB = RESOURCES[("batch.volcano.sh/v1alpha1", "Job")]
+BATCH_JOB = RESOURCES[("batch/v1", "Job")]
+PEER_TIMEOUT = 3.0
+"""Seconds a rank of a batch/v1 Indexed Job waits on a lost peer before it exits, so the Job controller starts it
+again and every rank rejoins one world (a Volcano Job restarts every rank itself)."""
+RANK_KEYS = ("firedrill.dev/rank", "volcano.sh/task-index", JOB_COMPLETION_INDEX_ANNOTATION)
+"""Pod annotations that may carry a rank (the reference platform's, Volcano's, the Job controller's)."""
 UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+
+
+def rank_of(pod: Obj) -> int | None:
+    """The canary rank a pod runs, from the annotation its job controller wrote (or the gang's index label)."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    for value in [*(annotations.get(k) for k in RANK_KEYS), (meta.get("labels") or {}).get(WORKER_INDEX_LABEL)]:
+        if value is not None and str(value).isdigit():
+            return int(value)
+    return None
 
 
 def event_time(event: Obj, since: float) -> float | None:
@@ -91,6 +110,8 @@ class NodePullDrill:
     pods: dict[str, Obj] = field(default_factory=dict)
     nodes: dict[str, Obj] = field(default_factory=dict)
     job: Obj = field(default_factory=dict)
+    job_resource: Resource = VOLCANO_JOB
+    """The kind of the canary's job: a Volcano Job, or a batch/v1 Job (:data:`BATCH_JOB`)."""
     events: list[Obj] = field(default_factory=list)
     pulled: str | None = None
     victims: set[str] = field(default_factory=set)
@@ -110,19 +131,28 @@ class NodePullDrill:
         """Submit the canary job (``step``: extra canary step times, e.g. ``input_seconds``) and wait until every
         rank is running and, by its own log, training."""
         profile = self.target.profile
-        if profile.flavor is not GangFlavor.VOLCANO:
-            raise DrillInconclusive("the node-pull drill restarts the job through a Volcano Job; "
-                                    f"flavor {profile.flavor.value} is not supported by this drill yet")
-        training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds, **step)
-        self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training)
+        if profile.flavor is GangFlavor.VOLCANO:
+            form, self.job_resource = CanaryForm.VOLCANO_JOB, VOLCANO_JOB
+            training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds, **step)
+        elif profile.flavor in TRAINING_JOB_FLAVORS:
+            form, self.job_resource = CanaryForm.INDEXED_JOB, BATCH_JOB
+            training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds,
+                                      peer_timeout=PEER_TIMEOUT, **step)
+        else:
+            raise DrillInconclusive(f"the node-pull drill runs its canary as a Volcano Job (flavor volcano) or a "
+                                    f"batch/v1 Indexed Job (flavors native and kueue); flavor {profile.flavor.value} "
+                                    "has no training job written yet")
+        self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form)
         driver, ns = self.target.driver, profile.namespace
         self.canary.listeners.append(self._on_canary)
         self.follower = LogFollower(driver, self._on_log_line, self.target.timeline.clock)
         driver.watch(NODE, on_event=self._on(self.nodes))
         driver.watch(POD, ns, label_selector=run_selector(self.run_id), on_event=self._on(self.pods))
-        driver.watch(JOB, ns, field_selector=f"metadata.name={self.spec.name}", on_event=self._on_job)
+        driver.watch(self.job_resource, ns, field_selector=f"metadata.name={self.spec.name}", on_event=self._on_job)
         driver.watch(EVENT, on_event=self._on_event)
-        for obj in gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB):
+        manifests = ([indexed_job(self.spec, profile.flavor)] if form is CanaryForm.INDEXED_JOB
+                     else gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB))
+        for obj in manifests:
             driver.create(obj)
         if not self._wait(lambda: len(self._training()) >= self.spec.min_available, 60):
             raise DrillInconclusive(f"the canary job {self.spec.name} was not training whole within 60 s (by its "
@@ -214,8 +244,8 @@ class NodePullDrill:
         if "detect" not in self.instants and not self._node_healthy(self.pulled):
             self._stamp("detect")
         if "evict" not in self.instants and not any(
-                (p.get("spec") or {}).get("nodeName") == self.pulled and
-                (p.get("status") or {}).get("phase") not in TERMINAL for p in self.pods.values()):
+                (p.get("spec") or {}).get("nodeName") == self.pulled and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in TERMINAL for p in self.pods.values()):
             self._stamp("evict")
         if "evict" in self.instants and "replace" not in self.instants:
             running = self._running_pods()
@@ -235,9 +265,7 @@ class NodePullDrill:
     def pull(self, rank: int, method: FaultMethod) -> None:
         assert self.spec is not None, "start the canary job first"
         with self._cond:
-            pod = next((p for p in self._running_pods()
-                        if (p["metadata"].get("annotations") or {}).get("firedrill.dev/rank") == str(rank)
-                        or p["metadata"]["name"].endswith(f"-{rank}")), None)
+            pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
             if pod is None:
                 raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
             node = pod["spec"]["nodeName"]
@@ -400,8 +428,7 @@ class NodePullDrill:
         driver, ns = self.target.driver, self.target.profile.namespace
         try:
             if self.spec is not None:
-                loc = locate(self.spec, self.target.profile.flavor, VolcanoForm.JOB)
-                driver.delete(JOB, loc.group.name, ns)
+                driver.delete(self.job_resource, self.spec.name, ns)
                 for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
                     driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
         except KubeError as exc:

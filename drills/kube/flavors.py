@@ -52,6 +52,8 @@ __all__ = [
     "thaw",
     "GANG_LABEL",
     "RUN_LABEL",
+    "JOB_COMPLETION_INDEX_ANNOTATION",
+    "TRAINING_JOB_FLAVORS",
     "WORKER_INDEX_LABEL",
     "WORKLOAD_ANNOTATION",
     "FlavorError",
@@ -63,6 +65,7 @@ __all__ = [
     "eviction_tolerations",
     "flavor_apis",
     "gang_manifests",
+    "indexed_job",
     "kai_gang",
     "kai_pod_group",
     "kai_queues",
@@ -535,6 +538,43 @@ def native_gang(spec: GangSpec) -> list[Manifest]:
     for pod in pods:
         pod["spec"]["schedulingGroup"] = {"podGroupName": spec.name}
     return [native_workload(spec), native_pod_group(spec), *pods]
+
+
+# --- batch/v1 Job ------------------------------------------------------------------------------------------
+
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+"""The index Kubernetes' Job controller gives each pod of an Indexed Job (also its ``JOB_COMPLETION_INDEX``)."""
+TRAINING_JOB_FLAVORS = (GangFlavor.NATIVE, GangFlavor.KUEUE)
+"""Flavors whose training job is a batch/v1 Indexed Job (Volcano's is its own Job; KAI's is not written yet)."""
+
+
+def indexed_job(spec: GangSpec, flavor: GangFlavor) -> Manifest:
+    """A ``batch/v1`` Indexed Job of ``workers`` pods (completions = parallelism = workers): the training job
+    of a cluster without a job controller of its own.
+
+    Kubernetes' Job controller creates a new pod for an index whose pod failed or is being deleted (an
+    eviction), after that index's pod-failure back-off (10 s, doubling with each failure of the index);
+    ``spec.max_retry`` failures per index are allowed.  Nothing restarts the other ranks: a rank that must
+    rejoin a new world exits on its own (the canary's ``--peer-timeout``).  The Kueue flavor labels the Job
+    with its LocalQueue (Kueue's batch/v1 Job integration); the native flavor schedules it with the default
+    scheduler, as a Job is when the ``WorkloadWithJob`` gate (alpha in 1.36) is off."""
+    if flavor not in TRAINING_JOB_FLAVORS:
+        raise FlavorError(f"gang {spec.name!r}: no batch/v1 training job is written for flavor {flavor.value}")
+    meta = _object_meta(spec, spec.name)
+    if flavor is GangFlavor.KUEUE:
+        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": spec.workers,
+        "parallelism": spec.workers,
+        "backoffLimitPerIndex": spec.max_retry,
+        "podReplacementPolicy": "TerminatingOrFailed",
+        "template": {
+            "metadata": {"labels": _pod_labels(spec, None), "annotations": dict(spec.annotations)},
+            "spec": _pod_spec(spec, None),
+        },
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
 
 
 # --- per flavor --------------------------------------------------------------------------------------------

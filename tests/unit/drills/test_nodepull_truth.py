@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from drills.canaryjob import CanaryTraining, canary_job_spec
+from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.canarylog import CanaryLog, parse_line
-from drills.kube.flavors import GangFlavor, VolcanoForm, gang_manifests
-from drills.nodepull import Instant, NodePullDrill
+from drills.kube.flavors import FlavorError, GangFlavor, VolcanoForm, gang_manifests, indexed_job
+from drills.nodepull import Instant, NodePullDrill, rank_of
 from drills.target import CanarySettings, reference_profile
 from drills.verdict import DrillInconclusive, DrillResult, Verdict
 
@@ -107,3 +107,48 @@ def test_without_shared_storage_the_canary_cannot_run() -> None:
     profile = replace(reference_profile(), canary=CanarySettings())
     with pytest.raises(DrillInconclusive, match="canary.shared_volume"):
         canary_job_spec("c", "r", profile, CanaryTraining(2, 4, 5))
+
+
+@pytest.mark.parametrize("flavor,queue_label", [(GangFlavor.NATIVE, None), (GangFlavor.KUEUE, "team-a")])
+def test_on_a_cluster_without_volcano_the_canary_is_an_indexed_job_whose_ranks_rejoin(
+        flavor: GangFlavor, queue_label: str | None) -> None:
+    from dataclasses import replace
+    profile = replace(reference_profile(), flavor=flavor, queue="team-a")
+    training = CanaryTraining(3, 4, 5, compute_seconds=0.1, peer_timeout=3.0)
+    spec = canary_job_spec("canary-x", "run1", profile, training, form=CanaryForm.INDEXED_JOB)
+    job = indexed_job(spec, flavor)
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    assert {k: job["spec"][k] for k in ("completionMode", "completions", "parallelism", "podReplacementPolicy")} == {
+        "completionMode": "Indexed", "completions": 3, "parallelism": 3, "podReplacementPolicy": "TerminatingOrFailed"}
+    assert job["metadata"]["labels"].get("kueue.x-k8s.io/queue-name") == queue_label
+    template = job["spec"]["template"]
+    assert template["metadata"]["labels"]["firedrill.dev/drill-run"] == "run1"  # the drill finds every rank's pod
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert env["FIREDRILL_GENERATION"] == {"name": "FIREDRILL_GENERATION", "value": "0"}
+    args = container["args"]
+    assert args[args.index("--peer-timeout") + 1] == "3"  # a survivor exits, so the Job controller restarts it
+    assert template["spec"]["restartPolicy"] == "Never"
+    json.dumps(job)
+
+
+def test_no_indexed_job_is_written_for_a_flavor_with_its_own_job_controller() -> None:
+    spec = canary_job_spec("canary-x", "run1", reference_profile(), CanaryTraining(2, 4, 5),
+                           form=CanaryForm.INDEXED_JOB)
+    with pytest.raises(FlavorError, match="flavor volcano"):
+        indexed_job(spec, GangFlavor.VOLCANO)
+    with pytest.raises(ValueError, match="peer timeout"):
+        CanaryTraining(2, 4, 5, peer_timeout=0)
+
+
+@pytest.mark.parametrize("meta,rank", [
+    ({"annotations": {"volcano.sh/task-index": "1"}}, 1),
+    ({"annotations": {"batch.kubernetes.io/job-completion-index": "2"}}, 2),
+    ({"annotations": {"firedrill.dev/rank": "0"}}, 0),
+    ({"labels": {"firedrill.dev/worker-index": "3"}}, 3),
+    ({"name": "canary-x-worker-1"}, None),  # a name is no rank
+])
+def test_the_pulled_rank_is_found_by_what_its_job_controller_wrote(meta: dict[str, Any], rank: int | None) -> None:
+    assert rank_of({"metadata": meta}) == rank
