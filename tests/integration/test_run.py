@@ -125,7 +125,10 @@ def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:
     import signal
     import threading
 
-    proc = subprocess.Popen([*FIREDRILL, "run", "-k", "survives", "--reports",
+    # slow-detect keeps the pulled node undetected for 10 x the grace period, so the Ctrl-C surely lands while
+    # the drill is still watching the pull (a tuned pull is over in about 3 s: a loaded machine once delivered
+    # the line late and the run had finished, exit 0)
+    proc = subprocess.Popen([*FIREDRILL, "run", "-k", "survives", "--defect", "slow-detect", "--reports",
                              tempfile.mkdtemp(prefix="firedrill-test-reports-")], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
