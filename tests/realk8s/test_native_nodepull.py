@@ -72,11 +72,15 @@ class PullCluster:
     agents: RefAgents
 
 
-def start_pull_cluster(bin_dir: Path, work: Path, defects: tuple[str, ...]) -> PullCluster:
+def start_pull_cluster(bin_dir: Path, work: Path, defects: tuple[str, ...], *,
+                       grace: float = NODE_MONITOR_GRACE_PERIOD_S, period: float = NODE_MONITOR_PERIOD_S,
+                       toleration: int = TOLERATION_S) -> PullCluster:
+    """Four agents (8 simulated GPUs each, labelled for chaos) of a real control plane with these controller
+    flags; ``defects``: the agents' defect zoo entries."""
     cluster = RealCluster(RealClusterSpec(
-        bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
-        node_monitor_period=NODE_MONITOR_PERIOD_S, default_unreachable_toleration_seconds=TOLERATION_S,
-        default_not_ready_toleration_seconds=TOLERATION_S, extra_users=tuple(node_user(n) for n in NODES)))
+        bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=grace, node_monitor_period=period,
+        default_unreachable_toleration_seconds=toleration, default_not_ready_toleration_seconds=toleration,
+        extra_users=tuple(node_user(n) for n in NODES)))
     cluster.start()
     agents = RefAgents(cluster, work / "agents")
     extra = tuple(arg for d in defects for arg in ("--defect", d))
@@ -117,13 +121,13 @@ def profile_yaml(agents: RefAgents) -> str:
         "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
 
 
-def feature_for_this_cluster(one_worker: bool = False) -> str:
+def feature_for_this_cluster(one_worker: bool = False, windows: dict[str, int] | None = None) -> str:
     """Scenario 5.1 of the shipped feature, with the edits the module docstring names."""
     text = FEATURE.read_text()
     header, *scenarios = re.split(r"\n(?=  @clause:)", text)
     (scenario,) = [s for s in scenarios if "@clause:5.1" in s]
     scenario = scenario.replace("with kill", "with the configured fault method")
-    for sentence, seconds in THIS_CLUSTER_WINDOWS.items():
+    for sentence, seconds in (THIS_CLUSTER_WINDOWS if windows is None else windows).items():
         scenario, found = re.subn(sentence.format(r"\d+"), sentence.format(seconds), scenario)
         assert found == 1, f"the shipped scenario 5.1 no longer says {sentence!r}"
     if one_worker:
@@ -131,11 +135,12 @@ def feature_for_this_cluster(one_worker: bool = False) -> str:
     return header + "\n" + scenario.rstrip() + "\n"
 
 
-def firedrill_run(made: PullCluster, work: Path, *,
-                  one_worker: bool = False) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def firedrill_run(made: PullCluster, work: Path, *, one_worker: bool = False, windows: dict[str, int] | None = None,
+                  timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``firedrill run`` of scenario 5.1 against ``made``; the process and the scenario's evidence record."""
     features = work / "features"
     features.mkdir(parents=True)
-    (features / FEATURE.name).write_text(feature_for_this_cluster(one_worker))
+    (features / FEATURE.name).write_text(feature_for_this_cluster(one_worker, windows))
     profile = work / "profile.yaml"
     profile.write_text(profile_yaml(made.agents))
     reports = work / "reports"
@@ -143,7 +148,7 @@ def firedrill_run(made: PullCluster, work: Path, *,
     cli = [script] if script else [sys.executable, "-c", "from drills.cli import main; main()"]
     proc = subprocess.run([*cli, "run", "--kubeconfig", str(made.cluster.admin_kubeconfig), "--profile", str(profile),
                            "--features", str(features), "--reports", str(reports)],
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     records = sorted(reports.glob("*/record.json"))
     assert records, f"firedrill run left no evidence (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     (scenario,) = json.loads(records[-1].read_text())["scenarios"]
