@@ -278,7 +278,7 @@ class NodePullDrill:
             if not chosen:
                 raise DrillInconclusive(f"node {node} (worker {rank}) is not eligible for faults: it lacks the allow "
                                         f"label {self.target.profile.safety.allow_label} or is a control-plane node")
-            check_blast_radius(chosen, all_nodes, self.target.profile.safety)
+            check_blast_radius(chosen, all_nodes, self.target.profile.safety, self.target.profile.gpu_resource)
         self.pulled = node
         record = self.target.pull(node, method, self.run_id)
         with self._cond:

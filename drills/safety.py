@@ -144,7 +144,9 @@ def check_blast_radius(chosen_nodes: Iterable[Obj], all_nodes: Iterable[Obj], sa
                        gpu_resource: str = GPU) -> BlastRadius:
     """Refuse a choice that touches an ineligible node or exceeds ``max_nodes`` or ``max_gpu_share``.
 
-    Returns the blast radius (for the dry-run plan and the evidence) when the choice is allowed.
+    GPUs are counted in ``gpu_resource``: pass the profile's, or a MIG cluster (``nvidia.com/mig-1g.10gb``) would
+    count none and never reach ``max_gpu_share``. Returns the blast radius (for the evidence) when the choice is
+    allowed; the dry run never connects, so it has none.
     """
     cluster = {_name(node): node for node in all_nodes}
     chosen: dict[str, Obj] = {}

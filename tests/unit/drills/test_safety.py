@@ -140,6 +140,27 @@ def test_blast_radius_refuses_protected_nodes(bad: dict[str, Any], reason: str) 
     assert isinstance(caught.value, FiredrillError)
 
 
+MIG = "nvidia.com/mig-1g.10gb"
+
+
+def mig_node(name: str, slices: int) -> dict[str, Any]:
+    """A node of a MIG mixed-strategy cluster: the device plugin advertises slices, no ``nvidia.com/gpu``."""
+    n = node(name, labels=ALLOW, gpus=0)
+    n["status"]["capacity"][MIG] = n["status"]["allocatable"][MIG] = str(slices)
+    return n
+
+
+def test_blast_radius_counts_the_profiles_gpu_resource_on_a_mig_cluster() -> None:
+    cluster = [mig_node("mig-0", 7), mig_node("mig-1", 7)]
+    radius = check_blast_radius(cluster[:1], cluster, SafetySettings(max_gpu_share=0.5), MIG)
+    assert (radius.gpus, radius.total_gpus) == (7, 14)
+    with pytest.raises(SafetyError, match=r"holding 7 of 14 GPUs \(50.0%\).*25.0% of the cluster's "
+                                          r"nvidia.com/mig-1g.10gb capacity"):
+        check_blast_radius(cluster[:1], cluster, DEFAULT, MIG)
+    # Counted in nvidia.com/gpu (the default) the same node holds nothing, and the cap could never refuse it.
+    assert check_blast_radius(cluster[:1], cluster, DEFAULT).gpu_share == 0.0
+
+
 def test_blast_radius_of_a_gpu_less_cluster() -> None:
     cpu = [node("a", labels=ALLOW, gpus=0)]
     assert check_blast_radius(cpu, cpu, DEFAULT).gpu_share == 0.0

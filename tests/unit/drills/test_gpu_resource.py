@@ -1,0 +1,114 @@
+"""The profile's ``gpu_resource`` on a real cluster's path: the node-pull blast radius counts it (a MIG mixed cluster
+advertises ``nvidia.com/mig-1g.10gb``, no ``nvidia.com/gpu``).
+
+The drills read the cluster through the real KubeDriver, here from a loopback HTTP server that answers the node
+and pod lists (nothing else: any other request gets a 404, and the server keeps what it was asked)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import pytest
+from kubernetes import client
+
+from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
+from drills.connect import Target
+from drills.kube.driver import KubeDriver
+from drills.nodepull import NodePullDrill
+from drills.safety import SafetyError
+from drills.target import FaultMethod, FaultSettings, SafetySettings, reference_profile
+from drills.verdict import DrillResult
+
+MIG = "nvidia.com/mig-1g.10gb"
+ALLOW = {"firedrill.dev/chaos": "allowed"}
+PROFILE = replace(reference_profile(), name="mig-cluster", gpu_resource=MIG,
+                  fault=FaultSettings(FaultMethod.DELETE_NODE), safety=SafetySettings())  # max 25% of the GPUs
+
+
+def node(name: str, slices: int = 7, *, taints: list[dict[str, str]] | None = None,
+         unschedulable: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"taints": taints} if taints else {}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"metadata": {"name": name, "labels": dict(ALLOW)}, "spec": spec,
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "capacity": {"cpu": "64", MIG: str(slices)}, "allocatable": {"cpu": "63", MIG: str(slices)}}}
+
+
+def pod(name: str, node_name: str, slices: int, rank: int | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if rank is not None:
+        meta["annotations"] = {"firedrill.dev/rank": str(rank)}
+    return {"metadata": meta, "status": {"phase": "Running"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "worker",
+                                                             "resources": {"limits": {MIG: str(slices)}}}]}}
+
+
+@dataclass
+class Cluster:
+    """A loopback server answering ``GET /api/v1/nodes`` and ``GET /api/v1/pods`` with these lists."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
+
+
+@pytest.fixture()
+def target() -> Iterator[Callable[[Cluster], Target]]:
+    opened: list[tuple[ThreadingHTTPServer, threading.Thread, KubeDriver]] = []
+
+    def start(cluster: Cluster) -> Target:
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                cluster.asked.append(f"{self.command} {self.path}")
+                items = {"/api/v1/nodes": cluster.nodes, "/api/v1/pods": cluster.pods}.get(urlsplit(self.path).path)
+                body = json.dumps({"kind": "List", "items": items} if items is not None else
+                                  {"kind": "Status", "code": 404, "reason": "NotFound", "message": "not here"})
+                self.send_response(200 if items is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            do_GET = do_DELETE = do_POST = do_PATCH = _answer  # noqa: N815 - http.server's names
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        driver = KubeDriver(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")),
+                            attempts=1)
+        opened.append((server, thread, driver))
+        return Target(driver, PROFILE)
+
+    yield start
+    for server, thread, driver in opened:
+        driver.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+# --- node pull: the blast radius in the profile's resource -------------------------------------------------
+
+
+def test_node_pull_refuses_a_node_holding_too_large_a_share_of_the_mig_slices(
+        target: Callable[[Cluster], Target]) -> None:
+    """Two 7-slice MIG nodes: pulling one removes 50% of the cluster's GPUs, over the 25% cap. Counted in
+    nvidia.com/gpu it would remove 0 of 0, and the node would be pulled."""
+    cluster = Cluster(nodes=[node("mig-0"), node("mig-1")], pods=[pod("canary-worker-0", "mig-0", 1, rank=0)])
+    drill = NodePullDrill(target(cluster), DrillResult("node-pull"), "run1")
+    drill.spec = canary_job_spec("canary-run1", "run1", PROFILE, CanaryTraining(1, 1, 5),
+                                 form=CanaryForm.INDEXED_JOB)
+    drill.pods = {p["metadata"]["name"]: p for p in cluster.pods}
+    with pytest.raises(SafetyError, match=r"holding 7 of 14 GPUs \(50.0%\).*nvidia.com/mig-1g.10gb capacity"):
+        drill.pull(0, FaultMethod.DELETE_NODE)
+    assert drill.pulled is None and cluster.asked == ["GET /api/v1/nodes"]  # nothing was touched
