@@ -28,7 +28,7 @@ from drills.kube.flavors import JOB_COMPLETION_INDEX_ANNOTATION, WORKER_INDEX_LA
 from drills.target import TargetProfile
 from drills.verdict import DrillInconclusive
 
-__all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec"]
+__all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec", "gpu_taint_toleration"]
 
 MOUNT = "/firedrill"
 """Where the shared volume is mounted in every rank."""
@@ -112,4 +112,13 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
                     image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
                     gpu_resource=profile.gpu_resource, command=profile.canary.command, args=tuple(args), env=env,
                     volumes=({"name": VOLUME, **volume},),
-                    volume_mounts=({"name": VOLUME, "mountPath": MOUNT},))
+                    volume_mounts=({"name": VOLUME, "mountPath": MOUNT},),
+                    tolerations=gpu_taint_toleration(profile.gpu_resource) if training.gpus_per_worker else ())
+
+
+def gpu_taint_toleration(gpu_resource: str) -> tuple[dict[str, Any], ...]:
+    """Tolerate a ``<gpu_resource>:NoSchedule`` taint (``nvidia.com/gpu=present:NoSchedule`` is common on GPU
+    nodes): the toleration Kubernetes' ExtendedResourceToleration admission plugin adds to a pod that requests
+    the resource, written here so the ranks land on such nodes on a cluster without that plugin too, as the
+    free-capacity count (``drills.gang.free_gpus_per_node``) assumes.  NoSchedule only, like the plugin."""
+    return ({"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"},)

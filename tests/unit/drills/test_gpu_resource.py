@@ -1,5 +1,6 @@
 """The profile's ``gpu_resource`` on a real cluster's path: the node-pull blast radius counts it (a MIG mixed cluster
-advertises ``nvidia.com/mig-1g.10gb``, no ``nvidia.com/gpu``).
+advertises ``nvidia.com/mig-1g.10gb``, no ``nvidia.com/gpu``), and the free-capacity count and the canary's pods
+agree on a node tainted ``<gpu_resource>:NoSchedule`` (the taint ExtendedResourceToleration lets such pods past).
 
 The drills read the cluster through the real KubeDriver, here from a loopback HTTP server that answers the node
 and pod lists (nothing else: any other request gets a 404, and the server keeps what it was asked)."""
@@ -8,10 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,7 +20,9 @@ from kubernetes import client
 
 from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.connect import Target
+from drills.gang import free_gpus_per_node
 from drills.kube.driver import KubeDriver
+from drills.kube.flavors import GangFlavor, VolcanoForm, gang_manifests, indexed_job
 from drills.nodepull import NodePullDrill
 from drills.safety import SafetyError
 from drills.target import FaultMethod, FaultSettings, SafetySettings, reference_profile
@@ -112,3 +115,42 @@ def test_node_pull_refuses_a_node_holding_too_large_a_share_of_the_mig_slices(
     with pytest.raises(SafetyError, match=r"holding 7 of 14 GPUs \(50.0%\).*nvidia.com/mig-1g.10gb capacity"):
         drill.pull(0, FaultMethod.DELETE_NODE)
     assert drill.pulled is None and cluster.asked == ["GET /api/v1/nodes"]  # nothing was touched
+
+
+# --- free capacity and the GPU resource's NoSchedule taint -------------------------------------------------
+
+
+def test_a_node_tainted_with_the_gpu_resource_counts_as_free_capacity(target: Callable[[Cluster], Target]) -> None:
+    """The drill's pods request the MIG resource and tolerate its NoSchedule taint (as ExtendedResourceToleration
+    would make them); every other NoSchedule or NoExecute taint still keeps a node out of the count."""
+    cluster = Cluster(nodes=[
+        node("plain"),
+        node("gpu-tainted", taints=[{"key": MIG, "value": "present", "effect": "NoSchedule"}]),
+        node("gpu-noexecute", taints=[{"key": MIG, "value": "present", "effect": "NoExecute"}]),
+        node("other-resource", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]),
+        node("dedicated", taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]),
+        node("both", taints=[{"key": MIG, "effect": "NoSchedule"}, {"key": "dedicated", "effect": "NoSchedule"}]),
+        node("prefer", taints=[{"key": "dedicated", "effect": "PreferNoSchedule"}]),
+        node("cordoned", taints=[{"key": MIG, "effect": "NoSchedule"}], unschedulable=True),
+    ], pods=[pod("busy", "gpu-tainted", 3)])
+    assert free_gpus_per_node(target(cluster)) == {"plain": 7, "gpu-tainted": 4, "prefer": 7}
+
+
+@pytest.mark.parametrize(("flavor", "render"), [
+    (GangFlavor.VOLCANO, lambda s: gang_manifests(s, GangFlavor.VOLCANO, VolcanoForm.JOB)[0]["spec"]["tasks"][0]
+     ["template"]["spec"]),
+    (GangFlavor.KUEUE, lambda s: indexed_job(s, GangFlavor.KUEUE)["spec"]["template"]["spec"]),
+    (GangFlavor.NATIVE, lambda s: [m for m in gang_manifests(s, GangFlavor.NATIVE, VolcanoForm.PODGROUP)
+                                   if m["kind"] == "Pod"][0]["spec"]),
+])
+def test_the_canarys_ranks_tolerate_their_gpu_resources_noschedule_taint(
+        flavor: GangFlavor, render: Callable[[Any], dict[str, Any]]) -> None:
+    """What the count assumes, written in every form the canary runs as, so it holds on a cluster without the
+    admission plugin too; a rank that requests no GPU gets no toleration (the plugin would give it none)."""
+    profile = replace(PROFILE, flavor=flavor)
+    form = CanaryForm.VOLCANO_JOB if flavor is GangFlavor.VOLCANO else \
+        CanaryForm.INDEXED_JOB if flavor is GangFlavor.KUEUE else CanaryForm.GANG_PODS
+    with_gpus = render(canary_job_spec("c", "r", profile, CanaryTraining(2, 1, 5), form=form))
+    assert with_gpus["tolerations"] == [{"key": MIG, "operator": "Exists", "effect": "NoSchedule"}]
+    without = render(canary_job_spec("c", "r", profile, CanaryTraining(2, 0, 5), form=form))
+    assert "tolerations" not in without
