@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +24,14 @@ from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.connect import Target
 from drills.holds import Gang, PodChange, partial_hold
 from drills.kube.driver import POD, KubeError, resource_for
-from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
+from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
 from drills.verdict import DrillInconclusive, DrillResult, Measurement
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
+ROLLBACK_GONE_TIMEOUT = 30.0
+"""Seconds the rollback waits for the drill's pods to be gone, so the next scenario finds their GPUs free."""
 GANG_STEP_SECONDS = 0.1
 """The canary step time of a gang's ranks (a gang that runs N seconds takes N / this many steps)."""
 
@@ -295,10 +298,28 @@ class GangDrill:
                 for obj in gang_manifests(spec, self.target.profile.flavor, VolcanoForm.PODGROUP):
                     if obj.get("kind") != "Pod":
                         driver.delete(resource_for(obj), obj["metadata"]["name"], ns)
+                if self.target.profile.flavor is GangFlavor.KUEUE:
+                    # Kueue's Workload of the pod group: deleting it releases the pods' kueue.x-k8s.io/managed
+                    # finalizer, without which they stay, holding their GPUs, after the deletion above
+                    group = locate(spec, GangFlavor.KUEUE).group
+                    driver.delete(resource_for({"apiVersion": f"{group.group}/{group.version}", "kind": group.kind}),
+                                  group.name, ns)
+            self._wait_pods_gone(ROLLBACK_GONE_TIMEOUT)
         except KubeError as exc:
             log.warning("rollback of gang drill %s incomplete: %s", self.run_id, exc)
         self.result.details["bind_report"] = self.bind_report()
         self.result.details["submitted_mono"] = self.submitted_at
+
+    def _wait_pods_gone(self, timeout: float) -> None:
+        """Wait until no pod of this run is left (a finalizer may keep a deleted pod, and its GPUs, a while)."""
+        driver, ns = self.target.driver, self.target.profile.namespace
+        deadline = time.monotonic() + timeout
+        while driver.list(POD, ns, label_selector=run_selector(self.run_id)):
+            if time.monotonic() >= deadline:
+                log.warning("gang drill %s: pods still present %g s after the rollback deleted them", self.run_id,
+                            timeout)
+                return
+            time.sleep(0.2)
 
 
 __all__ = ["DrillInconclusive", "GangDrill", "GangFlavor", "free_gpus_per_node"]

@@ -1,8 +1,9 @@
 """The ``real_cluster`` fixture: an upstream control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) built from Go modules by ``build.sh`` and started on loopback once per session.
 
-The build runs when collection is finished (pytest_collection_finish), before any test's timeout starts:
-a cold build takes minutes, a cached one milliseconds. The fixture then only reuses what was built.
+The builds (``build.sh``, and ``build_kueue.sh`` when Kueue's tests are collected) run when collection is
+finished (pytest_collection_finish), before any test's timeout starts: a cold build takes minutes, a cached
+one milliseconds. The fixtures then only reuse what was built.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tests.realk8s.cluster import RealCluster, RealClusterSpec
 from tests.realk8s.standin import node_user
 
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
+KUEUE_BUILD_SCRIPT = Path(__file__).with_name("build_kueue.sh")
+KUEUE_TESTS = "test_kueue_gang.py"
 BUILD_TIMEOUT_S = 3600
 NO_GO_EXIT = 3
 
@@ -42,30 +45,30 @@ class BuildOutcome:
     error: str = ""
 
 
-_outcome: BuildOutcome | None = None
+_outcomes: dict[Path, BuildOutcome] = {}
 
 
-def ensure_built() -> BuildOutcome:
-    """Run build.sh once per session (it reuses cached binaries), remembering the outcome."""
-    global _outcome
-    if _outcome is not None:
-        return _outcome
+def ensure_built(script: Path = BUILD_SCRIPT) -> BuildOutcome:
+    """Run a build script once per session (each reuses what it cached), remembering the outcome."""
+    if script in _outcomes:
+        return _outcomes[script]
     try:
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True,
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
                               timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        _outcome = BuildOutcome(error=f"{BUILD_SCRIPT} ran past {BUILD_TIMEOUT_S}s")
-        return _outcome
-    if proc.returncode == NO_GO_EXIT:
-        _outcome = BuildOutcome(skip_reason="no Go toolchain on PATH and no cached Kubernetes binaries "
-                                            f"({proc.stderr.strip()}); install Go or run {BUILD_SCRIPT.name} "
-                                            "where Go exists")
-    elif proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-        _outcome = BuildOutcome(error=f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{tail}")
+        outcome = BuildOutcome(error=f"{script} ran past {BUILD_TIMEOUT_S}s")
     else:
-        _outcome = BuildOutcome(bin_dir=Path(proc.stdout.strip().splitlines()[-1]))
-    return _outcome
+        if proc.returncode == NO_GO_EXIT:
+            outcome = BuildOutcome(skip_reason=f"no Go toolchain on PATH and nothing cached "
+                                               f"({proc.stderr.strip()}); install Go or run {script.name} "
+                                               "where Go exists")
+        elif proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+            outcome = BuildOutcome(error=f"{script} failed with exit code {proc.returncode}:\n{tail}")
+        else:
+            outcome = BuildOutcome(bin_dir=Path(proc.stdout.strip().splitlines()[-1]))
+    _outcomes[script] = outcome
+    return outcome
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -73,22 +76,36 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if not any(item.get_closest_marker("realk8s") for item in session.items):
         return
+    scripts = [BUILD_SCRIPT]
+    if any(item.path.name == KUEUE_TESTS for item in session.items):
+        scripts.append(KUEUE_BUILD_SCRIPT)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"realk8s: {BUILD_SCRIPT.name} (reuses cached binaries; a cold build takes minutes)")
-    outcome = ensure_built()
-    if reporter is not None:
-        reporter.write_line(f"realk8s: {outcome.bin_dir or outcome.skip_reason or 'build failed'}")
+    for script in scripts:
+        if reporter is not None:
+            reporter.write_line(f"realk8s: {script.name} (reuses cached binaries; a cold build takes minutes)")
+        outcome = ensure_built(script)
+        if reporter is not None:
+            reporter.write_line(f"realk8s: {outcome.bin_dir or outcome.skip_reason or 'build failed'}")
+
+
+def _built(script: Path) -> Path:
+    outcome = ensure_built(script)
+    if outcome.skip_reason:
+        pytest.skip(outcome.skip_reason)
+    if outcome.error or outcome.bin_dir is None:
+        pytest.fail(outcome.error or f"{script.name} printed no folder")
+    return outcome.bin_dir
 
 
 @pytest.fixture(scope="session")
 def realk8s_bin_dir() -> Path:
-    outcome = ensure_built()
-    if outcome.skip_reason:
-        pytest.skip(outcome.skip_reason)
-    if outcome.error or outcome.bin_dir is None:
-        pytest.fail(outcome.error or "build.sh printed no bin folder")
-    return outcome.bin_dir
+    return _built(BUILD_SCRIPT)
+
+
+@pytest.fixture(scope="session")
+def kueue_dir() -> Path:
+    """Kueue's manager, CRDs and webhook configurations (``build_kueue.sh``)."""
+    return _built(KUEUE_BUILD_SCRIPT)
 
 
 @pytest.fixture(scope="session")
