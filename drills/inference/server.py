@@ -194,6 +194,9 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "firedrill-inference"
     sys_version = ""
+    timeout = 120
+    """Seconds a connection may sit idle between requests, or a client may take to read a token, before the
+    thread gives up on it (a stalled client cannot hold a batch slot for ever)."""
     service: Service  # set on the subclass make_server builds
 
     def log_message(self, format: str, *args: Any) -> None:  # the JSON log is the only output
@@ -234,7 +237,8 @@ class Handler(BaseHTTPRequestHandler):
             if phase is Phase.READY:
                 self._send(200, b'{"status":"ok"}')
             else:
-                self._send(503, json.dumps({"status": phase.value}).encode("ascii"), headers={"Retry-After": "1"})
+                body = json.dumps({"status": phase.value}, separators=(",", ":")).encode("ascii")
+                self._send(503, body, headers={"Retry-After": "1"})
         elif path == "/metrics":
             self._send(200, self.service.metrics_text().encode("utf-8"), content_type=CONTENT_TYPE)
         elif path == "/v1/completions":
