@@ -30,6 +30,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import sys
 import time
 import uuid
 from typing import Any
@@ -57,8 +58,26 @@ def _open_samples(environment: Any, **_: Any) -> None:
 
 @events.quitting.add_listener
 def _close_samples(environment: Any, **_: Any) -> None:
+    """Close the samples; write the exceptions a task raised (a bug here, never a request's outcome, which every
+    task catches) to ``<samples>.errors.json`` so the harness refuses the run instead of missing requests."""
     if _samples is not None:
         _samples.close()
+    runner = getattr(environment, "runner", None)
+    errors = [{"count": e.get("count", 1), "msg": e.get("msg", ""), "traceback": e.get("traceback", "")}
+              for e in (getattr(runner, "exceptions", None) or {}).values()]
+    if errors:
+        with open(os.environ[SAMPLES_ENV] + ".errors.json", "w", encoding="utf-8") as f:
+            json.dump(errors, f)
+
+
+def _unfinished(sample: "Sample") -> None:
+    """In a task's ``finally``: a request neither answered nor refused was lost, and this says why (the run
+    stopping the user mid-request raises GreenletExit; anything else is a bug, also reported by locust)."""
+    if sample.done:
+        return
+    exc = sys.exc_info()[1]
+    stopped = exc is None or type(exc).__name__ == "GreenletExit"
+    sample.finish("lost", None, "the load run ended before an answer" if stopped else f"{type(exc).__name__}: {exc}")
 
 
 def new_request_id(kind: str) -> str:
@@ -154,9 +173,9 @@ class InferenceUser(User):
             self.conn.close()
             sample.finish("lost", None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         finally:
-            if not sample.done:  # the run stopped this user mid-request (GreenletExit): sent, never answered
+            if not sample.done:  # the run stopped this user mid-request: sent, never answered
                 self.conn.close()
-                sample.finish("lost", None, "the load run ended before an answer")
+                _unfinished(sample)
 
 
 class ControlPlaneUser(User):
@@ -191,12 +210,12 @@ class ControlPlaneUser(User):
                 "spec": {"nodeSelector": {"firedrill.dev/load": "never-scheduled"},
                          "containers": [{"name": "main", "image": "firedrill/none:0"}]}}
 
-    def _call(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, op: str, fn: Any, *args: Any, object_name: str | None = None, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         sample = Sample(self.environment, f"k8s-{op}", "K8S", f"{op} {self.object}")
-        if args and isinstance(args[-1], dict) and "metadata" in args[-1]:
-            sample.extra["object"] = args[-1]["metadata"]["name"]
+        if object_name:
+            sample.extra["object"] = object_name
         try:
             result = fn(*args, _request_timeout=TIMEOUT_S, **kwargs)
             rv = getattr(getattr(result, "metadata", None), "resource_version", None)
@@ -210,8 +229,7 @@ class ControlPlaneUser(User):
         except Exception as exc:  # noqa: BLE001 (urllib3 raises its own errors, not OSError, on a reset)
             sample.finish("lost", None, f"{type(exc).__name__}: {exc}")
         finally:
-            if not sample.done:
-                sample.finish("lost", None, "the load run ended before an answer")
+            _unfinished(sample)
         return None
 
     def _fns(self) -> tuple[Any, Any, Any]:
@@ -223,7 +241,7 @@ class ControlPlaneUser(User):
     @task(3)
     def create(self) -> None:
         name = f"load-{RUN_ID}-{uuid.uuid4().hex[:10]}"
-        if self._call("create", self._fns()[0], self.namespace, self._body(name, 1)) is not None:
+        if self._call("create", self._fns()[0], self.namespace, self._body(name, 1), object_name=name) is not None:
             self.mine.append(name)
 
     @task(2)
@@ -234,7 +252,7 @@ class ControlPlaneUser(User):
         body = self._body(name, int(time.monotonic() * 1000))
         if self.object == "pod":
             body = {"metadata": {"annotations": body["metadata"]["annotations"]}}
-        self._call("update", self._fns()[1], name, self.namespace, body)
+        self._call("update", self._fns()[1], name, self.namespace, body, object_name=name)
         return None
 
     @task(2)
@@ -252,7 +270,7 @@ class ControlPlaneUser(User):
         if listed is None:
             return
         name = f"load-{RUN_ID}-{uuid.uuid4().hex[:10]}"
-        if self._call("create", self._fns()[0], self.namespace, self._body(name, 1)) is None:
+        if self._call("create", self._fns()[0], self.namespace, self._body(name, 1), object_name=name) is None:
             return
         self.mine.append(name)
         sample = Sample(self.environment, "k8s-watch", "K8S", f"watch {self.object}")
@@ -274,5 +292,4 @@ class ControlPlaneUser(User):
             sample.finish("failed" if status else "lost", status or None, f"{type(exc).__name__}: {exc}")
         finally:
             w.stop()
-            if not sample.done:
-                sample.finish("lost", None, "the load run ended before an answer")
+            _unfinished(sample)

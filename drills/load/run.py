@@ -401,6 +401,7 @@ class LoadRun:
             raise LoadError(f"kubeconfig {spec.kubeconfig} does not exist")
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         spec.samples_path.write_text("")
+        Path(f"{spec.samples_path}.errors.json").unlink(missing_ok=True)
         self.spec = spec
         self.command = tuple(locust_command(spec, python))
         self.started = time.monotonic()
@@ -447,6 +448,13 @@ class LoadRun:
             raise LoadError(f"locust is not installed for {self.command[0]} (pip install locust)")
         if code not in (0, 1):  # 1 is locust's --exit-code-on-error: some request failed, which we count ourselves
             raise LoadError(f"locust exited {code}: {' '.join(self.command)}\n{output[-2000:]}")
+        errors = Path(f"{self.spec.samples_path}.errors.json")
+        if errors.is_file():
+            raised = json.loads(errors.read_text(encoding="utf-8"))
+            first = raised[0] if raised else {}
+            raise LoadError(f"a locust task raised {sum(e.get('count', 1) for e in raised)} time(s), so requests "
+                            f"went unrecorded (a bug in drills/load/locustfile.py): {first.get('msg', '')}\n"
+                            f"{first.get('traceback', '')}")
         stats, report = Path(f"{self.spec.csv_prefix}_stats.csv"), Path(f"{self.spec.csv_prefix}.json")
         for path in (stats, report):
             if not path.is_file():
