@@ -30,6 +30,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import sys
 import time
 import uuid
@@ -137,8 +138,23 @@ class InferenceUser(User):
     def on_stop(self) -> None:
         self.conn.close()
 
+    def _drop_if_closed(self) -> None:
+        """An idle keep-alive connection the server (or a load balancer) closed reads as EOF: close it here so
+        http.client opens a fresh one, instead of sending into it and counting a request the server never saw
+        as lost (urllib3 checks its pooled connections the same way)."""
+        sock = self.conn.sock
+        if sock is None:
+            return
+        try:
+            readable = select.select([sock], [], [], 0)[0]
+        except (OSError, ValueError):
+            readable = [sock]
+        if readable:
+            self.conn.close()
+
     @task
     def completion(self) -> None:
+        self._drop_if_closed()
         sample = Sample(self.environment, "inference", "POST", "/v1/completions")
         try:
             self.conn.request("POST", self.path, body=self.body, headers={

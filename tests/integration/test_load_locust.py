@@ -11,9 +11,11 @@ import json
 import re
 import signal
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,40 @@ def test_control_plane_user_writes_lists_and_watches_through_the_kubernetes_clie
     api = client.CoreV1Api(config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
     found = {p.metadata.name for p in api.list_namespaced_pod("default", label_selector="firedrill.dev/load=cp1").items}
     assert created and created <= found, created - found
+
+
+class IdleClosingHandler(BaseHTTPRequestHandler):
+    """Streams a two-chunk answer on keep-alive connections and closes a connection idle for 0.2 s, as the
+    canary does after its idle timeout and as load balancers do; counts what it answered."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 0.2
+    answered: list[str] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for data in (b'data: {"choices":[{"text":"hi","index":0}]}\n\n', b"data: [DONE]\n\n", b""):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.answered.append(self.headers["X-Request-Id"])
+
+
+def test_a_keep_alive_connection_the_server_closed_while_idle_is_reopened_not_counted_lost(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), IdleClosingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = run_load(LoadSpec(host=f"http://127.0.0.1:{server.server_address[1]}", out_dir=tmp_path / "load",
+                                   users=2, spawn_rate=2, duration_s=2, wait_s=0.4))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.totals.sent >= 6  # each user waited past the idle timeout at least twice
+    assert (result.totals.lost, result.totals.failed) == (0, 0), [s.error for s in result.samples if s.error][:3]
+    assert sorted(s.request_id for s in result.samples) == sorted(IdleClosingHandler.answered)
