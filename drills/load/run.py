@@ -410,6 +410,15 @@ class LoadRun:
         self.proc = subprocess.Popen(self.command, cwd=spec.out_dir, env=locust_env(spec), stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
+    def __enter__(self) -> "LoadRun":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Leaving the block early (an error, Ctrl-C) ends locust too: it runs in its own session."""
+        self.stop()
+        if not self._log.closed:
+            self._log.close()
+
     def samples(self) -> tuple[Sample, ...]:
         return parse_samples(self.spec.samples_path.read_text(encoding="utf-8"), str(self.spec.samples_path))
 

@@ -115,12 +115,13 @@ def test_a_canary_that_dies_mid_run_shows_as_lost_requests(canary: tuple[Managed
     from drills.load.run import LoadRun
 
     proc, url = canary
-    run = LoadRun(LoadSpec(host=url, out_dir=tmp_path / "load", users=3, spawn_rate=3, duration_s=3,
-                           max_tokens=MAX_TOKENS, request_timeout_s=5))
-    wait_until(lambda: sum(s.outcome is Outcome.ANSWERED for s in run.samples()) >= 10, 20, "10 answered requests")
-    fault = time.monotonic()
-    proc.signal_group(signal.SIGKILL)
-    result = run.wait()
+    with LoadRun(LoadSpec(host=url, out_dir=tmp_path / "load", users=3, spawn_rate=3, duration_s=3,
+                          max_tokens=MAX_TOKENS, request_timeout_s=5)) as run:
+        wait_until(lambda: sum(s.outcome is Outcome.ANSWERED for s in run.samples()) >= 10, 20,
+                   "10 answered requests")
+        fault = time.monotonic()
+        proc.signal_group(signal.SIGKILL)
+        result = run.wait()
     assert result.exit_code == 1  # locust's --exit-code-on-error: some requests failed
     assert result.totals.lost > 0 and result.totals.answered >= 10
     assert result.totals.lost == result.totals.sent - result.totals.answered - result.totals.failed
