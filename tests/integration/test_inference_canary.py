@@ -218,6 +218,29 @@ def test_warm_up_answers_503_then_the_canary_serves(workdir: Path) -> None:
         canary.close()
 
 
+def test_a_client_that_leaves_mid_stream_is_logged_aborted_and_frees_its_slot(workdir: Path) -> None:
+    canary = Canary(workdir, "--ttft-seconds", "0.01", "--tpot-seconds", "0.05", "--max-batch", "1",
+                    "--max-queue", "0")
+    try:
+        canary.wait_for("ready")
+        conn = http.client.HTTPConnection("127.0.0.1", canary.port, timeout=DEADLINE)
+        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "p", "max_tokens": 200, "stream": True}),
+                     headers={"X-Request-Id": "leaver"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.readline().startswith(b"data: ")
+        assert conn.sock is not None
+        conn.sock.shutdown(socket.SHUT_RDWR)  # gone after the first token, 199 unsent
+        conn.close()
+        aborted = canary.wait_for("aborted")
+        assert aborted["request_id"] == "leaver" and 1 <= aborted["tokens"] < 200
+        assert complete(canary.port, "next", stream=False, max_tokens=3).ok(3)  # the one slot is free again
+        assert canary.stop() == 143
+        assert canary.events("exit")[0]["aborted"] == 1 and canary.events("exit")[0]["served"] == 1
+        assert [line["request_id"] for line in canary.events("served")] == ["next"]
+    finally:
+        canary.close()
+
+
 def test_load_is_paced_bounded_counted_and_drained(workdir: Path) -> None:
     ttft, tpot, tokens = 0.3, 0.05, 20
     gpu_path = workdir / "gpu.sock"
