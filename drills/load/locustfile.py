@@ -45,25 +45,29 @@ WAIT_S = float(os.environ.get("FIREDRILL_LOAD_WAIT_S", "0"))
 TIMEOUT_S = float(os.environ.get("FIREDRILL_LOAD_TIMEOUT_S", "30"))
 
 _samples: Any = None
+_environment: Any = None
 
 
 @events.init.add_listener
 def _open_samples(environment: Any, **_: Any) -> None:
     """Open the samples file once per locust process, line-buffered, so the harness can follow it live."""
-    global _samples
+    global _samples, _environment
     path = os.environ.get(SAMPLES_ENV)
     if not path:
         raise SystemExit(f"{SAMPLES_ENV} is not set: the load generator needs a file for its per-request samples")
     _samples = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (closed when locust quits)
+    _environment = environment
 
 
-@events.quitting.add_listener
-def _close_samples(environment: Any, **_: Any) -> None:
-    """Close the samples; write the exceptions a task raised (a bug here, never a request's outcome, which every
-    task catches) to ``<samples>.errors.json`` so the harness refuses the run instead of missing requests."""
+@events.quit.add_listener
+def _close_samples(**_: Any) -> None:
+    """After every user stopped (``quit`` comes after the runner quit; ``quitting`` comes before, while users
+    told to stop by SIGTERM may still finish a request): close the samples, and write the exceptions a task
+    raised (a bug here, never a request's outcome, which every task catches) to ``<samples>.errors.json`` so the
+    harness refuses the run instead of returning counts that miss requests."""
     if _samples is not None:
         _samples.close()
-    runner = getattr(environment, "runner", None)
+    runner = getattr(_environment, "runner", None)
     errors = [{"count": e.get("count", 1), "msg": e.get("msg", ""), "traceback": e.get("traceback", "")}
               for e in (getattr(runner, "exceptions", None) or {}).values()]
     if errors:

@@ -108,6 +108,23 @@ def test_client_ttft_is_the_canarys_own_ttft(canary: tuple[ManagedProcess, str],
     assert gaps[len(gaps) // 2] < 0.010 and gaps[int(len(gaps) * 0.95)] < 0.020, gaps[-5:]
 
 
+def test_a_run_stopped_early_lets_its_requests_finish_and_still_agrees_with_the_canary(
+        canary: tuple[ManagedProcess, str], tmp_path: Path) -> None:
+    """A drill that ends the load early (SIGTERM to locust) loses no request to the stop: users finish the
+    request they are in (--stop-timeout), the samples and locust's JSON are complete, and the canary agrees."""
+    from drills.load.run import LoadRun
+
+    proc, url = canary
+    with LoadRun(LoadSpec(host=url, out_dir=tmp_path / "load", users=4, spawn_rate=4, duration_s=60,
+                          max_tokens=MAX_TOKENS)) as run:
+        wait_until(lambda: len(run.samples()) >= 20, 20, "20 samples")
+        run.stop()
+        result = run.wait()
+    assert result.wall_s < 30 and result.exit_code == 0
+    assert (result.totals.lost, result.totals.failed) == (0, 0), [s.error for s in result.samples if s.error][:3]
+    assert result.locust.requests == result.totals.sent == served_total(url) >= 20
+
+
 def test_a_canary_that_dies_mid_run_shows_as_lost_requests(canary: tuple[ManagedProcess, str],
                                                            tmp_path: Path) -> None:
     """Killing the canary mid-stream turns in-flight and later requests into ``lost`` samples, counted by the
