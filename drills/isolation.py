@@ -50,7 +50,7 @@ from drills.kube.driver import EVENT, NODE, POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.logs import LogFollower, LogLine
 from drills.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
-from drills.safety import SafetyError, check_blast_radius, ineligible_reasons
+from drills.safety import SafetyError, check_blast_radius
 from drills.target import FaultMethod
 from drills.verdict import DrillResult, Measurement
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
+from drills.canarylog import CanaryLine, CanaryLog, Resumption, parse_line
 from drills.connect import Target
 from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import yaml
 from drills.kube.flavors import GangFlavor, queue_manifests
 from tests.realk8s.agents import RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.kueue import MANAGED_LABEL, KueueManager
 from tests.realk8s.standin import node_user
 from tests.realk8s.test_control_plane import kubectl
@@ -94,15 +94,7 @@ def firedrill_run(made: KueueCluster, namespace: str, work: Path) -> tuple[subpr
     shutil.copy(FEATURE, features / FEATURE.name)
     profile = work / "profile.yaml"
     profile.write_text(profile_yaml(namespace))
-    reports = work / "reports"
-    script = shutil.which("firedrill", path=str(Path(sys.executable).parent))
-    cli = [script] if script else [sys.executable, "-c", "from drills.cli import main; main()"]
-    proc = subprocess.run([*cli, "run", "--kubeconfig", str(made.cluster.admin_kubeconfig), "--profile", str(profile),
-                           "--features", str(features), "--reports", str(reports)],
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    records = sorted(reports.glob("*/record.json"))
-    assert records, f"firedrill run left no evidence (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc, json.loads(records[-1].read_text())["scenarios"]
+    return run(made.cluster.admin_kubeconfig, profile, features, work / "reports", timeout=RUN_TIMEOUT_S)
 
 
 def verdicts(scenarios: list[dict[str, Any]]) -> dict[str, str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 from drills.kube.flavors import GangFlavor, GangSpec, gang_manifests
 from tests.realk8s.agents import RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.conftest import (DEFAULT_NOT_READY_TOLERATION_S, DEFAULT_UNREACHABLE_TOLERATION_S,
                                     NODE_MONITOR_GRACE_PERIOD_S, NODE_MONITOR_PERIOD_S)
 from tests.realk8s.standin import node_user
@@ -88,16 +88,8 @@ def firedrill_run(kubeconfig: Path, work: Path) -> tuple[subprocess.CompletedPro
     features = work / "features"
     features.mkdir(parents=True)
     shutil.copy(FEATURE, features / FEATURE.name)
-    reports = work / "reports"
-    script = shutil.which("firedrill", path=str(Path(sys.executable).parent))
-    cli = [script] if script else [sys.executable, "-c", "from drills.cli import main; main()"]
-    proc = subprocess.run([*cli, "run", "--kubeconfig", str(kubeconfig), "--profile", str(PROFILE),
-                           "--namespace", NAMESPACE, "--features", str(features), "--reports", str(reports)],
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    records = sorted(reports.glob("*/record.json"))
-    assert records, f"firedrill run left no evidence (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    scenarios: list[dict[str, Any]] = json.loads(records[-1].read_text())["scenarios"]
-    return proc, scenarios
+    return run(kubeconfig, PROFILE, features, work / "reports", timeout=RUN_TIMEOUT_S,
+               extra=("--namespace", NAMESPACE))
 
 
 def verdicts(scenarios: list[dict[str, Any]]) -> dict[str, str]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ import pytest
 
 from tests.realk8s.agents import RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.standin import node_user
 from tests.realk8s.test_control_plane import kubectl
 
@@ -143,15 +143,7 @@ def firedrill_run(made: PullCluster, work: Path, *, one_worker: bool = False, wi
     (features / FEATURE.name).write_text(feature_for_this_cluster(one_worker, windows))
     profile = work / "profile.yaml"
     profile.write_text(profile_yaml(made.agents))
-    reports = work / "reports"
-    script = shutil.which("firedrill", path=str(Path(sys.executable).parent))
-    cli = [script] if script else [sys.executable, "-c", "from drills.cli import main; main()"]
-    proc = subprocess.run([*cli, "run", "--kubeconfig", str(made.cluster.admin_kubeconfig), "--profile", str(profile),
-                           "--features", str(features), "--reports", str(reports)],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    records = sorted(reports.glob("*/record.json"))
-    assert records, f"firedrill run left no evidence (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    (scenario,) = json.loads(records[-1].read_text())["scenarios"]
+    proc, (scenario,) = run(made.cluster.admin_kubeconfig, profile, features, work / "reports", timeout=timeout)
     return proc, scenario
 
 
