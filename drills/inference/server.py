@@ -192,6 +192,9 @@ class Handler(BaseHTTPRequestHandler):
     """One connection's requests (HTTP/1.1, keep-alive)."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """TCP_NODELAY: each token goes out when written, not held for the client's delayed ACK (which added
+    20-40 ms to the time to first token a client measured on a keep-alive connection)."""
     server_version = "firedrill-inference"
     sys_version = ""
     timeout = 120

@@ -89,11 +89,6 @@ def served_lines(proc: ManagedProcess) -> dict[str, dict[str, object]]:
     return {str(e["request_id"]): e for e in events if e.get("event") == "served"}
 
 
-NAGLE = ("the canary's server does not set TCP_NODELAY, so on a keep-alive connection its first SSE chunk waits "
-         "for the client's delayed ACK (~20-40 ms); set disable_nagle_algorithm = True on its request handler")
-
-
-@pytest.mark.xfail(strict=True, reason=NAGLE)
 def test_client_ttft_is_the_canarys_own_ttft(canary: tuple[ManagedProcess, str], tmp_path: Path) -> None:
     """The TTFT locust measures is what the server did, not a transport artefact: per request, the client's time
     to the first chunk exceeds the canary's logged ttft_s by less than 10 ms (loopback, no queueing)."""
