@@ -71,6 +71,8 @@ CORE = ""
 COORDINATION = "coordination.k8s.io"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
 VOLCANO_BATCH = "batch.volcano.sh"
+APPS = "apps"
+DISCOVERY = "discovery.k8s.io"
 
 NAMESPACES = ResourceType(CORE, "v1", "namespaces", "namespace", "Namespace", Scope.CLUSTER,
                           ("ns",), ("status",), ("metadata.name", "status.phase"))
@@ -91,9 +93,18 @@ QUEUES = ResourceType(VOLCANO_SCHEDULING, "v1beta1", "queues", "queue", "Queue",
                       ("q", "queue-v1beta1"), ("status",), ("metadata.name",), custom=True)
 VCJOBS = ResourceType(VOLCANO_BATCH, "v1alpha1", "jobs", "job", "Job", Scope.NAMESPACED,
                       ("vcjob", "vj"), ("status",), custom=True)
+SERVICES = ResourceType(CORE, "v1", "services", "service", "Service", Scope.NAMESPACED, ("svc",), ("status",),
+                        categories=("all",))
+DEPLOYMENTS = ResourceType(APPS, "v1", "deployments", "deployment", "Deployment", Scope.NAMESPACED, ("deploy",),
+                           ("status",), categories=("all",))
+REPLICASETS = ResourceType(APPS, "v1", "replicasets", "replicaset", "ReplicaSet", Scope.NAMESPACED, ("rs",),
+                           ("status",), categories=("all",))
+ENDPOINTSLICES = ResourceType(DISCOVERY, "v1", "endpointslices", "endpointslice", "EndpointSlice",
+                              Scope.NAMESPACED)
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
+    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES,
 )
 
 

@@ -8,8 +8,8 @@ refuses unless given ``--validate=false``.
 
 Where the schemas come from:
 
-- Built-in kinds (core/v1 Namespace, Node, Pod, Event; coordination.k8s.io/v1
-  Lease): the upstream types' ``generated.proto`` (descriptions, field types,
+- Built-in kinds (core/v1 Namespace, Node, Pod, Event, Service; coordination.k8s.io/v1
+  Lease; apps/v1 Deployment, ReplicaSet; discovery.k8s.io/v1 EndpointSlice): the upstream types' ``generated.proto`` (descriptions, field types,
   ``+optional``) and Go struct tags (JSON names, omitempty, inlined structs),
   derived into ``data/k8s-protobuf.json`` by :mod:`refplatform.api.gendata`.
   The Python client's models were the first choice, but their generator drops
@@ -44,7 +44,8 @@ from refplatform.resources import REGISTRY, Registry, ResourceType
 
 Obj = dict[str, Any]
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
-PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1"}
+PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
+            "apps": "k8s.io.api.apps.v1", "discovery.k8s.io": "k8s.io.api.discovery.v1"}
 REF = "#/components/schemas/"
 
 #: Query parameters of writes; ``fieldValidation`` is what tells kubectl the server validates fields.

@@ -47,7 +47,8 @@ UNKNOWN = "k8s.io.apimachinery.pkg.runtime.Unknown"
 
 #: API group -> proto package of its built-in kinds.
 GROUP_PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
-                  "policy": "k8s.io.api.policy.v1"}
+                  "policy": "k8s.io.api.policy.v1", "apps": "k8s.io.api.apps.v1",
+                  "discovery.k8s.io": "k8s.io.api.discovery.v1"}
 #: Kinds that every group accepts and that live in meta/v1.
 META_KINDS = frozenset({"DeleteOptions"})
 

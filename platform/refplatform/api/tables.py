@@ -14,7 +14,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from refplatform.api.validation import GPU, pod_gpu_request
-from refplatform.resources import EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, VCJOBS, ResourceType
+from refplatform.resources import (
+    DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
+    VCJOBS, ResourceType,
+)
 
 Obj = dict[str, Any]
 
@@ -188,6 +191,30 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("MinAvailable", _path("spec", "minAvailable", default=0), type="integer"),
         Column("Running", _path("status", "running", default=0), type="integer"),
         Column("Retries", _path("status", "retryCount", default=0), type="integer"), AGE,
+    ),
+    DEPLOYMENTS.key: (
+        NAME, Column("Ready", lambda o, c: f"{(o.get('status') or {}).get('readyReplicas', 0)}/"
+                                        f"{(o.get('spec') or {}).get('replicas', 0)}"),
+        Column("Up-To-Date", _path("status", "updatedReplicas", default=0), type="integer"),
+        Column("Available", _path("status", "availableReplicas", default=0), type="integer"), AGE,
+    ),
+    REPLICASETS.key: (
+        NAME, Column("Desired", _path("spec", "replicas", default=0), type="integer"),
+        Column("Current", _path("status", "replicas", default=0), type="integer"),
+        Column("Ready", _path("status", "readyReplicas", default=0), type="integer"), AGE,
+    ),
+    SERVICES.key: (
+        NAME, Column("Type", _path("spec", "type", default="ClusterIP")),
+        Column("External-IP", lambda o, c: ",".join(i.get("ip", "") for i in ((o.get("status") or {}).get(
+            "loadBalancer") or {}).get("ingress") or []) or "<none>"),
+        Column("Port(s)", lambda o, c: ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}"
+                                                for p in (o.get("spec") or {}).get("ports") or [])), AGE,
+    ),
+    ENDPOINTSLICES.key: (
+        NAME, Column("AddressType", _path("addressType", default="")),
+        Column("Ports", lambda o, c: ",".join(str(p.get("port")) for p in o.get("ports") or []) or "<unset>"),
+        Column("Endpoints", lambda o, c: ",".join(a for e in o.get("endpoints") or []
+                                                  for a in e.get("addresses") or []) or "<unset>"), AGE,
     ),
     NAMESPACES.key: (NAME, Column("Status", _path("status", "phase", default="Active")), AGE),
     LEASES.key: (NAME, Column("Holder", _path("spec", "holderIdentity", default="")),

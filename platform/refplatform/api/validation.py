@@ -17,7 +17,8 @@ from kubernetes.utils.quantity import parse_quantity
 
 from refplatform.api.errors import Cause
 from refplatform.resources import (
-    EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, VCJOBS, ResourceType,
+    DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
+    VCJOBS, ResourceType,
 )
 
 Obj = dict[str, Any]
@@ -262,9 +263,88 @@ def _vcjob(obj: Obj) -> list[Cause]:
     return causes
 
 
+def _workload(obj: Obj) -> list[Cause]:
+    """Deployment and ReplicaSet: replicas >= 0 (default 1), a matchLabels selector that the template's labels
+    satisfy, and a valid pod template."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [Cause("spec", "Required value", "FieldValueRequired")]
+    spec.setdefault("replicas", 1)
+    causes = _int_causes(spec.get("replicas"), "spec.replicas", 0)
+    selector = spec.get("selector")
+    match = (selector or {}).get("matchLabels") if isinstance(selector, dict) else None
+    if not isinstance(match, dict) or not match:
+        causes.append(Cause("spec.selector", "Required value: a non-empty selector.matchLabels "
+                                             "(matchExpressions are not served here)", "FieldValueRequired"))
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        causes.append(Cause("spec.template", "Required value", "FieldValueRequired"))
+        return causes
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    causes += _string_map_causes(labels, "spec.template.metadata.labels", keys_are_labels=True)
+    if isinstance(match, dict) and match and isinstance(labels, dict) and any(
+            labels.get(k) != v for k, v in match.items()):
+        causes.append(Cause("spec.template.metadata.labels",
+                            f"Invalid value: {labels!r}: `selector` does not match template `labels`"))
+    causes += _pod_spec_causes(template.get("spec"), "spec.template.spec")
+    return causes
+
+
+def _service(obj: Obj) -> list[Cause]:
+    """ClusterIP semantics only: ports with a port number, targetPort an int or a name (default: port)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [Cause("spec", "Required value", "FieldValueRequired")]
+    spec.setdefault("type", "ClusterIP")
+    causes: list[Cause] = []
+    if spec["type"] not in ("ClusterIP", "LoadBalancer"):
+        causes.append(Cause("spec.type", f'Unsupported value: "{spec["type"]}": supported values: '
+                                         '"ClusterIP", "LoadBalancer"', "FieldValueNotSupported"))
+    if spec.get("selector") is not None:
+        causes += _string_map_causes(spec.get("selector"), "spec.selector", keys_are_labels=True)
+    ports = spec.get("ports")
+    if not isinstance(ports, list) or not ports:
+        return causes + [Cause("spec.ports", "Required value", "FieldValueRequired")]
+    for i, port in enumerate(ports):
+        path = f"spec.ports[{i}]"
+        if not isinstance(port, dict):
+            causes.append(Cause(path, "Invalid value: must be an object"))
+            continue
+        port.setdefault("protocol", "TCP")
+        if port.get("port") is None:
+            causes.append(Cause(f"{path}.port", "Required value", "FieldValueRequired"))
+        causes += _int_causes(port.get("port"), f"{path}.port", 1, 65535)
+        port.setdefault("targetPort", port.get("port"))
+        target = port.get("targetPort")
+        if isinstance(target, int) and not isinstance(target, bool):
+            causes += _int_causes(target, f"{path}.targetPort", 1, 65535)
+        elif not isinstance(target, str) or not target:
+            causes.append(Cause(f"{path}.targetPort", f"Invalid value: {target!r}: must be a port number "
+                                                      "or a port name"))
+        if len(ports) > 1 and not port.get("name"):
+            causes.append(Cause(f"{path}.name", "Required value", "FieldValueRequired"))
+    return causes
+
+
+def _endpointslice(obj: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    if obj.get("addressType") not in ("IPv4", "IPv6", "FQDN"):
+        causes.append(Cause("addressType", f"Unsupported value: {obj.get('addressType')!r}: supported values: "
+                                           '"FQDN", "IPv4", "IPv6"', "FieldValueNotSupported"))
+    for i, ep in enumerate(obj.get("endpoints") or []):
+        if not isinstance(ep, dict) or not ep.get("addresses"):
+            causes.append(Cause(f"endpoints[{i}].addresses", "Required value", "FieldValueRequired"))
+    for i, port in enumerate(obj.get("ports") or []):
+        if isinstance(port, dict):
+            causes += _int_causes(port.get("port"), f"ports[{i}].port", 1, 65535)
+    return causes
+
+
 VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     PODS.key: _pod, NODES.key: _node, NAMESPACES.key: _namespace, EVENTS.key: _event,
     LEASES.key: _lease, PODGROUPS.key: _podgroup, QUEUES.key: _queue, VCJOBS.key: _vcjob,
+    DEPLOYMENTS.key: _workload, REPLICASETS.key: _workload, SERVICES.key: _service,
+    ENDPOINTSLICES.key: _endpointslice,
 }
 
 

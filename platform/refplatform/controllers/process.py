@@ -15,8 +15,11 @@ from pathlib import Path
 
 from refplatform import core
 from refplatform.client import RestClient
+from refplatform.controllers.deployment import DeploymentController, ReplicaSetController
+from refplatform.controllers.endpoints import EndpointsController
 from refplatform.controllers.healer import HealerController
 from refplatform.controllers.health import HealthProber
+from refplatform.controllers.loadbalancer import LoadBalancerController
 from refplatform.controllers.manager import Controller, ControllerManager
 from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
@@ -78,6 +81,10 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "tainteviction": _tainteviction,
     "vcjob": _vcjob,
     "healer": _healer,
+    "deployment": lambda client, args: DeploymentController(client),
+    "replicaset": lambda client, args: ReplicaSetController(client),
+    "endpoints": lambda client, args: EndpointsController(client),
+    "loadbalancer": lambda client, args: LoadBalancerController(client),
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
 
@@ -86,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m refplatform.controllers",
         description="Run the reference platform's controllers (scheduler, node lifecycle, taint eviction, "
-                    "Volcano jobs, healer) against its API server.")
+                    "Volcano jobs, healer, Deployments and ReplicaSets, Service endpoints, the loopback load "
+                    "balancer) against its API server.")
     p.add_argument("--api", required=True, metavar="URL", help="API server URL, e.g. https://127.0.0.1:6443")
     p.add_argument("--token-file", type=Path, help="file holding a cluster-admin bearer token")
     p.add_argument("--ca-file", type=Path, help="CA certificate that signed the API server's certificate")
