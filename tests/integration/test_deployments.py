@@ -4,8 +4,9 @@ Through the official client: a Deployment of 2 replicas running ``python -m dril
 (each pod binds its own loopback ``POD_IP``), a Service of type LoadBalancer.  Checked: the Deployment owns one
 ReplicaSet that keeps 2 pods with owner references and writes its status; the EndpointSlice lists both pods'
 IPs with port 8000; completions sent to the loopback load balancer are answered, and both replicas serve some
-(their own ``served`` log lines say so); a deleted pod is replaced, the slice drops its IP, and completions are
-still answered.  ``kubectl get`` shows the new kinds.  Every wait has a deadline.
+(their own ``served`` log lines say so, five each); a deleted pod is replaced, the slice drops its IP, and
+completions are still answered (with a stated retry policy: the balancer learns of the deletion an informer hop
+after the slice, and the deleted replica drains with 503, as on any cluster).  ``kubectl get`` shows the new kinds.  Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -77,17 +78,31 @@ def complete(port: int, request_id: str) -> int:
         conn.close()
 
 
-def served_by(core: client.CoreV1Api, pod: str) -> set[str]:
-    log = core.read_namespaced_pod_log(pod, NS)
-    out = set()
-    for line in log.splitlines():
+def complete_retrying(port: int, request_id: str) -> int:
+    """The load generator's stated retry policy: a request refused by a draining replica (503) or whose
+    connection failed is sent again, twice at most; the last status."""
+    status = 0
+    for attempt in range(3):
+        status = complete(port, f"{request_id}-{attempt}" if attempt else request_id)
+        if status not in (0, 503):
+            return status
+    return status
+
+
+def logged(core: client.CoreV1Api, pod: str, event: str) -> list[dict[str, Any]]:
+    out = []
+    for line in core.read_namespaced_pod_log(pod, NS).splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if entry.get("event") == "served":
-            out.add(entry["request_id"])
+        if isinstance(entry, dict) and entry.get("event") == event:
+            out.append(entry)
     return out
+
+
+def served_by(core: client.CoreV1Api, pod: str) -> set[str]:
+    return {entry["request_id"] for entry in logged(core, pod, "served")}
 
 
 def running_pods(core: client.CoreV1Api) -> list[client.V1Pod]:
@@ -105,7 +120,7 @@ def slice_ips(cluster: Cluster) -> tuple[set[str], list[int]]:
             [p["port"] for p in doc.get("ports") or []])
 
 
-def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster) -> None:
+def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, tmp_path: Path) -> None:
     api = api_client(cluster)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     apps.create_namespaced_deployment(NS, deployment())
@@ -142,19 +157,21 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster) -
     wait_until(lambda: lb_port() is not None, 30, "the load balancer's port in the Service")
     port = lb_port()
     assert port is not None
-    wait_until(lambda: complete(port, "warm") == 200, 30, "a first completion through the load balancer")
+    for p in pods:  # no readiness probes: wait for each replica's own "listening" line
+        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30, f"{p.metadata.name} to listen")
     statuses = [complete(port, f"r{i}") for i in range(10)]
-    assert statuses == [200] * 10
-    by_pod = {p.metadata.name: served_by(core, p.metadata.name) for p in pods}
+    assert statuses == [200] * 10  # no retries: both replicas listen
     sent = {f"r{i}" for i in range(10)}
-    assert set().union(*by_pod.values()) >= sent
-    assert all(served & sent for served in by_pod.values()), f"round robin should reach both: {by_pod}"
+    wait_until(lambda: set().union(*(served_by(core, p.metadata.name) for p in pods)) >= sent, 15,
+               "every request in some replica's served log")
+    by_pod = {p.metadata.name: served_by(core, p.metadata.name) & sent for p in pods}
+    assert sorted(len(v) for v in by_pod.values()) == [5, 5], f"round robin alternates: {by_pod}"
 
     # a deleted pod is replaced; the slice drops its IP; traffic is still served
     victim = pods[0]
     core.delete_namespaced_pod(victim.metadata.name, NS)
     wait_until(lambda: victim.status.pod_ip not in slice_ips(cluster)[0], 30, "the slice to drop the deleted pod")
-    after = [complete(port, f"a{i}") for i in range(6)]
+    after = [complete_retrying(port, f"a{i}") for i in range(6)]
     assert after == [200] * 6
     wait_until(lambda: len(running_pods(core)) == 2 and victim.metadata.name not in
                {p.metadata.name for p in running_pods(core)}, 60, "a replacement pod")
@@ -167,13 +184,22 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster) -
         complete(port, "probe")
         return bool(served_by(core, replacement.metadata.name))
     wait_until(replacement_served, 30, "the replacement pod to serve through the load balancer")
-    assert [complete(port, f"z{i}") for i in range(4)] == [200] * 4
+    assert [complete_retrying(port, f"z{i}") for i in range(4)] == [200] * 4
 
     if KUBECTL:
+        manifest = tmp_path / "idle.json"
+        idle = deployment()
+        idle["metadata"]["name"] = "idle"
+        idle["spec"]["replicas"] = 0
+        manifest.write_text(json.dumps(idle))
+        created = subprocess.run([KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "create", "-f", str(manifest)],
+                                 capture_output=True, text=True, timeout=60)
+        assert created.returncode == 0 and "deployment.apps/idle created" in created.stdout, created.stderr
         out = subprocess.run([KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "get",
                               "deployments,replicasets,services,endpointslices", "-n", NS],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
+        assert "deployment.apps/idle" in out.stdout, out.stdout
         for name in ("deployment.apps/infer", f"replicaset.apps/{rs.metadata.name}", "service/infer",
                      "endpointslice.discovery.k8s.io/infer"):
             assert name in out.stdout, out.stdout
