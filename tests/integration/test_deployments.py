@@ -186,6 +186,26 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, t
     wait_until(replacement_served, 30, "the replacement pod to serve through the load balancer")
     assert [complete_retrying(port, f"z{i}") for i in range(4)] == [200] * 4
 
+    # a new template rolls out (minimally): a second ReplicaSet at full scale, the first scaled to 0
+    apps.patch_namespaced_deployment("infer", NS, {"spec": {"template": {"metadata": {"annotations": {
+        "firedrill.dev/revision": "2"}}}}})
+
+    def rolled() -> bool:
+        by_name = {r.metadata.name: r for r in apps.list_namespaced_replica_set(NS).items
+                   if r.metadata.owner_references[0].name == "infer"}
+        new = [r for n, r in by_name.items() if n != rs.metadata.name]
+        return (len(new) == 1 and by_name[rs.metadata.name].spec.replicas == 0
+                and (new[0].status.ready_replicas or 0) == 2
+                and {p.metadata.owner_references[0].name for p in running_pods(core)} == {new[0].metadata.name})
+    wait_until(rolled, 60, "the new ReplicaSet to run both pods and the old one to scale to 0")
+    d = apps.read_namespaced_deployment("infer", NS)
+    wait_until(lambda: (apps.read_namespaced_deployment("infer", NS).status.updated_replicas or 0) == 2, 30,
+               "updatedReplicas to reach 2")
+    assert d.metadata.generation == 2
+    for p in running_pods(core):
+        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30, f"{p.metadata.name} to listen")
+    assert [complete_retrying(port, f"v{i}") for i in range(4)] == [200] * 4
+
     if KUBECTL:
         manifest = tmp_path / "idle.json"
         idle = deployment()

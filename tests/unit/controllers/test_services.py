@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from refplatform.api.openapi import OpenApi
+from refplatform.api.protobuf import message_for, message_table
 from refplatform.api.validation import validate
 from refplatform.controllers.deployment import (
     PodView, ReplicaSetView, build_pod, build_replicaset, plan_deployment, plan_replicaset, template_hash,
@@ -14,7 +17,7 @@ from refplatform.controllers.endpoints import SERVICE_NAME, desired_slice
 from refplatform.controllers.loadbalancer import (
     Backend, LoadBalancerError, RoundRobin, listen_port, ready_backends,
 )
-from refplatform.resources import DEPLOYMENTS, SERVICES
+from refplatform.resources import DEPLOYMENTS, REGISTRY, SERVICES
 
 Obj = dict[str, Any]
 
@@ -187,3 +190,22 @@ def test_listen_port_reads_the_annotation_and_names_a_bad_one() -> None:
     svc["metadata"]["annotations"] = {"firedrill.dev/load-balancer-ports": "80=41234"}
     with pytest.raises(LoadBalancerError, match="load-balancer-ports of service web"):
         listen_port(svc, 80)
+
+
+# ------------------------------------------------------------------ served like the other built-in kinds
+def test_new_kinds_have_upstream_schemas_and_protobuf_messages() -> None:
+    for api_version, kind, message in (("apps/v1", "Deployment", "k8s.io.api.apps.v1.Deployment"),
+                                       ("apps/v1", "ReplicaSet", "k8s.io.api.apps.v1.ReplicaSet"),
+                                       ("v1", "Service", "k8s.io.api.core.v1.Service"),
+                                       ("discovery.k8s.io/v1", "EndpointSlice",
+                                        "k8s.io.api.discovery.v1.EndpointSlice")):
+        assert message_for(api_version, kind) == message
+        assert message in message_table()
+    doc = OpenApi().document("apis/apps/v1")
+    assert doc is not None
+    body = json.loads(doc.body)
+    assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/status" in body["paths"]
+    kinds = {g["kind"] for s in body["components"]["schemas"].values()
+             for g in s.get("x-kubernetes-group-version-kind") or []}
+    assert {"Deployment", "DeploymentList", "ReplicaSet", "ReplicaSetList"} <= kinds
+    assert REGISTRY.find("discovery.k8s.io", "v1", "endpointslices") is not None
