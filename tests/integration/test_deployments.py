@@ -6,7 +6,8 @@ ReplicaSet that keeps 2 pods with owner references and writes its status; the En
 IPs with port 8000; completions sent to the loopback load balancer are answered, and both replicas serve some
 (their own ``served`` log lines say so, five each); a deleted pod is replaced, the slice drops its IP, and
 completions are still answered (with a stated retry policy: the balancer learns of the deletion an informer hop
-after the slice, and the deleted replica drains with 503, as on any cluster).  ``kubectl get`` shows the new kinds.  Every wait has a deadline.
+after the slice, and the deleted replica drains with 503, as on any cluster); a template change rolls out to a
+new ReplicaSet.  ``kubectl create -f`` and ``kubectl get`` handle the new kinds.  Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, t
     port = lb_port()
     assert port is not None
     for p in pods:  # no readiness probes: wait for each replica's own "listening" line
-        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30, f"{p.metadata.name} to listen")
+        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30,
+                   f"{p.metadata.name} to listen")
     statuses = [complete(port, f"r{i}") for i in range(10)]
     assert statuses == [200] * 10  # no retries: both replicas listen
     sent = {f"r{i}" for i in range(10)}
@@ -203,7 +205,8 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, t
                "updatedReplicas to reach 2")
     assert d.metadata.generation == 2
     for p in running_pods(core):
-        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30, f"{p.metadata.name} to listen")
+        wait_until(lambda name=p.metadata.name: bool(logged(core, name, "listening")), 30,
+                   f"{p.metadata.name} to listen")
     assert [complete_retrying(port, f"v{i}") for i in range(4)] == [200] * 4
 
     if KUBECTL:

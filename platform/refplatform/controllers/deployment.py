@@ -92,7 +92,8 @@ class ReplicaSetPlan:
     status: ReplicaSetStatus
 
 
-def plan_replicaset(replicas: int, generation: int, pods: Sequence[PodView], pending_creates: int = 0) -> ReplicaSetPlan:
+def plan_replicaset(replicas: int, generation: int, pods: Sequence[PodView],
+                    pending_creates: int = 0) -> ReplicaSetPlan:
     """Converge the pods of one ReplicaSet on ``replicas`` live pods.
 
     ``pending_creates`` counts pods this controller created that the cache does
@@ -103,16 +104,12 @@ def plan_replicaset(replicas: int, generation: int, pods: Sequence[PodView], pen
     have = len(live) + pending_creates
     surplus: tuple[str, ...] = ()
     if have > replicas:
-        # not ready first, then newest first
-        order = sorted(live, key=lambda p: (p.ready, _neg(p.created)))
+        newest_first = sorted(live, key=lambda p: p.created, reverse=True)
+        order = sorted(newest_first, key=lambda p: p.ready)  # stable: not ready first, then newest first
         surplus = tuple(p.name for p in order[:min(len(live), have - replicas)])
     ready = sum(1 for p in live if p.ready)
     status = ReplicaSetStatus(len(live), ready, ready, generation)
     return ReplicaSetPlan(max(0, replicas - have), finished + surplus, status)
-
-
-def _neg(text: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in text)
 
 
 @dataclass(frozen=True)
@@ -183,7 +180,7 @@ def pod_ready(pod: Obj) -> bool:
 def controller_uid(obj: Obj, kind: str) -> str | None:
     """The uid of ``obj``'s controlling owner of ``kind``, if any."""
     for o in obj["metadata"].get("ownerReferences") or []:
-        if o.get("kind") == kind and o.get("controller") and o.get("apiVersion", "").startswith(("apps/", "v1")):
+        if o.get("kind") == kind and o.get("controller") and o.get("apiVersion", "").startswith("apps/"):
             return str(o.get("uid"))
     return None
 

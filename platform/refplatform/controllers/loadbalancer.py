@@ -74,8 +74,8 @@ def ready_backends(service: Obj, slices: Sequence[Obj]) -> dict[int, tuple[Backe
             continue
         found: set[Backend] = set()
         for s in mine:
-            port = next((p.get("port") for p in s.get("ports") or [] if (p.get("name") or "") == (sp.get("name") or "")),
-                        None)
+            port = next((p.get("port") for p in s.get("ports") or []
+                         if (p.get("name") or "") == (sp.get("name") or "")), None)
             if not isinstance(port, int):
                 continue
             for ep in s.get("endpoints") or []:

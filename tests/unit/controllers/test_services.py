@@ -1,4 +1,4 @@
-"""Pure cores of the Deployment, ReplicaSet, endpoints and load-balancer controllers (issue 14 item 2)."""
+"""Serving controllers (issue 14 item 2): the pure cores, and the glue over the fake API."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from refplatform.api.openapi import OpenApi
 from refplatform.api.protobuf import message_for, message_table
 from refplatform.api.validation import validate
 from refplatform.controllers.deployment import (
-    PodView, ReplicaSetView, build_pod, build_replicaset, plan_deployment, plan_replicaset, template_hash,
+    DeploymentController, PodView, ReplicaSetController, ReplicaSetView, build_pod, build_replicaset,
+    plan_deployment, plan_replicaset, template_hash,
 )
 from refplatform.controllers.endpoints import SERVICE_NAME, desired_slice
 from refplatform.controllers.loadbalancer import (
     Backend, LoadBalancerError, RoundRobin, listen_port, ready_backends,
 )
-from refplatform.resources import DEPLOYMENTS, REGISTRY, SERVICES
+from refplatform.resources import DEPLOYMENTS, PODS, REGISTRY, REPLICASETS, SERVICES, ResourceType
+
+from .fakes import FakeApi, path_of
 
 Obj = dict[str, Any]
 
@@ -209,3 +212,55 @@ def test_new_kinds_have_upstream_schemas_and_protobuf_messages() -> None:
              for g in s.get("x-kubernetes-group-version-kind") or []}
     assert {"Deployment", "DeploymentList", "ReplicaSet", "ReplicaSetList"} <= kinds
     assert REGISTRY.find("discovery.k8s.io", "v1", "endpointslices") is not None
+
+
+# ------------------------------------------------------------------ the glue, over the fake API
+class StaleCache:
+    """A cache frozen at one instant: what an informer shows before it catches up with the controller's writes."""
+
+    def __init__(self, api: FakeApi) -> None:
+        fresh = api.cache()
+        self.objects = {rt.key: fresh.list(rt) for rt in (DEPLOYMENTS, REPLICASETS, PODS)}
+
+    def list(self, rt: ResourceType) -> list[Obj]:
+        return [dict(o) for o in self.objects[rt.key]]
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        return next((o for o in self.objects[rt.key] if o["metadata"]["name"] == name), None)
+
+
+def test_replicaset_controller_never_doubles_pods_while_its_cache_lags() -> None:
+    api, now = FakeApi(), [0.0]
+    d = deployment()
+    api.put(DEPLOYMENTS, d)
+    rs = build_replicaset(api.find(DEPLOYMENTS, "default", "web"), "abc")  # type: ignore[arg-type]
+    api.put(REPLICASETS, rs)
+    ctrl = ReplicaSetController(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    stale = StaleCache(api)                       # no pods yet, and it stays that way
+    ctrl.reconcile(stale)  # type: ignore[arg-type]
+    assert len(api.cache().list(PODS)) == 2
+    ctrl.reconcile(stale)  # type: ignore[arg-type]
+    assert len(api.cache().list(PODS)) == 2       # the two it created and has not seen count as live
+    now[0] = 31.0                                 # past the expectation timeout: they are given up on
+    ctrl.reconcile(stale)  # type: ignore[arg-type]
+    assert len(api.cache().list(PODS)) == 4
+    status = api.find(REPLICASETS, "default", "web-abc")["status"]  # type: ignore[index]
+    assert status == {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0, "observedGeneration": 1}
+
+
+def test_controllers_create_owned_objects_and_collect_orphans() -> None:
+    api = FakeApi()
+    api.put(DEPLOYMENTS, deployment())
+    DeploymentController(api).reconcile(api.cache())  # type: ignore[arg-type]
+    sets = api.cache().list(REPLICASETS)
+    assert len(sets) == 1 and sets[0]["spec"]["replicas"] == 2
+    DeploymentController(api).reconcile(api.cache())  # type: ignore[arg-type]
+    assert len(api.cache().list(REPLICASETS)) == 1
+    rsc = ReplicaSetController(api)  # type: ignore[arg-type]
+    rsc.reconcile(api.cache())  # type: ignore[arg-type]
+    assert len(api.cache().list(PODS)) == 2
+    del api.objects[path_of(DEPLOYMENTS, "default", "web")]
+    DeploymentController(api).reconcile(api.cache())  # type: ignore[arg-type]
+    assert api.cache().list(REPLICASETS) == []
+    rsc.reconcile(api.cache())  # type: ignore[arg-type]
+    assert api.cache().list(PODS) == []           # the fake deletes unbound pods at once
