@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from refplatform.api.openapi import OpenApi
-from refplatform.api.protobuf import message_for, message_table
+from refplatform.api.protobuf import decode_object, message_for, message_table
 from refplatform.api.validation import validate
 from refplatform.controllers.deployment import (
     DeploymentController, PodView, ReplicaSetController, ReplicaSetView, build_pod, build_replicaset,
@@ -20,6 +20,7 @@ from refplatform.controllers.loadbalancer import (
 )
 from refplatform.resources import DEPLOYMENTS, PODS, REGISTRY, REPLICASETS, SERVICES, ResourceType
 
+from ..api.test_protobuf import envelope, field
 from .fakes import FakeApi, path_of
 
 Obj = dict[str, Any]
@@ -264,3 +265,16 @@ def test_controllers_create_owned_objects_and_collect_orphans() -> None:
     assert api.cache().list(REPLICASETS) == []
     rsc.reconcile(api.cache())  # type: ignore[arg-type]
     assert api.cache().list(PODS) == []           # the fake deletes unbound pods at once
+
+
+def test_a_protobuf_deployment_decodes_as_client_go_sends_it() -> None:
+    labels = field(1, field(1, "app") + field(2, "web"))  # map entry: key, value
+    pod_spec = field(2, field(1, "c") + field(2, "i"))  # PodSpec.containers: name, image
+    template = field(1, field(11, field(1, "app") + field(2, "web"))) + field(2, pod_spec)
+    spec = field(1, 3) + field(2, labels) + field(3, template)
+    d = decode_object(envelope("apps/v1", "Deployment", field(1, field(1, "web")) + field(2, spec)))
+    assert d["apiVersion"] == "apps/v1" and d["kind"] == "Deployment" and d["metadata"]["name"] == "web"
+    assert d["spec"]["replicas"] == 3 and d["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert d["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    assert d["spec"]["template"]["spec"]["containers"][0]["name"] == "c"
+    assert validate(DEPLOYMENTS, d) == []
