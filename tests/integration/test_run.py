@@ -128,7 +128,11 @@ def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:
     # slow-detect keeps the pulled node undetected for 10 x the grace period, so the Ctrl-C surely lands while
     # the drill is still watching the pull (a tuned pull is over in about 3 s: a loaded machine once delivered
     # the line late and the run had finished, exit 0)
-    proc = subprocess.Popen([*FIREDRILL, "run", "-k", "survives", "--defect", "slow-detect", "--reports",
+    # Ctrl-C as at a terminal: a process started in the background by a shell without job control (as CI starts
+    # this suite) inherits SIGINT ignored, and Python then leaves it ignored; restore the default handler
+    at_terminal = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "from drills.cli import main; main()"]
+    proc = subprocess.Popen([*at_terminal, "run", "-k", "survives", "--defect", "slow-detect", "--reports",
                              tempfile.mkdtemp(prefix="firedrill-test-reports-")], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -145,7 +149,9 @@ def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:
     try:
         assert pulled.wait(120), "".join(lines)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 4
+        code = proc.wait(timeout=60)
+        reader.join(timeout=10)
+        assert code == 4, "".join(lines)
     finally:
         if proc.poll() is None:
             proc.kill()
