@@ -36,7 +36,8 @@ Modes (the arguments after the program):
   victim.  It allocates in chunks until it holds ``LIMIT`` MiB (the whole
   GPU's memory) or the driver refuses (out of memory).  Refused, it prints
   ``failed`` (reason ``OutOfMemory``, with what it got against its share),
-  keeps what it got for ``--linger`` seconds, so its neighbours' working sets
+  keeps what it got for ``--linger`` seconds and takes whatever is freed
+  meanwhile (as a leaking process does), so its neighbours' working sets
   (one every ``--period``, several within the linger) meet a full GPU where
   memory is shared, then exits 1.  Where memory is
   isolated (MIG, a software cap) only the victim fails; where it is shared
@@ -273,7 +274,17 @@ def main(argv: list) -> int:  # pragma: no cover - exercised through subprocesse
         reason = "OutOfMemory" if exc.rc == _Cuda.OUT_OF_MEMORY else "CudaError"
         _emit("failed", {**base, "ok": False, "reason": reason, "error": str(exc), "allocated_mib": size,
                          "wanted_mib": target, "share_mib": args.share})
-        time.sleep(args.linger)  # hold what it got, so shared memory stays full for the neighbours
+        # Hold what it got and keep taking whatever is freed, as a leaking process does: where memory is shared,
+        # a neighbour that frees its working set cannot get it back, so its next allocation fails (without
+        # this, a neighbour whose working set was in flight at this instant could cycle it for ever)
+        until = time.monotonic() + args.linger
+        piece = chunk
+        while time.monotonic() < until:
+            try:
+                held.append((cuda.alloc(piece), piece))
+            except _CudaError:
+                piece = max(1, piece // 2) if piece > 1 else chunk
+                time.sleep(0.002)
         return 1
     _emit("ready", {**base, "ok": error is None, "allocated_mib": size, "share_mib": args.share})
     beat = 0
