@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +129,12 @@ def test_up_starts_every_process_with_the_defect_and_says_so(tmp_path: Path) -> 
         assert "WITH DEFECT(S) slow-detect from the defect zoo" in text, text
         for log in ("apiserver.log", "controllers.log", "agent-gpu-node-0.log"):
             assert (data / "logs" / log).is_file(), log
-        assert "running with defect(s) from the zoo: slow-detect" in (data / "logs" / "controllers.log").read_text()
+        # `up` is ready when its nodes are; the controllers process may still be starting: wait for its line
+        controllers_log = data / "logs" / "controllers.log"
+        deadline = time.monotonic() + 30
+        while "running with defect(s) from the zoo: slow-detect" not in controllers_log.read_text():
+            assert time.monotonic() < deadline, controllers_log.read_text()
+            time.sleep(0.1)
         argvs = [Path(f"/proc/{p}/cmdline").read_text().split("\0") for p in _children(proc.pid)]
         started = {a[2] for a in argvs if len(a) > 2 and a[1] == "-m"}
         assert started == {"refplatform.api", "refplatform.controllers", "refplatform.agent"}, argvs
