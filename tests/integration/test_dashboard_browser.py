@@ -156,7 +156,9 @@ def test_dashboard_names_the_leak_follows_the_grid_and_shows_names_as_text(brows
             table = page.get_by_test_id("incidents").inner_text()
             raise AssertionError(f"the incident never showed all five phases:\n{table}\n{view['incidents']}") from None
         seconds = [float(x) for x in row.locator("td").all_inner_texts()[3:]]
-        assert len(seconds) == 5 and seconds[4] == pytest.approx(sum(seconds[:4]), abs=0.02), seconds
+        # The phases tile fault..resume exactly; each of the five cells is rounded to 0.01 s on its own,
+        # so the shown total may differ from the shown sum by up to 5 x 0.005 s.
+        assert len(seconds) == 5 and seconds[4] == pytest.approx(sum(seconds[:4]), abs=0.026), seconds
 
         page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         assert shown.inner_text() == SCRIPT
