@@ -54,6 +54,7 @@ import logging
 import random
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -67,7 +68,8 @@ from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
 from refplatform.agent.podenv import PodFacts
 from refplatform.agent.podip import PodAddressError, PodAddressPool
-from refplatform.agent.podstatus import HOST_IP, ContainerRun, pod_status
+from refplatform.agent.podstatus import HOST_IP, ContainerRun, pod_ip_for, pod_status
+from refplatform.agent.probes import Prober, ReadinessTracker, readiness_probe
 from refplatform.agent.projection import ProjectionError, Projector, write_files
 from refplatform.agent.runtime import DEFAULT_GRACE_SECONDS, ProcessWorkload, grace_seconds, has_command, process_specs
 from refplatform.agent.volumes import NodeDirs, pod_volumes
@@ -232,6 +234,14 @@ class PodWorker:
     """The pod's address (from the node's pod range; kept in the status after the pod ended)."""
     grace: float | None = None
     """The pod's grace period as last seen (used when the pod vanishes while its processes run)."""
+    probes: dict[str, ReadinessTracker] = field(default_factory=dict)
+    """Readiness of the containers that have a readiness probe, by container name."""
+    probes_running: dict[str, Future[bool]] = field(default_factory=dict)
+    """Probes sent and not yet collected, by container name."""
+
+    def readiness(self) -> dict[str, bool]:
+        """Container name -> whether its readiness probe passes (only the probed containers)."""
+        return {name: tracker.ready for name, tracker in self.probes.items()}
 
     @property
     def key(self) -> str:
@@ -337,6 +347,8 @@ class PodSync:
         self._stream: Any = None
         self.workers: dict[str, PodWorker] = {}
         self._threads: list[threading.Thread] = []
+        self._prober: Prober | None = None
+        """Runs readiness probes (started with the first pod that has one)."""
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -358,6 +370,8 @@ class PodSync:
             t.join(timeout + self.shutdown_grace)
         if not self._threads:
             self.shutdown_processes()
+        if self._prober is not None:
+            self._prober.close()
         self.store.close_all()
 
     def shutdown_processes(self) -> None:
@@ -627,6 +641,7 @@ class PodSync:
                 self._halt(worker, now, grace_seconds(pod))
             else:
                 self._advance(worker, now)
+                self._probe(worker)
         if time.monotonic() < worker.retry_at:
             return
         if worker.devices is not None and not worker.devices_sent:
@@ -657,6 +672,9 @@ class PodSync:
             self.store.open(worker.namespace, worker.name, name, fresh=previous is None, owner=worker.uid)
         annotations = _meta(pod).get("annotations") or {}
         try:
+            containers = (pod.get("spec") or {}).get("containers") or []
+            probes = [p for i, c in enumerate(containers) if isinstance(c, dict)
+                      for p in [readiness_probe(c, f"spec.containers[{i}]")] if p is not None]
             if self.addresses is not None:
                 worker.pod_ip = self.addresses.allocate(worker.uid)
             self._allocate(worker, pod, annotations)
@@ -677,6 +695,8 @@ class PodSync:
             return
         worker.workload = workload
         worker.run = ContainerRun(now, restart_count, None, last_terminated)
+        started = time.monotonic()
+        worker.probes = {p.container: ReadinessTracker(p, started) for p in probes}
         worker.log.append(lines)
         worker.status_dirty = True
         log.info("pod %s: started %s workload (restartCount %d)", _key(pod), workload.kind, restart_count)
@@ -885,6 +905,27 @@ class PodSync:
         self._record_workload_events(worker)
         self._check_exit(worker)
 
+    def _probe(self, worker: PodWorker) -> None:
+        """Collect finished readiness probes (a change of readiness makes the status dirty), send due ones."""
+        if not worker.probes or worker.run is None or worker.run.exit is not None:
+            return
+        mono = time.monotonic()
+        for name, tracker in worker.probes.items():
+            sent = worker.probes_running.get(name)
+            if sent is not None and sent.done():
+                del worker.probes_running[name]
+                ok = not sent.cancelled() and sent.exception() is None and bool(sent.result())
+                if tracker.record(ok):
+                    worker.status_dirty = True
+                    log.info("pod %s/%s: container %s readiness probe %s: %s", worker.namespace, worker.name,
+                             name, "passed" if ok else "failed", "ready" if tracker.ready else "not ready")
+            if tracker.due(mono):
+                if self._prober is None:
+                    self._prober = Prober()
+                tracker.begin(mono)
+                worker.probes_running[name] = self._prober.submit(worker.pod_ip or pod_ip_for(worker.uid),
+                                                                  tracker.probe)
+
     def _container_exits(self, worker: PodWorker) -> None:
         """Real processes: report each container that ended while others of its pod run."""
         wl, run = worker.workload, worker.run
@@ -958,7 +999,7 @@ class PodSync:
 
     def _report_status(self, worker: PodWorker, pod: Obj, now: datetime) -> None:
         assert worker.run is not None
-        status = pod_status(pod, worker.run, now, worker.pod_ip, self.host_ip)
+        status = pod_status(pod, worker.run, now, worker.pod_ip, self.host_ip, probed=worker.readiness())
         try:
             self.client.patch(worker.path + "/status", {"status": status}, MERGE_PATCH)
         except ApiStatusError as err:

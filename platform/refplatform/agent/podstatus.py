@@ -100,10 +100,14 @@ def _condition(ctype: str, status: str, now: datetime, previous: Obj | None, rea
     return cond
 
 
-def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = None, host_ip: str = HOST_IP) -> Obj:
+def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = None, host_ip: str = HOST_IP,
+               probed: Mapping[str, bool] | None = None) -> Obj:
     """The full ``status`` of ``pod`` (the server's copy) given the agent's ``run``.
 
-    ``pod_ip``: the pod's address (default: :func:`pod_ip_for` its uid).
+    ``pod_ip``: the pod's address (default: :func:`pod_ip_for` its uid).  ``probed``: the containers
+    that have a readiness probe, by name, and whether it passes (:mod:`refplatform.agent.probes`); such
+    a container is ready only when it runs and its probe passes, any other one while it runs.
+    ``ContainersReady`` and ``Ready`` are True when every container is ready.
     """
     meta = pod.get("metadata") or {}
     uid = str(meta.get("uid") or meta.get("name") or "")
@@ -111,6 +115,10 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = 
     phase = terminal_phase(run) or "Running"
     running = run.exit is None and not run.container_exits
     done_reason = None if run.exit is None else "PodCompleted"
+    probed = probed or {}
+    probes_pass = all(probed.values())
+    ready = running and probes_pass
+    not_ready_reason = done_reason or (None if ready or not running else "ContainersNotReady")
 
     previous = {c.get("type"): c for c in old.get("conditions") or [] if isinstance(c, dict)}
     conditions: list[Obj] = []
@@ -122,8 +130,9 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = 
         _condition("PodReadyToStartContainers", "True" if run.exit is None else "False", now,
                    previous.get("PodReadyToStartContainers")),
         _condition("Initialized", "True", now, previous.get("Initialized"), done_reason),
-        _condition("ContainersReady", "True" if running else "False", now, previous.get("ContainersReady"), done_reason),
-        _condition("Ready", "True" if running else "False", now, previous.get("Ready"), done_reason),
+        _condition("ContainersReady", "True" if ready else "False", now, previous.get("ContainersReady"),
+                   not_ready_reason),
+        _condition("Ready", "True" if ready else "False", now, previous.get("Ready"), not_ready_reason),
     ]
     conditions += [c for t, c in previous.items() if t not in _OWNED_CONDITIONS and t != "PodScheduled"]
 
@@ -151,7 +160,7 @@ def pod_status(pod: Obj, run: ContainerRun, now: datetime, pod_ip: str | None = 
                 "image": image,
                 "imageID": image_id(image),
                 "containerID": cid,
-                "ready": ended is None,
+                "ready": ended is None and probed.get(name, True),
                 "started": ended is None,
                 "restartCount": run.restart_count,
                 "state": state,
