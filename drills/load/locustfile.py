@@ -23,6 +23,13 @@ Environment (all optional except where said):
   FIREDRILL_LOAD_KUBECONFIG  kubeconfig of the control-plane user (required by ControlPlaneUser)
   FIREDRILL_LOAD_NAMESPACE   namespace the control-plane user writes in (default "default")
   FIREDRILL_LOAD_OBJECT      "configmap" (default) or "pod" (a pod no node can take: it stays Pending)
+  FIREDRILL_LOAD_RETRIES     the inference client's retry policy: how many times a request REFUSED before the
+                             server accepted it is sent again (default 0). Refused: the connection failed or
+                             closed before a status line, or the status was 429 or 503 (a full queue, a draining
+                             replica). A stream cut after its status line is never retried: the user saw part
+                             of an answer. The sample keeps the first attempt's start, so TTFT and latency
+                             include every retry.
+  FIREDRILL_LOAD_RETRY_BACKOFF_S  seconds before each retry (default 0.1)
 """
 
 from __future__ import annotations
@@ -43,6 +50,10 @@ SAMPLES_ENV = "FIREDRILL_LOAD_SAMPLES"
 RUN_ID = os.environ.get("FIREDRILL_LOAD_RUN_ID") or uuid.uuid4().hex[:8]
 WAIT_S = float(os.environ.get("FIREDRILL_LOAD_WAIT_S", "0"))
 TIMEOUT_S = float(os.environ.get("FIREDRILL_LOAD_TIMEOUT_S", "30"))
+RETRIES = int(os.environ.get("FIREDRILL_LOAD_RETRIES", "0"))
+RETRY_BACKOFF_S = float(os.environ.get("FIREDRILL_LOAD_RETRY_BACKOFF_S", "0.1"))
+REFUSED_STATUSES = (429, 503)
+"""Statuses that say the server did not take the request on (queue full, draining): retried by the policy."""
 
 _samples: Any = None
 _environment: Any = None
@@ -156,18 +167,43 @@ class InferenceUser(User):
         if readable:
             self.conn.close()
 
+    def _send(self, sample: "Sample") -> Any:
+        """Send the request under the retry policy (FIREDRILL_LOAD_RETRIES): the 200 response to stream, or
+        None once the sample is finished (failed or lost after the last attempt)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            sample.extra["attempts"] = attempt
+            self._drop_if_closed()
+            try:
+                self.conn.request("POST", self.path, body=self.body, headers={
+                    "Content-Type": "application/json", "Accept": "text/event-stream",
+                    "X-Request-Id": sample.request_id})
+                resp = self.conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                self.conn.close()
+                if attempt <= RETRIES:
+                    time.sleep(RETRY_BACKOFF_S)
+                    continue
+                sample.finish("lost", None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+                return None
+            if resp.status == 200:
+                return resp
+            detail = resp.read()[:200].decode("utf-8", "replace")
+            if resp.will_close:
+                self.conn.close()
+            if resp.status in REFUSED_STATUSES and attempt <= RETRIES:
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            sample.finish("failed", resp.status, f"HTTP {resp.status}: {detail}")
+            return None
+
     @task
     def completion(self) -> None:
-        self._drop_if_closed()
         sample = Sample(self.environment, "inference", "POST", "/v1/completions")
         try:
-            self.conn.request("POST", self.path, body=self.body, headers={
-                "Content-Type": "application/json", "Accept": "text/event-stream",
-                "X-Request-Id": sample.request_id})
-            resp = self.conn.getresponse()
-            if resp.status != 200:
-                detail = resp.read()[:200].decode("utf-8", "replace")
-                sample.finish("failed", resp.status, f"HTTP {resp.status}: {detail}")
+            resp = self._send(sample)
+            if resp is None:
                 return
             chunks, length, done = 0, 0, False
             while True:

@@ -78,6 +78,8 @@ class Sample:
     error: str | None = None
     object_name: str | None = None
     """The object a control-plane write or watch named."""
+    attempts: int = 1
+    """How many times the request was sent under the client's retry policy (``LoadSpec.retries``)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,11 @@ class LoadSpec:
     """``configmap`` or ``pod`` (a pod no node can take, so it stays Pending)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     """Prefix of every request id and label of every object this run writes."""
+    retries: int = 0
+    """The inference client's retry policy: a request refused before the server accepted it (connection failed
+    or closed before a status line, or 429/503) is sent again up to this many times; a stream cut short is
+    never retried (docs/LOAD.md)."""
+    retry_backoff_s: float = 0.1
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -181,6 +188,8 @@ class LoadSpec:
             raise LoadError("the control-plane user needs a kubeconfig (LoadSpec.kubeconfig)")
         if self.k8s_object not in ("configmap", "pod"):
             raise LoadError(f"load k8s_object={self.k8s_object!r}: expected configmap or pod")
+        if self.retries < 0 or self.retry_backoff_s < 0:
+            raise LoadError(f"load retries={self.retries}, retry_backoff_s={self.retry_backoff_s}: both must be >= 0")
 
     @property
     def samples_path(self) -> Path:
@@ -266,7 +275,8 @@ def parse_sample(line: str, where: str = "samples") -> Sample:
                   start_mono=start_mono, end_mono=end_mono, latency_s=end_mono - start_mono, outcome=outcome,
                   status=status, ttft_s=_number(obj, "ttft_s", where, optional=True),
                   error=obj.get("error") if isinstance(obj.get("error"), str) else None,
-                  object_name=obj.get("object") if isinstance(obj.get("object"), str) else None)
+                  object_name=obj.get("object") if isinstance(obj.get("object"), str) else None,
+                  attempts=obj["attempts"] if isinstance(obj.get("attempts"), int) and obj["attempts"] >= 1 else 1)
 
 
 def parse_samples(text: str, source: str = "samples") -> tuple[Sample, ...]:
@@ -357,7 +367,8 @@ def locust_env(spec: LoadSpec, base: dict[str, str] | None = None) -> dict[str, 
                 "FIREDRILL_LOAD_WAIT_S": f"{spec.wait_s:g}", "FIREDRILL_LOAD_TIMEOUT_S": f"{spec.request_timeout_s:g}",
                 "FIREDRILL_LOAD_MODEL": spec.model, "FIREDRILL_LOAD_PROMPT": spec.prompt,
                 "FIREDRILL_LOAD_MAX_TOKENS": str(spec.max_tokens), "FIREDRILL_LOAD_NAMESPACE": spec.namespace,
-                "FIREDRILL_LOAD_OBJECT": spec.k8s_object, "PYTHONUNBUFFERED": "1"})
+                "FIREDRILL_LOAD_OBJECT": spec.k8s_object, "FIREDRILL_LOAD_RETRIES": str(spec.retries),
+                "FIREDRILL_LOAD_RETRY_BACKOFF_S": f"{spec.retry_backoff_s:g}", "PYTHONUNBUFFERED": "1"})
     if spec.kubeconfig is not None:
         env["FIREDRILL_LOAD_KUBECONFIG"] = str(spec.kubeconfig)
     return env

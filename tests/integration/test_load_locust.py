@@ -198,3 +198,80 @@ def test_a_keep_alive_connection_the_server_closed_while_idle_is_reopened_not_co
     assert result.totals.sent >= 6  # each user waited past the idle timeout at least twice
     assert (result.totals.lost, result.totals.failed) == (0, 0), [s.error for s in result.samples if s.error][:3]
     assert sorted(s.request_id for s in result.samples) == sorted(IdleClosingHandler.answered)
+
+
+class RefusingFirstHandler(BaseHTTPRequestHandler):
+    """Refuses the first attempt of every request id (503, as a draining replica does, or a connection closed
+    before any status line) and answers the second; records every attempt it saw."""
+
+    protocol_version = "HTTP/1.1"
+    seen: dict[str, int] = {}
+    close_instead = False
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        rid = self.headers["X-Request-Id"]
+        self.seen[rid] = self.seen.get(rid, 0) + 1
+        if self.seen[rid] == 1:
+            if self.close_instead:
+                self.close_connection = True
+                return
+            body = b'{"error": {"message": "draining"}}'
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return
+        _stream_two_chunks(self)
+
+
+def _stream_two_chunks(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    for data in (b'data: {"choices":[{"text":"hi","index":0}]}\n\n', b"data: [DONE]\n\n", b""):
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def _refusing_server(close_instead: bool) -> tuple[ThreadingHTTPServer, type[RefusingFirstHandler]]:
+    handler = type("Handler", (RefusingFirstHandler,), {"seen": {}, "close_instead": close_instead})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, handler
+
+
+@pytest.mark.parametrize("close_instead", [False, True], ids=["503", "closed-before-status"])
+def test_the_retry_policy_sends_a_refused_request_again_and_keeps_its_first_start(tmp_path: Path,
+                                                                                   close_instead: bool) -> None:
+    server, handler = _refusing_server(close_instead)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        retried = run_load(LoadSpec(host=url, out_dir=tmp_path / "retry", users=2, spawn_rate=2, duration_s=1,
+                                    retries=1, retry_backoff_s=0.05))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert retried.totals.sent >= 4 and (retried.totals.failed, retried.totals.lost) == (0, 0), \
+        [s.error for s in retried.samples if s.error][:3]
+    assert {s.attempts for s in retried.samples} == {2}
+    assert all(handler.seen[s.request_id] == 2 for s in retried.samples)
+    # the latency a user felt includes the refused attempt and the back-off
+    assert min(s.latency_s for s in retried.samples) >= 0.05
+
+
+def test_without_retries_a_refused_request_is_failed_or_lost(tmp_path: Path) -> None:
+    server, _ = _refusing_server(False)
+    try:
+        result = run_load(LoadSpec(host=f"http://127.0.0.1:{server.server_address[1]}", out_dir=tmp_path / "once",
+                                   users=1, spawn_rate=1, duration_s=1))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.totals.sent >= 2 and result.totals.answered == 0
+    assert {(s.outcome, s.status, s.attempts) for s in result.samples} == {(Outcome.FAILED, 503, 1)}

@@ -32,6 +32,8 @@ def test_a_sample_line_is_read_with_its_outcome_and_times() -> None:
     assert s.latency_s == pytest.approx(0.25) and s.ttft_s == 0.05 and s.object_name == "cm-1"
     lost = parse_sample(line("r2", outcome="lost", ttft=None, status=None))
     assert lost.outcome is Outcome.LOST and lost.ttft_s is None and lost.status is None and lost.error == "boom"
+    assert s.attempts == 1  # a line without attempts: sent once
+    assert parse_sample(json.dumps({**json.loads(line("r3")), "attempts": 3})).attempts == 3
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -142,6 +144,7 @@ def test_locust_is_started_headless_in_its_own_process_with_the_samples_file(tmp
     assert (env["FIREDRILL_LOAD_RUN_ID"], env["FIREDRILL_LOAD_NAMESPACE"], env["FIREDRILL_LOAD_OBJECT"]) == \
         ("abc", "load", "configmap")
     assert env["FIREDRILL_LOAD_KUBECONFIG"] == str(tmp_path / "kc")
+    assert (env["FIREDRILL_LOAD_RETRIES"], env["FIREDRILL_LOAD_RETRY_BACKOFF_S"]) == ("0", "0.1")
 
 
 @pytest.mark.parametrize(("kwargs", "problem"), [
@@ -150,6 +153,7 @@ def test_locust_is_started_headless_in_its_own_process_with_the_samples_file(tmp
     ({"user_classes": ()}, "user_classes is empty"),
     ({"user_classes": (LoadUser.CONTROL_PLANE,)}, "needs a kubeconfig"),
     ({"k8s_object": "secret", "kubeconfig": Path("kc")}, "k8s_object='secret'"),
+    ({"retries": -1}, "retries=-1"),
 ])
 def test_a_bad_spec_is_refused_saying_what(tmp_path: Path, kwargs: dict[str, object], problem: str) -> None:
     with pytest.raises(LoadError, match=problem):
