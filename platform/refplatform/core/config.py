@@ -79,6 +79,9 @@ class SchedulerConfig:
     seed: int = 0
     max_victim_candidates: int = 64
     """Preempt/reclaim consider at most this many victim gangs per preemptor."""
+    no_preemption: bool = False
+    """The ``no-preemption`` defect (docs/DEFECTS.md), off on an honest platform: priority still orders
+    the queue, but a pending pod never evicts a lower-priority one, whatever its preemptionPolicy."""
     partial_gang_bind: bool = False
     """The ``partial-gang-bind`` defect (docs/DEFECTS.md), off on an honest platform: a gang that does not
     fit whole is bound as far as it fits, its placed pods holding GPUs the gang cannot use."""

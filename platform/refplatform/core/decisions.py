@@ -22,7 +22,7 @@ class EvictReason(Enum):
     """Why a pod is evicted (the Kubernetes event reason)."""
 
     PREEMPTED = "Preempted"
-    """A higher-priority gang of the same queue needs the room."""
+    """A gang of strictly higher priority (any queue but a non-reclaimable one) needs the room."""
     RECLAIMED = "Reclaimed"
     """A queue below its deserved share takes back room from a queue above it."""
 
@@ -35,6 +35,14 @@ class Evict:
     message: str = ""
     preemptor: str = ""
     """Key (namespace/name) of the gang the room is made for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """A preemptor's pod will run on ``node`` once its victims are gone (``status.nominatedNodeName``)."""
+
+    pod: PodRef
+    node: str
 
 
 class ConditionType(Enum):
@@ -106,10 +114,16 @@ class Decisions:
     failures: tuple[FailedScheduling, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     now: float = 0.0
+    nominations: tuple[Nomination, ...] = ()
+    """Pods of gangs that evicted victims this cycle, and the node each will take."""
 
     def bind_map(self) -> dict[str, str]:
         """``namespace/name`` of each bound pod -> node name."""
         return {b.pod.key: b.node for b in self.binds}
+
+    def nominated(self) -> dict[str, str]:
+        """``namespace/name`` of each nominated preemptor pod -> its node."""
+        return {n.pod.key: n.node for n in self.nominations}
 
     def evicted(self) -> set[str]:
         return {e.pod.key for e in self.evictions}

@@ -21,6 +21,7 @@ from refplatform.core.decisions import (
     ConditionType,
     Decisions,
     FailedScheduling,
+    Nomination,
     PodGroupCondition,
     PodGroupStatus,
     Reservation,
@@ -152,6 +153,7 @@ class Session:
         self.binds: list = []
         self.evictions: list = []
         self.reservations: list[Reservation] = []
+        self.nominations: list[Nomination] = []
         self.reserved_by = np.full(self.state.size, -1, dtype=np.int64)
         self.task_errors: dict[str, str] = {}
         self._fns: dict[ExtensionPoint, list[tuple[str, Any, float]]] = {p: [] for p in ExtensionPoint}
@@ -222,6 +224,8 @@ class Session:
             job.enqueued = job.group is None or job.group.phase is not PodGroupPhase.PENDING
             if job.group is not None:
                 job.min_resources = job.group.min_resources
+                # The gang's priority is its class's: its pods carry it as spec.priority (set at admission).
+                job.priority = max([job.priority] + [t.pod.priority for t in job.tasks])
             job.tasks.sort(key=lambda t: (-t.pod.priority, t.pod.created_at, t.pod.name))
 
     def _job(self, key: str, namespace: str, name: str, queue: str, priority: int, min_member: int,
@@ -411,6 +415,12 @@ class Session:
                    ) -> list[int] | None:
         """Would the job become ready if the victims (and terminating pods) were gone?
         Returns the nodes it would use, leaving everything as it was."""
+        placed = self.placement_after(job, victims, include_releasing)
+        return None if placed is None else [node for _, node in placed]
+
+    def placement_after(self, job: Job, victims: Iterable[Job] = (), include_releasing: bool = True
+                        ) -> list[tuple[Task, int]] | None:
+        """Like :meth:`fits_after`, but each pending task with the node it would take."""
         stmt = Statement(self)
         if include_releasing:
             for task in self.tasks.values():
@@ -420,9 +430,9 @@ class Session:
             for task in victim.active():
                 stmt.evict(task)
         ok = self.place_tasks(job, stmt, record=False) and self.job_ready(job)
-        nodes = stmt.allocated_nodes() if ok else None
+        placed = [(t, t.node) for kind, t, _ in stmt.ops if kind == "allocate"] if ok else None
         stmt.discard()
-        return nodes
+        return placed
 
     def reserve_nodes(self, job: Job, nodes: Iterable[int], reason: str) -> None:
         nodes = sorted(set(int(n) for n in nodes))
@@ -455,7 +465,7 @@ class Session:
             if job.group is not None:
                 statuses.append(self._group_status(job, pending, message))
         return Decisions(tuple(self.binds), tuple(self.evictions), tuple(statuses), tuple(failures),
-                         tuple(self.reservations), self.now)
+                         tuple(self.reservations), self.now, tuple(self.nominations))
 
     def _job_message(self, job: Job) -> str:
         if job.hold_reason:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from refplatform.core.pod import Pod
+from refplatform.core.pod import Pod, PreemptionPolicy
 from refplatform.core.podgroup import PodGroup
 from refplatform.core.resources import MILLI_PER_GPU, Extended, Usage
 
@@ -128,6 +128,10 @@ class Job:
 
     def pending(self) -> list[Task]:
         return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+
+    def may_preempt(self) -> bool:
+        """No pending pod of the gang says ``preemptionPolicy: Never``."""
+        return all(t.pod.preemption_policy is not PreemptionPolicy.NEVER for t in self.pending())
 
     def ready_count(self) -> int:
         return sum(1 for t in self.tasks if t.status in READY)

@@ -85,6 +85,15 @@ class Toleration:
         return self.key == taint.key and self.value == taint.value
 
 
+class PreemptionPolicy(Enum):
+    """``spec.preemptionPolicy`` of a pod, set from its PriorityClass by the Priority admission."""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    """When it does not fit, the scheduler may evict pods of strictly lower priority to make room (the default)."""
+    NEVER = "Never"
+    """It waits for room like any pod but never evicts another (it is still ordered by its priority)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodRef:
     """Identity of a pod in decisions."""
@@ -107,6 +116,8 @@ class Pod:
     holds on that node (read back from :data:`~refplatform.core.resources.GPU_INDEX_ANNOTATION`;
     when missing the core picks them deterministically).  ``terminating`` marks a
     pod being deleted or evicted: it still holds its resources, it is never a victim again.
+    ``priority`` is ``spec.priority`` (resolved from the pod's PriorityClass at admission) and
+    ``preemption_policy`` says whether the pod may evict lower-priority pods when it does not fit.
     """
 
     namespace: str
@@ -123,6 +134,7 @@ class Pod:
     created_at: float = 0.0
     phase: PodPhase = PodPhase.PENDING
     terminating: bool = False
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 
     @property
     def key(self) -> str:

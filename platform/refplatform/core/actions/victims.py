@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from refplatform.core.decisions import EvictReason
+from refplatform.core.decisions import EvictReason, Nomination
 from refplatform.core.framework import Session
 from refplatform.core.jobs import Job, TaskStatus
 from refplatform.core.statement import Statement
@@ -57,6 +57,10 @@ def select_victims(ssn: Session, job: Job, pool: list[Job],
 
 
 def evict(ssn: Session, job: Job, victims: list[Job], nodes: list[int], reason: EvictReason) -> None:
+    """Evict the victims whole, keep ``nodes`` for ``job`` and nominate each of its pending pods to
+    the node it would take once the victims are gone (kube-scheduler's ``status.nominatedNodeName``)."""
+    placed = ssn.placement_after(job, victims) or []
+    ssn.nominations.extend(Nomination(task.pod.ref, ssn.state.names[node]) for task, node in placed)
     stmt = Statement(ssn)
     for victim in victims:
         for task in victim.active():
