@@ -84,6 +84,8 @@ class Config:
     master_port: int | None
     pod_ip: str | None
     device_socket: str | None
+    checkpoint_on_sigterm: bool = False
+    """Rank 0 checkpoints the last completed step when SIGTERM arrives (a preempted job keeps its work)."""
 
     @property
     def rendezvous(self) -> RendezvousMode:
@@ -110,6 +112,7 @@ class Config:
             "payload_bytes": self.payload_bytes, "rendezvous_timeout": self.rendezvous_timeout,
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
             "pod_ip": self.pod_ip, "device_socket": self.device_socket,
+            "checkpoint_on_sigterm": self.checkpoint_on_sigterm,
         }
 
 
@@ -174,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint-dir", default=None, metavar="DIR",
         help="storage every rank reaches for checkpoints (default $FIREDRILL_CHECKPOINT_DIR; "
              "none: no checkpoints, every start is step 0)")
+    add("--checkpoint-on-sigterm", action="store_true",
+        help="on SIGTERM, rank 0 first checkpoints the last completed step (logged as a checkpoint with "
+             "trigger 'sigterm'), then the rank exits 143; for a job that may be preempted within its "
+             "grace period (default: off, SIGTERM exits at once)")
     add("--keep-checkpoints", type=_count(0), default=5, metavar="N",
         help="rank 0 deletes all but the N newest checkpoints after each new one is durable "
              "(0: keep all; default 5)")
@@ -259,4 +266,4 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         stall_after=args.stall_after, peer_timeout=args.peer_timeout, payload_bytes=args.payload_bytes,
         rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
-        device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"))
+        device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm)

@@ -30,7 +30,8 @@ class Event(enum.Enum):
     STEP = "step"
     """A step completed: ``step``, ``input_s``, ``compute_s``, ``comm_s``, ``wall_s``."""
     CHECKPOINT = "checkpoint"
-    """Rank 0: a checkpoint is durable: ``step``, ``file``, ``digest``."""
+    """Rank 0: a checkpoint is durable: ``step``, ``file``, ``digest`` (and ``trigger`` "sigterm" for the
+    one ``--checkpoint-on-sigterm`` writes when SIGTERM arrives)."""
     STALLED = "stalled"
     """A collective waited longer than ``--stall-after``: ``step``, ``waited_s``, ``on``."""
     UNSTALLED = "unstalled"

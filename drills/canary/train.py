@@ -6,6 +6,13 @@ A step N is: wait ``--input-seconds`` (device ``input``), compute
 line carries the canary's own monotonic measurement of each part.  Rank 0
 then writes checkpoint N when N is a multiple of ``--checkpoint-every`` (the
 write falls between two steps and is in neither's ``wall_s``).
+
+With ``--checkpoint-on-sigterm``, a SIGTERM (a preemption's graceful delete)
+makes rank 0 checkpoint the last completed step before the rank exits 143,
+unless that step is already durable (its periodic checkpoint, or the one it
+resumed from).  The step is complete on every rank (its all-reduce returned),
+so the checkpoint is one the whole job agrees on; the other ranks write nothing,
+as always.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from drills.canary.checkpoint import Resume, find_resume, prune, write_checkpoin
 from drills.canary.collective import Collective, contribution, reduce_sum
 from drills.canary.config import Config
 from drills.canary.device import Device, DeviceState
-from drills.canary.errors import ProtocolError
+from drills.canary.errors import ProtocolError, Terminated
 from drills.canary.interrupts import Interrupts
 from drills.canary.log import Event, EventLog, rfc3339
 from drills.canary.rendezvous import World, rendezvous
@@ -50,8 +57,35 @@ class Trainer:
         self.clock, self.wall = clock, wall
         self.last_step: int | None = None
         self.world: World | None = None
+        self._accumulator = 0
+        self._durable_step: int | None = None
+        """The newest step known to be in a checkpoint (written or resumed from)."""
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Terminated:
+            if self.cfg.checkpoint_on_sigterm:
+                self._checkpoint_on_sigterm()
+            raise
+
+    def _checkpoint_on_sigterm(self) -> None:
+        cfg, step = self.cfg, self.last_step
+        if cfg.rank != 0 or not cfg.checkpoints or step is None or step == 0 or step == self._durable_step:
+            return
+        self._checkpoint(step, trigger="sigterm")
+
+    def _checkpoint(self, step: int, trigger: str | None = None) -> None:
+        cfg = self.cfg
+        assert cfg.checkpoint_dir is not None
+        written = write_checkpoint(cfg.checkpoint_dir, step, cfg.world_size, cfg.generation,
+                                   {"accumulator": self._accumulator}, rfc3339(self.wall()))
+        self._durable_step = step
+        extra = {} if trigger is None else {"trigger": trigger}
+        self.log.emit(Event.CHECKPOINT, step=step, file=written.file, digest=written.digest, **extra)
+        prune(cfg.checkpoint_dir, cfg.keep_checkpoints)
+
+    def _run(self) -> None:
         cfg = self.cfg
         self.log.emit(Event.START, pid=os.getpid(), config=cfg.as_log())
         self.device.send(DeviceState.IDLE)
@@ -62,8 +96,11 @@ class Trainer:
         self.log.emit(Event.RESUMED, from_step=resume.from_step, checkpoint=resume.checkpoint,
                       skipped=resume.skipped)
         self.last_step = step = resume.from_step
+        if resume.checkpoint is not None:
+            self._durable_step = resume.from_step
         accumulator = resume.state.get("accumulator", 0)
         accumulator = accumulator if isinstance(accumulator, int) else 0
+        self._accumulator = accumulator
         collective = Collective(world, cfg.rank, cfg.world_size, self.log, self.device, self.interrupts,
                                 cfg.stall_after, cfg.peer_timeout, self.clock)
         moved = collective.moved_bytes(cfg.payload_bytes)
@@ -85,15 +122,12 @@ class Trainer:
                                                              for r in range(cfg.world_size)]):
                 raise ProtocolError(f"the all-reduce of step {n} returned a wrong sum")
             accumulator = zlib.crc32(result, accumulator)
+            self._accumulator = accumulator
             self.last_step = step = n
             self.log.emit(Event.STEP, step=n, input_s=round(t1 - t0, 6), compute_s=round(t2 - t1, 6),
                           comm_s=round(t3 - t2, 6), wall_s=round(t3 - t0, 6))
             if cfg.rank == 0 and cfg.checkpoints and n % cfg.checkpoint_every == 0:
-                assert cfg.checkpoint_dir is not None
-                written = write_checkpoint(cfg.checkpoint_dir, n, cfg.world_size, cfg.generation,
-                                           {"accumulator": accumulator}, rfc3339(self.wall()))
-                self.log.emit(Event.CHECKPOINT, step=n, file=written.file, digest=written.digest)
-                prune(cfg.checkpoint_dir, cfg.keep_checkpoints)
+                self._checkpoint(n)
 
     def close(self) -> None:
         if self.world is not None:
