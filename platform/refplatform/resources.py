@@ -73,6 +73,7 @@ VOLCANO_SCHEDULING = "scheduling.volcano.sh"
 VOLCANO_BATCH = "batch.volcano.sh"
 APPS = "apps"
 DISCOVERY = "discovery.k8s.io"
+AUTOSCALING = "autoscaling"
 
 NAMESPACES = ResourceType(CORE, "v1", "namespaces", "namespace", "Namespace", Scope.CLUSTER,
                           ("ns",), ("status",), ("metadata.name", "status.phase"))
@@ -96,15 +97,17 @@ VCJOBS = ResourceType(VOLCANO_BATCH, "v1alpha1", "jobs", "job", "Job", Scope.NAM
 SERVICES = ResourceType(CORE, "v1", "services", "service", "Service", Scope.NAMESPACED, ("svc",), ("status",),
                         categories=("all",))
 DEPLOYMENTS = ResourceType(APPS, "v1", "deployments", "deployment", "Deployment", Scope.NAMESPACED, ("deploy",),
-                           ("status",), categories=("all",))
+                           ("status", "scale"), categories=("all",))
 REPLICASETS = ResourceType(APPS, "v1", "replicasets", "replicaset", "ReplicaSet", Scope.NAMESPACED, ("rs",),
-                           ("status",), categories=("all",))
+                           ("status", "scale"), categories=("all",))
 ENDPOINTSLICES = ResourceType(DISCOVERY, "v1", "endpointslices", "endpointslice", "EndpointSlice",
                               Scope.NAMESPACED)
+HPAS = ResourceType(AUTOSCALING, "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
+                    "HorizontalPodAutoscaler", Scope.NAMESPACED, ("hpa",), ("status",), categories=("all",))
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
-    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES,
+    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS,
 )
 
 

@@ -38,6 +38,7 @@ from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc333
 from refplatform.api.tables import TableContext, table
 from refplatform.api.usagelog import UsageRecorder
 from refplatform.defects import Defect
+from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
 from refplatform.store import AuditRecord
 
@@ -210,6 +211,8 @@ class ApiServer:
             authorize(who, "get", rt, ns, name)
             if sub == "log":
                 return await self._log(request, ns, name)
+            if sub == "scale":
+                return json_response(self.service.get_scale(rt, ns, name))
             if sub and sub != "status":
                 raise E.method_not_allowed("GET", f"{rt.plural}/{sub}")
             obj = self.service.get(rt, ns, name)
@@ -234,6 +237,8 @@ class ApiServer:
             if rt is PODS and sub == "eviction":
                 return json_response(self.service.evict(ns, name, body), 201)
             raise E.method_not_allowed("POST", f"{rt.plural}/{name}/{sub}" if sub else f"{rt.plural}/{name}")
+        if sub == "scale" and method in ("PUT", "PATCH"):
+            return json_response(self._write_scale(request, rt, ns, name, raw, media))
         if sub not in ("", "status"):
             raise E.method_not_allowed(method, f"{rt.plural}/{sub}")
         if method == "PUT":
@@ -252,6 +257,23 @@ class ApiServer:
         body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
         return json_response(self.service.delete(rt, ns, name, opts))
+
+    def _write_scale(self, request: Request, rt: ResourceType, ns: str, name: str, raw: bytes,
+                     media: str) -> dict[str, Any]:
+        """PUT or PATCH of ``{deployments,replicasets}/scale``: an autoscaling/v1 Scale (JSON or protobuf)."""
+        if request.method == "PUT":
+            body = parse_body(raw, media)
+            return self.service.write_scale(rt, ns, name, lambda current: body)
+
+        def patched(current: dict[str, Any]) -> Any:
+            try:
+                return apply_patch(current, raw, request.headers.get("content-type", ""), "Scale")
+            except UnsupportedPatchType as exc:
+                raise E.unsupported_media_type(str(exc)) from None
+            except PatchError as exc:
+                reason = {400: "BadRequest", 422: "Invalid"}.get(exc.code, "InternalError")
+                raise E.ApiError(exc.code, reason, str(exc), name, rt.group, f"{rt.plural}/scale") from None
+        return self.service.write_scale(rt, ns, name, patched)
 
     def _check_fields(self, request: Request, rt: ResourceType, body: Any) -> list[str]:
         """Server-side field validation (``fieldValidation``): Strict refuses unknown fields, Warn (the

@@ -19,7 +19,7 @@ EXTRA_GROUPS: dict[str, dict[str, list[dict[str, Any]]]] = {
 """Groups served outside the resource registry: the leak report (refplatform.api.leakreport), read-only."""
 
 SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"],
-                     "eviction": ["create"], "binding": ["create"]}
+                     "eviction": ["create"], "binding": ["create"], "scale": ["get", "patch", "update"]}
 
 
 def version() -> dict[str, Any]:
@@ -62,9 +62,12 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
         entry["categories"] = list(rt.categories)
     out = [entry]
     for sub in rt.subresources:
-        kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, rt.kind)
-        out.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                    "kind": kind, "verbs": SUBRESOURCE_VERBS[sub]})
+        kind = {"binding": "Binding", "eviction": "Eviction", "scale": "Scale"}.get(sub, rt.kind)
+        sub_entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                     "kind": kind, "verbs": SUBRESOURCE_VERBS[sub]}
+        if sub == "scale":  # the Scale kind lives in autoscaling/v1, as upstream says in discovery
+            sub_entry.update(group="autoscaling", version="v1")
+        out.append(sub_entry)
     return out
 
 

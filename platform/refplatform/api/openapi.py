@@ -45,7 +45,10 @@ from refplatform.resources import REGISTRY, Registry, ResourceType
 Obj = dict[str, Any]
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
-            "apps": "k8s.io.api.apps.v1", "discovery.k8s.io": "k8s.io.api.discovery.v1"}
+            "apps": "k8s.io.api.apps.v1", "discovery.k8s.io": "k8s.io.api.discovery.v1",
+            "autoscaling": "k8s.io.api.autoscaling.v2"}
+SCALE = "k8s.io.api.autoscaling.v1.Scale"
+"""The ``scale`` subresource's body (autoscaling/v1, whatever the group of the scaled kind)."""
 REF = "#/components/schemas/"
 
 #: Query parameters of writes; ``fieldValidation`` is what tells kubectl the server validates fields.
@@ -290,6 +293,12 @@ def _paths(rt: ResourceType, kind_schema: str, list_schema: str) -> Iterator[tup
         if sub == "status":
             yield path, {"get": op("get", "read", sub), "put": op("put", "replace", sub),
                          "patch": op("patch", "patch", sub), "parameters": _path_params(ns, True)}
+        elif sub == "scale":
+            scale = schema_name(SCALE)
+            ops = {method: _op(rt, action, verb, scale, list_schema, namespaced=ns, patch_types=patch_types, sub=sub)
+                   for method, action, verb in (("get", "get", "read"), ("put", "put", "replace"),
+                                                ("patch", "patch", "patch"))}
+            yield path, {**ops, "parameters": _path_params(ns, True)}
         elif sub == "log":
             log_op = op("get", "read", sub)
             log_op["parameters"] = LOG_PARAMS
@@ -331,7 +340,8 @@ def _builtin_document(types: list[ResourceType]) -> Obj:
         gen.annotate(kind, schema_for(rt.kind))
         roots += [kind, list_kind]
         for sub in rt.subresources:
-            roots += {"binding": ["k8s.io.api.core.v1.Binding"], "eviction": ["k8s.io.api.policy.v1.Eviction"]}.get(sub, [])
+            roots += {"binding": ["k8s.io.api.core.v1.Binding"], "eviction": ["k8s.io.api.policy.v1.Eviction"],
+                      "scale": [SCALE]}.get(sub, [])
         paths.update(_paths(rt, schema_name(kind), schema_name(list_kind)))
     schemas = {schema_name(m): gen.schema(m) for m in gen.reachable(roots)}
     return _document(paths, schemas)

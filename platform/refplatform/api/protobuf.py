@@ -48,7 +48,9 @@ UNKNOWN = "k8s.io.apimachinery.pkg.runtime.Unknown"
 #: API group -> proto package of its built-in kinds.
 GROUP_PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
                   "policy": "k8s.io.api.policy.v1", "apps": "k8s.io.api.apps.v1",
-                  "discovery.k8s.io": "k8s.io.api.discovery.v1"}
+                  "discovery.k8s.io": "k8s.io.api.discovery.v1", "autoscaling": "k8s.io.api.autoscaling.v2"}
+#: (group, version) -> proto package where a group's versions live in different packages.
+VERSION_PACKAGES = {("autoscaling", "v1"): "k8s.io.api.autoscaling.v1"}
 #: Kinds that every group accepts and that live in meta/v1.
 META_KINDS = frozenset({"DeleteOptions"})
 
@@ -76,7 +78,7 @@ def message_table() -> dict[str, dict[str, dict[str, Any]]]:
 def message_for(api_version: str, kind: str) -> str:
     """The proto message of a built-in kind, e.g. ``k8s.io.api.core.v1.Pod`` for ``v1``/``Pod``."""
     group, _, version = api_version.rpartition("/")
-    package = META if kind in META_KINDS else GROUP_PACKAGES.get(group)
+    package = META if kind in META_KINDS else VERSION_PACKAGES.get((group, version), GROUP_PACKAGES.get(group))
     name = f"{package}.{kind}" if package else ""
     if package is None or not version or name not in message_table():
         raise ProtobufError(f"no protobuf decoding for {kind} in {api_version or 'no apiVersion'}; send "

@@ -360,6 +360,41 @@ class ApiService:
                 except ObjectNotFound:
                     pass
 
+    # ------------------------------------------------------- scale subresource
+    def get_scale(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        """The ``autoscaling/v1`` Scale of a Deployment or ReplicaSet."""
+        return scale_of(self.get(rt, namespace, name))
+
+    def write_scale(self, rt: ResourceType, namespace: str, name: str, change: Callable[[Obj], Obj]) -> Obj:
+        """Set ``spec.replicas`` of the scaled object from ``change(current Scale)`` (a PUT body or a patch
+        applied to it); the Scale's ``resourceVersion``, when given, must be the object's."""
+        def scaled(current: Obj) -> Obj:
+            scale = change(scale_of(current))
+            if not isinstance(scale, dict):
+                raise E.bad_request("the body must be a JSON object describing an autoscaling/v1 Scale")
+            kind, api_version = scale.get("kind"), scale.get("apiVersion")
+            if (kind and kind != "Scale") or (api_version and api_version != "autoscaling/v1"):
+                raise E.bad_request(f'the object in the body is kind "{kind}", apiVersion "{api_version}", but the '
+                                    f'{rt.plural}/scale subresource expects kind "Scale", apiVersion "autoscaling/v1"')
+            meta = scale.get("metadata") if isinstance(scale.get("metadata"), dict) else {}
+            if meta.get("name") and meta["name"] != name:
+                raise E.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                    f"({name})")
+            rv = meta.get("resourceVersion")
+            if rv and rv != current["metadata"]["resourceVersion"]:
+                raise VersionConflict("the object has been modified; please apply your changes to the latest "
+                                      "version and try again")
+            replicas = (scale.get("spec") or {}).get("replicas") if isinstance(scale.get("spec"), dict) else None
+            if replicas is None:
+                replicas = 0  # upstream: an omitted spec.replicas of a Scale is 0
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                raise E.invalid(rt, name, [Cause("spec.replicas", f"Invalid value: {replicas!r}: must be greater "
+                                                                  "than or equal to 0")])
+            new = copy.deepcopy(current)
+            new.setdefault("spec", {})["replicas"] = replicas
+            return self._merge_update(rt, current, new, "")
+        return scale_of(self._write(rt, namespace, name, scaled, None))
+
     # ------------------------------------------------------- pod subresources
     def bind(self, namespace: str, name: str, body: Any) -> Obj:
         if not isinstance(body, dict) or body.get("kind") not in (None, "Binding"):
@@ -466,6 +501,19 @@ def translate(rt: ResourceType, sel: Selection, ch: Change) -> tuple[str, Obj] |
     if was_match:
         return ("DELETED", ch.obj)
     return None
+
+
+def scale_of(obj: Obj) -> Obj:
+    """The ``autoscaling/v1`` Scale of a Deployment or ReplicaSet: its replicas wanted and seen, and its
+    selector as a label-selector string (``status.selector``, what an autoscaler lists pods with)."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    match = ((spec.get("selector") or {}).get("matchLabels") or {})
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                         if k in meta},
+            "spec": {"replicas": spec.get("replicas", 0)},
+            "status": {"replicas": status.get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items()))}}
 
 
 def success(code: int = 200) -> Obj:

@@ -18,6 +18,7 @@ from refplatform.resources import (
     DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
     VCJOBS, ResourceType,
 )
+from refplatform.resources import HPAS
 
 Obj = dict[str, Any]
 
@@ -155,6 +156,19 @@ def _event_last_seen(ev: Obj, ctx: TableContext) -> str:
 
 
 NAME = Column("Name", _name, format="name", description="Name must be unique within a namespace.")
+
+
+def _hpa_targets(hpa: Obj) -> str:
+    """kubectl's TARGETS of an HPA: ``<current>/<target>`` per Pods metric, ``<unknown>`` before a reading."""
+    current = {(m.get("pods") or {}).get("metric", {}).get("name"): (m.get("pods") or {}).get("current", {})
+               for m in (hpa.get("status") or {}).get("currentMetrics") or [] if m.get("type") == "Pods"}
+    out = []
+    for m in (hpa.get("spec") or {}).get("metrics") or []:
+        pods = m.get("pods") or {}
+        name = (pods.get("metric") or {}).get("name")
+        now = (current.get(name) or {}).get("averageValue", "<unknown>")
+        out.append(f"{now}/{(pods.get('target') or {}).get('averageValue', '<unset>')}")
+    return ", ".join(out) or "<none>"
 AGE = Column("Age", _age, description="Time since the object was created.")
 
 COLUMNS: dict[str, tuple[Column, ...]] = {
@@ -215,6 +229,14 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Ports", lambda o, c: ",".join(str(p.get("port")) for p in o.get("ports") or []) or "<unset>"),
         Column("Endpoints", lambda o, c: ",".join(a for e in o.get("endpoints") or []
                                                   for a in e.get("addresses") or []) or "<unset>"), AGE,
+    ),
+    HPAS.key: (
+        NAME, Column("Reference", lambda o, c: "{kind}/{name}".format(**{
+            "kind": "", "name": "", **((o.get("spec") or {}).get("scaleTargetRef") or {})})),
+        Column("Targets", lambda o, c: _hpa_targets(o)),
+        Column("MinPods", _path("spec", "minReplicas", default=1), type="integer"),
+        Column("MaxPods", _path("spec", "maxReplicas", default=0), type="integer"),
+        Column("Replicas", _path("status", "currentReplicas", default=0), type="integer"), AGE,
     ),
     NAMESPACES.key: (NAME, Column("Status", _path("status", "phase", default="Active")), AGE),
     LEASES.key: (NAME, Column("Holder", _path("spec", "holderIdentity", default="")),

@@ -20,6 +20,7 @@ from refplatform.resources import (
     DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
     VCJOBS, ResourceType,
 )
+from refplatform.resources import HPAS
 
 Obj = dict[str, Any]
 
@@ -340,11 +341,103 @@ def _endpointslice(obj: Obj) -> list[Cause]:
     return causes
 
 
+_SCALING_POLICY_TYPES = ("Pods", "Percent")
+_SELECT_POLICIES = ("Max", "Min", "Disabled")
+
+
+def _scaling_rules_causes(rules: Any, path: str) -> list[Cause]:
+    if rules is None:
+        return []
+    if not isinstance(rules, dict):
+        return [Cause(path, "Invalid value: must be an object")]
+    causes = _int_causes(rules.get("stabilizationWindowSeconds"), f"{path}.stabilizationWindowSeconds", 0, 3600)
+    select = rules.get("selectPolicy")
+    if select is not None and select not in _SELECT_POLICIES:
+        causes.append(Cause(f"{path}.selectPolicy", f'Unsupported value: "{select}": supported values: '
+                                                    '"Disabled", "Max", "Min"', "FieldValueNotSupported"))
+    for i, policy in enumerate(rules.get("policies") or []):
+        ppath = f"{path}.policies[{i}]"
+        if not isinstance(policy, dict):
+            causes.append(Cause(ppath, "Invalid value: must be an object"))
+            continue
+        if policy.get("type") not in _SCALING_POLICY_TYPES:
+            causes.append(Cause(f"{ppath}.type", f'Unsupported value: "{policy.get("type")}": supported values: '
+                                                 '"Percent", "Pods"', "FieldValueNotSupported"))
+        for key, top in (("value", None), ("periodSeconds", 1800)):
+            if policy.get(key) is None:
+                causes.append(Cause(f"{ppath}.{key}", "Required value", "FieldValueRequired"))
+            causes += _int_causes(policy.get(key), f"{ppath}.{key}", 1, top)
+    return causes
+
+
+def _hpa(obj: Obj) -> list[Cause]:
+    """autoscaling/v2 HorizontalPodAutoscaler: a scaleTargetRef, 1 <= minReplicas (default 1) <= maxReplicas,
+    metrics of type Pods only (AverageValue targets), behavior's rules in upstream's ranges."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [Cause("spec", "Required value", "FieldValueRequired")]
+    causes: list[Cause] = []
+    ref = spec.get("scaleTargetRef")
+    if not isinstance(ref, dict):
+        causes.append(Cause("spec.scaleTargetRef", "Required value", "FieldValueRequired"))
+    else:
+        for key in ("kind", "name"):
+            if not isinstance(ref.get(key), str) or not ref.get(key):
+                causes.append(Cause(f"spec.scaleTargetRef.{key}", "Required value", "FieldValueRequired"))
+    spec.setdefault("minReplicas", 1)
+    causes += _int_causes(spec.get("minReplicas"), "spec.minReplicas", 1)
+    if spec.get("maxReplicas") is None:
+        causes.append(Cause("spec.maxReplicas", "Required value", "FieldValueRequired"))
+    causes += _int_causes(spec.get("maxReplicas"), "spec.maxReplicas", 1)
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    if isinstance(low, int) and isinstance(high, int) and not causes and high < low:
+        causes.append(Cause("spec.maxReplicas", f"Invalid value: {high}: must be greater than or equal to "
+                                                "`minReplicas`"))
+    metrics = spec.get("metrics")
+    if not isinstance(metrics, list) or not metrics:
+        causes.append(Cause("spec.metrics", "Required value: at least one metric of type Pods (the default CPU "
+                                            "utilization target is not served here)", "FieldValueRequired"))
+        metrics = []
+    for i, metric in enumerate(metrics):
+        mpath = f"spec.metrics[{i}]"
+        if not isinstance(metric, dict):
+            causes.append(Cause(mpath, "Invalid value: must be an object"))
+            continue
+        if metric.get("type") != "Pods":
+            causes.append(Cause(f"{mpath}.type", f'Unsupported value: "{metric.get("type")}": supported values: '
+                                                 '"Pods" (Resource, ContainerResource, Object and External '
+                                                 'metrics are not served here)', "FieldValueNotSupported"))
+            continue
+        pods = metric.get("pods") if isinstance(metric.get("pods"), dict) else {}
+        name = (pods.get("metric") or {}).get("name") if isinstance(pods.get("metric"), dict) else None
+        if not isinstance(name, str) or not name:
+            causes.append(Cause(f"{mpath}.pods.metric.name", "Required value", "FieldValueRequired"))
+        target = pods.get("target") if isinstance(pods.get("target"), dict) else {}
+        if target.get("type") != "AverageValue":
+            causes.append(Cause(f"{mpath}.pods.target.type", f'Unsupported value: "{target.get("type")}": '
+                                                             'supported values: "AverageValue"',
+                                "FieldValueNotSupported"))
+        try:
+            if parse_resource_quantity(target.get("averageValue")) <= 0:
+                causes.append(Cause(f"{mpath}.pods.target.averageValue", "Invalid value: must be positive"))
+        except ValueError as exc:
+            causes.append(Cause(f"{mpath}.pods.target.averageValue", f"Invalid value: "
+                                                                     f"{target.get('averageValue')!r}: {exc}"))
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        causes += _scaling_rules_causes(behavior.get("scaleUp"), "spec.behavior.scaleUp")
+        causes += _scaling_rules_causes(behavior.get("scaleDown"), "spec.behavior.scaleDown")
+    elif behavior is not None:
+        causes.append(Cause("spec.behavior", "Invalid value: must be an object"))
+    return causes
+
+
 VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     PODS.key: _pod, NODES.key: _node, NAMESPACES.key: _namespace, EVENTS.key: _event,
     LEASES.key: _lease, PODGROUPS.key: _podgroup, QUEUES.key: _queue, VCJOBS.key: _vcjob,
     DEPLOYMENTS.key: _workload, REPLICASETS.key: _workload, SERVICES.key: _service,
     ENDPOINTSLICES.key: _endpointslice,
+    HPAS.key: _hpa,
 }
 
 
