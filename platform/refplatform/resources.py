@@ -74,6 +74,7 @@ VOLCANO_BATCH = "batch.volcano.sh"
 APPS = "apps"
 DISCOVERY = "discovery.k8s.io"
 AUTOSCALING = "autoscaling"
+SCHEDULING = "scheduling.k8s.io"
 
 NAMESPACES = ResourceType(CORE, "v1", "namespaces", "namespace", "Namespace", Scope.CLUSTER,
                           ("ns",), ("status",), ("metadata.name", "status.phase"))
@@ -104,10 +105,12 @@ ENDPOINTSLICES = ResourceType(DISCOVERY, "v1", "endpointslices", "endpointslice"
                               Scope.NAMESPACED)
 HPAS = ResourceType(AUTOSCALING, "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
                     "HorizontalPodAutoscaler", Scope.NAMESPACED, ("hpa",), ("status",), categories=("all",))
+PRIORITYCLASSES = ResourceType(SCHEDULING, "v1", "priorityclasses", "priorityclass", "PriorityClass", Scope.CLUSTER,
+                               ("pc",), (), ("metadata.name",))
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
-    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS,
+    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES,
 )
 
 

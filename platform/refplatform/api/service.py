@@ -20,6 +20,7 @@ from typing import Any
 
 from refplatform.api import errors as E
 from refplatform.api.errors import ApiError, Cause
+from refplatform.api.priority import PriorityAdmission
 from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
@@ -111,9 +112,11 @@ class ApiService:
         self.store = store
         self.registry = registry
         self.clock = clock
+        self.priority = PriorityAdmission(store)
         for ns in SYSTEM_NAMESPACES:
             if store.find(NAMESPACES.key, "", ns) is None:
                 self.create(NAMESPACES, "", {"metadata": {"name": ns}})
+        self.priority.install_system_classes(self.now())
 
     # ------------------------------------------------------------------ helpers
     def now(self) -> str:
@@ -200,6 +203,7 @@ class ApiService:
             meta.pop(server_owned, None)
         self._admit(rt, obj)
         self._require_namespace(rt, namespace)
+        self.priority.admit_create(rt, obj)
         try:
             return self.store.create(rt.key, obj, now=self.now())
         except ObjectExists:
@@ -251,6 +255,8 @@ class ApiService:
                 meta[kept] = old_meta[kept]
             else:
                 meta.pop(kept, None)
+        if subresource != "status":
+            self.priority.admit_update(rt, current, new)
         if rt is PODS and subresource != "status":
             self._check_pod_spec_update(current, new)
         self._admit(rt, new)
@@ -312,6 +318,7 @@ class ApiService:
     def delete(self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions) -> Obj:
         ns = namespace if rt.namespaced else ""
         current = self.get(rt, ns, name)
+        self.priority.admit_delete(rt, name)
         if opts.uid and opts.uid != current["metadata"]["uid"]:
             raise E.conflict(rt, name, f"Precondition failed: UID in precondition: {opts.uid}, "
                                        f"UID in object meta: {current['metadata']['uid']}")

@@ -19,6 +19,7 @@ from refplatform.resources import (
     VCJOBS, ResourceType,
 )
 from refplatform.resources import HPAS
+from refplatform.resources import PRIORITYCLASSES
 
 Obj = dict[str, Any]
 
@@ -237,6 +238,11 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("MinPods", _path("spec", "minReplicas", default=1), type="integer"),
         Column("MaxPods", _path("spec", "maxReplicas", default=0), type="integer"),
         Column("Replicas", _path("status", "currentReplicas", default=0), type="integer"), AGE,
+    ),
+    PRIORITYCLASSES.key: (
+        NAME, Column("Value", _path("value", default=0), type="integer"),
+        Column("Global-Default", _path("globalDefault", default=False), type="boolean"), AGE,
+        Column("PreemptionPolicy", _path("preemptionPolicy", default=""), priority=1),
     ),
     NAMESPACES.key: (NAME, Column("Status", _path("status", "phase", default="Active")), AGE),
     LEASES.key: (NAME, Column("Holder", _path("spec", "holderIdentity", default="")),

@@ -16,11 +16,13 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from refplatform.api.errors import Cause
+from refplatform.api.priority import validate_priority_class
 from refplatform.resources import (
     DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
     VCJOBS, ResourceType,
 )
 from refplatform.resources import HPAS
+from refplatform.resources import PRIORITYCLASSES
 
 Obj = dict[str, Any]
 
@@ -438,6 +440,7 @@ VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     DEPLOYMENTS.key: _workload, REPLICASETS.key: _workload, SERVICES.key: _service,
     ENDPOINTSLICES.key: _endpointslice,
     HPAS.key: _hpa,
+    PRIORITYCLASSES.key: validate_priority_class,
 }
 
 
