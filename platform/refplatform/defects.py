@@ -34,6 +34,9 @@ class Defect(enum.Enum):
     node finds none of the job's checkpoints and training restarts from step 0."""
     PARTIAL_GANG_BIND = "partial-gang-bind"
     """Scheduler: a gang that does not fit whole is bound as far as it fits, holding GPUs it cannot use."""
+    NO_PREEMPTION = "no-preemption"
+    """Scheduler: priority still orders the queue, but a pod that does not fit never evicts a lower-priority
+    one, so a high-priority inference pod waits behind the training that fills the GPUs."""
     SPLIT_BRAIN = "split-brain"
     """Node agents: a node cut off from the API never fences itself, so a partitioned node's old ranks keep
     training beside their replacements."""
@@ -57,6 +60,7 @@ class Defect(enum.Enum):
 _SUMMARIES: dict[Defect, str] = {
     Defect.LOSE_CHECKPOINT: "shared volumes are per node: a replaced rank finds no checkpoint",
     Defect.PARTIAL_GANG_BIND: "the scheduler binds a gang as far as it fits",
+    Defect.NO_PREEMPTION: "the scheduler never evicts lower-priority pods for a higher-priority one",
     Defect.SPLIT_BRAIN: "a partitioned node never fences itself: old ranks train beside new ones",
     Defect.SLOW_DETECT: "a lost node is declared NotReady after 10x the grace period",
     Defect.NO_SPARE: "the healer never promotes a spare node",

@@ -72,12 +72,18 @@ MATRIX: list[Catch] = [
           r"(?!data pipeline)"),
 ]
 PARAMS = [pytest.param(c, id=c.defect) for c in MATRIX]
+NOT_YET_CAUGHT: dict[str, str] = {
+    "no-preemption": "Inference and training share the cluster (issue 14); until it ships, "
+                     "tests/integration/test_preemption.py shows the high-priority pod left Pending",
+}
+"""Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 
 
 def test_every_defect_of_the_zoo_has_its_entry() -> None:
     from refplatform.defects import Defect
 
-    assert sorted(c.defect for c in MATRIX) == sorted(d.value for d in Defect)
+    assert sorted([c.defect for c in MATRIX] + list(NOT_YET_CAUGHT)) == sorted(d.value for d in Defect)
+    assert not set(NOT_YET_CAUGHT) & {c.defect for c in MATRIX}
     assert all((REPO / "features" / c.feature).is_file() for c in MATRIX)
 
 

@@ -16,8 +16,8 @@ from kubernetes.utils.quantity import parse_quantity
 
 from refplatform import core
 from refplatform.core import (
-    GPU, GPU_INDEX_ANNOTATION, GPU_MILLI, NodeSelectorRequirement, PodGroupPhase, PodPhase, QueueState,
-    SelectorOperator, TaintEffect, TolerationOperator,
+    GPU, GPU_INDEX_ANNOTATION, GPU_MILLI, NodeSelectorRequirement, PodGroupPhase, PodPhase, PreemptionPolicy,
+    QueueState, SelectorOperator, TaintEffect, TolerationOperator,
 )
 
 Obj = dict[str, Any]
@@ -159,7 +159,16 @@ def pod_of(obj: Obj, arrival: float = 0.0) -> core.Pod:
                     node_name=spec.get("nodeName") or None, gpu_indices=indices, group=group_of(obj),
                     node_selector=dict(spec.get("nodeSelector") or {}), affinity=_affinity(spec),
                     tolerations=_tolerations(spec), created_at=_epoch(meta.get("creationTimestamp")) + arrival,
-                    phase=phase, terminating=bool(meta.get("deletionTimestamp")))
+                    phase=phase, terminating=bool(meta.get("deletionTimestamp")),
+                    preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
+
+
+def _preemption_policy(value: Any) -> PreemptionPolicy:
+    """``spec.preemptionPolicy`` (set by the Priority admission); absent or unknown: the default."""
+    try:
+        return PreemptionPolicy(value)
+    except ValueError:
+        return PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 
 
 def pod_group_of(obj: Obj) -> core.PodGroup:

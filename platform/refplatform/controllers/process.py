@@ -34,7 +34,8 @@ log = logging.getLogger("refplatform.controllers")
 
 def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
     config = core.SchedulerConfig(profile=core.Profile(args.scheduler_profile), placement=args.placement,
-                                  partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects)
+                                  partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects,
+                                  no_preemption=Defect.NO_PREEMPTION in args.defects)
     return SchedulerController(client, config)
 
 
