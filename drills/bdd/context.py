@@ -11,6 +11,7 @@ from drills.gang import GangDrill
 from drills.isolation import IsolationDrill
 from drills.leak.drill import LeakDrill
 from drills.nodepull import NodePullDrill
+from drills.serving import ServingDrill
 from drills.verdict import DrillResult
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class ScenarioContext:
     node_pull: NodePullDrill | None = None
     isolation: IsolationDrill | None = None
     leak: LeakDrill | None = None
+    serving: ServingDrill | None = None
 
     def gang_drill(self) -> GangDrill:
         if self.gang is None:
@@ -55,9 +57,15 @@ class ScenarioContext:
             self.leak = LeakDrill(self.target, self.result, self.run_id)
         return self.leak
 
+    def serving_drill(self) -> ServingDrill:
+        if self.serving is None:
+            self.result.drill = "serving"
+            self.serving = ServingDrill(self.target, self.result, self.run_id)
+        return self.serving
+
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.leak, self.isolation, self.node_pull, self.gang):
+        for drill in (self.serving, self.leak, self.isolation, self.node_pull, self.gang):
             if drill is not None:
                 try:
                     drill.rollback()

@@ -327,6 +327,72 @@ def sizes_hole(drill: ScenarioContext, tolerance: float) -> None:
     leak.judge_size(leak.hole, tolerance)
 
 
+# ------------------------------------------------------------ serving under chaos (docs/STEPS.md, docs/LOAD.md)
+@step("Given", "an inference service of {replicas:Count} replicas with {gpus:Whole} GPUs each behind a load balancer",
+      "an inference service of 3 replicas with 8 GPUs each behind a load balancer")
+def inference_service(drill: ScenarioContext, replicas: int, gpus: int) -> None:
+    """A Deployment of inference canaries (`firedrill-inference serve`: streams tokens, reports vLLM's metrics,
+    drains on SIGTERM), each asking for that many GPUs (so replicas of a whole node's GPUs land on different
+    nodes), behind a Service of type LoadBalancer; waits until every replica is Ready and the Service has an
+    address. None within 60 s: INCONCLUSIVE."""
+    drill.serving_drill().deploy(replicas, gpus)
+
+
+@step("Given", "steady load from {users:Count} users who retry a refused request up to {retries:Whole} times",
+      "steady load from 12 users who retry a refused request up to 2 times")
+def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
+    """Locust's inference users stream completions through the Service's address, each starting its next
+    request when one ends. The users' retry policy (docs/LOAD.md): a request refused before the server took it
+    on (connection failed or closed before a status line, 429, 503) is sent again up to that many times; a
+    stream cut short is never retried."""
+    drill.serving_drill().start_load(users, retries)
+
+
+@step("When", "the node of one replica is drained after {after:Duration} of load",
+      "the node of one replica is drained after 3 seconds of load")
+def drain_replica_node(drill: ScenarioContext, after: float) -> None:
+    """Planned maintenance: the node of one replica is cordoned and the drill's pods on it are evicted through
+    the Eviction API, as `kubectl drain` does (the node is uncordoned on rollback). The platform should stop
+    routing to the replica and let it finish what it took on within its grace period."""
+    drill.serving_drill().drain(after)
+
+
+@step("When", "the node of one replica is pulled with {method:FaultMethod} after {after:Duration} of load",
+      "the node of one replica is pulled with kill after 3 seconds of load")
+def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
+    """The node of one replica is pulled with a fault method (as in the node-pull drill). A stream in flight
+    on a killed node dies with it, whatever the platform does: promise a loss of 0 only for a drain."""
+    drill.serving_drill().pull(after, drill.target.profile.fault.method if method is None else method)
+
+
+@step("When", "the load goes on for {seconds:Duration}", "the load goes on for 8 seconds")
+def load_goes_on(drill: ScenarioContext, seconds: float) -> None:
+    """The load keeps running that long after the drain or pull, then stops: each user finishes the request it
+    is in (up to 10 s), and every request's fate is read from the users' own samples."""
+    drill.serving_drill().go_on(seconds)
+
+
+@step("Then", "p99 time to first token stays within {limit:Duration}",
+      "p99 time to first token stays within 1 second")
+def p99_ttft(drill: ScenarioContext, limit: float) -> None:
+    """Nearest-rank p99 of the answered requests' time to first token, as the users measured it from their
+    first attempt (a refused attempt and its back-off count), over the whole run."""
+    drill.result.check(Threshold("p99 time to first token", limit, "s"))
+
+
+@step("Then", "at most {limit:Number} % of requests fail", "at most 1 % of requests fail")
+def error_rate(drill: ScenarioContext, limit: float) -> None:
+    """Requests not answered after the retry policy (refused to the end, or lost), over every request sent."""
+    drill.result.check(Threshold("error rate", limit, "%"))
+
+
+@step("Then", "at most {limit:Whole} requests are lost", "at most 0 requests are lost")
+def requests_lost(drill: ScenarioContext, limit: int) -> None:
+    """Requests sent and never answered: a stream cut short, a connection that died, no status line after the
+    last retry. Each lost request is named (id, error, when it started relative to the act)."""
+    drill.result.check(Threshold("requests lost", float(limit), "requests"))
+
+
 # ------------------------------------------------------------ rules across the steps of a scenario
 PROBE_STEPS = {memory_probe.__name__: "memory", contained_probe.__name__: "contained", reset_probe.__name__: "reset"}
 

@@ -51,6 +51,10 @@ class Defect(enum.Enum):
     STALLS_AS_COMPUTE = "stalls-as-compute"
     """Simulated GPUs: time a workload waits for input is counted as compute (engine and tensor active)."""
 
+    DROP_IN_FLIGHT = "drop-in-flight"
+    """Node agents: a pod being deleted (evicted, drained, scaled in) is killed at once, its grace period ignored,
+    so a serving replica's in-flight requests are cut instead of finished."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -67,6 +71,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.LEAKY_MIG: "a contained Xid on one MIG instance fails every instance of its GPU",
     Defect.MISRANKED_LEAKS: "the leak report swaps its two largest holes",
     Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",
+    Defect.DROP_IN_FLIGHT: "a deleted pod is killed at once: in-flight requests are cut",
 }
 
 

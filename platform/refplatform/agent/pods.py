@@ -285,6 +285,7 @@ class PodSync:
         driver: Device | None = None,
         host_ip: str = HOST_IP,
         shutdown_grace: float = 2.0,
+        ignore_grace: bool = False,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -296,7 +297,9 @@ class PodSync:
         them as real processes (:mod:`refplatform.agent.runtime`), without it every pod is
         simulated.  ``addresses``: the node's pod range (without it a pod's IP is a hash of its
         uid); ``driver``: the node's simulated GPU driver the processes report to;
-        ``shutdown_grace``: how long :meth:`stop` lets processes exit after SIGTERM before SIGKILL."""
+        ``shutdown_grace``: how long :meth:`stop` lets processes exit after SIGTERM before SIGKILL;
+        ``ignore_grace``: the ``drop-in-flight`` defect, a deleted pod's processes are killed at once."""
+        self.ignore_grace = ignore_grace
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -632,7 +635,7 @@ class PodSync:
         worker.gpu_request = pod_device_requests(pod).get("nvidia.com/gpu", 0)
         worker.grace = grace_seconds(pod)
         if meta.get("deletionTimestamp"):
-            if self._halt(worker, now, grace_seconds(pod)):
+            if self._halt(worker, now, 0.0 if self.ignore_grace else grace_seconds(pod)):
                 self._delete(worker)
             return
         if worker.workload is not None and worker.workload.running:

@@ -183,7 +183,11 @@ class Agent:
             addresses=self.addresses,
             driver=self.driver,
             shutdown_grace=config.shutdown_grace,
+            ignore_grace=Defect.DROP_IN_FLIGHT in config.defects,
         )
+        if Defect.DROP_IN_FLIGHT in config.defects:
+            log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
+                        config.node)
         self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model))
         self.log_server.serve_metrics(self.metrics.render)
         if self.devices is not None:

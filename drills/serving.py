@@ -1,0 +1,374 @@
+"""The serving drill: inference users keep their service level while the node of one replica is drained or pulled.
+
+Steady state before: a Deployment of N inference canaries (``firedrill-inference serve``, docs/WORKLOAD.md),
+each asking for G GPUs so replicas land on different nodes, behind a Service of ``type: LoadBalancer``; every
+replica Ready and the service answering through its load balancer. Load: locust's ``InferenceUser`` (docs/LOAD.md)
+with the retry policy the feature states. Act: the node of one replica is **drained** (cordoned, then each of
+the drill's pods on it evicted through the Eviction API, as ``kubectl drain`` does) or **pulled** with a fault
+method (:mod:`drills.faults`). Observe: the load goes on for the stated time, then stops; every request's fate
+comes from locust's samples, the harness's own client: nothing is read from the platform.
+
+Measured, over every request the users sent (docs/STEPS.md):
+
+- ``p99 time to first token``: nearest-rank p99 of the answered requests' TTFT, from the first attempt's start
+  (a refused attempt and its back-off count);
+- ``error rate``: the share of requests not answered after the retry policy (failed or lost), in percent;
+- ``requests lost``: sent and never answered (a cut stream, a connection that died, no status line after the
+  last retry).
+
+Each lost request is named in a finding with its error and when it started relative to the act. The scenario
+is INCONCLUSIVE when the service was not serving before the act (no request answered, or the steady state
+already missed), since then the act proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drills.canaryjob import gpu_taint_toleration
+from drills.connect import Target
+from drills.kube.driver import NODE, POD, RESOURCES, KubeError
+from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
+from drills.safety import check_blast_radius, eligible_nodes
+from drills.target import FaultMethod
+from drills.verdict import DrillInconclusive, DrillResult, Measurement
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+DEPLOYMENT = RESOURCES[("apps/v1", "Deployment")]
+SERVICE = RESOURCES[("v1", "Service")]
+INFERENCE_COMMAND = ("firedrill-inference",)
+PORT = 8000
+LB_PORTS_ANNOTATION = "firedrill.dev/load-balancer-ports"
+"""Where the reference platform's loopback load balancer publishes its port (docs/SERVICES.md)."""
+READY_TIMEOUT = 60.0
+"""Seconds the service may take to have every replica Ready and an address that answers."""
+ROLLBACK_TIMEOUT = 40.0
+"""Seconds the rollback waits for the service's pods to be gone (a draining replica takes up to 10 s)."""
+BASELINE_MIN_S = 1.0
+"""The load runs at least this long before the act, so a steady state can be checked."""
+
+
+@dataclass(frozen=True)
+class ServiceShape:
+    """What the inference canary is asked to be: its timings, batch and queue (``firedrill-inference serve``)."""
+
+    ttft_s: float = 0.05
+    tpot_s: float = 0.01
+    max_batch: int = 8
+    max_queue: int = 64
+    max_tokens: int = 16
+
+
+def inference_manifests(name: str, run_id: str, namespace: str, image: str, replicas: int, gpus: int,
+                        gpu_resource: str, shape: ServiceShape = ServiceShape(),
+                        command: tuple[str, ...] = INFERENCE_COMMAND) -> list[Obj]:
+    """A Deployment of inference canaries and its LoadBalancer Service (pure).
+
+    Each replica binds ``POD_IP`` (the downward API), is Ready once ``/health`` answers (a readiness probe, so a
+    replica loading its model gets no traffic), and asks for ``gpus`` of ``gpu_resource`` (0: none)."""
+    labels = {"app": name, RUN_LABEL: run_id}
+    container: Obj = {
+        "name": "inference", "image": image, "command": list(command),
+        "args": ["serve", "--port", str(PORT), "--ttft-seconds", f"{shape.ttft_s:g}",
+                 "--tpot-seconds", f"{shape.tpot_s:g}", "--max-batch", str(shape.max_batch),
+                 "--max-queue", str(shape.max_queue)],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": PORT}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
+                           "failureThreshold": 1}}
+    if gpus:
+        container["resources"] = {"limits": {gpu_resource: str(gpus)}}
+    pod_spec: Obj = {"containers": [container], "terminationGracePeriodSeconds": 30}
+    if gpus:
+        pod_spec["tolerations"] = list(gpu_taint_toleration(gpu_resource))
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": labels, "annotations": {"prometheus.io/port": str(PORT)}},
+                              "spec": pod_spec}}}
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"type": "LoadBalancer", "selector": {"app": name},
+                 "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
+    return [deployment, service]
+
+
+def service_url(service: Obj, port: int = PORT) -> str | None:
+    """Where a client outside the cluster reaches the Service: the reference platform's published loopback port,
+    else the first ``status.loadBalancer.ingress`` address with the Service port; None while it has none."""
+    meta = service.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(LB_PORTS_ANNOTATION)
+    if raw:
+        try:
+            published = json.loads(raw).get(str(port))
+        except (ValueError, AttributeError):
+            published = None
+        if isinstance(published, int):
+            return f"http://127.0.0.1:{published}"
+    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        host = ingress.get("ip") or ingress.get("hostname")
+        if host:
+            return f"http://{host}:{port}"
+    return None
+
+
+def pod_ready(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running" \
+        and any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def lost_findings(samples: tuple[Sample, ...], act_mono: float | None, limit: int = 3) -> list[str]:
+    """Plain words for the first few lost requests: id, error, and when each started relative to the act."""
+    lost = [s for s in samples if s.outcome is Outcome.LOST]
+    out = []
+    for s in lost[:limit]:
+        when = f"{s.start_mono - act_mono:+.2f} s from the act" if act_mono is not None else "before any act"
+        out.append(f"request {s.request_id} ({when}, {s.attempts} attempt(s)): {s.error or 'no answer'}")
+    if len(lost) > limit:
+        out.append(f"... and {len(lost) - limit} more lost request(s)")
+    return out
+
+
+def series(samples: tuple[Sample, ...], origin: float, bucket_s: float = 1.0) -> list[Obj]:
+    """Per bucket of start time (seconds from ``origin``, the act): requests sent, answered, failed, lost and the
+    p99 TTFT of the answered ones; the evidence's latency-over-time chart is drawn from it."""
+    buckets: dict[int, list[Sample]] = {}
+    for s in samples:
+        buckets.setdefault(int((s.start_mono - origin) // bucket_s), []).append(s)
+    out = []
+    for b in sorted(buckets):
+        items = buckets[b]
+        t = totals(items)
+        ttfts = [s.ttft_s for s in items if s.outcome is Outcome.ANSWERED and s.ttft_s is not None]
+        out.append({"t": b * bucket_s, "sent": t.sent, "answered": t.answered, "failed": t.failed, "lost": t.lost,
+                    "p99_ttft_s": nearest_rank(ttfts, 99) if ttfts else None})
+    return out
+
+
+@dataclass
+class ServingDrill:
+    target: Target
+    result: DrillResult
+    run_id: str
+    name: str = ""
+    replicas: int = 0
+    shape: ServiceShape = field(default_factory=ServiceShape)
+    pods: dict[str, Obj] = field(default_factory=dict)
+    url: str | None = None
+    load: LoadRun | None = None
+    load_started: float | None = None
+    act_mono: float | None = None
+    cordoned: str | None = None
+    samples: tuple[Sample, ...] = ()
+    _tmp: tempfile.TemporaryDirectory[str] | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    # ------------------------------------------------------------- steady state
+    def deploy(self, replicas: int, gpus: int) -> None:
+        """Create the service and wait until every replica is Ready and the service answers through its address."""
+        profile, driver = self.target.profile, self.target.driver
+        self.name, self.replicas = f"infer-{self.run_id}"[:40], replicas
+        driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id), on_event=self._on_pod)
+        for obj in inference_manifests(self.name, self.run_id, profile.namespace, profile.canary_image, replicas,
+                                       gpus, profile.gpu_resource, self.shape):
+            driver.create(obj)
+        self.target.timeline.action("serving deployed", target=self.name, replicas=replicas, gpus=gpus)
+        if not self._wait(lambda: len(self._ready()) >= replicas, READY_TIMEOUT):
+            raise DrillInconclusive(f"the inference service {self.name} did not have {replicas} Ready replicas within "
+                                    f"{READY_TIMEOUT:g} s, so there is no steady state to disturb; pods: "
+                                    f"{self._pod_summary()}")
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + READY_TIMEOUT
+        while self.url is None:
+            svc = driver.find(SERVICE, self.name, profile.namespace) or {}
+            self.url = service_url(svc)
+            if self.url is None:
+                if clock.mono() >= deadline:
+                    raise DrillInconclusive(
+                        f"Service {profile.namespace}/{self.name} (type LoadBalancer) got no address within "
+                        f"{READY_TIMEOUT:g} s: the cluster has no load-balancer controller, or it is slow. Install "
+                        "one (MetalLB, a cloud's) so status.loadBalancer.ingress is set")
+                threading.Event().wait(0.2)
+        self.result.details["service"] = {"name": self.name, "replicas": replicas, "gpus_per_replica": gpus,
+                                          "url": self.url, "nodes": sorted(self._nodes())}
+
+    def start_load(self, users: int, retries: int) -> None:
+        """Start locust's inference users against the service (until the drill stops them)."""
+        assert self.url is not None, "deploy the service first"
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"firedrill-load-{self.run_id}-")
+        spec = LoadSpec(host=self.url, out_dir=Path(self._tmp.name), users=users, spawn_rate=float(users),
+                        duration_s=3600.0, retries=retries, request_timeout_s=10.0,
+                        max_tokens=self.shape.max_tokens, run_id=self.run_id, user_classes=(LoadUser.INFERENCE,))
+        try:
+            self.load = LoadRun(spec)
+        except LoadError as exc:
+            raise DrillInconclusive(f"the load generator could not start: {exc}") from None
+        self.load_started = self.target.timeline.clock.mono()
+        self.target.timeline.action("load started", target=self.url, users=users, retries=retries)
+        self.result.details["load"] = {"users": users, "retries": retries, "retry_on": "no status line, 429, 503",
+                                       "command": " ".join(self.load.command)}
+
+    def _let_load_run(self, seconds: float) -> None:
+        assert self.load is not None and self.load_started is not None, "start the load first"
+        clock = self.target.timeline.clock
+        remaining = self.load_started + seconds - clock.mono()
+        if remaining > 0:
+            threading.Event().wait(remaining)
+        if self.load.proc.poll() is not None:
+            raise DrillInconclusive(f"the load generator exited early (code {self.load.proc.returncode}); "
+                                    f"see {self.load.spec.out_dir / 'locust.log'}")
+
+    # ----------------------------------------------------------------- act
+    def _victim_node(self) -> tuple[str, list[Obj]]:
+        with self._cond:
+            ready = sorted(self._ready(), key=lambda p: p["metadata"]["name"])
+            if not ready:
+                raise DrillInconclusive(f"no replica of {self.name} is Ready; pods: {self._pod_summary()}")
+            node = ready[0]["spec"]["nodeName"]
+            on_node = [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == node]
+        if self.target.embedded is None:
+            all_nodes = self.target.driver.list(NODE)
+            chosen = [n for n in eligible_nodes(all_nodes, self.target.profile.safety) if n["metadata"]["name"] == node]
+            if not chosen:
+                raise DrillInconclusive(f"node {node} (of replica {ready[0]['metadata']['name']}) is not eligible for "
+                                        f"faults: it lacks the allow label {self.target.profile.safety.allow_label} "
+                                        "or is a control-plane node")
+            check_blast_radius(chosen, all_nodes, self.target.profile.safety, self.target.profile.gpu_resource)
+        return node, on_node
+
+    def drain(self, after_s: float) -> None:
+        """After ``after_s`` of load: cordon the node of one replica and evict the drill's pods on it (Eviction API),
+        as ``kubectl drain`` does; the rollback uncordons it."""
+        self._let_load_run(max(after_s, BASELINE_MIN_S))
+        node, on_node = self._victim_node()
+        driver = self.target.driver
+        driver.patch(NODE, node, {"spec": {"unschedulable": True}})
+        self.cordoned = node
+        self.act_mono = self.target.timeline.clock.mono()
+        self.target.timeline.action("drain", target=node, pods=[p["metadata"]["name"] for p in on_node])
+        for pod in on_node:
+            meta = pod["metadata"]
+            body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}}
+            try:
+                driver.request("POST", POD.path(meta.get("namespace"), meta["name"], "eviction"), body)
+            except KubeError as exc:
+                raise DrillInconclusive(f"could not evict {meta['name']} from {node}: {exc}") from None
+        self.result.details["act"] = {"kind": "drain", "node": node,
+                                      "evicted": sorted(p["metadata"]["name"] for p in on_node)}
+
+    def pull(self, after_s: float, method: FaultMethod) -> None:
+        """After ``after_s`` of load: pull the node of one replica with a fault method."""
+        self._let_load_run(max(after_s, BASELINE_MIN_S))
+        node, _ = self._victim_node()
+        record = self.target.pull(node, method, self.run_id)
+        self.result.details["act"] = {"kind": "pull", "node": node, "method": method.value,
+                                      "confirmed": record.confirmed, "detail": record.detail}
+        if not record.confirmed:
+            self.result.inconclusive(f"the {method.value} fault on {node} could not be confirmed ({record.detail}); "
+                                     "no service level is claimed")
+        clock = self.target.timeline.clock
+        self.act_mono = record.acted_at if record.acted_at is not None else clock.mono()
+
+    def go_on(self, seconds: float) -> None:
+        """Keep the load going ``seconds`` after the act, then stop it (each user finishes the request it is in)."""
+        assert self.load is not None, "start the load first"
+        clock = self.target.timeline.clock
+        start = self.act_mono if self.act_mono is not None else clock.mono()
+        remaining = start + seconds - clock.mono()
+        if remaining > 0:
+            threading.Event().wait(remaining)
+        self.load.stop()
+        try:
+            outcome = self.load.wait(timeout_s=self.load.deadline_s())
+        except LoadError as exc:
+            raise DrillInconclusive(f"the load generator's results could not be read: {exc}") from None
+        self.samples = tuple(s for s in outcome.samples if s.kind == "inference")
+        self.target.timeline.action("load stopped", target=self.url or "", sent=outcome.totals.sent)
+        self._record(outcome.locust.requests)
+
+    # ------------------------------------------------------------- judge
+    def _record(self, locust_requests: int) -> None:
+        samples, act = self.samples, self.act_mono
+        t = totals(samples)
+        before = [s for s in samples if act is not None and s.end_mono < act]
+        self.result.details["requests"] = {"sent": t.sent, "answered": t.answered, "failed": t.failed,
+                                           "lost": t.lost, "retried": sum(s.attempts > 1 for s in samples),
+                                           "locust_total": locust_requests}
+        self.result.details["series"] = series(samples, act if act is not None else (self.load_started or 0.0))
+        if not any(s.outcome is Outcome.ANSWERED for s in before):
+            self.result.inconclusive(f"no request was answered before the act ({len(before)} sent), so the service "
+                                     "was not serving and the act proves nothing")
+        answered = [s.ttft_s for s in samples if s.outcome is Outcome.ANSWERED and s.ttft_s is not None]
+        self.result.measure(Measurement("p99 time to first token", nearest_rank(answered, 99) if answered else None,
+                                        "s", note="" if answered else "no request was answered"))
+        self.result.measure(Measurement("error rate", 100.0 * t.error_rate if t.sent else None, "%",
+                                        note=f"{t.sent - t.answered} of {t.sent} requests not answered"))
+        self.result.measure(Measurement("requests lost", float(t.lost) if t.sent else None, "requests",
+                                        note=f"of {t.sent} sent"))
+        for finding in lost_findings(samples, act):
+            self.result.findings.append(finding)
+
+    # ------------------------------------------------------------- watches and helpers
+    def _on_pod(self, event: str, obj: Obj) -> None:
+        with self._cond:
+            if event == "DELETED":
+                self.pods.pop(obj["metadata"]["name"], None)
+            else:
+                self.pods[obj["metadata"]["name"]] = obj
+            self._cond.notify_all()
+
+    def _ready(self) -> list[Obj]:
+        return [p for p in self.pods.values() if pod_ready(p)]
+
+    def _nodes(self) -> set[str]:
+        return {(p.get("spec") or {}).get("nodeName", "") for p in self._ready()}
+
+    def _pod_summary(self) -> str:
+        return ", ".join(f"{n}={(p.get('status') or {}).get('phase')}@{(p.get('spec') or {}).get('nodeName')}"
+                         for n, p in sorted(self.pods.items())) or "none"
+
+    def _wait(self, predicate: Any, timeout: float) -> bool:
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + timeout
+        with self._cond:
+            while not predicate():
+                remaining = deadline - clock.mono()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(min(remaining, 0.5))
+            return True
+
+    def rollback(self) -> None:
+        """Stop the load, uncordon a drained node, delete the service and its pods."""
+        if self.load is not None:
+            self.load.stop()
+            self.load.__exit__(None, None, None)
+        driver, ns = self.target.driver, self.target.profile.namespace
+        if self.cordoned is not None:
+            driver.patch(NODE, self.cordoned, {"spec": {"unschedulable": False}})
+        if self.name:
+            for res in (SERVICE, DEPLOYMENT):
+                try:
+                    driver.delete(res, self.name, ns)
+                except KubeError as exc:
+                    if exc.code != 404:
+                        log.warning("could not delete %s %s: %s", res.kind, self.name, exc)
+            # the next scenario needs the GPUs back: wait (bounded) for the replicas to be gone
+            if not self._wait(lambda: not self.pods, ROLLBACK_TIMEOUT):
+                log.warning("replicas of %s still there %g s after the rollback: %s", self.name, ROLLBACK_TIMEOUT,
+                            self._pod_summary())
+        if self._tmp is not None:
+            self._tmp.cleanup()

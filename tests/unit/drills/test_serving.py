@@ -1,0 +1,71 @@
+"""The serving drill's pure parts: the manifests it submits, where it finds the service, how it words losses."""
+
+from __future__ import annotations
+
+import json
+
+from drills.load.run import Outcome, Sample
+from drills.serving import (LB_PORTS_ANNOTATION, PORT, ServiceShape, inference_manifests, lost_findings, pod_ready,
+                            series, service_url)
+
+
+def sample(rid: str, start: float, outcome: Outcome = Outcome.ANSWERED, ttft: float | None = 0.05,
+           attempts: int = 1, error: str | None = None) -> Sample:
+    return Sample(rid, "inference", 0.0, start, start + 0.2, 0.2, outcome, 200, ttft if outcome is Outcome.ANSWERED
+                  else None, error, None, attempts)
+
+
+def test_the_service_is_a_deployment_of_inference_canaries_behind_a_load_balancer() -> None:
+    deployment, service = inference_manifests("infer-x", "fdx", "drills", "img:1", 3, 8, "nvidia.com/gpu",
+                                              ServiceShape(ttft_s=0.05, tpot_s=0.01, max_batch=4, max_queue=9))
+    spec = deployment["spec"]
+    assert (deployment["kind"], spec["replicas"], spec["selector"]) == ("Deployment", 3, {"matchLabels": {"app":
+                                                                                                      "infer-x"}})
+    pod = spec["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["firedrill-inference"] and c["image"] == "img:1"
+    assert c["args"] == ["serve", "--port", str(PORT), "--ttft-seconds", "0.05", "--tpot-seconds", "0.01",
+                         "--max-batch", "4", "--max-queue", "9"]
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["template"]["metadata"]["labels"]["firedrill.dev/drill-run"] == "fdx"
+    assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"] == {"app": "infer-x"}
+    # no GPUs asked: no limits and no toleration
+    cpu_only = inference_manifests("i", "r", "ns", "img", 1, 0, "nvidia.com/gpu")[0]["spec"]["template"]["spec"]
+    assert "resources" not in cpu_only["containers"][0] and "tolerations" not in cpu_only
+
+
+def test_the_service_address_is_the_published_loopback_port_or_the_ingress() -> None:
+    assert service_url({"metadata": {}}) is None
+    assert service_url({"metadata": {"annotations": {LB_PORTS_ANNOTATION: json.dumps({str(PORT): 40123})}}}) == \
+        "http://127.0.0.1:40123"
+    assert service_url({"metadata": {}, "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example"}]}}}) == \
+        f"http://lb.example:{PORT}"
+    assert service_url({"metadata": {"annotations": {LB_PORTS_ANNOTATION: "not json"}},
+                        "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}]}}}) == f"http://10.0.0.9:{PORT}"
+
+
+def test_a_terminating_or_unready_replica_is_not_ready() -> None:
+    ready = {"metadata": {}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert pod_ready(ready)
+    assert not pod_ready({**ready, "metadata": {"deletionTimestamp": "2026-12-01T00:00:00Z"}})
+    assert not pod_ready({"metadata": {}, "status": {"phase": "Running", "conditions": [{"type": "Ready",
+                                                                                        "status": "False"}]}})
+
+
+def test_lost_requests_are_named_with_their_time_from_the_act() -> None:
+    samples = (sample("a", 9.0), *(sample(f"l{i}", 10.0 + i, Outcome.LOST, error="cut") for i in range(5)))
+    found = lost_findings(samples, act_mono=10.5)
+    assert found[0] == "request l0 (-0.50 s from the act, 1 attempt(s)): cut"
+    assert found[2].startswith("request l2 (+1.50 s") and found[3] == "... and 2 more lost request(s)"
+
+
+def test_the_series_buckets_requests_by_start_around_the_act() -> None:
+    samples = (sample("a", 9.2, ttft=0.04), sample("b", 9.9, ttft=0.08), sample("c", 10.1, Outcome.LOST),
+               sample("d", 10.4, Outcome.FAILED), sample("e", 11.5, ttft=0.05))
+    rows = series(samples, origin=10.0)
+    assert [r["t"] for r in rows] == [-1.0, 0.0, 1.0]
+    assert rows[0] == {"t": -1.0, "sent": 2, "answered": 2, "failed": 0, "lost": 0, "p99_ttft_s": 0.08}
+    assert rows[1] == {"t": 0.0, "sent": 2, "answered": 0, "failed": 1, "lost": 1, "p99_ttft_s": None}
