@@ -50,6 +50,9 @@ class Defect(enum.Enum):
     """API server: the leak report swaps its two largest holes."""
     STALLS_AS_COMPUTE = "stalls-as-compute"
     """Simulated GPUs: time a workload waits for input is counted as compute (engine and tensor active)."""
+    NO_AUTOSCALING = "no-autoscaling"
+    """Horizontal pod autoscaler: the replica count is computed and reported (``status.desiredReplicas``) but
+    never written to the target's scale, so a burst is never absorbed by scaling out."""
 
     DROP_IN_FLIGHT = "drop-in-flight"
     """Node agents: a pod being deleted (evicted, drained, scaled in) is killed at once, its grace period ignored,
@@ -71,6 +74,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.LEAKY_MIG: "a contained Xid on one MIG instance fails every instance of its GPU",
     Defect.MISRANKED_LEAKS: "the leak report swaps its two largest holes",
     Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",
+    Defect.NO_AUTOSCALING: "the autoscaler reports desiredReplicas but never scales the target",
     Defect.DROP_IN_FLIGHT: "a deleted pod is killed at once: in-flight requests are cut",
 }
 

@@ -86,6 +86,10 @@ class Profile:
     """Whether node agents fence themselves (kill their pods) once cut off from the API for
     :meth:`fence_after` seconds while a peer still reaches it (:mod:`refplatform.agent.fence`).
     Upstream's kubelet does not; medik8s Self Node Remediation and watchdog reboots do."""
+    hpa_sync_period: float = 15.0
+    """Seconds between the horizontal pod autoscaler's looks at each HorizontalPodAutoscaler.
+
+    Upstream: kube-controller-manager ``--horizontal-pod-autoscaler-sync-period``, 15 s."""
 
     def fence_after(self) -> float | None:
         """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so
@@ -117,6 +121,7 @@ TUNED = Profile(
     spares=1,
     quarantine=True,
     self_fence=True,
+    hpa_sync_period=1.0,
 )
 
 K8S_DEFAULTS = Profile(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from refplatform import core
 from refplatform.client import RestClient
+from refplatform.controllers.autoscaler import HorizontalPodAutoscalerController
 from refplatform.controllers.deployment import DeploymentController, ReplicaSetController
 from refplatform.controllers.endpoints import EndpointsController
 from refplatform.controllers.healer import HealerController
@@ -68,6 +69,13 @@ def _vcjob(client: RestClient, args: argparse.Namespace) -> Controller:
     return VolcanoJobController(client)
 
 
+def _autoscaler(client: RestClient, args: argparse.Namespace) -> Controller:
+    period = args.horizontal_pod_autoscaler_sync_period
+    return HorizontalPodAutoscalerController(
+        client, period if period is not None else profile_of(args).hpa_sync_period,
+        no_autoscaling=Defect.NO_AUTOSCALING in args.defects)
+
+
 def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     spares = [n.strip() for n in (args.spare_nodes or "").split(",") if n.strip()]
@@ -86,6 +94,7 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "replicaset": lambda client, args: ReplicaSetController(client),
     "endpoints": lambda client, args: EndpointsController(client),
     "loadbalancer": lambda client, args: LoadBalancerController(client),
+    "autoscaler": _autoscaler,
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
 
@@ -116,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override the profile: tolerationSeconds of the implicit not-ready/unreachable tolerations")
     p.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
                    help="override the profile: whether the healer quarantines lost nodes (out-of-service taint)")
+    p.add_argument("--horizontal-pod-autoscaler-sync-period", type=float, metavar="SECONDS",
+                   help="override the profile: seconds between looks at each HorizontalPodAutoscaler "
+                        "(tuned 1, k8s-defaults 15 as upstream)")
     p.add_argument("--spare-nodes", metavar="NAME,...", default="",
                    help="nodes the healer enrolls in the spare pool (label firedrill.dev/spare=true, "
                         "taint firedrill.dev/spare:NoSchedule)")

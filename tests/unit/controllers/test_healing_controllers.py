@@ -92,12 +92,16 @@ def test_profiles_carry_the_documented_timers() -> None:
 
 def test_the_controller_process_registers_every_controller_and_takes_the_profile() -> None:
     assert set(process.FACTORIES) == {"scheduler", "nodelifecycle", "tainteviction", "vcjob", "healer",
-                                      "deployment", "replicaset", "endpoints", "loadbalancer"}
+                                      "deployment", "replicaset", "endpoints", "loadbalancer", "autoscaler"}
     args = process.build_parser().parse_args(["--api", "https://127.0.0.1:1", "--profile", "k8s-defaults",
                                               "--default-toleration-seconds", "30"])
     profile = process.profile_of(args)
     assert profile.node_monitor_grace_period == 50 and profile.default_toleration_seconds == 30
     assert process.profile_of(process.build_parser().parse_args(["--api", "x"])) == TUNED
+    assert (TUNED.hpa_sync_period, K8S_DEFAULTS.hpa_sync_period) == (1.0, 15.0)
+    hpa = process.FACTORIES["autoscaler"](None, process.build_parser().parse_args(  # type: ignore[arg-type]
+        ["--api", "x", "--horizontal-pod-autoscaler-sync-period", "0.5", "--defect", "no-autoscaling"]))
+    assert (hpa.resync, hpa.no_autoscaling) == (0.5, True)  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------- events
