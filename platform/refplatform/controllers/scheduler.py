@@ -5,8 +5,13 @@ asks the pure core for decisions, and applies them through the API:
 
 - a bind is ``POST pods/NAME/binding`` (after annotating the chosen GPU
   indices), with a ``Scheduled`` Event;
-- an eviction for preemption or reclaim is ``POST pods/NAME/eviction``, with a
-  ``Preempted``/``Reclaimed`` Event on the victim;
+- a preemption victim (kube-scheduler's way) gets the condition
+  ``DisruptionTarget=True, reason PreemptionByScheduler`` in a status patch, then
+  a plain ``DELETE`` (graceful: its ``terminationGracePeriodSeconds``, so the
+  node agent sends SIGTERM and SIGKILLs only after the grace), with a
+  ``Preempted`` Event; each pod of the preemptor gets ``status.nominatedNodeName``;
+- a reclaim victim (Volcano's way) is ``POST pods/NAME/eviction``, with a
+  ``Reclaimed`` Event;
 - a pod that stays pending gets ``PodScheduled=False, reason Unschedulable``,
   a ``firedrill.dev/Unplaced`` condition whose reason says why its gang's GPU
   demand is not placed (``Fragmentation``, ``InsufficientCapacity``, ``Quota``,
@@ -69,8 +74,14 @@ class SchedulerController:
                                arrival=self._arrival)
         decisions = core.schedule(snapshot, self.config)
         by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
+        nominated = {n.pod.uid: n.node for n in decisions.nominations}
         for ev in decisions.evictions:
-            self._evict(by_key.get(ev.pod.key), ev)
+            if ev.reason is core.EvictReason.PREEMPTED:
+                self._preempt(by_key.get(ev.pod.key), ev, nominated)
+            else:
+                self._evict(by_key.get(ev.pod.key), ev)
+        for nomination in decisions.nominations:
+            self._nominate(by_key.get(nomination.pod.key), nomination)
         for bind in decisions.binds:
             self._bind(by_key.get(bind.pod.key), bind)
         for failure in decisions.failures:
@@ -142,6 +153,42 @@ class SchedulerController:
             return
         message = ev.message or f"{ev.reason.value} by {ev.preemptor or 'the scheduler'} on node {ev.node}"
         self.events.record(pod, "Pod", "Normal", ev.reason.value, message)
+
+    def _preempt(self, pod: Obj | None, ev: core.Evict, nominated: dict[str, str]) -> None:
+        """kube-scheduler's preemption of one victim: DisruptionTarget condition, graceful delete, Event."""
+        if pod is None:
+            return
+        ns, name = ev.pod.namespace, ev.pod.name
+        # A pod without a pod group is its own gang, keyed podgroup-<uid> (core.Session): name the pod.
+        preemptor_uid = ev.preemptor.rpartition("/podgroup-")[2] if "/podgroup-" in ev.preemptor else ""
+        kind = "pod" if preemptor_uid in nominated else "pod group"
+        current = (pod.get("status") or {}).get("conditions") or []
+        conditions = [c for c in current if c.get("type") != "DisruptionTarget"]
+        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                           "message": f"{self.events.component}: preempting to accommodate a higher priority {kind}",
+                           "lastTransitionTime": _rfc3339(self.clock())})
+        try:
+            self.client.patch(resource_path("", "v1", "pods", ns, name, "status"),
+                              {"status": {"conditions": conditions}}, MERGE_PATCH)
+            self.client.delete(resource_path("", "v1", "pods", ns, name),
+                               {"apiVersion": "v1", "kind": "DeleteOptions",
+                                "preconditions": {"uid": ev.pod.uid}} if ev.pod.uid else None)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("preempt %s/%s failed: %s", ns, name, exc)
+            return
+        who = f"pod {preemptor_uid}" if kind == "pod" else f"pod group {ev.preemptor}"
+        self.events.record(pod, "Pod", "Normal", "Preempted", f"Preempted by {who} on node {ev.node}",
+                           action="Preempting")
+
+    def _nominate(self, pod: Obj | None, nomination: core.Nomination) -> None:
+        if pod is None or (pod.get("status") or {}).get("nominatedNodeName") == nomination.node:
+            return
+        try:
+            self.client.patch(resource_path("", "v1", "pods", nomination.pod.namespace, nomination.pod.name,
+                                            "status"), {"status": {"nominatedNodeName": nomination.node}},
+                              MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("could not nominate %s to %s: %s", nomination.pod.key, nomination.node, exc)
 
     def _unschedulable_pod(self, pod: Obj | None, failure: core.FailedScheduling) -> None:
         if pod is None or (pod.get("spec") or {}).get("nodeName"):
