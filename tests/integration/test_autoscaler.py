@@ -20,6 +20,8 @@ balancer to queue.  Checked, each by a wait with a deadline:
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 NS = "default"
 METRIC = "vllm:num_requests_waiting"
 WARMUP_S = 2
+KUBECTL = shutil.which("kubectl")
 CONTROLLERS = ("scheduler", "deployment", "replicaset", "endpoints", "loadbalancer", "autoscaler")
 
 
@@ -214,3 +217,10 @@ def test_a_burst_scales_out_and_new_replicas_serve_only_once_loaded(cluster: Clu
         ips = {p["status"]["podIP"] for p in pods(cluster)}
         wait_until(lambda: ready_endpoints(cluster) == ips, 15, f"the slice to offer every replica {ips}")
         load.stop()
+    if KUBECTL:  # kubectl reads the HPA through the server's table: the reference, the metric against its target
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "get", "hpa", "infer",
+                              "--no-headers"], capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        fields = out.stdout.split()
+        assert fields[:2] == ["infer", "Deployment/infer"] and fields[2].endswith("/2"), out.stdout
+        assert fields[3:5] == ["1", "3"], out.stdout
