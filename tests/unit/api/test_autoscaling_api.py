@@ -110,3 +110,14 @@ def test_kubectl_get_hpa_table(client: Client) -> None:
     names = [c["name"] for c in t["columnDefinitions"]]
     assert names == ["Name", "Reference", "Targets", "MinPods", "MaxPods", "Replicas", "Age"]
     assert t["rows"][0]["cells"][:6] == ["infer", "Deployment/infer", "5/2", 1, 3, 1]
+
+
+def test_protobuf_bodies_of_scale_and_hpa_find_their_upstream_messages() -> None:
+    from refplatform.api import protobuf
+
+    assert protobuf.message_for("autoscaling/v1", "Scale") == "k8s.io.api.autoscaling.v1.Scale"
+    assert protobuf.message_for("autoscaling/v2", "HorizontalPodAutoscaler") == \
+        "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler"
+    fields = {f["json"] for f in protobuf.message_table()["k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerSpec"]
+              .values()}
+    assert {"scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior"} <= fields
