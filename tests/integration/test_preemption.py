@@ -14,11 +14,14 @@ with ``--checkpoint-on-sigterm`` and a grace period of 10 s, fills the GPUs.  A 
   (waited on the canary's own step lines, not a sleep); nothing is evicted.
 
 Every wait has a deadline; a watch records every version of the pods, so transient states are checked.
+kubectl (when installed) creates and lists PriorityClasses, and a pod of an unknown class is refused.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +38,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 NS = "default"
 NODE = "gpu-node-0"
+KUBECTL = shutil.which("kubectl")
 Line = dict[str, Any]
 
 
@@ -284,3 +288,38 @@ def test_with_no_preemption_the_inference_pod_stays_pending(defective: Cluster) 
         assert rank0.events("checkpoint") == [] and rank0.events("exit") == []
     finally:
         rank0.close()
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_creates_and_lists_priority_classes(tmp_path: Path) -> None:
+    """kubectl sends PriorityClasses as protobuf and prints the server's table; pods resolve their class."""
+    cluster = Cluster(ClusterSpec(tmp_path / "kubectl", nodes=1, gpus_per_node=2, controllers=()))
+    cluster.start()
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None
+        return subprocess.run([KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "--cache-dir",
+                               str(tmp_path / "cache"), *args], capture_output=True, text=True, timeout=60)
+    try:
+        made = kubectl("create", "priorityclass", "inference-high", "--value=1000000", "--description=serve")
+        assert made.returncode == 0, made.stderr
+        made = kubectl("create", "priorityclass", "fill", "--value=10", "--global-default", "--preemption-policy=Never")
+        assert made.returncode == 0, made.stderr
+        huge = kubectl("create", "priorityclass", "huge", "--value=2000000000")
+        assert huge.returncode == 1 and "maximum allowed value of a user defined priority is 1000000000" in huge.stderr
+        table = kubectl("get", "pc", "-o", "wide")
+        assert table.returncode == 0, table.stderr
+        rows = [line.split() for line in table.stdout.splitlines()]
+        assert rows[0] == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+        by_name = {row[0]: row for row in rows[1:]}
+        assert by_name["fill"][1:3] == ["10", "true"] and by_name["fill"][4] == "Never"
+        assert by_name["system-node-critical"][1] == "2000001000"
+        unknown = kubectl("run", "x", "--image=i", "--overrides", '{"spec":{"priorityClassName":"foo"}}')
+        assert unknown.returncode == 1
+        assert 'pods "x" is forbidden: no PriorityClass with name foo was found' in unknown.stderr
+        assert kubectl("run", "y", "--image=i").returncode == 0  # no class: the global default
+        got = kubectl("get", "pod", "y", "-o", "jsonpath={.spec.priority} {.spec.preemptionPolicy} "
+                                               "{.spec.priorityClassName}")
+        assert got.stdout.split() == ["10", "Never", "fill"]
+    finally:
+        cluster.stop()
