@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from drills.connect import Target
+from drills.controlplane import ControlPlaneDrill
 from drills.gang import GangDrill
 from drills.isolation import IsolationDrill
 from drills.leak.drill import LeakDrill
@@ -32,6 +33,7 @@ class ScenarioContext:
     isolation: IsolationDrill | None = None
     leak: LeakDrill | None = None
     serving: ServingDrill | None = None
+    control_plane: ControlPlaneDrill | None = None
 
     def gang_drill(self) -> GangDrill:
         if self.gang is None:
@@ -63,9 +65,23 @@ class ScenarioContext:
             self.serving = ServingDrill(self.target, self.result, self.run_id)
         return self.serving
 
+    def control_plane_drill(self) -> ControlPlaneDrill:
+        if self.control_plane is None:
+            self.result.drill = "control-plane"
+            self.control_plane = ControlPlaneDrill(self.target, self.result, self.run_id)
+        return self.control_plane
+
+    def loaded_drill(self) -> ServingDrill | ControlPlaneDrill:
+        """The drill of this scenario that runs a load (the serving or the control-plane drill)."""
+        drill = self.serving or self.control_plane
+        if drill is None:
+            raise ValueError("no load is running in this scenario; start one with 'steady load from <users> users "
+                             "who retry ...' or 'steady control-plane load from <users> users ...'")
+        return drill
+
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.serving, self.leak, self.isolation, self.node_pull, self.gang):
+        for drill in (self.control_plane, self.serving, self.leak, self.isolation, self.node_pull, self.gang):
             if drill is not None:
                 try:
                     drill.rollback()

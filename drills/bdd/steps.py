@@ -369,7 +369,7 @@ def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after:
 def load_goes_on(drill: ScenarioContext, seconds: float) -> None:
     """The load keeps running that long after the drain or pull, then stops: each user finishes the request it
     is in (up to 10 s), and every request's fate is read from the users' own samples."""
-    drill.serving_drill().go_on(seconds)
+    drill.loaded_drill().go_on(seconds)
 
 
 @step("Then", "p99 time to first token stays within {limit:Duration}",
@@ -391,6 +391,54 @@ def requests_lost(drill: ScenarioContext, limit: int) -> None:
     """Requests sent and never answered: a stream cut short, a connection that died, no status line after the
     last retry. Each lost request is named (id, error, when it started relative to the act)."""
     drill.result.check(Threshold("requests lost", float(limit), "requests"))
+
+
+# ------------------------------------------------------------ the control plane under chaos (docs/CONTROL_PLANE.md)
+@step("Given", "steady control-plane load from {users:Count} users writing, listing and watching pods",
+      "steady control-plane load from 4 users writing, listing and watching pods")
+def control_plane_load(drill: ScenarioContext, users: int) -> None:
+    """Locust's control-plane users create, update, list and watch pods that no node can take (they stay
+    Pending) through the official kubernetes client, each starting its next call when one ends."""
+    drill.control_plane_drill().start_load(users)
+
+
+@step("Given", "{rate:Count} pods are started every second", "2 pods are started every second")
+def pods_started(drill: ScenarioContext, rate: int) -> None:
+    """Small schedulable pods (`sleep` in the profile's canary image) are created at that rate, each timed from
+    its create call to the harness's watch seeing it Running with every container started."""
+    drill.control_plane_drill().start_pods(rate)
+
+
+@step("When", "a node is pulled with {method:FaultMethod} after {after:Duration} of load",
+      "a node is pulled with kill after 3 seconds of load")
+def pull_any_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
+    """One eligible node (the first by name that takes pods) is pulled with a fault method, as in the node-pull
+    drill; on a real cluster the profile's safety checks apply."""
+    drill.control_plane_drill().pull(after, drill.target.profile.fault.method if method is None else method)
+
+
+@step("Then", "mutating API calls have a p99 latency within {limit:Duration}",
+      "mutating API calls have a p99 latency within 1 second")
+def mutating_p99(drill: ScenarioContext, limit: float) -> None:
+    """The Kubernetes SLO, per verb: the worst of the create and update p99 latencies the users measured."""
+    drill.result.check(Threshold("mutating API call p99", limit, "s"))
+
+
+@step("Then", "pod startup has a p99 latency within {limit:Duration}",
+      "pod startup has a p99 latency within 5 seconds")
+def startup_p99(drill: ScenarioContext, limit: float) -> None:
+    """The Kubernetes SLO for schedulable stateless pods: create call to Running with every container started,
+    as the harness's watch saw it. Pods bound to the pulled node are shown, not judged; a pod that never
+    started counts as never."""
+    drill.result.check(Threshold("pod startup p99", limit, "s"))
+
+
+@step("Then", "every write the API acknowledged is found afterwards",
+      "every write the API acknowledged is found afterwards")
+def acknowledged_found(drill: ScenarioContext) -> None:
+    """Each pod whose create the API acknowledged to a load user is listed afterwards; each missing one is
+    named."""
+    drill.result.check(Threshold("acknowledged writes lost", 0.0, "writes"))
 
 
 # ------------------------------------------------------------ rules across the steps of a scenario

@@ -442,11 +442,12 @@ class LoadRun:
         return self._log.read().decode("utf-8", "replace")
 
     def stop(self) -> None:
-        """End locust early (SIGTERM, then SIGKILL after 10 s); its files are written on SIGTERM."""
+        """End locust early: SIGTERM (each user finishes its request within ``stop_timeout_s``, then locust writes
+        its files), SIGKILL only if it is still there 10 s after that."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(self.spec.stop_timeout_s + 10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)

@@ -54,6 +54,10 @@ class Defect(enum.Enum):
     """Horizontal pod autoscaler: the replica count is computed and reported (``status.desiredReplicas``) but
     never written to the target's scale, so a burst is never absorbed by scaling out."""
 
+    LOSE_ACKED_WRITES = "lose-acked-writes"
+    """API server: every 10th pod create is acknowledged (201, with a uid and a resourceVersion) but never
+    committed to the store, as an API server that answers before its write is durable does."""
+
     DROP_IN_FLIGHT = "drop-in-flight"
     """Node agents: a pod being deleted (evicted, drained, scaled in) is killed at once, its grace period ignored,
     so a serving replica's in-flight requests are cut instead of finished."""
@@ -76,6 +80,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",
     Defect.NO_AUTOSCALING: "the autoscaler reports desiredReplicas but never scales the target",
     Defect.DROP_IN_FLIGHT: "a deleted pod is killed at once: in-flight requests are cut",
+    Defect.LOSE_ACKED_WRITES: "the API server acknowledges every 10th pod create but never stores it",
 }
 
 

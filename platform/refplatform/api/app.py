@@ -120,6 +120,8 @@ class ApiServer:
     def __post_init__(self) -> None:
         self.openapi = OpenApi(self.service.registry, {g: list(vs) for g, vs in discovery.EXTRA_GROUPS.items()})
         self.service.store.subscribe(self.hub.notify)
+        if Defect.LOSE_ACKED_WRITES in self.settings.defects:
+            self.service.lose_every = 10
         self.app = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,
                                            methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
 

@@ -13,6 +13,7 @@ import base64
 import copy
 import json
 import secrets
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -113,6 +114,9 @@ class ApiService:
         self.registry = registry
         self.clock = clock
         self.priority = PriorityAdmission(store)
+        self.lose_every = 0
+        """The ``lose-acked-writes`` defect: every Nth pod create is acknowledged and never stored (0: none)."""
+        self._pod_creates = 0
         for ns in SYSTEM_NAMESPACES:
             if store.find(NAMESPACES.key, "", ns) is None:
                 self.create(NAMESPACES, "", {"metadata": {"name": ns}})
@@ -204,10 +208,21 @@ class ApiService:
         self._admit(rt, obj)
         self._require_namespace(rt, namespace)
         self.priority.admit_create(rt, obj)
+        if rt is PODS and self.lose_every:
+            self._pod_creates += 1
+            if self._pod_creates % self.lose_every == 0:
+                return self._acknowledge_only(obj)
         try:
             return self.store.create(rt.key, obj, now=self.now())
         except ObjectExists:
             raise E.already_exists(rt, meta["name"]) from None
+
+    def _acknowledge_only(self, obj: Obj) -> Obj:
+        """The ``lose-acked-writes`` defect: the answer a stored create would get, with nothing stored."""
+        meta = obj["metadata"]
+        meta.update(uid=str(uuid.uuid4()), resourceVersion=str(self.store.resource_version + 1),
+                    creationTimestamp=self.now())
+        return obj
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "") -> Obj:
         obj = self._check_kind(rt, copy.deepcopy(body), namespace, name)

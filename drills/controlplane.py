@@ -1,0 +1,320 @@
+"""The control-plane drill: the API server and scheduler keep their service levels while a node is pulled.
+
+Kubernetes' scalability SLOs (``../shared/reference/slos-and-conformance.md``) are the yardstick: mutating API
+calls p99 <= 1 s per (resource, verb), and startup of schedulable stateless pods p99 <= 5 s. clusterloader2
+measures them on a calm cluster; this drill measures them while a node dies, and adds the promise every other
+number rests on: a write the API acknowledged is still there afterwards.
+
+Steady state before: locust's ``ControlPlaneUser`` (docs/LOAD.md) writes, lists and watches pods that no node
+can take (they stay Pending and cost nothing) through the official client, and the drill starts small
+schedulable pods at a steady rate. Act: a node is pulled with a fault method. Observe: the load goes on, then
+stops. Judge, from the harness's own clients only:
+
+- ``mutating API call p99``: the worst, over create and update, of the nearest-rank p99 latency of the users'
+  acknowledged calls (the SLO is per verb);
+- ``pod startup p99``: from the drill's create call to the harness's watch seeing the pod Running with every
+  container started, over the startup pods not bound to the pulled node (a pod bound to a node that then dies
+  cannot start on it: those are counted and shown, not judged); a pod that never started is never;
+- ``acknowledged writes lost``: pods whose create the API acknowledged (201) to a load user and that a list
+  afterwards does not return. Nothing in the run deletes them (they are never scheduled, so never evicted).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drills.connect import Target
+from drills.kube.driver import NODE, POD, KubeDriver, KubeError
+from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank
+from drills.safety import check_blast_radius, eligible_nodes
+from drills.target import FaultMethod
+from drills.verdict import DrillInconclusive, DrillResult, Measurement
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+MUTATING = ("k8s-create", "k8s-update")
+LOAD_LABEL = "firedrill.dev/load"
+STARTUP_LABEL = "firedrill.dev/startup"
+SETTLE_S = 10.0
+"""After the load stops, how long startup pods created near its end may take to be seen Running."""
+ROLLBACK_TIMEOUT = 30.0
+
+
+def kubeconfig_for(driver: KubeDriver, path: Path) -> Path:
+    """A kubeconfig file with the driver's own server, CA and credentials, for the load users' process (the
+    same identity the harness uses; a token from an exec plugin is written as the token it is now)."""
+    cfg = driver.api.configuration
+    cluster: Obj = {"server": cfg.host}
+    if cfg.ssl_ca_cert:
+        cluster["certificate-authority"] = str(cfg.ssl_ca_cert)
+    if not cfg.verify_ssl:
+        cluster["insecure-skip-tls-verify"] = True
+    user: Obj = {}
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    if token:
+        user["token"] = str(token).split(" ", 1)[-1]
+    if cfg.cert_file and cfg.key_file:
+        user["client-certificate"], user["client-key"] = str(cfg.cert_file), str(cfg.key_file)
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "firedrill",
+           "clusters": [{"name": "target", "cluster": cluster}], "users": [{"name": "firedrill", "user": user}],
+           "contexts": [{"name": "firedrill", "context": {"cluster": "target", "user": "firedrill"}}]}
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
+
+
+def worst_p99(samples: tuple[Sample, ...], kinds: tuple[str, ...] = MUTATING) -> tuple[float | None, str]:
+    """The worst per-verb nearest-rank p99 latency of answered calls, and a note naming each verb's."""
+    parts, worst = [], None
+    for kind in kinds:
+        values = [s.latency_s for s in samples if s.kind == kind and s.outcome is Outcome.ANSWERED]
+        if values:
+            p99 = nearest_rank(values, 99)
+            parts.append(f"{kind.removeprefix('k8s-')} p99 {p99:.3f} s over {len(values)}")
+            worst = p99 if worst is None else max(worst, p99)
+    return worst, "; ".join(parts) or "no mutating call was answered"
+
+
+def acknowledged_creates(samples: tuple[Sample, ...]) -> dict[str, Sample]:
+    """Object name -> the answered create that acknowledged it."""
+    return {s.object_name: s for s in samples
+            if s.kind == "k8s-create" and s.outcome is Outcome.ANSWERED and s.object_name}
+
+
+def startup_p99(latencies: list[float | None]) -> tuple[float | None, str]:
+    """Nearest-rank p99 over startup latencies where None means never started: None when the p99 lands on one."""
+    if not latencies:
+        return None, "no startup pod was judged"
+    never = sum(v is None for v in latencies)
+    ordered = sorted(latencies, key=lambda v: float("inf") if v is None else v)
+    p99 = ordered[max(1, math.ceil(0.99 * len(ordered))) - 1]
+    note = f"{len(latencies)} pods" + (f", {never} never started" if never else "")
+    return p99, note
+
+
+@dataclass
+class PodStart:
+    name: str
+    created: float
+    """Harness monotonic clock just before the create call."""
+    started: float | None = None
+    node: str | None = None
+
+
+@dataclass
+class ControlPlaneDrill:
+    target: Target
+    result: DrillResult
+    run_id: str
+    load: LoadRun | None = None
+    load_started: float | None = None
+    rate: float = 0.0
+    starts: dict[str, PodStart] = field(default_factory=dict)
+    pulled: str | None = None
+    act_mono: float | None = None
+    samples: tuple[Sample, ...] = ()
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _starter: threading.Thread | None = None
+    _tmp: tempfile.TemporaryDirectory[str] | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    # ------------------------------------------------------------- steady state
+    def start_load(self, users: int) -> None:
+        """Locust's control-plane users, writing, listing and watching Pending pods through the official client."""
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"firedrill-cp-{self.run_id}-")
+        out = Path(self._tmp.name)
+        kubeconfig = (self.target.embedded.kubeconfig if self.target.embedded is not None
+                      else kubeconfig_for(self.target.driver, out / "kubeconfig"))
+        spec = LoadSpec(host=self.target.driver.host, out_dir=out / "load", users=users, spawn_rate=float(users),
+                        duration_s=3600.0, user_classes=(LoadUser.CONTROL_PLANE,), kubeconfig=kubeconfig,
+                        namespace=self.target.profile.namespace, k8s_object="pod", run_id=self.run_id,
+                        request_timeout_s=5.0)
+        try:
+            self.load = LoadRun(spec, check_host=False)
+        except LoadError as exc:
+            raise DrillInconclusive(f"the load generator could not start: {exc}") from None
+        self.load_started = self.target.timeline.clock.mono()
+        self.target.timeline.action("control-plane load started", users=users)
+        self.result.details["load"] = {"users": users, "object": "pod (Pending: no node matches its selector)",
+                                       "command": " ".join(self.load.command)}
+
+    def start_pods(self, per_second: int) -> None:
+        """Start small schedulable pods (``sleep`` in the profile's canary image) at a steady rate, each timed from
+        its create call to the harness's watch seeing it Running with every container started."""
+        self.rate = float(per_second)
+        driver, ns = self.target.driver, self.target.profile.namespace
+        driver.watch(POD, ns, label_selector=f"{RUN_LABEL}={self.run_id},{STARTUP_LABEL}=true", on_event=self._on_pod)
+        self._starter = threading.Thread(target=self._start_loop, name="pod-starter", daemon=True)
+        self._starter.start()
+        self.result.details["startup"] = {"per_second": per_second, "image": self.target.profile.canary_image}
+
+    def _start_loop(self) -> None:
+        clock, driver = self.target.timeline.clock, self.target.driver
+        ns, image = self.target.profile.namespace, self.target.profile.canary_image
+        n, begin = 0, clock.mono()
+        while not self._stop.is_set():
+            name = f"start-{self.run_id}-{n}"
+            body = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": ns,
+                                 "labels": {RUN_LABEL: self.run_id, STARTUP_LABEL: "true"}},
+                    "spec": {"terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
+                             "containers": [{"name": "main", "image": image, "command": ["sleep", "3600"]}]}}
+            created = clock.mono()
+            try:
+                driver.create(body)
+                with self._cond:
+                    self.starts.setdefault(name, PodStart(name, created))
+            except KubeError as exc:
+                log.warning("startup pod %s was refused: %s", name, exc)
+            n += 1
+            self._stop.wait(max(0.0, begin + n / self.rate - clock.mono()))
+
+    def _on_pod(self, event: str, obj: Obj) -> None:
+        if event == "DELETED":
+            return
+        status = obj.get("status") or {}
+        started = status.get("phase") == "Running" and bool(status.get("containerStatuses")) and all(
+            (c.get("state") or {}).get("running") for c in status.get("containerStatuses") or [])
+        now = self.target.timeline.clock.mono()
+        with self._cond:
+            name = obj["metadata"]["name"]
+            start = self.starts.setdefault(name, PodStart(name, now))
+            start.node = (obj.get("spec") or {}).get("nodeName") or start.node
+            if started and start.started is None:
+                start.started = now
+            self._cond.notify_all()
+
+    def _let_load_run(self, seconds: float) -> None:
+        assert self.load is not None and self.load_started is not None, "start the control-plane load first"
+        remaining = self.load_started + seconds - self.target.timeline.clock.mono()
+        if remaining > 0:
+            threading.Event().wait(remaining)
+        if self.load.proc.poll() is not None:
+            raise DrillInconclusive(f"the load generator exited early (code {self.load.proc.returncode}); "
+                                    f"see {self.load.spec.out_dir / 'locust.log'}")
+
+    # ----------------------------------------------------------------- act
+    def pull(self, after_s: float, method: FaultMethod) -> None:
+        """After ``after_s`` of load, pull one eligible GPU node (the first by name that takes pods)."""
+        self._let_load_run(after_s)
+        nodes = self.target.driver.list(NODE)
+        candidates = sorted((n for n in eligible_nodes(nodes, self.target.profile.safety)
+                             if not (n.get("spec") or {}).get("unschedulable")
+                             and not any(t.get("effect") == "NoSchedule" and t.get("key") != self.target.profile.
+                                         gpu_resource for t in (n.get("spec") or {}).get("taints") or [])),
+                            key=lambda n: n["metadata"]["name"])
+        if not candidates:
+            raise DrillInconclusive("no node is eligible to be pulled (allow label, Ready, schedulable)")
+        node = candidates[0]
+        if self.target.embedded is None:
+            check_blast_radius([node], nodes, self.target.profile.safety, self.target.profile.gpu_resource)
+        self.pulled = node["metadata"]["name"]
+        record = self.target.pull(self.pulled, method, self.run_id)
+        clock = self.target.timeline.clock
+        self.act_mono = record.acted_at if record.acted_at is not None else clock.mono()
+        self.result.details["act"] = {"kind": "pull", "node": self.pulled, "method": method.value,
+                                      "confirmed": record.confirmed, "detail": record.detail}
+        if not record.confirmed:
+            self.result.inconclusive(f"the {method.value} fault on {self.pulled} could not be confirmed "
+                                     f"({record.detail}); no service level is claimed")
+
+    def go_on(self, seconds: float) -> None:
+        """Keep the load going ``seconds`` after the act, stop it, let the last startup pods start, and judge."""
+        assert self.load is not None, "start the control-plane load first"
+        clock = self.target.timeline.clock
+        start = self.act_mono if self.act_mono is not None else clock.mono()
+        remaining = start + seconds - clock.mono()
+        if remaining > 0:
+            threading.Event().wait(remaining)
+        self._stop.set()
+        if self._starter is not None:
+            self._starter.join(10)
+        self.load.stop()
+        try:
+            outcome = self.load.wait(timeout_s=self.load.deadline_s())
+        except LoadError as exc:
+            raise DrillInconclusive(f"the load generator's results could not be read: {exc}") from None
+        self.samples = outcome.samples
+        self.target.timeline.action("control-plane load stopped", sent=outcome.totals.sent)
+        self._wait(lambda: all(s.started is not None or s.node == self.pulled for s in self.starts.values()),
+                   SETTLE_S)
+        self._judge()
+
+    # ------------------------------------------------------------- judge
+    def _judge(self) -> None:
+        samples = self.samples
+        worst, note = worst_p99(samples)
+        self.result.measure(Measurement("mutating API call p99", worst, "s", note=note))
+        failed = [s for s in samples if s.kind in MUTATING and s.outcome is not Outcome.ANSWERED]
+        with self._cond:
+            starts = list(self.starts.values())
+        on_pulled = [s for s in starts if s.node is not None and s.node == self.pulled and s.started is None]
+        judged = [s for s in starts if s not in on_pulled]
+        p99, snote = startup_p99([None if s.started is None else s.started - s.created for s in judged])
+        if on_pulled:
+            snote += f"; {len(on_pulled)} bound to the pulled node {self.pulled} and not judged"
+        self.result.measure(Measurement("pod startup p99", p99, "s", note=snote))
+        acked = acknowledged_creates(samples)
+        found = {p["metadata"]["name"] for p in self.target.driver.list(
+            POD, self.target.profile.namespace, label_selector=f"{LOAD_LABEL}={self.run_id}")}
+        missing = sorted(set(acked) - found, key=lambda n: acked[n].start_mono)
+        self.result.measure(Measurement("acknowledged writes lost", float(len(missing)), "writes",
+                                        note=f"of {len(acked)} creates acknowledged"))
+        act = self.act_mono
+        for name in missing[:3]:
+            s = acked[name]
+            when = f"{s.start_mono - act:+.2f} s from the pull" if act is not None else "before any pull"
+            self.result.findings.append(f"pod {name} was acknowledged (HTTP {s.status}, {when}) but is not in the "
+                                        "API afterwards")
+        if len(missing) > 3:
+            self.result.findings.append(f"... and {len(missing) - 3} more acknowledged pod(s) missing")
+        self.result.details["requests"] = {
+            "mutating": sum(s.kind in MUTATING for s in samples), "mutating_not_answered": len(failed),
+            "reads": sum(s.kind in ("k8s-list", "k8s-watch") for s in samples),
+            "acknowledged_creates": len(acked), "acknowledged_missing": missing,
+            "startup_pods": len(starts), "startup_on_pulled_node": len(on_pulled)}
+        if failed:
+            self.result.findings.append(f"{len(failed)} mutating call(s) were not answered, e.g. "
+                                        f"{failed[0].kind} {failed[0].object_name or ''}: {failed[0].error}")
+
+    # ------------------------------------------------------------- helpers
+    def _wait(self, predicate: Any, timeout: float) -> bool:
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + timeout
+        with self._cond:
+            while not predicate():
+                remaining = deadline - clock.mono()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(min(remaining, 0.5))
+            return True
+
+    def rollback(self) -> None:
+        """Stop the load and the starter, delete every pod the run made (load users' and startup pods)."""
+        self._stop.set()
+        if self.load is not None:
+            self.load.stop()
+            self.load.__exit__(None, None, None)
+        driver, ns = self.target.driver, self.target.profile.namespace
+        for selector in (f"{LOAD_LABEL}={self.run_id}", run_selector(self.run_id)):
+            try:
+                for pod in driver.list(POD, ns, label_selector=selector):
+                    try:
+                        driver.delete(POD, pod["metadata"]["name"], ns)
+                    except KubeError as exc:
+                        if exc.code != 404:
+                            log.warning("could not delete pod %s: %s", pod["metadata"]["name"], exc)
+            except KubeError as exc:
+                log.warning("could not list the run's pods (%s): %s", selector, exc)
+        if self._tmp is not None:
+            self._tmp.cleanup()

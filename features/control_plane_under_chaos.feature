@@ -1,0 +1,16 @@
+@conformance:robust_controller
+Feature: The control plane under chaos
+  The API server and the scheduler keep the Kubernetes service levels while a
+  node dies: mutating calls answer within a second, new pods start within five
+  seconds, and nothing the API acknowledged is lost. Every number comes from
+  the harness's own clients and watches.
+
+  @clause:10.1
+  Scenario: The control plane holds its SLOs while a node is pulled
+    Given steady control-plane load from 4 users writing, listing and watching pods
+    And 2 pods are started every second
+    When a node is pulled with kill after 3 seconds of load
+    And the load goes on for 10 seconds
+    Then mutating API calls have a p99 latency within 1 second
+    And pod startup has a p99 latency within 5 seconds
+    And every write the API acknowledged is found afterwards

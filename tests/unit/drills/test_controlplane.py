@@ -1,0 +1,50 @@
+"""The control-plane drill's pure parts: per-verb p99, startup p99 with pods that never started, the writes it
+checks, and the kubeconfig it hands the load users."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from drills.controlplane import acknowledged_creates, kubeconfig_for, startup_p99, worst_p99
+from drills.kube.driver import KubeDriver
+from drills.load.run import Outcome, Sample
+
+
+def sample(kind: str, latency: float, outcome: Outcome = Outcome.ANSWERED, obj: str | None = None) -> Sample:
+    return Sample(f"r{latency}", kind, 0.0, 1.0, 1.0 + latency, latency, outcome, 201, None, None, obj)
+
+
+def test_the_mutating_p99_is_the_worst_verb_and_names_each() -> None:
+    samples = (*(sample("k8s-create", 0.01 * i) for i in range(1, 101)),
+               *(sample("k8s-update", 0.5) for _ in range(10)), sample("k8s-update", 9.0, Outcome.FAILED),
+               sample("k8s-list", 30.0))
+    worst, note = worst_p99(samples)
+    assert worst == 0.99  # the create p99, the worse verb; the failed update and the list are not in it
+    assert note == "create p99 0.990 s over 100; update p99 0.500 s over 10"
+    assert worst_p99(()) == (None, "no mutating call was answered")
+
+
+def test_startup_p99_is_never_when_it_lands_on_a_pod_that_never_started() -> None:
+    assert startup_p99([0.5] * 99 + [None]) == (0.5, "100 pods, 1 never started")
+    assert startup_p99([0.5] * 98 + [None, None]) == (None, "100 pods, 2 never started")
+    assert startup_p99([]) == (None, "no startup pod was judged")
+
+
+def test_only_answered_creates_with_a_name_are_acknowledged_writes() -> None:
+    samples = (sample("k8s-create", 0.1, obj="a"), sample("k8s-create", 0.1, Outcome.FAILED, obj="b"),
+               sample("k8s-update", 0.1, obj="c"), sample("k8s-create", 0.1))
+    assert set(acknowledged_creates(samples)) == {"a"}
+
+
+def test_the_load_users_kubeconfig_carries_the_drivers_server_ca_and_token(tmp_path: Path) -> None:
+    cfg = client.Configuration()
+    cfg.host, cfg.ssl_ca_cert, cfg.api_key = "https://127.0.0.1:6443", str(tmp_path / "ca.crt"), {
+        "authorization": "Bearer s3cret"}
+    path = kubeconfig_for(KubeDriver(client.ApiClient(cfg)), tmp_path / "kc")
+    doc = yaml.safe_load(path.read_text())
+    assert doc["clusters"][0]["cluster"] == {"server": "https://127.0.0.1:6443",
+                                             "certificate-authority": str(tmp_path / "ca.crt")}
+    assert doc["users"][0]["user"] == {"token": "s3cret"} and oct(path.stat().st_mode & 0o777) == "0o600"
