@@ -210,7 +210,8 @@ class ServingDrill:
         self._tmp = tempfile.TemporaryDirectory(prefix=f"firedrill-load-{self.run_id}-")
         spec = LoadSpec(host=self.url, out_dir=Path(self._tmp.name), users=users, spawn_rate=float(users),
                         duration_s=3600.0, retries=retries, request_timeout_s=10.0,
-                        max_tokens=self.shape.max_tokens, run_id=self.run_id, user_classes=(LoadUser.INFERENCE,))
+                        max_tokens=self.shape.max_tokens, run_id=self.run_id, user_classes=(LoadUser.INFERENCE,),
+                        keep_alive=False)
         try:
             self.load = LoadRun(spec)
         except LoadError as exc:

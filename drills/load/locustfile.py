@@ -30,6 +30,9 @@ Environment (all optional except where said):
                              of an answer. The sample keeps the first attempt's start, so TTFT and latency
                              include every retry.
   FIREDRILL_LOAD_RETRY_BACKOFF_S  seconds before each retry (default 0.1)
+  FIREDRILL_LOAD_KEEPALIVE   "1" (default): each inference user keeps one connection, as one OpenAI client does;
+                             "0": each request opens its own, as requests from many end users do, so a load
+                             balancer can send each one to any replica (a new one included)
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ WAIT_S = float(os.environ.get("FIREDRILL_LOAD_WAIT_S", "0"))
 TIMEOUT_S = float(os.environ.get("FIREDRILL_LOAD_TIMEOUT_S", "30"))
 RETRIES = int(os.environ.get("FIREDRILL_LOAD_RETRIES", "0"))
 RETRY_BACKOFF_S = float(os.environ.get("FIREDRILL_LOAD_RETRY_BACKOFF_S", "0.1"))
+KEEPALIVE = os.environ.get("FIREDRILL_LOAD_KEEPALIVE", "1") != "0"
 REFUSED_STATUSES = (429, 503)
 """Statuses that say the server did not take the request on (queue full, draining): retried by the policy."""
 
@@ -88,11 +92,19 @@ def _close_samples(**_: Any) -> None:
 
 def _unfinished(sample: "Sample") -> None:
     """In a task's ``finally``: a request neither answered nor refused was lost, and this says why (the run
-    stopping the user mid-request raises GreenletExit; anything else is a bug, also reported by locust)."""
+    stopping the user mid-request raises GreenletExit; anything else is a bug, also reported by locust).
+
+    A request the run's stop caught before it was on the wire was never sent: locust kills a user that was
+    waiting between tasks, and a user that had just woken may already have begun its next task, so the kill
+    lands in its connect. Such a request is not written down (not sent, so not lost either) and not reported
+    to locust, so locust's total still counts exactly the requests the server could have seen."""
     if sample.done:
         return
     exc = sys.exc_info()[1]
     stopped = exc is None or type(exc).__name__ == "GreenletExit"
+    if stopped and not sample.on_wire:
+        sample.done = True
+        return
     sample.finish("lost", None, "the load run ended before an answer" if stopped else f"{type(exc).__name__}: {exc}")
 
 
@@ -110,6 +122,8 @@ class Sample:
         self.ttft_s: float | None = None
         self.extra: dict[str, Any] = {}
         self.done = False
+        self.on_wire = False
+        """Whether the request was handed to the connection (its bytes written), so the server may have seen it."""
 
     def first_chunk(self) -> None:
         if self.ttft_s is None:
@@ -176,6 +190,9 @@ class InferenceUser(User):
             sample.extra["attempts"] = attempt
             self._drop_if_closed()
             try:
+                if self.conn.sock is None:
+                    self.conn.connect()  # a stop arriving here finds the request not yet sent
+                sample.on_wire = True
                 self.conn.request("POST", self.path, body=self.body, headers={
                     "Content-Type": "application/json", "Accept": "text/event-stream",
                     "X-Request-Id": sample.request_id})
@@ -219,6 +236,8 @@ class InferenceUser(User):
                 sample.first_chunk()
                 chunks += 1
             resp.read()  # the rest of the body, so the connection can carry the next request
+            if not KEEPALIVE:
+                self.conn.close()
             sample.extra["chunks"] = chunks
             if done:
                 sample.finish("answered", resp.status, None, length)
@@ -270,6 +289,7 @@ class ControlPlaneUser(User):
         from kubernetes.client.exceptions import ApiException
 
         sample = Sample(self.environment, f"k8s-{op}", "K8S", f"{op} {self.object}")
+        sample.on_wire = True  # the client's connection pool hides when it sends: count it sent from the start
         if object_name:
             sample.extra["object"] = object_name
         try:
@@ -330,6 +350,7 @@ class ControlPlaneUser(User):
             return
         self.mine.append(name)
         sample = Sample(self.environment, "k8s-watch", "K8S", f"watch {self.object}")
+        sample.on_wire = True
         sample.extra["object"] = name
         w = watch.Watch()
         try:

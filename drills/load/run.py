@@ -176,6 +176,9 @@ class LoadSpec:
     or closed before a status line, or 429/503) is sent again up to this many times; a stream cut short is
     never retried (docs/LOAD.md)."""
     retry_backoff_s: float = 0.1
+    keep_alive: bool = True
+    """Each inference user keeps one connection (True, as one OpenAI client does), or opens one per request
+    (False, as requests from many end users do: a load balancer can then send each to any replica)."""
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -368,7 +371,8 @@ def locust_env(spec: LoadSpec, base: dict[str, str] | None = None) -> dict[str, 
                 "FIREDRILL_LOAD_MODEL": spec.model, "FIREDRILL_LOAD_PROMPT": spec.prompt,
                 "FIREDRILL_LOAD_MAX_TOKENS": str(spec.max_tokens), "FIREDRILL_LOAD_NAMESPACE": spec.namespace,
                 "FIREDRILL_LOAD_OBJECT": spec.k8s_object, "FIREDRILL_LOAD_RETRIES": str(spec.retries),
-                "FIREDRILL_LOAD_RETRY_BACKOFF_S": f"{spec.retry_backoff_s:g}", "PYTHONUNBUFFERED": "1"})
+                "FIREDRILL_LOAD_RETRY_BACKOFF_S": f"{spec.retry_backoff_s:g}",
+                "FIREDRILL_LOAD_KEEPALIVE": "1" if spec.keep_alive else "0", "PYTHONUNBUFFERED": "1"})
     if spec.kubeconfig is not None:
         env["FIREDRILL_LOAD_KUBECONFIG"] = str(spec.kubeconfig)
     return env

@@ -275,3 +275,33 @@ def test_without_retries_a_refused_request_is_failed_or_lost(tmp_path: Path) -> 
         server.server_close()
     assert result.totals.sent >= 2 and result.totals.answered == 0
     assert {(s.outcome, s.status, s.attempts) for s in result.samples} == {(Outcome.FAILED, 503, 1)}
+
+
+class PortRecordingHandler(BaseHTTPRequestHandler):
+    """Streams a two-chunk answer and records the client port each request came from."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.ports.append(self.client_address[1])
+        _stream_two_chunks(self)
+
+
+@pytest.mark.parametrize("keep_alive", [True, False], ids=["one-per-user", "one-per-request"])
+def test_keep_alive_decides_whether_a_user_reuses_its_connection(tmp_path: Path, keep_alive: bool) -> None:
+    handler = type("Handler", (PortRecordingHandler,), {"ports": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run_load(LoadSpec(host=f"http://127.0.0.1:{server.server_address[1]}", out_dir=tmp_path / "ka",
+                                   users=1, spawn_rate=1, duration_s=1, wait_s=0.05, keep_alive=keep_alive))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.totals.answered == result.totals.sent >= 5, [s.error for s in result.samples if s.error]
+    assert len(set(handler.ports)) == (1 if keep_alive else len(handler.ports)), handler.ports

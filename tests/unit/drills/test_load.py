@@ -145,6 +145,9 @@ def test_locust_is_started_headless_in_its_own_process_with_the_samples_file(tmp
         ("abc", "load", "configmap")
     assert env["FIREDRILL_LOAD_KUBECONFIG"] == str(tmp_path / "kc")
     assert (env["FIREDRILL_LOAD_RETRIES"], env["FIREDRILL_LOAD_RETRY_BACKOFF_S"]) == ("0", "0.1")
+    assert env["FIREDRILL_LOAD_KEEPALIVE"] == "1"
+    assert locust_env(LoadSpec(host="http://h:1", out_dir=tmp_path, keep_alive=False))["FIREDRILL_LOAD_KEEPALIVE"] \
+        == "0"
 
 
 @pytest.mark.parametrize(("kwargs", "problem"), [
