@@ -27,6 +27,8 @@ import json
 import logging
 import tempfile
 import threading
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 DEPLOYMENT = RESOURCES[("apps/v1", "Deployment")]
+HPA = RESOURCES[("autoscaling/v2", "HorizontalPodAutoscaler")]
+QUEUE_METRIC = "vllm:num_requests_waiting"
+SCRAPE_EVERY = 0.25
+"""Seconds between two reads of every replica's own /metrics (the canary's queue and served count)."""
 SERVICE = RESOURCES[("v1", "Service")]
 INFERENCE_COMMAND = ("firedrill-inference",)
 PORT = 8000
@@ -68,9 +74,111 @@ class ServiceShape:
     max_tokens: int = 16
 
 
+@dataclass(frozen=True)
+class Autoscale:
+    """Scale out on the inference canary's own queue: an HPA on ``vllm:num_requests_waiting`` per replica."""
+
+    max_replicas: int
+    waiting_per_replica: int
+    warmup_s: float
+    """``--warmup-seconds`` of every replica: it stands for loading the model (``/health`` 503 until then)."""
+    scale_down_window_s: int = 300
+    """``behavior.scaleDown.stabilizationWindowSeconds`` (upstream's default 300 s)."""
+
+
+BURST_SHAPE = ServiceShape(ttft_s=0.05, tpot_s=0.05, max_batch=4)
+"""The model an autoscaled service simulates: 4 requests per batch, 0.85 s for 16 tokens, so a burst queues."""
+
+
+def hpa_manifest(name: str, run_id: str, namespace: str, replicas: int, autoscale: Autoscale) -> Obj:
+    """The HorizontalPodAutoscaler of the service (pure): Pods metric ``vllm:num_requests_waiting``, AverageValue."""
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run_id}},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                     "minReplicas": replicas, "maxReplicas": autoscale.max_replicas,
+                     "metrics": [{"type": "Pods", "pods": {
+                         "metric": {"name": QUEUE_METRIC},
+                         "target": {"type": "AverageValue", "averageValue": str(autoscale.waiting_per_replica)}}}],
+                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": autoscale.scale_down_window_s}}}}
+
+
+def metric_value(text: str, name: str) -> float | None:
+    """The sum over label sets of one metric in a Prometheus text exposition (the canary's /metrics); None if
+    absent. Only plain samples (``name{...} value`` or ``name value``) are read."""
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        if head.split("{", 1)[0].strip() != name:
+            continue
+        try:
+            total += float(value)
+            seen = True
+        except ValueError:
+            continue
+    return total if seen else None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One read of one replica's /metrics by the harness."""
+
+    mono: float
+    pod: str
+    waiting: float | None
+    served: float | None
+
+
+def queue_crossing(readings: list[Reading], after: float, threshold: float, every: float = SCRAPE_EVERY
+                   ) -> float | None:
+    """The first instant after ``after`` at which the replicas' mean queue, over one round of reads, was above
+    ``threshold`` requests per replica (pure)."""
+    rounds: dict[int, list[float]] = {}
+    for r in readings:
+        if r.mono >= after and r.waiting is not None:
+            rounds.setdefault(int(r.mono // every), []).append(r.waiting)
+    for key in sorted(rounds):
+        values = rounds[key]
+        if sum(values) / len(values) > threshold:
+            return key * every
+    return None
+
+
+def first_served_by_new(readings: list[Reading], old: set[str]) -> tuple[float, str] | None:
+    """The first read at which a replica that was not serving before the burst had served a request (pure)."""
+    for r in sorted(readings, key=lambda r: r.mono):
+        if r.pod not in old and (r.served or 0) > 0:
+            return r.mono, r.pod
+    return None
+
+
+def sla_back(samples: tuple[Sample, ...], since: float, until: float, ttft_s: float, bucket_s: float = 1.0
+             ) -> float | None:
+    """Seconds after ``since`` from which every bucket of request starts up to ``until`` had its p99 TTFT within
+    ``ttft_s`` and nothing failed or lost (pure); None when the last bucket still misses."""
+    buckets: dict[int, list[Sample]] = {}
+    for s in samples:
+        if since <= s.start_mono < until:
+            buckets.setdefault(int((s.start_mono - since) // bucket_s), []).append(s)
+    if not buckets:
+        return None
+    good_from: int | None = None
+    for b in range(max(buckets) + 1):
+        items = buckets.get(b, [])
+        ttfts = [s.ttft_s for s in items if s.outcome is Outcome.ANSWERED and s.ttft_s is not None]
+        ok = bool(items) and all(s.outcome is Outcome.ANSWERED for s in items) and \
+            nearest_rank(ttfts, 99) <= ttft_s
+        if ok and good_from is None:
+            good_from = b
+        elif not ok:
+            good_from = None
+    return None if good_from is None else good_from * bucket_s
+
+
 def inference_manifests(name: str, run_id: str, namespace: str, image: str, replicas: int, gpus: int,
                         gpu_resource: str, shape: ServiceShape = ServiceShape(),
-                        command: tuple[str, ...] = INFERENCE_COMMAND) -> list[Obj]:
+                        command: tuple[str, ...] = INFERENCE_COMMAND, warmup_s: float = 0.0) -> list[Obj]:
     """A Deployment of inference canaries and its LoadBalancer Service (pure).
 
     Each replica binds ``POD_IP`` (the downward API), is Ready once ``/health`` answers (a readiness probe, so a
@@ -80,7 +188,7 @@ def inference_manifests(name: str, run_id: str, namespace: str, image: str, repl
         "name": "inference", "image": image, "command": list(command),
         "args": ["serve", "--port", str(PORT), "--ttft-seconds", f"{shape.ttft_s:g}",
                  "--tpot-seconds", f"{shape.tpot_s:g}", "--max-batch", str(shape.max_batch),
-                 "--max-queue", str(shape.max_queue)],
+                 "--max-queue", str(shape.max_queue), "--warmup-seconds", f"{warmup_s:g}"],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
@@ -172,18 +280,44 @@ class ServingDrill:
     act_mono: float | None = None
     cordoned: str | None = None
     samples: tuple[Sample, ...] = ()
+    autoscale: Autoscale | None = None
+    users: int = 0
+    retries: int = 0
+    burst_load: LoadRun | None = None
+    jump_mono: float | None = None
+    end_mono: float | None = None
+    serving_before: set[str] = field(default_factory=set)
+    """Replicas (pod names) that were Ready when the load jumped."""
+    readings: list[Reading] = field(default_factory=list)
+    ready_series: list[tuple[float, int]] = field(default_factory=list)
+    """(harness monotonic instant, Ready replicas) at each change, for the evidence's scale events."""
+    _scraper: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
     _tmp: tempfile.TemporaryDirectory[str] | None = None
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     # ------------------------------------------------------------- steady state
-    def deploy(self, replicas: int, gpus: int) -> None:
-        """Create the service and wait until every replica is Ready and the service answers through its address."""
+    def deploy(self, replicas: int, gpus: int, autoscale: Autoscale | None = None) -> None:
+        """Create the service (with its autoscaler) and wait until every replica is Ready and the service has an
+        address."""
         profile, driver = self.target.profile, self.target.driver
-        self.name, self.replicas = f"infer-{self.run_id}"[:40], replicas
+        self.name, self.replicas, self.autoscale = f"infer-{self.run_id}"[:40], replicas, autoscale
+        if autoscale is not None:
+            self.shape = BURST_SHAPE
         driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id), on_event=self._on_pod)
-        for obj in inference_manifests(self.name, self.run_id, profile.namespace, profile.canary_image, replicas,
-                                       gpus, profile.gpu_resource, self.shape):
-            driver.create(obj)
+        manifests = inference_manifests(self.name, self.run_id, profile.namespace, profile.canary_image, replicas,
+                                        gpus, profile.gpu_resource, self.shape,
+                                        warmup_s=autoscale.warmup_s if autoscale else 0.0)
+        if autoscale is not None:
+            manifests.append(hpa_manifest(self.name, self.run_id, profile.namespace, replicas, autoscale))
+        for obj in manifests:
+            try:
+                driver.create(obj)
+            except KubeError as exc:
+                if obj["kind"] == "HorizontalPodAutoscaler" and exc.code == 404:
+                    raise DrillInconclusive("the cluster serves no autoscaling/v2 HorizontalPodAutoscaler; a burst "
+                                            "cannot be absorbed by scaling out here") from None
+                raise
         self.target.timeline.action("serving deployed", target=self.name, replicas=replicas, gpus=gpus)
         if not self._wait(lambda: len(self._ready()) >= replicas, READY_TIMEOUT):
             raise DrillInconclusive(f"the inference service {self.name} did not have {replicas} Ready replicas within "
@@ -203,6 +337,33 @@ class ServingDrill:
                 threading.Event().wait(0.2)
         self.result.details["service"] = {"name": self.name, "replicas": replicas, "gpus_per_replica": gpus,
                                           "url": self.url, "nodes": sorted(self._nodes())}
+        if autoscale is not None:
+            self.result.details["service"]["autoscale"] = {
+                "max_replicas": autoscale.max_replicas, "metric": QUEUE_METRIC,
+                "waiting_per_replica": autoscale.waiting_per_replica, "warmup_s": autoscale.warmup_s}
+            self._scraper = threading.Thread(target=self._scrape_loop, name="replica-metrics", daemon=True)
+            self._scraper.start()
+
+    def _scrape_loop(self) -> None:
+        """Read every running replica's own /metrics (its queue and served count) until the drill ends."""
+        clock = self.target.timeline.clock
+        while not self._stop.wait(SCRAPE_EVERY):
+            with self._cond:
+                pods = [(p["metadata"]["name"], (p.get("status") or {}).get("podIP")) for p in self.pods.values()
+                        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get(
+                            "deletionTimestamp")]
+            for name, ip in pods:
+                if not ip:
+                    continue
+                try:
+                    with urllib.request.urlopen(f"http://{ip}:{PORT}/metrics", timeout=0.5) as resp:
+                        text = resp.read().decode("utf-8", "replace")
+                except (OSError, urllib.error.URLError):
+                    continue
+                reading = Reading(clock.mono(), name, metric_value(text, QUEUE_METRIC),
+                                  metric_value(text, "firedrill_inference_requests_served_total"))
+                with self._cond:
+                    self.readings.append(reading)
 
     def start_load(self, users: int, retries: int) -> None:
         """Start locust's inference users against the service (until the drill stops them)."""
@@ -217,6 +378,7 @@ class ServingDrill:
         except LoadError as exc:
             raise DrillInconclusive(f"the load generator could not start: {exc}") from None
         self.load_started = self.target.timeline.clock.mono()
+        self.users, self.retries = users, retries
         self.target.timeline.action("load started", target=self.url, users=users, retries=retries)
         self.result.details["load"] = {"users": users, "retries": retries, "retry_on": "no status line, 429, 503",
                                        "command": " ".join(self.load.command)}
@@ -283,6 +445,27 @@ class ServingDrill:
         clock = self.target.timeline.clock
         self.act_mono = record.acted_at if record.acted_at is not None else clock.mono()
 
+    def burst(self, factor: int, after_s: float) -> None:
+        """After ``after_s`` of load, the load jumps to ``factor`` times its users: a second locust process with
+        the extra users, all arriving at once, with the same retry policy."""
+        assert self.load is not None and self.url is not None, "start the load first"
+        self._let_load_run(max(after_s, BASELINE_MIN_S))
+        extra = self.users * (factor - 1)
+        spec = LoadSpec(host=self.url, out_dir=self.load.spec.out_dir / "burst", users=extra,
+                        spawn_rate=float(extra), duration_s=3600.0, retries=self.retries, request_timeout_s=30.0,
+                        max_tokens=self.shape.max_tokens, run_id=f"{self.run_id}b", user_classes=(LoadUser.INFERENCE,),
+                        keep_alive=False)
+        with self._cond:
+            self.serving_before = {p["metadata"]["name"] for p in self._ready()}
+        try:
+            self.burst_load = LoadRun(spec)
+        except LoadError as exc:
+            raise DrillInconclusive(f"the burst's load generator could not start: {exc}") from None
+        self.jump_mono = self.act_mono = self.target.timeline.clock.mono()
+        self.target.timeline.action("load jumped", target=self.url, users=self.users * factor)
+        self.result.details["act"] = {"kind": "burst", "factor": factor, "users_before": self.users,
+                                      "users_after": self.users * factor, "serving_before": sorted(self.serving_before)}
+
     def go_on(self, seconds: float) -> None:
         """Keep the load going ``seconds`` after the act, then stop it (each user finishes the request it is in)."""
         assert self.load is not None, "start the load first"
@@ -291,14 +474,23 @@ class ServingDrill:
         remaining = start + seconds - clock.mono()
         if remaining > 0:
             threading.Event().wait(remaining)
-        self.load.stop()
-        try:
-            outcome = self.load.wait(timeout_s=self.load.deadline_s())
-        except LoadError as exc:
-            raise DrillInconclusive(f"the load generator's results could not be read: {exc}") from None
-        self.samples = tuple(s for s in outcome.samples if s.kind == "inference")
-        self.target.timeline.action("load stopped", target=self.url or "", sent=outcome.totals.sent)
-        self._record(outcome.locust.requests)
+        self.end_mono = clock.mono()
+        loads = [run for run in (self.load, self.burst_load) if run is not None]
+        for run in loads:
+            run.stop()
+        samples: list[Sample] = []
+        locust_total = 0
+        for run in loads:
+            try:
+                outcome = run.wait(timeout_s=run.deadline_s())
+            except LoadError as exc:
+                raise DrillInconclusive(f"the load generator's results could not be read: {exc}") from None
+            samples += [s for s in outcome.samples if s.kind == "inference"]
+            locust_total += outcome.locust.requests
+        self._stop.set()
+        self.samples = tuple(sorted(samples, key=lambda s: s.start_mono))
+        self.target.timeline.action("load stopped", target=self.url or "", sent=len(self.samples))
+        self._record(locust_total)
 
     # ------------------------------------------------------------- judge
     def _record(self, locust_requests: int) -> None:
@@ -308,7 +500,9 @@ class ServingDrill:
         self.result.details["requests"] = {"sent": t.sent, "answered": t.answered, "failed": t.failed,
                                            "lost": t.lost, "retried": sum(s.attempts > 1 for s in samples),
                                            "locust_total": locust_requests}
-        self.result.details["series"] = series(samples, act if act is not None else (self.load_started or 0.0))
+        origin = act if act is not None else (self.load_started or 0.0)
+        self.result.details["series"] = series(samples, origin)
+        self.result.details["replicas_ready"] = [{"t": round(t - origin, 3), "ready": n} for t, n in self.ready_series]
         if not any(s.outcome is Outcome.ANSWERED for s in before):
             self.result.inconclusive(f"no request was answered before the act ({len(before)} sent), so the service "
                                      "was not serving and the act proves nothing")
@@ -322,6 +516,41 @@ class ServingDrill:
         for finding in lost_findings(samples, act):
             self.result.findings.append(finding)
 
+    def measure_new_replica(self) -> None:
+        """``time to a new replica serving``: from the replicas' mean queue crossing the autoscaler's threshold
+        (their own /metrics, read by the harness) to the first request served by a replica that was not
+        serving when the load jumped (its own served count)."""
+        name = "time to a new replica serving"
+        if self.autoscale is None or self.jump_mono is None:
+            raise ValueError("no autoscaled service and burst in this scenario; write 'an inference service of ... "
+                             "scaling out to ...' and 'the load jumps to ... times its users ...' before this step")
+        with self._cond:
+            readings = list(self.readings)
+        crossed = queue_crossing(readings, self.jump_mono, self.autoscale.waiting_per_replica)
+        if crossed is None:
+            self.result.inconclusive(f"the replicas' queue never rose above {self.autoscale.waiting_per_replica} "
+                                     "waiting requests per replica after the jump, so scaling out was never due; "
+                                     "make the burst larger")
+            return
+        served = first_served_by_new([r for r in readings if r.mono >= crossed], self.serving_before)
+        self.result.details.setdefault("burst", {})["queue_crossed_s"] = round(crossed - self.jump_mono, 3)
+        if served is None:
+            self.result.measure(Measurement(name, None, "s", note=f"no new replica served before the load stopped "
+                                            f"({(self.end_mono or crossed) - crossed:.1f} s after the crossing)"))
+            return
+        self.result.details["burst"]["first_new_replica"] = served[1]
+        self.result.measure(Measurement(name, served[0] - crossed, "s", note=f"replica {served[1]}"))
+
+    def measure_sla_back(self, ttft_s: float) -> None:
+        """``time until the SLA holds again``: from the jump to the start of the last unbroken run of one-second
+        buckets whose p99 TTFT is within ``ttft_s`` and whose requests were all answered."""
+        name = "time until the SLA holds again"
+        if self.jump_mono is None:
+            raise ValueError("no burst in this scenario; write 'the load jumps to ... times its users ...' first")
+        back = sla_back(self.samples, self.jump_mono, self.end_mono or self.jump_mono, ttft_s)
+        self.result.measure(Measurement(name, back, "s", note="" if back is not None else
+                                        f"the last second of the run still missed p99 TTFT <= {ttft_s:g} s"))
+
     # ------------------------------------------------------------- watches and helpers
     def _on_pod(self, event: str, obj: Obj) -> None:
         with self._cond:
@@ -329,6 +558,9 @@ class ServingDrill:
                 self.pods.pop(obj["metadata"]["name"], None)
             else:
                 self.pods[obj["metadata"]["name"]] = obj
+            ready = len(self._ready())
+            if not self.ready_series or self.ready_series[-1][1] != ready:
+                self.ready_series.append((self.target.timeline.clock.mono(), ready))
             self._cond.notify_all()
 
     def _ready(self) -> list[Obj]:
@@ -353,15 +585,17 @@ class ServingDrill:
             return True
 
     def rollback(self) -> None:
-        """Stop the load, uncordon a drained node, delete the service and its pods."""
-        if self.load is not None:
-            self.load.stop()
-            self.load.__exit__(None, None, None)
+        """Stop the load, uncordon a drained node, delete the service, its autoscaler and its pods."""
+        self._stop.set()
+        for run in (self.load, self.burst_load):
+            if run is not None:
+                run.stop()
+                run.__exit__(None, None, None)
         driver, ns = self.target.driver, self.target.profile.namespace
         if self.cordoned is not None:
             driver.patch(NODE, self.cordoned, {"spec": {"unschedulable": False}})
         if self.name:
-            for res in (SERVICE, DEPLOYMENT):
+            for res in ((HPA,) if self.autoscale is not None else ()) + (SERVICE, DEPLOYMENT):
                 try:
                     driver.delete(res, self.name, ns)
                 except KubeError as exc:

@@ -15,3 +15,13 @@ Feature: Inference under chaos
     Then p99 time to first token stays within 1 second
     And at most 1 % of requests fail
     And at most 0 requests are lost
+
+  @clause:9.2
+  Scenario: A burst is absorbed by scaling out
+    Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas when more than 2 requests wait per replica, each new replica loading its model for 2 seconds
+    And steady load from 4 users who retry a refused request up to 2 times
+    When the load jumps to 4 times its users after 3 seconds of load
+    And the load goes on for 15 seconds
+    Then a new replica serves within 10 seconds of the queue crossing its threshold
+    And p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump
+    And at most 0 requests are lost

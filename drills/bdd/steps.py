@@ -19,6 +19,7 @@ from drills.bdd.vocabulary import Checked, scenario_rule, step
 from drills.errors import PlaceholderError
 from drills.isolation import PROBES, IsolationDrill, gpu_model, partition_config, promise
 from drills.leak.model import Hole
+from drills.serving import Autoscale
 from drills.target import FaultMethod
 from drills.verdict import Comparison, Measurement, Threshold
 
@@ -338,6 +339,27 @@ def inference_service(drill: ScenarioContext, replicas: int, gpus: int) -> None:
     drill.serving_drill().deploy(replicas, gpus)
 
 
+@step("Given", "an inference service of {replicas:Count} replicas with {gpus:Whole} GPUs each behind a load balancer, "
+               "scaling out to {most:Count} replicas when more than {waiting:Count} requests wait per replica, each new "
+               "replica loading its model for {warmup:Duration}",
+      "an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas when more "
+      "than 2 requests wait per replica, each new replica loading its model for 2 seconds",
+      check=lambda replicas, gpus, most, waiting, warmup: _autoscale_range(replicas, most))
+def autoscaled_service(drill: ScenarioContext, replicas: int, gpus: int, most: int, waiting: int,
+                       warmup: float) -> None:
+    """The inference service as above, with a HorizontalPodAutoscaler on the canary's own queue
+    (`vllm:num_requests_waiting`, that many per replica on average) between the replicas given and the most;
+    every replica answers 503 on /health (so is not Ready) until its model has loaded. Its model batches 4
+    requests and takes 0.85 s for 16 tokens, so a burst queues (docs/SERVING.md)."""
+    drill.serving_drill().deploy(replicas, gpus, Autoscale(most, waiting, warmup))
+
+
+def _autoscale_range(replicas: int, most: int) -> None:
+    if most <= replicas:
+        raise PlaceholderError(str(most), f"the service already has {replicas} replicas, so it cannot scale out to "
+                               f"{most}", f"write more than {replicas}", placeholder="most")
+
+
 @step("Given", "steady load from {users:Count} users who retry a refused request up to {retries:Whole} times",
       "steady load from 12 users who retry a refused request up to 2 times")
 def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
@@ -365,6 +387,20 @@ def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after:
     drill.serving_drill().pull(after, drill.target.profile.fault.method if method is None else method)
 
 
+@step("When", "the load jumps to {factor:Count} times its users after {after:Duration} of load",
+      "the load jumps to 4 times its users after 3 seconds of load", check=lambda factor, after: _jump(factor))
+def load_jumps(drill: ScenarioContext, factor: int, after: float) -> None:
+    """A burst: after that much steady load, the extra users (factor - 1 times the steady ones) all arrive at
+    once, with the same retry policy."""
+    drill.serving_drill().burst(factor, after)
+
+
+def _jump(factor: int) -> None:
+    if factor < 2:
+        raise PlaceholderError(str(factor), "a jump to 1 times the users is no jump", "write 2 or more",
+                               placeholder="factor")
+
+
 @step("When", "the load goes on for {seconds:Duration}", "the load goes on for 8 seconds")
 def load_goes_on(drill: ScenarioContext, seconds: float) -> None:
     """The load keeps running that long after the drain or pull, then stops: each user finishes the request it
@@ -378,6 +414,26 @@ def p99_ttft(drill: ScenarioContext, limit: float) -> None:
     """Nearest-rank p99 of the answered requests' time to first token, as the users measured it from their
     first attempt (a refused attempt and its back-off count), over the whole run."""
     drill.result.check(Threshold("p99 time to first token", limit, "s"))
+
+
+@step("Then", "a new replica serves within {limit:Duration} of the queue crossing its threshold",
+      "a new replica serves within 10 seconds of the queue crossing its threshold")
+def new_replica_serves(drill: ScenarioContext, limit: float) -> None:
+    """From the first moment the replicas' mean queue (their own /metrics, read by the harness) is above the
+    autoscaler's threshold to the first request served by a replica that was not serving when the load jumped
+    (its own served count). The model's load time is inside it: that is what users wait for."""
+    drill.serving_drill().measure_new_replica()
+    drill.result.check(Threshold("time to a new replica serving", limit, "s"))
+
+
+@step("Then", "p99 time to first token is back within {sla:Duration} no later than {limit:Duration} after the jump",
+      "p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump")
+def sla_holds_again(drill: ScenarioContext, sla: float, limit: float) -> None:
+    """From the jump to the start of the last unbroken run of one-second windows (of request starts) in which
+    p99 time to first token is within the SLA and every request was answered; never, if the last second of the
+    run still misses."""
+    drill.serving_drill().measure_sla_back(sla)
+    drill.result.check(Threshold("time until the SLA holds again", limit, "s"))
 
 
 @step("Then", "at most {limit:Number} % of requests fail", "at most 1 % of requests fail")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from drills.load.run import Outcome, Sample
-from drills.serving import (LB_PORTS_ANNOTATION, PORT, ServiceShape, inference_manifests, lost_findings, pod_ready,
-                            series, service_url)
+from drills.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
+                            hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready, queue_crossing,
+                            series, service_url, sla_back)
 
 
 def sample(rid: str, start: float, outcome: Outcome = Outcome.ANSWERED, ttft: float | None = 0.05,
@@ -25,7 +26,7 @@ def test_the_service_is_a_deployment_of_inference_canaries_behind_a_load_balance
     (c,) = pod["containers"]
     assert c["command"] == ["firedrill-inference"] and c["image"] == "img:1"
     assert c["args"] == ["serve", "--port", str(PORT), "--ttft-seconds", "0.05", "--tpot-seconds", "0.01",
-                         "--max-batch", "4", "--max-queue", "9"]
+                         "--max-batch", "4", "--max-queue", "9", "--warmup-seconds", "0"]
     assert c["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
@@ -69,3 +70,44 @@ def test_the_series_buckets_requests_by_start_around_the_act() -> None:
     assert [r["t"] for r in rows] == [-1.0, 0.0, 1.0]
     assert rows[0] == {"t": -1.0, "sent": 2, "answered": 2, "failed": 0, "lost": 0, "p99_ttft_s": 0.08}
     assert rows[1] == {"t": 0.0, "sent": 2, "answered": 0, "failed": 1, "lost": 1, "p99_ttft_s": None}
+
+
+def test_the_autoscaler_scales_on_the_canarys_own_queue_per_replica() -> None:
+    hpa = hpa_manifest("infer-x", "fdx", "drills", 2, Autoscale(4, 3, 2.0, scale_down_window_s=5))
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "infer-x"}
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 4)
+    assert spec["metrics"] == [{"type": "Pods", "pods": {"metric": {"name": "vllm:num_requests_waiting"},
+                                                         "target": {"type": "AverageValue", "averageValue": "3"}}}]
+    assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 5
+
+
+def test_a_metric_is_summed_over_its_label_sets_and_absent_is_none() -> None:
+    text = ("# HELP vllm:num_requests_waiting Waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+            'vllm:num_requests_waiting{model_name="a"} 3\nvllm:num_requests_waiting{model_name="b"} 2.5\n'
+            "vllm:num_requests_waiting_other 100\nfiredrill_inference_requests_served_total 7\n")
+    assert metric_value(text, "vllm:num_requests_waiting") == 5.5
+    assert metric_value(text, "firedrill_inference_requests_served_total") == 7
+    assert metric_value(text, "vllm:num_requests_running") is None
+
+
+def test_the_queue_crosses_when_a_round_of_reads_averages_above_the_threshold() -> None:
+    r = [Reading(10.0, "a", 1, 0), Reading(10.1, "b", 2, 0), Reading(10.5, "a", 2, 0), Reading(10.6, "b", 5, 0),
+         Reading(9.0, "a", 50, 0)]
+    assert queue_crossing(r, after=9.5, threshold=3) == 10.5  # (2 + 5) / 2 > 3; the read before the jump is ignored
+    assert queue_crossing(r, after=9.5, threshold=4) is None
+
+
+def test_a_new_replica_serves_at_its_first_read_with_a_served_request() -> None:
+    r = [Reading(11.0, "old", 3, 40), Reading(11.2, "new", 0, 0), Reading(11.7, "new", 1, 2)]
+    assert first_served_by_new(r, {"old"}) == (11.7, "new")
+    assert first_served_by_new(r, {"old", "new"}) is None
+
+
+def test_the_sla_is_back_from_the_start_of_the_last_unbroken_good_run_of_seconds() -> None:
+    slow, fast = 0.9, 0.05
+    samples = tuple(sample(f"r{i}", 100.0 + t, ttft=x) for i, (t, x) in enumerate(
+        [(0.1, slow), (1.1, fast), (2.1, slow), (3.1, fast), (4.1, fast), (5.1, fast)]))
+    assert sla_back(samples, since=100.0, until=106.0, ttft_s=0.5) == 3.0
+    assert sla_back(samples + (sample("late", 105.5, Outcome.LOST),), 100.0, 106.0, 0.5) is None
+    assert sla_back(samples, since=100.0, until=106.0, ttft_s=1.0) == 0.0

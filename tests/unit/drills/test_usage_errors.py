@@ -95,6 +95,18 @@ BAD_VALUES = [
      "write one of ms,"),
     ("Then", "pod startup has a p99 latency within 0 seconds", "duration", "0 seconds", "a duration of zero",
      "write more than zero"),
+    ("Given", "an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas "
+              "when more than 2 requests wait per replica, each new replica loading its model for 2 hours", "duration",
+     "2 hours", "unknown unit 'hours'", "write one of ms,"),
+    ("When", "the load jumps to 1 times its users after 3 seconds of load", "factor", "1",
+     "a jump to 1 times the users is no jump", "write 2 or more"),
+    ("Then", "a new replica serves within 10 lightyears of the queue crossing its threshold", "duration",
+     "10 lightyears", "unknown unit 'lightyears'", "write one of ms,"),
+    ("Then", "p99 time to first token is back within 0.5 seconds no later than 0 seconds after the jump", "duration",
+     "0 seconds", "a duration of zero", "write more than zero"),
+    ("Given", "an inference service of 4 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas "
+              "when more than 2 requests wait per replica, each new replica loading its model for 2 seconds", "most",
+     "4", "the service already has 4 replicas, so it cannot scale out to 4", "write more than 4"),
     # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
     ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
      "write 1 to 16"),
