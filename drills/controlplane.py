@@ -34,7 +34,7 @@ import yaml
 from drills.connect import Target
 from drills.kube.driver import NODE, POD, KubeDriver, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
-from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank
+from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
 from drills.safety import check_blast_radius, eligible_nodes
 from drills.target import FaultMethod
 from drills.verdict import DrillInconclusive, DrillResult, Measurement
@@ -100,6 +100,24 @@ def startup_p99(latencies: list[float | None]) -> tuple[float | None, str]:
     p99 = ordered[max(1, math.ceil(0.99 * len(ordered))) - 1]
     note = f"{len(latencies)} pods" + (f", {never} never started" if never else "")
     return p99, note
+
+
+def mutating_series(samples: tuple[Sample, ...], origin: float, bucket_s: float = 1.0) -> list[Obj]:
+    """Per bucket of start time (seconds from ``origin``, the pull) of the users' mutating calls: sent, answered,
+    failed, lost (sent, never answered) and the nearest-rank p99 latency of the answered ones (None when none was);
+    the evidence's latency-over-time chart is drawn from it. Reads and watches are not in it."""
+    buckets: dict[int, list[Sample]] = {}
+    for s in samples:
+        if s.kind in MUTATING:
+            buckets.setdefault(int((s.start_mono - origin) // bucket_s), []).append(s)
+    out = []
+    for b in sorted(buckets):
+        items = buckets[b]
+        t = totals(items)
+        latencies = [s.latency_s for s in items if s.outcome is Outcome.ANSWERED]
+        out.append({"t": b * bucket_s, "sent": t.sent, "answered": t.answered, "failed": t.failed, "lost": t.lost,
+                    "p99_latency_s": nearest_rank(latencies, 99) if latencies else None})
+    return out
 
 
 @dataclass
@@ -283,6 +301,8 @@ class ControlPlaneDrill:
             "reads": sum(s.kind in ("k8s-list", "k8s-watch") for s in samples),
             "acknowledged_creates": len(acked), "acknowledged_missing": missing,
             "startup_pods": len(starts), "startup_on_pulled_node": len(on_pulled)}
+        origin = act if act is not None else (self.load_started or 0.0)
+        self.result.details["series"] = mutating_series(samples, origin)
         if failed:
             self.result.findings.append(f"{len(failed)} mutating call(s) were not answered, e.g. "
                                         f"{failed[0].kind} {failed[0].object_name or ''}: {failed[0].error}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from drills.controlplane import acknowledged_creates, kubeconfig_for, startup_p99, worst_p99
+from drills.controlplane import acknowledged_creates, kubeconfig_for, mutating_series, startup_p99, worst_p99
 from drills.kube.driver import KubeDriver
 from drills.load.run import Outcome, Sample
 
@@ -37,6 +37,23 @@ def test_only_answered_creates_with_a_name_are_acknowledged_writes() -> None:
     samples = (sample("k8s-create", 0.1, obj="a"), sample("k8s-create", 0.1, Outcome.FAILED, obj="b"),
                sample("k8s-update", 0.1, obj="c"), sample("k8s-create", 0.1))
     assert set(acknowledged_creates(samples)) == {"a"}
+
+
+def test_the_series_buckets_mutating_calls_by_start_relative_to_the_pull() -> None:
+    def at(kind: str, start: float, latency: float, outcome: Outcome = Outcome.ANSWERED) -> Sample:
+        return Sample(f"r{start}", kind, 0.0, 100.0 + start, 100.0 + start + latency, latency, outcome, 201)
+    samples = (at("k8s-create", -0.4, 0.02), at("k8s-update", -0.1, 0.04),  # bucket -1: the second before the pull
+               *(at("k8s-create", 0.01 * i, 0.01 * i) for i in range(1, 51)),  # bucket 0: 50 answered
+               at("k8s-update", 0.9, 5.0, Outcome.LOST), at("k8s-create", 0.95, 0.3, Outcome.FAILED),
+               at("k8s-list", 0.5, 9.0), at("k8s-watch", 1.5, 9.0),  # reads are not in it
+               at("k8s-create", 2.2, 1.0, Outcome.LOST))  # bucket 2: nothing answered, no p99
+    out = mutating_series(samples, origin=100.0)
+    assert [b["t"] for b in out] == [-1.0, 0.0, 2.0]
+    assert out[0] == {"t": -1.0, "sent": 2, "answered": 2, "failed": 0, "lost": 0, "p99_latency_s": 0.04}
+    assert (out[1]["sent"], out[1]["answered"], out[1]["failed"], out[1]["lost"]) == (52, 50, 1, 1)
+    assert out[1]["p99_latency_s"] == 0.5  # nearest rank over the 50 answered; the lost call's 5 s is not in it
+    assert out[2] == {"t": 2.0, "sent": 1, "answered": 0, "failed": 0, "lost": 1, "p99_latency_s": None}
+    assert mutating_series((), origin=0.0) == []
 
 
 def test_the_load_users_kubeconfig_carries_the_drivers_server_ca_and_token(tmp_path: Path) -> None:
