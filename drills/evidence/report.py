@@ -7,8 +7,10 @@ that comes from the cluster or a feature file goes through Jinja's autoescaping.
 
 Top to bottom: the verdict; findings; the contract clauses traced to scenarios, judgements and evidence
 files; a timeline per node pull; a placement chart per gang submission; a tenant x probe matrix per partition
-isolation scenario; where the GPU time went (the run's leak report: layers, ranked holes, and each leak scenario's
-injected against reported hole); distributions when scenarios were repeated; the target fingerprint; what the run was made of.
+isolation scenario; latency and requests per second around the act of each serving and control-plane scenario,
+with the Ready replica count on the same axis; where the GPU time went (the run's leak report: layers, ranked
+holes, and each leak scenario's injected against reported hole); distributions when scenarios were repeated;
+the target fingerprint; what the run was made of.
 
 Rendering is deterministic (no clock, no randomness): re-rendering the same record with the same
 Firedrill version gives the same bytes, so an archive's manifest digest of ``report.html`` stays valid.
@@ -780,6 +782,318 @@ def gang_view(s: ScenarioRecord, repeats: int, timeline: tuple[dict[str, Any], .
     return view
 
 
+# ------------------------------------------------------------------------------- load through the act
+
+
+LOAD_DRILLS = ("serving", "control-plane")
+LOAD_LATENCY = {"serving": ("p99 time to first token", "p99 TTFT"),
+                "control-plane": ("mutating API call p99", "p99 mutating call latency")}
+"""Per drill: the judged measurement its per-second line is a p99 of, and the line's words."""
+
+
+@dataclass
+class LoadBucket:
+    """One second of the load (by request start, seconds from the act) as a bar of requests and a p99 point."""
+
+    t: float
+    sent: int
+    answered: int
+    failed: int
+    lost: int
+    p99: str
+    """The bucket's p99 for people (``57 ms``), or ``none answered``."""
+    x: float
+    w: float
+    answered_y: float
+    failed_y: float
+    lost_y: float
+    """Tops of the stacked bar segments (answered at the bottom, then failed, then lost)."""
+    point_y: float | None
+    labels: list[tuple[str, str, float]]
+    """(css class, text, y) of the failed / lost counts written above the bar."""
+    title: str
+
+
+@dataclass
+class LoadView:
+    """A serving or control-plane scenario: p99 latency and requests per second around the act, with the Ready
+    replica count (the scale events) on the same time axis."""
+
+    anchor: str
+    title: str
+    verdict: str
+    drill: str
+    act: str
+    """The act in words: ``drain of gpu-node-1``, ``pull of gpu-node-0 with kill``, ``load jumped to 16 users``."""
+    line_words: str
+    facts: list[tuple[str, str]]
+    note: str
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    width: float = 1000
+    height: float = 0
+    plot_x: float = 0
+    plot_w: float = 0
+    plot_top: float = 0
+    plot_bottom: float = 0
+    act_x: float = 0
+    main_bottom: float = 0
+    """Bottom of the latency and requests panel (``plot_bottom`` is below the replicas band when there is one)."""
+    ticks: list[Tick] = field(default_factory=list)
+    latency_ticks: list[tuple[float, str]] = field(default_factory=list)
+    count_ticks: list[tuple[float, str]] = field(default_factory=list)
+    buckets: list[LoadBucket] = field(default_factory=list)
+    segments: list[str] = field(default_factory=list)
+    """Polyline points of the p99 line; a second with nothing answered breaks it."""
+    limit_y: float | None = None
+    limit_label: str = ""
+    instants: list[InstantMark] = field(default_factory=list)
+    replicas_top: float | None = None
+    replicas_bottom: float = 0
+    replica_ticks: list[tuple[float, str]] = field(default_factory=list)
+    replica_path: str = ""
+    replica_events: list[tuple[float, float, str, str]] = field(default_factory=list)
+    """(x, y, label, title) of each change of the Ready count within the axis."""
+    desc: str = ""
+    totals: list[tuple[str, str, str]] = field(default_factory=list)
+    """(what, count, note) for the table under the chart."""
+    bad_seconds: int = 0
+
+
+def _act_words(act: dict[str, Any]) -> str:
+    kind = act.get("kind")
+    if kind == "drain":
+        return f"drain of {act.get('node', '?')}"
+    if kind == "pull":
+        return f"pull of {act.get('node', '?')}" + (f" with {act['method']}" if act.get("method") else "")
+    if kind == "burst":
+        after = act.get("users_after")
+        return f"load jumped to {after} users" if after is not None else "load jumped"
+    return "the act"
+
+
+def _span_axis(lo: float, hi: float, target_ticks: int = 8) -> tuple[float, float, list[float]]:
+    """Round axis ends around ``lo``..``hi`` (which may be negative) and the round ticks between them."""
+    _, ticks = nice_axis(max(hi - lo, 1e-3), target_ticks)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    start, end = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+    return start, end, [round(start + i * step, 10) for i in range(int(round((end - start) / step)) + 1)]
+
+
+def load_view(s: ScenarioRecord, repeats: int) -> LoadView:
+    """The latency-over-time chart of a serving or control-plane scenario, from ``details["series"]`` (per-second
+    buckets relative to the act), ``details["replicas_ready"]`` and ``details["burst"]``."""
+    details = s.details or {}
+    act = details.get("act") if isinstance(details.get("act"), dict) else {}
+    judged_name, line_words = LOAD_LATENCY.get(s.drill, LOAD_LATENCY["serving"])
+    p99_key = "p99_ttft_s" if s.drill == "serving" else "p99_latency_s"
+    facts = _load_facts(s.drill, details)
+    view = LoadView(_anchor("load", s.slug), _scenario_title(s, repeats), s.verdict, s.drill, _act_words(act),
+                    line_words, facts, "")
+    view.findings = [_split_finding(f) for f in s.findings]
+    rows = sorted((b for b in details.get("series") or [] if isinstance(b, dict) and _num(b.get("t")) is not None),
+                  key=lambda b: float(b["t"]))
+    req = details.get("requests") if isinstance(details.get("requests"), dict) else {}
+
+    def count(b: dict[str, Any], k: str) -> int:
+        v = _num(b.get(k))
+        return int(v) if v is not None else 0
+    sums = {k: sum(count(b, k) for b in rows) for k in ("sent", "answered", "failed", "lost")}
+    calls = "requests" if s.drill == "serving" else "mutating calls"
+    for k, words in (("sent", f"{calls} sent"), ("answered", "answered"), ("failed", "failed (refused or an error "
+                                                                                       "status)"),
+                     ("lost", "lost (sent, never answered)")):
+        v = req.get(k, req.get("mutating") if k == "sent" else None)
+        v = sums[k] if _num(v) is None else v
+        view.totals.append((words, str(int(v)), ""))
+    if s.drill == "serving":
+        view.totals.append(("retried (sent more than once under the retry policy)",
+                            str(req["retried"]) if _num(req.get("retried")) is not None else "\u2014", ""))
+        locust = _num(req.get("locust_total"))
+        view.totals.append(("locust's own request total", "\u2014" if locust is None else str(int(locust)),
+                            "" if locust is None or int(locust) == int(view.totals[0][1]) else
+                            "differs from the harness's count of requests sent"))
+    else:
+        view.totals.append(("retried", "\u2014", "mutating calls are not retried"))
+        view.totals.append(("locust's own request total", "\u2014", "not recorded by this drill"))
+        for k, words in (("reads", "reads (lists and watches)"), ("acknowledged_creates", "creates acknowledged")):
+            if _num(req.get(k)) is not None:
+                view.totals.append((words, str(int(req[k])), ""))
+        missing = req.get("acknowledged_missing")
+        if isinstance(missing, list):
+            view.totals.append(("acknowledged, then not found", str(len(missing)), ", ".join(map(str, missing[:5])) +
+                                (" \u2026" if len(missing) > 5 else "")))
+    if not rows:
+        view.note = "No per-second load series was recorded for this scenario (the load never ran, or this " \
+                    "record predates the series)."
+        return view
+
+    bucket = min((float(b["t"]) - float(a["t"]) for a, b in zip(rows, rows[1:])), default=1.0) or 1.0
+    lo, hi = min(float(rows[0]["t"]), 0.0), max(float(rows[-1]["t"]) + bucket, 0.0)
+    lo, hi, xticks = _span_axis(lo, hi)
+    left, plot_w, top, h = 76.0, 828.0, 64.0, 220.0
+    scale = plot_w / (hi - lo)
+
+    def x(t: float) -> float:
+        return left + (min(max(t, lo), hi) - lo) * scale
+    view.plot_x, view.plot_w, view.plot_top, view.plot_bottom = left, plot_w, top, top + h
+    view.main_bottom = top + h
+    view.ticks = [Tick(x(t), fmt_tick(t)) for t in xticks]
+    view.act_x = x(0.0)
+
+    p99s = [float(b[p99_key]) for b in rows if _num(b.get(p99_key)) is not None]
+    j = _judgement_for(s, judged_name)
+    limit = j.threshold.limit if j is not None and j.threshold.unit == "s" and j.threshold.comparison == "<=" else None
+    hi_lat = max(p99s, default=0.0)
+    if limit is not None and hi_lat < limit <= 2 * max(hi_lat, 1e-9):
+        hi_lat = limit
+    lat_end, lat_ticks = nice_axis(hi_lat * 1.08 if hi_lat > 0 else 0.1, 5)
+    count_end, count_ticks = nice_axis(max([count(b, "sent") for b in rows] + [1]) * 1.15, 5)
+    count_ticks = [c for c in count_ticks if float(c).is_integer()] or [0.0, count_end]
+
+    def ly(v: float) -> float:
+        return top + h - min(v, lat_end) / lat_end * h
+
+    def cy(v: float) -> float:
+        return top + h - min(v, count_end) / count_end * h
+    view.latency_ticks = [(ly(v), fmt_value(v, "s") if v else "0") for v in lat_ticks]
+    view.count_ticks = [(cy(v), f"{int(v)}") for v in count_ticks]
+    if limit is not None:
+        if limit <= lat_end:
+            view.limit_y = ly(limit)
+        view.limit_label = f"threshold {fmt_limit(limit, 's')}" + ("" if limit <= lat_end else " (above this scale)")
+    segment: list[str] = []
+    for b in rows:
+        t = float(b["t"])
+        sent, answered, failed, lost = (count(b, k) for k in ("sent", "answered", "failed", "lost"))
+        p99 = _num(b.get(p99_key))
+        bx, bw = x(t) + 1.0, max(x(t + bucket) - x(t) - 2.0, 1.0)
+        ay, fy = cy(answered), cy(answered + failed)
+        ly_ = cy(answered + failed + lost)
+        labels: list[tuple[str, str, float]] = []
+        y_label = ly_ - 4
+        for css, n, word in (("lost", lost, "lost"), ("failed", failed, "failed")):
+            if n:
+                labels.append((css, f"{n} {word}" if bw >= 40 else str(n), max(y_label, top - 2)))
+                y_label -= 12
+        if failed or lost:
+            view.bad_seconds += 1
+        py = ly(p99) if p99 is not None else None
+        if py is None:
+            if segment:
+                view.segments.append(" ".join(segment))
+            segment = []
+        else:
+            segment.append(f"{x(t + bucket / 2):.1f},{py:.1f}")
+        words = fmt_value(p99, "s") if p99 is not None else "none answered"
+        view.buckets.append(LoadBucket(
+            t, sent, answered, failed, lost, words, bx, bw, ay, fy, ly_, py, labels,
+            f"{fmt_tick(t)} to {fmt_tick(t + bucket)} from the act: {sent} sent, {answered} answered, {failed} failed, "
+            f"{lost} lost; {line_words} {words}"))
+    if segment:
+        view.segments.append(" ".join(segment))
+
+    marks: list[tuple[str, float, str]] = []
+    burst = details.get("burst") if isinstance(details.get("burst"), dict) else {}
+    crossed = _num(burst.get("queue_crossed_s"))
+    if crossed is not None:
+        marks.append(("queue over threshold", crossed, f"the replicas' queue crossed the autoscaler's threshold "
+                                                       f"{fmt_value(crossed, 's')} after the jump"))
+        new = _measurement(s, "time to a new replica serving")
+        if new is not None and new.value is not None:
+            marks.append(("new replica serving", crossed + new.value,
+                          f"a new replica ({burst.get('first_new_replica', '?')}) served its first request "
+                          f"{fmt_value(new.value, 's')} after the crossing"))
+    back = _measurement(s, "time until the SLA holds again")
+    if back is not None and back.value is not None:
+        marks.append(("SLA holds again", back.value, f"the SLA held again from {fmt_value(back.value, 's')} after "
+                                                      "the jump"))
+    levels: list[float] = [view.act_x + 10 + 6.5 * len(view.act)]
+    """Right end of the last label written on each line above the plot; the act's label is on the first."""
+    for label, t, title in marks:
+        if not lo <= t <= hi:
+            continue
+        ix = x(t)
+        level = next((i for i, right in enumerate(levels) if ix >= right + 6), len(levels))
+        if level == len(levels):
+            levels.append(0.0)
+        levels[level] = ix + 4 + 6 * len(label)
+        view.instants.append(InstantMark(ix, label, 14 + 12 * min(level, 3), title))
+
+    ready = sorted(((float(r["t"]), int(r["ready"])) for r in details.get("replicas_ready") or []
+                    if isinstance(r, dict) and _num(r.get("t")) is not None and _num(r.get("ready")) is not None),
+                   key=lambda r: r[0])
+    steps = ""
+    if ready:
+        rtop, rh = top + h + 28.0, 64.0
+        view.replicas_top, view.replicas_bottom = rtop, rtop + rh
+        rmax = max(max(n for _, n in ready), 1)
+
+        def ry(n: int) -> float:
+            return rtop + rh - n / rmax * (rh - 8)
+        view.replica_ticks = [(ry(n), str(n)) for n in sorted({0, rmax})]
+        before = [n for t, n in ready if t <= lo]
+        current = before[-1] if before else None
+        path = [] if current is None else [f"M{x(lo):.1f},{ry(current):.1f}"]
+        for t, n in ready:
+            if t <= lo or t > hi:
+                continue
+            if current is None:
+                path.append(f"M{x(t):.1f},{ry(n):.1f}")
+            else:
+                path.append(f"H{x(t):.1f} V{ry(n):.1f}")
+                view.replica_events.append((x(t), ry(n), str(n), f"{fmt_tick(t)}: Ready replicas {current} \u2192 {n}"))
+            current = n
+        if current is not None:
+            path.append(f"H{x(hi):.1f}")
+        view.replica_path = " ".join(path)
+        # changes a few pixels apart (replicas turning Ready together) keep their dots; only the last is labelled
+        view.replica_events = [(ex, ey, "" if nxt is not None and nxt[0] - ex < 12 else label, title)
+                               for (ex, ey, label, title), nxt in zip(view.replica_events,
+                                                                     [*view.replica_events[1:], None])]
+        steps = "; Ready replicas " + (f"{before[-1]}" if before else "") + "".join(
+            f" \u2192 {n} at {fmt_tick(t)}" for t, n in ready if lo < t <= hi)
+        view.plot_bottom = view.replicas_bottom
+    view.height = view.plot_bottom + 44
+
+    lat_range = (f"between {fmt_value(min(p99s), 's')} and {fmt_value(max(p99s), 's')}" if p99s
+                 else "never measured (nothing was answered)")
+    view.desc = (f"From {fmt_tick(float(rows[0]['t']))} to {fmt_tick(float(rows[-1]['t']) + bucket)} around the "
+                 f"{view.act} at 0 s: {sums['sent']} {calls} sent, {sums['answered']} answered, {sums['failed']} "
+                 f"failed, {sums['lost']} lost; {line_words} per second {lat_range}"
+                 + (f"; failed or lost calls in {view.bad_seconds} second{'s' if view.bad_seconds != 1 else ''}"
+                    if view.bad_seconds else "") + steps + ".")
+    return view
+
+
+def _load_facts(drill: str, details: dict[str, Any]) -> list[tuple[str, str]]:
+    facts: list[tuple[str, str]] = []
+    service = details.get("service") if isinstance(details.get("service"), dict) else {}
+    load = details.get("load") if isinstance(details.get("load"), dict) else {}
+    act = details.get("act") if isinstance(details.get("act"), dict) else {}
+    if service.get("name"):
+        facts.append(("service", f"{service['name']}: {service.get('replicas', '?')} replicas of "
+                                 f"{service.get('gpus_per_replica', '?')} GPUs"))
+    autoscale = service.get("autoscale") if isinstance(service.get("autoscale"), dict) else {}
+    if autoscale:
+        facts.append(("autoscaler", f"up to {autoscale.get('max_replicas', '?')} replicas when more than "
+                                    f"{autoscale.get('waiting_per_replica', '?')} requests wait per replica "
+                                    f"({autoscale.get('metric', '?')}), model load {autoscale.get('warmup_s', '?')} s"))
+    if load.get("users") is not None:
+        facts.append(("load", f"{load['users']} users" + (f", retrying up to {load['retries']} times on "
+                                                          f"{load.get('retry_on', '?')}" if load.get("retries") else "")
+                      + (f", {load['object']}" if drill == "control-plane" and load.get("object") else "")))
+    if act.get("kind") == "burst":
+        facts.append(("burst", f"{act.get('users_before', '?')} \u2192 {act.get('users_after', '?')} users"))
+    elif act.get("kind") == "drain" and act.get("evicted"):
+        facts.append(("evicted", ", ".join(map(str, act["evicted"]))))
+    elif act.get("kind") == "pull" and "confirmed" in act:
+        facts.append(("fault confirmed", "yes" if act["confirmed"] else "NO"))
+    startup = details.get("startup") if isinstance(details.get("startup"), dict) else {}
+    if startup.get("per_second") is not None:
+        facts.append(("startup pods", f"{startup['per_second']} per second"))
+    return facts
+
+
 def distribution_views(record: RunRecord) -> list[DistributionView]:
     groups: dict[tuple[str, str], list[ScenarioRecord]] = {}
     for s in record.scenarios:
@@ -943,6 +1257,8 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
                       for s in record.scenarios if s.drill == "gang-submission"])
     isolations = _grouped([(s, isolation_view(s, repeats[(s.feature_file, s.scenario)]))
                            for s in record.scenarios if (s.details or {}).get("isolation_matrix")])
+    loads = _grouped([(s, load_view(s, repeats[(s.feature_file, s.scenario)]))
+                      for s in record.scenarios if s.drill in LOAD_DRILLS or (s.details or {}).get("series")])
     findings = [(s, _split_finding(f)) for s in record.scenarios for f in s.findings]
     errors = [s for s in record.scenarios if s.verdict == "ERROR" or (s.verdict != "PASS" and s.error
                                                                         and not s.findings)]
@@ -952,7 +1268,8 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
         duration=fmt_duration((end - start).total_seconds()) if start and end and end >= start else "",
         counts=[(v, sum(1 for s in record.scenarios if s.verdict == v)) for v in VERDICTS],
         rows=_scenario_rows(record, repeats), findings=findings, errors=errors,
-        node_pulls=node_pulls, gangs=gangs, isolations=isolations, distributions=distribution_views(record),
+        node_pulls=node_pulls, gangs=gangs, isolations=isolations, loads=loads,
+        distributions=distribution_views(record),
         leak=leak_view(record, repeats),
         fp=_fingerprint(record), renderer_version=__version__,
         options=sorted((str(k), str(v)) for k, v in (record.options or {}).items()),

@@ -630,3 +630,108 @@ def test_a_record_with_a_leak_report_survives_the_json_round_trip() -> None:
     again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.leak_report == record.leak_report
     assert render_report(again, SIG) == render_report(record, SIG)
+
+
+# ------------------------------------------------------------------------------ load through the act
+
+
+def serving_drain(*, series: bool = True, node: str = "gpu-node-1") -> ScenarioRecord:
+    """A drained replica's node under steady load, shaped like a real run's details: the second after the drain
+    has 2 requests failed and 3 lost; the Ready count drops at the act and comes back."""
+    rows = [{"t": float(t), "sent": 60, "answered": 60, "failed": 0, "lost": 0, "p99_ttft_s": 0.057}
+            for t in range(-3, 8)]
+    rows[3] = {"t": 0.0, "sent": 60, "answered": 55, "failed": 2, "lost": 3, "p99_ttft_s": 0.41}
+    rows[4] = {"t": 1.0, "sent": 4, "answered": 0, "failed": 0, "lost": 4, "p99_ttft_s": None}
+    details: dict[str, Any] = {
+        "act": {"kind": "drain", "node": node, "evicted": ["infer-fd-46nrd"]},
+        "service": {"name": "infer-fd", "replicas": 3, "gpus_per_replica": 8, "nodes": ["gpu-node-1"]},
+        "load": {"users": 12, "retries": 2, "retry_on": "no status line, 429, 503"},
+        "requests": {"sent": 604, "answered": 595, "failed": 2, "lost": 7, "retried": 5, "locust_total": 604},
+        "replicas_ready": [{"t": -4.2, "ready": 0}, {"t": -3.05, "ready": 1}, {"t": -3.02, "ready": 3},
+                           {"t": 0.009, "ready": 2}, {"t": 1.16, "ready": 3}]}
+    if series:
+        details["series"] = rows
+    lost = 7.0
+    return ScenarioRecord(
+        "Inference under chaos", "inference_under_chaos.feature",
+        "Inference keeps its SLA while the node of one replica is drained", ("clause:9.1",), "serving", "FAIL",
+        judgements=(judged("p99 time to first token", 0.41, 1.0), judged("requests lost", lost, 0.0, "requests")),
+        measurements=(MeasurementRecord("p99 time to first token", 0.41, "s"),
+                      MeasurementRecord("requests lost", lost, "requests")),
+        details=details)
+
+
+def control_plane_pull() -> ScenarioRecord:
+    rows = [{"t": float(t), "sent": 100, "answered": 100, "failed": 0, "lost": 0, "p99_latency_s": 0.07}
+            for t in range(-2, 5)]
+    rows[2] = {"t": 0.0, "sent": 100, "answered": 98, "failed": 1, "lost": 1, "p99_latency_s": 0.19}
+    return ScenarioRecord(
+        "The control plane under chaos", "control_plane_under_chaos.feature",
+        "The control plane holds its SLOs while a node is pulled", ("clause:9.4",), "control-plane", "PASS",
+        judgements=(judged("mutating API call p99", 0.19, 1.0),),
+        measurements=(MeasurementRecord("mutating API call p99", 0.19, "s"),),
+        details={"act": {"kind": "pull", "node": "gpu-node-0", "method": "kill", "confirmed": True},
+                 "load": {"users": 4, "object": "pod (Pending)"}, "startup": {"per_second": 2},
+                 "requests": {"mutating": 700, "mutating_not_answered": 2, "reads": 400, "acknowledged_creates": 350,
+                              "acknowledged_missing": []},
+                 "series": rows})
+
+
+def test_a_serving_scenario_gets_latency_over_time_with_the_act_losses_and_scale_events() -> None:
+    html = render_report(make_record((serving_drain(),)), SIG)
+    charts = svgs(html, "load-chart")
+    assert len(charts) == 1
+    chart = charts[0]
+    assert 'data-testid="act-marker"' in chart and ">drain of gpu-node-1</text>" in chart
+    # a p99 point per second that had an answer (10 of 11; the second with nothing answered breaks the line)
+    assert chart.count('<circle class="p99"') == 10
+    assert chart.count('class="second"') == 11
+    assert chart.count('<polyline class="p99-line"') == 2
+    # failed and lost in their own colours, with counts, on the seconds they happened
+    assert ">3 lost</text>" in chart and ">2 failed</text>" in chart and ">4 lost</text>" in chart
+    assert chart.count('class="bar-lost"') == 2 and chart.count('class="bar-failed"') == 1
+    # the scale events: the Ready count as a step line, down at the act and back up
+    assert 'data-testid="replicas"' in chart and "Ready replicas 3 \u2192 2" in chart and "2 \u2192 3" in chart
+    # the text alternative: a title, and a desc with the totals and the steps
+    desc = re.search(r"<desc[^>]*>(.*?)</desc>", chart, re.S)
+    assert desc is not None
+    assert "drain of gpu-node-1 at 0 s: 604 requests sent, 595 answered, 2 failed, 7 lost" in desc.group(1)
+    assert "failed or lost calls in 2 seconds" in desc.group(1)
+    # the change at -4.2 s falls before the axis (from -4 s): its value is where the step line starts
+    assert "at -4.2 s" not in desc.group(1)
+    assert "Ready replicas 0 \u2192 1 at -3.05 s \u2192 3 at -3.02 s \u2192 2 at 0.009 s \u2192 3 at 1.16 s." \
+        in desc.group(1)
+    assert "<title" in chart and "seconds from the act" in chart
+    totals = section(html, "load-totals")
+    for what, n in (("requests sent", "604"), ("answered", "595"), ("failed", "2"), ("lost", "7"), ("retried", "5"),
+                    ("locust&#39;s own request total", "604")):
+        assert re.search(rf"<td>{what}[^<]*</td><td class=\"num\">{n}</td>", totals), what
+    assert 'href="#load"' in html
+
+
+def test_the_control_plane_chart_shows_mutating_latency_and_the_pull() -> None:
+    html = render_report(make_record((control_plane_pull(), serving_drain(series=False))), SIG)
+    charts = svgs(html, "load-chart")
+    assert len(charts) == 1  # the serving scenario without a series gets a card and a note, no chart
+    chart = charts[0]
+    assert ">pull of gpu-node-0 with kill</text>" in chart and "p99 mutating call latency" in chart
+    assert chart.count('<circle class="p99"') == 7 and 'data-testid="replicas"' not in chart
+    assert ">1 lost</text>" in chart and ">1 failed</text>" in chart
+    assert len(re.findall(r'data-testid="load-card"', html)) == 2
+    assert "No per-second load series was recorded" in html
+    totals = re.findall(r'<table class="phases" data-testid="load-totals">.*?</table>', html, re.S)
+    assert re.search(r"<td>mutating calls sent</td><td class=\"num\">700</td>", totals[0])
+    assert re.search(r"<td>lost \(sent, never answered\)</td><td class=\"num\">1</td>", totals[0])
+
+
+def test_no_load_section_without_a_load_scenario_and_names_are_escaped() -> None:
+    html = render_report(make_record((node_pull(),)), SIG)
+    assert not svgs(html, "load-chart") and 'id="load"' not in html and 'href="#load"' not in html
+    html = render_report(make_record((serving_drain(node="<img src=x>"),)), SIG)
+    assert "<img" not in html and ">drain of &lt;img src=x&gt;</text>" in html
+
+
+def test_a_record_with_a_load_series_survives_the_json_round_trip() -> None:
+    record = make_record((serving_drain(), control_plane_pull()))
+    again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert render_report(again, SIG) == render_report(record, SIG)
