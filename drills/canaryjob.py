@@ -61,6 +61,8 @@ class CanaryTraining:
     stall_after: float = 1.0
     peer_timeout: float | None = None
     """``--peer-timeout``: a rank that lost a peer exits after this many seconds (None: the canary's default)."""
+    checkpoint_on_sigterm: bool = False
+    """``--checkpoint-on-sigterm``: rank 0 checkpoints the last completed step when told to stop (preemption)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0 or self.checkpoint_every < 0:
@@ -82,7 +84,8 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining, *,
-                    steps_total: int = 0, form: CanaryForm = CanaryForm.VOLCANO_JOB) -> GangSpec:
+                    steps_total: int = 0, form: CanaryForm = CanaryForm.VOLCANO_JOB,
+                    priority_class: str | None = None) -> GangSpec:
     """The GangSpec of a canary training job on ``profile``'s cluster (render it with ``gang_manifests`` for
     a Volcano Job or gang pods, ``indexed_job`` for a batch/v1 Indexed Job; ``form`` says which).
     ``steps_total``: every rank exits 0 after that step (0: trains until stopped)."""
@@ -99,6 +102,8 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
             "--steps-total", str(steps_total)]
     if training.peer_timeout is not None:
         args += ["--peer-timeout", f"{training.peer_timeout:g}"]
+    if training.checkpoint_on_sigterm:
+        args.append("--checkpoint-on-sigterm")
     if form is CanaryForm.VOLCANO_JOB:
         rank = _field("metadata.annotations['volcano.sh/task-index']")
         generation = _field("metadata.annotations['volcano.sh/job-version']")
@@ -110,6 +115,7 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
            {"name": "FIREDRILL_GENERATION", **generation}, {"name": "POD_IP", **_field("status.podIP")})
     return GangSpec(name=name, run_id=run_id, workers=training.workers, gpus_per_worker=training.gpus_per_worker,
                     image=profile.canary_image, namespace=profile.namespace, queue=profile.queue,
+                    priority_class=priority_class,
                     gpu_resource=profile.gpu_resource, command=profile.canary.command, args=tuple(args), env=env,
                     volumes=({"name": VOLUME, **volume},),
                     volume_mounts=({"name": VOLUME, "mountPath": MOUNT},),

@@ -127,9 +127,10 @@ class NodePullDrill:
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     # ----------------------------------------------------------- steady state
-    def start_canary(self, workers: int, gpus: int, checkpoint_every: int, **step: float) -> None:
-        """Submit the canary job (``step``: extra canary step times, e.g. ``input_seconds``) and wait until every
-        rank is running and, by its own log, training."""
+    def start_canary(self, workers: int, gpus: int, checkpoint_every: int, priority_class: str | None = None,
+                     **step: Any) -> None:
+        """Submit the canary job (``step``: extra CanaryTraining fields, e.g. ``input_seconds``) at a priority class
+        (None: the cluster's default) and wait until every rank is running and, by its own log, training."""
         profile = self.target.profile
         if profile.flavor is GangFlavor.VOLCANO:
             form, self.job_resource = CanaryForm.VOLCANO_JOB, VOLCANO_JOB
@@ -142,7 +143,8 @@ class NodePullDrill:
             raise DrillInconclusive(f"the node-pull drill runs its canary as a Volcano Job (flavor volcano) or a "
                                     f"batch/v1 Indexed Job (flavors native and kueue); flavor {profile.flavor.value} "
                                     "has no training job written yet")
-        self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form)
+        self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
+                                    priority_class=priority_class)
         driver, ns = self.target.driver, profile.namespace
         self.canary.listeners.append(self._on_canary)
         self.follower = LogFollower(driver, self._on_log_line, self.target.timeline.clock)

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from drills.canaryjob import gpu_taint_toleration
+from drills.canarylog import CanaryEvent
 from drills.connect import Target
 from drills.kube.driver import NODE, POD, RESOURCES, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
+from drills.nodepull import NodePullDrill
 from drills.safety import check_blast_radius, eligible_nodes
 from drills.target import FaultMethod
 from drills.verdict import DrillInconclusive, DrillResult, Measurement
@@ -47,6 +49,10 @@ Obj = dict[str, Any]
 
 DEPLOYMENT = RESOURCES[("apps/v1", "Deployment")]
 HPA = RESOURCES[("autoscaling/v2", "HorizontalPodAutoscaler")]
+PRIORITY_CLASS = RESOURCES[("scheduling.k8s.io/v1", "PriorityClass")]
+LOW_PRIORITY = -100
+"""The value of the low PriorityClass the drill gives training that fills idle GPUs (inference keeps 0, the
+cluster's default, so it may preempt the training)."""
 QUEUE_METRIC = "vllm:num_requests_waiting"
 SCRAPE_EVERY = 0.25
 """Seconds between two reads of every replica's own /metrics (the canary's queue and served count)."""
@@ -291,6 +297,13 @@ class ServingDrill:
     readings: list[Reading] = field(default_factory=list)
     ready_series: list[tuple[float, int]] = field(default_factory=list)
     """(harness monotonic instant, Ready replicas) at each change, for the evidence's scale events."""
+    training: NodePullDrill | None = None
+    """Low-priority canary training sharing the cluster (it runs the canary and follows its log)."""
+    low_class: str | None = None
+    burst_samples: list[Sample] = field(default_factory=list)
+    burst_end_mono: float | None = None
+    burst_locust: int = 0
+    """Locust's own request total of the burst's users (their process ends with the burst)."""
     _scraper: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -304,7 +317,8 @@ class ServingDrill:
         self.name, self.replicas, self.autoscale = f"infer-{self.run_id}"[:40], replicas, autoscale
         if autoscale is not None:
             self.shape = BURST_SHAPE
-        driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id), on_event=self._on_pod)
+        driver.watch(POD, profile.namespace, label_selector=f"{run_selector(self.run_id)},app={self.name}",
+                     on_event=self._on_pod)
         manifests = inference_manifests(self.name, self.run_id, profile.namespace, profile.canary_image, replicas,
                                         gpus, profile.gpu_resource, self.shape,
                                         warmup_s=autoscale.warmup_s if autoscale else 0.0)
@@ -466,11 +480,53 @@ class ServingDrill:
         self.result.details["act"] = {"kind": "burst", "factor": factor, "users_before": self.users,
                                       "users_after": self.users * factor, "serving_before": sorted(self.serving_before)}
 
+    def scale_in_after(self, window_s: float) -> None:
+        """Shorten the autoscaler's scale-down stabilization window (upstream's default is 300 s)."""
+        if self.autoscale is None:
+            raise ValueError("no autoscaled service in this scenario; write 'an inference service of ... scaling "
+                             "out to ...' first")
+        self.target.driver.patch(HPA, self.name, {"spec": {"behavior": {"scaleDown": {
+            "stabilizationWindowSeconds": int(round(window_s))}}}}, self.target.profile.namespace)
+        self.result.details["service"].setdefault("autoscale", {})["scale_down_window_s"] = window_s
+
+    def share_with_training(self, workers: int, gpus: int, every: int) -> None:
+        """Low-priority canary training fills idle GPUs: a PriorityClass below the default, and the canary job at
+        it, checkpointing every ``every`` steps and, when told to stop (preempted), at its last completed step."""
+        driver = self.target.driver
+        self.low_class = f"firedrill-low-{self.run_id}"
+        driver.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": {"name": self.low_class, "labels": {RUN_LABEL: self.run_id}},
+                       "value": LOW_PRIORITY, "preemptionPolicy": "Never",
+                       "description": "Firedrill: training that fills idle GPUs and yields to inference"})
+        self.training = NodePullDrill(self.target, self.result, self.run_id)
+        self.training.start_canary(workers, gpus, every, priority_class=self.low_class, checkpoint_on_sigterm=True)
+        self.result.details["training"] = {"workers": workers, "gpus_per_worker": gpus, "checkpoint_every": every,
+                                           "priority_class": self.low_class, "priority": LOW_PRIORITY}
+
+    def end_burst(self, after_s: float) -> None:
+        """``after_s`` after the jump, the extra users leave (each finishes the request it is in)."""
+        if self.burst_load is None or self.jump_mono is None:
+            raise ValueError("no burst in this scenario; write 'the load jumps to ... times its users ...' first")
+        remaining = self.jump_mono + after_s - self.target.timeline.clock.mono()
+        if remaining > 0:
+            threading.Event().wait(remaining)
+        self.burst_load.stop()
+        try:
+            outcome = self.burst_load.wait(timeout_s=self.burst_load.deadline_s())
+        except LoadError as exc:
+            raise DrillInconclusive(f"the burst's load generator's results could not be read: {exc}") from None
+        self.burst_samples = [s for s in outcome.samples if s.kind == "inference"]
+        self.burst_locust = outcome.locust.requests
+        self.burst_load = None
+        self.burst_end_mono = self.target.timeline.clock.mono()
+        self.target.timeline.action("burst ended", target=self.url or "", users=self.users)
+        self.result.details.setdefault("burst", {})["ended_s"] = round(self.burst_end_mono - self.jump_mono, 3)
+
     def go_on(self, seconds: float) -> None:
         """Keep the load going ``seconds`` after the act, then stop it (each user finishes the request it is in)."""
         assert self.load is not None, "start the load first"
         clock = self.target.timeline.clock
-        start = self.act_mono if self.act_mono is not None else clock.mono()
+        start = next((t for t in (self.burst_end_mono, self.act_mono) if t is not None), clock.mono())
         remaining = start + seconds - clock.mono()
         if remaining > 0:
             threading.Event().wait(remaining)
@@ -478,8 +534,8 @@ class ServingDrill:
         loads = [run for run in (self.load, self.burst_load) if run is not None]
         for run in loads:
             run.stop()
-        samples: list[Sample] = []
-        locust_total = 0
+        samples: list[Sample] = list(self.burst_samples)
+        locust_total = self.burst_locust
         for run in loads:
             try:
                 outcome = run.wait(timeout_s=run.deadline_s())
@@ -551,6 +607,59 @@ class ServingDrill:
         self.result.measure(Measurement(name, back, "s", note="" if back is not None else
                                         f"the last second of the run still missed p99 TTFT <= {ttft_s:g} s"))
 
+    def measure_training(self, timeout: float = 0.0) -> None:
+        """From the training canary's own log: where it resumed after the burst (it must be the checkpoint it
+        wrote when preempted), how long after the burst's end, and the GPU-seconds of work it must redo. Waits up
+        to ``timeout`` for a preempted training to resume (the log keeps being followed after the load stops)."""
+        if self.training is None:
+            raise ValueError("no training shares the cluster in this scenario; write 'low-priority canary training "
+                             "of ... fills the idle GPUs ...' first")
+        log_ = self.training.canary
+        spec = self.training.spec
+        assert spec is not None
+
+        def sigterm_checkpoints() -> list[Any]:
+            return [ln for ln in log_.of(CanaryEvent.CHECKPOINT) if ln.fields.get("trigger") == "sigterm"]
+
+        def resumed() -> bool:
+            stops = sigterm_checkpoints()
+            return bool(stops) and bool(log_.resumptions(exclude={ln.uid for ln in log_.snapshot()
+                                                                  if ln.mono <= stops[0].mono}))
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + timeout
+        while sigterm_checkpoints() and not resumed() and clock.mono() < deadline:  # never preempted: no wait
+            threading.Event().wait(0.2)
+        preempted = sigterm_checkpoints()
+        resume_name, lost_name = "training resume after the burst", "training GPU-seconds lost"
+        if not preempted:
+            note = "the training was never preempted (its log has no checkpoint written on SIGTERM)"
+            self.result.measure(Measurement(resume_name, None, "s", note=note))
+            self.result.measure(Measurement(lost_name, None, "GPU-s", note=note))
+            return
+        stop = preempted[0]
+        old = {ln.uid for ln in log_.snapshot() if ln.mono <= stop.mono}
+        found = log_.resumptions(exclude=old)
+        self.result.details["training"]["preempted_at_step"] = stop.step
+        if not found:
+            note = f"no rank resumed after the preemption at step {stop.step} (the canary's own log)"
+            self.result.measure(Measurement(resume_name, None, "s", note=note))
+            self.result.measure(Measurement(lost_name, None, "GPU-s", note=note))
+            return
+        r = found[0]
+        self.result.details["training"]["resumed_from_step"] = r.from_step
+        if r.from_step != stop.step:
+            self.result.fail(f"training resumed from step {r.from_step}, but it checkpointed step {stop.step} when "
+                             f"it was preempted (rank {r.rank}, pod {r.pod}; the canary's own log)")
+        origin = self.burst_end_mono if self.burst_end_mono is not None else (self.jump_mono or 0.0)
+        self.result.measure(Measurement(resume_name, max(0.0, r.first_step.mono - origin), "s",
+                                        note=f"resumed from step {r.from_step} (rank {r.rank})"))
+        done = max((ln.step or 0 for ln in log_.of(CanaryEvent.STEP) if ln.uid in old), default=0)
+        step_s = log_.median_step_seconds() or 0.0
+        gpus = spec.workers * spec.gpus_per_worker
+        self.result.measure(Measurement(lost_name, max(0, done - r.from_step) * step_s * gpus, "GPU-s",
+                                        note=f"{max(0, done - r.from_step)} step(s) of {step_s:.3f} s on {gpus} "
+                                             f"GPUs to redo: reached step {done}, resumed from {r.from_step}"))
+
     # ------------------------------------------------------------- watches and helpers
     def _on_pod(self, event: str, obj: Obj) -> None:
         with self._cond:
@@ -605,5 +714,13 @@ class ServingDrill:
             if not self._wait(lambda: not self.pods, ROLLBACK_TIMEOUT):
                 log.warning("replicas of %s still there %g s after the rollback: %s", self.name, ROLLBACK_TIMEOUT,
                             self._pod_summary())
+        if self.training is not None:
+            self.training.rollback()
+        if self.low_class is not None:
+            try:
+                driver.delete(PRIORITY_CLASS, self.low_class)
+            except KubeError as exc:
+                if exc.code != 404:
+                    log.warning("could not delete PriorityClass %s: %s", self.low_class, exc)
         if self._tmp is not None:
             self._tmp.cleanup()

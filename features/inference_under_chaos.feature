@@ -25,3 +25,18 @@ Feature: Inference under chaos
     Then a new replica serves within 10 seconds of the queue crossing its threshold
     And p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump
     And at most 0 requests are lost
+
+  @clause:9.3
+  Scenario: Inference and training share the cluster
+    Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 3 replicas when more than 1 requests wait per replica, each new replica loading its model for 2 seconds
+    And the service scales in 15 seconds after its queue empties
+    And low-priority canary training of 2 workers with 8 GPUs each fills the idle GPUs, checkpointing every 20 steps and when preempted
+    And steady load from 4 users who retry a refused request up to 2 times
+    When the load jumps to 3 times its users after 3 seconds of load
+    And the burst ends after 10 seconds
+    And the load goes on for 15 seconds
+    Then a new replica serves within 10 seconds of the queue crossing its threshold
+    And p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump
+    And at most 0 requests are lost
+    And training resumes from the checkpoint it wrote when preempted within 20 seconds of the burst's end
+    And at most 5 GPU-seconds of training are lost

@@ -360,6 +360,25 @@ def _autoscale_range(replicas: int, most: int) -> None:
                                f"{most}", f"write more than {replicas}", placeholder="most")
 
 
+@step("Given", "the service scales in {window:Duration} after its queue empties",
+      "the service scales in 5 seconds after its queue empties")
+def scale_in_window(drill: ScenarioContext, window: float) -> None:
+    """The autoscaler's scale-down stabilization window (upstream's default: 300 s): how long the queue must
+    stay low before replicas are removed."""
+    drill.serving_drill().scale_in_after(window)
+
+
+@step("Given", "low-priority canary training of {workers:Workers} with {gpus:Count} GPUs each fills the idle GPUs, "
+               "checkpointing every {every:Count} steps and when preempted",
+      "low-priority canary training of 2 workers with 8 GPUs each fills the idle GPUs, checkpointing every 20 steps "
+      "and when preempted")
+def low_priority_training(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
+    """The training canary as a job at a PriorityClass below the default (the drill creates it, value -100,
+    never preempting), so inference may preempt it; rank 0 checkpoints every that many steps and, when told to
+    stop, at its last completed step (`--checkpoint-on-sigterm`). Waits until every rank trains."""
+    drill.serving_drill().share_with_training(workers, gpus, every)
+
+
 @step("Given", "steady load from {users:Count} users who retry a refused request up to {retries:Whole} times",
       "steady load from 12 users who retry a refused request up to 2 times")
 def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
@@ -401,6 +420,13 @@ def _jump(factor: int) -> None:
                                placeholder="factor")
 
 
+@step("When", "the burst ends after {seconds:Duration}", "the burst ends after 12 seconds")
+def burst_ends(drill: ScenarioContext, seconds: float) -> None:
+    """That long after the jump, the extra users leave (each finishes the request it is in); the steady users go
+    on. A following 'the load goes on for ...' counts from here."""
+    drill.serving_drill().end_burst(seconds)
+
+
 @step("When", "the load goes on for {seconds:Duration}", "the load goes on for 8 seconds")
 def load_goes_on(drill: ScenarioContext, seconds: float) -> None:
     """The load keeps running that long after the drain or pull, then stops: each user finishes the request it
@@ -434,6 +460,26 @@ def sla_holds_again(drill: ScenarioContext, sla: float, limit: float) -> None:
     run still misses."""
     drill.serving_drill().measure_sla_back(sla)
     drill.result.check(Threshold("time until the SLA holds again", limit, "s"))
+
+
+@step("Then", "training resumes from the checkpoint it wrote when preempted within {limit:Duration} of the burst's end",
+      "training resumes from the checkpoint it wrote when preempted within 20 seconds of the burst's end")
+def training_resumes(drill: ScenarioContext, limit: float) -> None:
+    """From the training canary's own log: a rank of the training's next incarnation resumed and stepped beyond
+    its resume point that long after the extra users left; it must have resumed from the checkpoint written on
+    SIGTERM (any other step FAILs, naming both). Never preempted: never measured."""
+    drill.serving_drill().measure_training(timeout=_window(limit))
+    drill.result.check(Threshold("training resume after the burst", limit, "s"))
+
+
+@step("Then", "at most {limit:Number} GPU-seconds of training are lost",
+      "at most 5 GPU-seconds of training are lost")
+def training_lost(drill: ScenarioContext, limit: float) -> None:
+    """The work the training must redo: the highest step its preempted incarnation logged minus the step it
+    resumed from, times its median step time and its GPUs (the canary's own log)."""
+    if "training GPU-seconds lost" not in drill.result.measurements:
+        drill.serving_drill().measure_training()
+    drill.result.check(Threshold("training GPU-seconds lost", limit, "GPU-s"))
 
 
 @step("Then", "at most {limit:Number} % of requests fail", "at most 1 % of requests fail")

@@ -76,6 +76,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r i
     Resource("v1", "Event", "events", True), Resource("v1", "Namespace", "namespaces", False),
     Resource("v1", "Service", "services", True), Resource("apps/v1", "Deployment", "deployments", True),
     Resource("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
+    Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
     Resource("coordination.k8s.io/v1", "Lease", "leases", True),
     Resource("batch/v1", "Job", "jobs", True),
     Resource("batch.volcano.sh/v1alpha1", "Job", "jobs", True),

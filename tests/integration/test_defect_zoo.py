@@ -74,13 +74,13 @@ MATRIX: list[Catch] = [
           r"acknowledged writes lost: measured [1-9][0-9]*\.000 writes, threshold <= 0 writes -- MISSED"),
     Catch("drop-in-flight", "inference_under_chaos.feature", "drained", "while the node of one replica is drained",
           r"requests lost: measured [1-9][0-9]*\.000 requests, threshold <= 0 requests -- MISSED"),
+    Catch("no-preemption", "inference_under_chaos.feature", "share", "Inference and training share the cluster",
+          r"training resume after the burst: never measured \(the training was never preempted"),
     Catch("no-autoscaling", "inference_under_chaos.feature", "burst", "A burst is absorbed by scaling out",
           r"time to a new replica serving: never measured \(no new replica served before the load stopped"),
 ]
 PARAMS = [pytest.param(c, id=c.defect) for c in MATRIX]
 NOT_YET_CAUGHT: dict[str, str] = {
-    "no-preemption": "Inference and training share the cluster (issue 14); until it ships, "
-                     "tests/integration/test_preemption.py shows the high-priority pod left Pending",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 

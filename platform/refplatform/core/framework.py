@@ -225,7 +225,13 @@ class Session:
             if job.group is not None:
                 job.min_resources = job.group.min_resources
                 # The gang's priority is its class's: its pods carry it as spec.priority (set at admission).
-                job.priority = max([job.priority] + [t.pod.priority for t in job.tasks])
+                # A PodGroup's own priorityClassName is never resolved (no admission for it), so when it names a
+                # class its 0 says nothing: the pods' priority alone counts (a low class is negative).
+                pods = [t.pod.priority for t in job.tasks]
+                if job.group.priority_class_name and pods:
+                    job.priority = max(pods)
+                else:
+                    job.priority = max([job.priority] + pods)
             job.tasks.sort(key=lambda t: (-t.pod.priority, t.pod.created_at, t.pod.name))
 
     def _job(self, key: str, namespace: str, name: str, queue: str, priority: int, min_member: int,

@@ -112,3 +112,19 @@ def test_the_no_preemption_defect_never_evicts_for_a_higher_priority_pod() -> No
     assert decisions.nominations == () and decisions.reservations == ()
     # the same snapshot on an honest core evicts
     assert schedule(case.snapshot(), NO_RECLAIM).evicted() == {"default/train-0", "default/train-1"}
+
+
+def test_a_gang_of_a_low_class_is_preempted_by_a_default_priority_pod() -> None:
+    """A PodGroup naming a class carries no resolved priority (nothing admits PodGroups): its pods' negative
+    priority is the gang's, so a pod of the default priority 0 preempts it."""
+    group, pods = training(priority=0)
+    group = replace(group, priority_class_name="low")
+    pods = [replace(p, priority=-100) for p in pods]  # admission resolved the class onto the pods
+    case = Case("default preempts low", [node("n0"), node("n1")], queues=[TRAIN], pods=[inference(priority=0)],
+                config=NO_RECLAIM, binds={}, evicted={"train-0": P, "train-1": P}, now=60.0).gangs((group, pods))
+    assert check(case).nominated() == {"default/infer": "n0"}
+    # without a class on the group, the group's own priority counts as before: 0 is not lower than 0
+    plain = Case("no class", [node("n0"), node("n1")], queues=[TRAIN], pods=[inference(priority=0)],
+                 config=NO_RECLAIM, binds={}, evicted={}, reasons={"infer": "0/2 nodes are available"}, now=60.0
+                 ).gangs((replace(group, priority_class_name=""), pods))
+    assert check(plain).nominations == ()

@@ -107,6 +107,16 @@ BAD_VALUES = [
     ("Given", "an inference service of 4 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas "
               "when more than 2 requests wait per replica, each new replica loading its model for 2 seconds", "most",
      "4", "the service already has 4 replicas, so it cannot scale out to 4", "write more than 4"),
+    ("Given", "the service scales in 15 parsecs after its queue empties", "duration", "15 parsecs",
+     "unknown unit 'parsecs'", "write one of ms,"),
+    ("Given", "low-priority canary training of 0 workers with 8 GPUs each fills the idle GPUs, checkpointing every "
+              "20 steps and when preempted", "n workers", "0 workers", "a job needs at least one worker",
+     "write e.g. '1 worker' or '4 workers'"),
+    ("When", "the burst ends after 0 seconds", "duration", "0 seconds", "a duration of zero", "write more than zero"),
+    ("Then", "training resumes from the checkpoint it wrote when preempted within 20 sec of the burst's end",
+     "duration", "20 sec", "unknown unit 'sec'", "write one of ms,"),
+    ("Then", "at most five GPU-seconds of training are lost", "number", "five", "not a number of 0 or more",
+     "write digits"),
     # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
     ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
      "write 1 to 16"),
