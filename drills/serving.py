@@ -28,6 +28,7 @@ import logging
 import tempfile
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ LOW_PRIORITY = -100
 """The value of the low PriorityClass the drill gives training that fills idle GPUs (inference keeps 0, the
 cluster's default, so it may preempt the training)."""
 QUEUE_METRIC = "vllm:num_requests_waiting"
+SERVICE_NAME = "firedrill-inference"
+"""The Service's name when the profile gives ``inference.url`` (a route the customer points at it)."""
 SCRAPE_EVERY = 0.25
 """Seconds between two reads of every replica's own /metrics (the canary's queue and served count)."""
 SERVICE = RESOURCES[("v1", "Service")]
@@ -106,6 +109,33 @@ def hpa_manifest(name: str, run_id: str, namespace: str, replicas: int, autoscal
                          "metric": {"name": QUEUE_METRIC},
                          "target": {"type": "AverageValue", "averageValue": str(autoscale.waiting_per_replica)}}}],
                      "behavior": {"scaleDown": {"stabilizationWindowSeconds": autoscale.scale_down_window_s}}}}
+
+
+SERVED_METRIC = "firedrill_inference_requests_served_total"
+
+
+def prometheus_readings(base: str, namespace: str, deployment: str, mono: float,
+                        timeout: float = 2.0) -> list[Reading]:
+    """One Reading per replica from a Prometheus that scrapes the replicas (instant queries by ``pod``); none
+    when it cannot be asked. For clusters whose pod IPs the harness cannot reach."""
+    values: dict[str, dict[str, float]] = {}
+    for metric in (QUEUE_METRIC, SERVED_METRIC):
+        query = f'sum by (pod) ({metric}{{namespace="{namespace}",pod=~"{deployment}-.*"}})'
+        url = f"{base.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                doc = json.loads(resp.read().decode("utf-8", "replace"))
+        except (OSError, urllib.error.URLError, ValueError):
+            return []
+        for item in ((doc.get("data") or {}).get("result") or []) if isinstance(doc, dict) else []:
+            pod = (item.get("metric") or {}).get("pod")
+            try:
+                value = float((item.get("value") or [0, "nan"])[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if pod:
+                values.setdefault(pod, {})[metric] = value
+    return [Reading(mono, pod, v.get(QUEUE_METRIC), v.get(SERVED_METRIC)) for pod, v in sorted(values.items())]
 
 
 def metric_value(text: str, name: str) -> float | None:
@@ -277,6 +307,7 @@ class ServingDrill:
     result: DrillResult
     run_id: str
     name: str = ""
+    service_name: str = ""
     replicas: int = 0
     shape: ServiceShape = field(default_factory=ServiceShape)
     pods: dict[str, Obj] = field(default_factory=dict)
@@ -315,13 +346,22 @@ class ServingDrill:
         address."""
         profile, driver = self.target.profile, self.target.driver
         self.name, self.replicas, self.autoscale = f"infer-{self.run_id}"[:40], replicas, autoscale
+        image = profile.inference.image or (profile.canary_image if self.target.embedded is not None else None)
+        if image is None:
+            raise DrillInconclusive("the serving drills need the inference canary's image on a real cluster; build "
+                                    "it from drills/inference/Containerfile and set inference.image in the target "
+                                    "profile (docs/PROFILE.md)")
         if autoscale is not None:
             self.shape = BURST_SHAPE
         driver.watch(POD, profile.namespace, label_selector=f"{run_selector(self.run_id)},app={self.name}",
                      on_event=self._on_pod)
-        manifests = inference_manifests(self.name, self.run_id, profile.namespace, profile.canary_image, replicas,
-                                        gpus, profile.gpu_resource, self.shape,
+        manifests = inference_manifests(self.name, self.run_id, profile.namespace, image, replicas,
+                                        gpus, profile.gpu_resource, self.shape, command=profile.inference.command,
                                         warmup_s=autoscale.warmup_s if autoscale else 0.0)
+        if profile.inference.url is not None:  # the customer's route points at a Service of a fixed name
+            manifests[1]["metadata"]["name"] = SERVICE_NAME
+            self.url = profile.inference.url.rstrip("/")
+        self.service_name = manifests[1]["metadata"]["name"]
         if autoscale is not None:
             manifests.append(hpa_manifest(self.name, self.run_id, profile.namespace, replicas, autoscale))
         for obj in manifests:
@@ -340,14 +380,15 @@ class ServingDrill:
         clock = self.target.timeline.clock
         deadline = clock.mono() + READY_TIMEOUT
         while self.url is None:
-            svc = driver.find(SERVICE, self.name, profile.namespace) or {}
+            svc = driver.find(SERVICE, self.service_name, profile.namespace) or {}
             self.url = service_url(svc)
             if self.url is None:
                 if clock.mono() >= deadline:
                     raise DrillInconclusive(
-                        f"Service {profile.namespace}/{self.name} (type LoadBalancer) got no address within "
+                        f"Service {profile.namespace}/{self.service_name} (type LoadBalancer) got no address within "
                         f"{READY_TIMEOUT:g} s: the cluster has no load-balancer controller, or it is slow. Install "
-                        "one (MetalLB, a cloud's) so status.loadBalancer.ingress is set")
+                        "one (MetalLB, a cloud's) so status.loadBalancer.ingress is set, or set inference.url in the "
+                        "target profile to a route to Service firedrill-inference (docs/PROFILE.md, Inference)")
                 threading.Event().wait(0.2)
         self.result.details["service"] = {"name": self.name, "replicas": replicas, "gpus_per_replica": gpus,
                                           "url": self.url, "nodes": sorted(self._nodes())}
@@ -366,6 +407,7 @@ class ServingDrill:
                 pods = [(p["metadata"]["name"], (p.get("status") or {}).get("podIP")) for p in self.pods.values()
                         if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get(
                             "deletionTimestamp")]
+            read_any = False
             for name, ip in pods:
                 if not ip:
                     continue
@@ -374,10 +416,16 @@ class ServingDrill:
                         text = resp.read().decode("utf-8", "replace")
                 except (OSError, urllib.error.URLError):
                     continue
+                read_any = True
                 reading = Reading(clock.mono(), name, metric_value(text, QUEUE_METRIC),
-                                  metric_value(text, "firedrill_inference_requests_served_total"))
+                                  metric_value(text, SERVED_METRIC))
                 with self._cond:
                     self.readings.append(reading)
+            prometheus = self.target.profile.leak_report.prometheus_url
+            if not read_any and pods and prometheus is not None:
+                found = prometheus_readings(prometheus, self.target.profile.namespace, self.name, clock.mono())
+                with self._cond:
+                    self.readings.extend(found)
 
     def start_load(self, users: int, retries: int) -> None:
         """Start locust's inference users against the service (until the drill stops them)."""
@@ -582,6 +630,12 @@ class ServingDrill:
                              "scaling out to ...' and 'the load jumps to ... times its users ...' before this step")
         with self._cond:
             readings = list(self.readings)
+        if not readings:
+            self.result.inconclusive(
+                "the harness read no replica's own /metrics (http://<podIP>:8000/metrics): it cannot reach the "
+                "pods' IPs from where it runs. Run it where pod IPs are routable, or set prometheus.url in the target "
+                "profile to a Prometheus that scrapes the replicas (docs/PROFILE.md, Inference)")
+            return
         crossed = queue_crossing(readings, self.jump_mono, self.autoscale.waiting_per_replica)
         if crossed is None:
             self.result.inconclusive(f"the replicas' queue never rose above {self.autoscale.waiting_per_replica} "
@@ -704,12 +758,13 @@ class ServingDrill:
         if self.cordoned is not None:
             driver.patch(NODE, self.cordoned, {"spec": {"unschedulable": False}})
         if self.name:
-            for res in ((HPA,) if self.autoscale is not None else ()) + (SERVICE, DEPLOYMENT):
+            for res, name in [*([(HPA, self.name)] if self.autoscale is not None else []),
+                              (SERVICE, self.service_name or self.name), (DEPLOYMENT, self.name)]:
                 try:
-                    driver.delete(res, self.name, ns)
+                    driver.delete(res, name, ns)
                 except KubeError as exc:
                     if exc.code != 404:
-                        log.warning("could not delete %s %s: %s", res.kind, self.name, exc)
+                        log.warning("could not delete %s %s: %s", res.kind, name, exc)
             # the next scenario needs the GPUs back: wait (bounded) for the replicas to be gone
             if not self._wait(lambda: not self.pods, ROLLBACK_TIMEOUT):
                 log.warning("replicas of %s still there %g s after the rollback: %s", self.name, ROLLBACK_TIMEOUT,

@@ -43,6 +43,13 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
                               {persistentVolumeClaim: {claimName: firedrill-shared}} (ReadWriteMany) or
                               {nfs: {server: ..., path: ...}}; without it the node-pull and leak drills are
                               INCONCLUSIVE on a real cluster (the reference platform serves its own nfs)
+    inference:                optional; how the serving drills run the inference canary (docs/SERVING.md)
+      command                 its entry point, a list of strings; default [firedrill-inference]
+      image                   its image, built from drills/inference/Containerfile; required for the serving
+                              drills on a real cluster (the embedded platform needs none)
+      url                     an absolute http(s) URL at which the harness reaches Service firedrill-inference
+                              (port 8000) in the namespace, e.g. through your Ingress or gateway; default: the
+                              address the cluster's load balancer gives the drill's Service
     prometheus:               optional; for clusters with no leak report endpoint (some holes: INCONCLUSIVE)
       url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
       scrape_interval         seconds between its scrapes; the drill waits 2 of them after a window; default 1
@@ -87,7 +94,9 @@ __all__ = [
 API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "TargetProfile"
 _CANARY = ("command", "shared_volume")
+_INFERENCE = ("command", "image", "url")
 CANARY_COMMAND = ("firedrill-canary",)
+INFERENCE_COMMAND = ("firedrill-inference",)
 REFERENCE_SHARED_VOLUME: Mapping[str, Any] = MappingProxyType(
     {"nfs": {"server": "refplatform-nfs", "path": "/firedrill"}})
 """The reference platform's nfs export: one directory every node agent maps for its pods."""
@@ -357,6 +366,31 @@ class CanarySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InferenceSettings:
+    """How the serving drills run the inference canary on the target (``docs/SERVING.md``)."""
+
+    command: tuple[str, ...] = INFERENCE_COMMAND
+    image: str | None = None
+    """The image, built from ``drills/inference/Containerfile`` (None: none configured; the embedded platform runs
+    the command without one, a real cluster's serving scenarios are INCONCLUSIVE)."""
+    url: str | None = None
+    """Where the harness reaches the Service ``firedrill-inference`` (None: its load-balancer address)."""
+
+    def __post_init__(self) -> None:
+        problems = _url_problems("inference.url", self.url) if self.url is not None else []
+        if problems:
+            raise ProfileError("invalid inference settings: " + "; ".join(problems), problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": list(self.command)}
+        if self.image is not None:
+            out["image"] = self.image
+        if self.url is not None:
+            out["url"] = self.url
+        return {"inference": out}
+
+
+@dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
 
@@ -370,6 +404,7 @@ class TargetProfile:
     gpu_resource: str = "nvidia.com/gpu"
     leak_report: LeakReportSettings = field(default_factory=LeakReportSettings)
     canary: CanarySettings = field(default_factory=CanarySettings)
+    inference: InferenceSettings = field(default_factory=InferenceSettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -390,6 +425,7 @@ class TargetProfile:
                        "require_healthy": self.safety.require_healthy},
             **self.leak_report.to_dict(),
             **self.canary.to_dict(),
+            **self.inference.to_dict(),
         }
 
 
@@ -412,7 +448,7 @@ _Missing: Any = object()
 E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
-        "safety", "leakReport", "prometheus", "canary")
+        "safety", "leakReport", "prometheus", "canary", "inference")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
@@ -573,6 +609,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
                 if isinstance(interval, (int, float)):
                     scrape_interval = float(interval)
     canary = _canary(top.section("canary", _CANARY, required=False), problems)
+    inference = _inference(top.section("inference", _INFERENCE, required=False), problems)
     if problems:
         return None
     try:
@@ -587,7 +624,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
-                         leak_report=leak, canary=canary)
+                         leak_report=leak, canary=canary, inference=inference or InferenceSettings())
 
 
 def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
@@ -621,6 +658,30 @@ def _canary(section: _Section | None, problems: list[str]) -> CanarySettings:
                         "{persistentVolumeClaim: {claimName: firedrill-shared}}")
         volume = None
     return CanarySettings(tuple(command), MappingProxyType(dict(volume)) if volume is not None else None)
+
+
+def _inference(section: _Section | None, problems: list[str]) -> InferenceSettings | None:
+    if section is None:
+        return InferenceSettings()
+    command = section.data.get("command", list(INFERENCE_COMMAND))
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip() for c in command):
+        problems.append(f"{section.where('command')}: expected a non-empty list of strings, e.g. "
+                        "[firedrill-inference]")
+        return None
+    image = section.data.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        problems.append(f"{section.where('image')}: expected a container image reference")
+        return None
+    url = section.data.get("url")
+    if url is not None:
+        if not isinstance(url, str):
+            problems.append(f"{section.where('url')}: expected an absolute http(s) URL")
+            return None
+        found = _url_problems(section.where("url"), url)
+        if found:
+            problems.extend(found)
+            return None
+    return InferenceSettings(tuple(command), image, url)
 
 
 def load_profile(path: str | Path) -> TargetProfile:

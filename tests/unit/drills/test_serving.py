@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
 from drills.load.run import Outcome, Sample
 from drills.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
-                            hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready, queue_crossing,
+                            hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready, prometheus_readings,
+                            queue_crossing,
                             series, service_url, sla_back)
 
 
@@ -111,3 +116,38 @@ def test_the_sla_is_back_from_the_start_of_the_last_unbroken_good_run_of_seconds
     assert sla_back(samples, since=100.0, until=106.0, ttft_s=0.5) == 3.0
     assert sla_back(samples + (sample("late", 105.5, Outcome.LOST),), 100.0, 106.0, 0.5) is None
     assert sla_back(samples, since=100.0, until=106.0, ttft_s=1.0) == 0.0
+
+
+class FakePrometheus(BaseHTTPRequestHandler):
+    """A Prometheus HTTP API answering instant queries by the metric named in the query (a real HTTP server)."""
+
+    queries: list[str] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)["query"][0]
+        self.queries.append(query)
+        value = "3" if "vllm:num_requests_waiting" in query else "12"
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"pod": "infer-x-abc"}, "value": [1.0, value]},
+            {"metric": {"pod": "infer-x-def"}, "value": [1.0, "NaN" if value == "3" else "0"]}]}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_replica_readings_come_from_prometheus_when_pods_are_out_of_reach() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        found = prometheus_readings(f"http://127.0.0.1:{server.server_address[1]}/", "ns", "infer-x", 5.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert found[0] == Reading(5.0, "infer-x-abc", 3.0, 12.0)
+    assert found[1].pod == "infer-x-def" and found[1].served == 0.0
+    assert FakePrometheus.queries[0] == 'sum by (pod) (vllm:num_requests_waiting{namespace="ns",pod=~"infer-x-.*"})'
+    assert prometheus_readings("http://127.0.0.1:9/", "ns", "infer-x", 5.0, timeout=0.5) == []

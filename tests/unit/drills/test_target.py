@@ -186,3 +186,25 @@ def test_settings_check_themselves(build: Any, message: str) -> None:
 def test_command_for_needs_a_template() -> None:
     with pytest.raises(ProfileError, match="no command template"):
         FaultSettings(FaultMethod.KILL).command_for("n")
+
+
+def test_the_inference_section_reads_its_command_image_and_url(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, {**MINIMAL, "inference": {
+        "image": "registry.example.com/firedrill-inference:0.1.0", "url": "https://infer.example/"}}))
+    assert profile.inference.command == ("firedrill-inference",)
+    assert profile.inference.image == "registry.example.com/firedrill-inference:0.1.0"
+    assert profile.inference.url == "https://infer.example/"
+    assert profile.to_dict()["inference"] == {"command": ["firedrill-inference"], "image": profile.inference.image,
+                                              "url": "https://infer.example/"}
+    assert load_profile(write(tmp_path, MINIMAL, "min.yaml")).inference.image is None
+
+
+@pytest.mark.parametrize(("section", "problem"), [
+    ({"url": "infer.example:8000"}, "inference.url: 'infer.example:8000' is not an absolute http(s) URL"),
+    ({"command": "firedrill-inference"}, "inference.command: expected a non-empty list of strings"),
+    ({"image": ""}, "inference.image: expected a container image reference"),
+    ({"port": 8000}, "inference"),
+])
+def test_a_bad_inference_section_names_the_field(tmp_path: Path, section: dict[str, Any], problem: str) -> None:
+    found = problems_of(tmp_path, {**MINIMAL, "inference": section})
+    assert any(problem in p for p in found), found
