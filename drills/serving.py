@@ -51,6 +51,7 @@ Obj = dict[str, Any]
 DEPLOYMENT = RESOURCES[("apps/v1", "Deployment")]
 HPA = RESOURCES[("autoscaling/v2", "HorizontalPodAutoscaler")]
 PRIORITY_CLASS = RESOURCES[("scheduling.k8s.io/v1", "PriorityClass")]
+ENDPOINT_SLICE = RESOURCES[("discovery.k8s.io/v1", "EndpointSlice")]
 LOW_PRIORITY = -100
 """The value of the low PriorityClass the drill gives training that fills idle GPUs (inference keeps 0, the
 cluster's default, so it may preempt the training)."""
@@ -267,6 +268,12 @@ def service_url(service: Obj, port: int = PORT) -> str | None:
     return None
 
 
+def ready_endpoint_addresses(slices: list[Obj]) -> list[str]:
+    """Every address of a ready endpoint in these EndpointSlices (pure)."""
+    return sorted(a for s in slices for ep in s.get("endpoints") or []
+                  if (ep.get("conditions") or {}).get("ready") is not False for a in ep.get("addresses") or [])
+
+
 def pod_ready(pod: Obj) -> bool:
     return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running" \
         and any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -454,6 +461,30 @@ class ServingDrill:
         if self.load.proc.poll() is not None:
             raise DrillInconclusive(f"the load generator exited early (code {self.load.proc.returncode}); "
                                     f"see {self.load.spec.out_dir / 'locust.log'}")
+        self._check_steady_state()
+
+    def _check_steady_state(self) -> None:
+        """Before any act: the service must have answered the users, or the act proves nothing (INCONCLUSIVE,
+        saying what the users saw and what the Service's EndpointSlices list)."""
+        assert self.load is not None
+        try:
+            sent = [s for s in self.load.samples() if s.kind == "inference"]
+        except LoadError:
+            return
+        if not sent or any(s.outcome is Outcome.ANSWERED for s in sent):
+            return
+        first = next((s.error for s in sent if s.error), "no answer")
+        ready = ready_endpoint_addresses(self.target.driver.list(
+            ENDPOINT_SLICE, self.target.profile.namespace,
+            label_selector=f"kubernetes.io/service-name={self.service_name}"))
+        with self._cond:
+            ips = sorted((p.get("status") or {}).get("podIP") or "?" for p in self._ready())
+        where = (f"Service {self.target.profile.namespace}/{self.service_name} has no ready endpoint in its "
+                 f"EndpointSlices although {len(ips)} replica(s) are Ready (pod IPs {', '.join(ips)}); the cluster "
+                 "published none of them, so nothing could reach a replica" if not ready else
+                 f"its EndpointSlices list {len(ready)} ready endpoint(s) ({', '.join(ready)})")
+        raise DrillInconclusive(f"the service answered none of the {len(sent)} requests sent before the act "
+                                f"(first error: {first}), so the act would prove nothing: {where}")
 
     # ----------------------------------------------------------------- act
     def _victim_node(self) -> tuple[str, list[Obj]]:

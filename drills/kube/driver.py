@@ -77,6 +77,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r i
     Resource("v1", "Service", "services", True), Resource("apps/v1", "Deployment", "deployments", True),
     Resource("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
+    Resource("discovery.k8s.io/v1", "EndpointSlice", "endpointslices", True),
     Resource("coordination.k8s.io/v1", "Lease", "leases", True),
     Resource("batch/v1", "Job", "jobs", True),
     Resource("batch.volcano.sh/v1alpha1", "Job", "jobs", True),

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 from drills.load.run import Outcome, Sample
 from drills.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
                             hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready, prometheus_readings,
+                            ready_endpoint_addresses,
                             queue_crossing,
                             series, service_url, sla_back)
 
@@ -151,3 +152,11 @@ def test_replica_readings_come_from_prometheus_when_pods_are_out_of_reach() -> N
     assert found[1].pod == "infer-x-def" and found[1].served == 0.0
     assert FakePrometheus.queries[0] == 'sum by (pod) (vllm:num_requests_waiting{namespace="ns",pod=~"infer-x-.*"})'
     assert prometheus_readings("http://127.0.0.1:9/", "ns", "infer-x", 5.0, timeout=0.5) == []
+
+
+def test_ready_endpoints_are_those_not_marked_unready() -> None:
+    slices = [{"endpoints": [{"addresses": ["10.0.0.2"], "conditions": {"ready": True}},
+                             {"addresses": ["10.0.0.3"], "conditions": {"ready": False}},
+                             {"addresses": ["10.0.0.1"]}]}, {"endpoints": None}]
+    assert ready_endpoint_addresses(slices) == ["10.0.0.1", "10.0.0.2"]
+    assert ready_endpoint_addresses([]) == []

@@ -1,0 +1,120 @@
+"""The serving feature against an upstream control plane (issue 14, Done-when 4).
+
+Four refplatform agents are the kubelets of a real kube-apiserver, kube-controller-manager and kube-scheduler.
+``firedrill run --kubeconfig --profile`` runs scenario 9.1 of the shipped ``inference_under_chaos.feature``
+as it stands, through a profile: the real Deployment and ReplicaSet controllers start the inference canary's
+three replicas and the real kube-scheduler spreads them, one per node; the agents run them and mark them Ready
+after their readiness probe.
+
+A real cluster's load balancer comes from its cloud or from MetalLB. Here the stand-in is the reference
+platform's loopback load balancer (``python -m refplatform.controllers --controllers loadbalancer``) pointed at
+the real API server: it reads the Service's EndpointSlices and writes its ``status.loadBalancer``, as a
+load-balancer controller does.
+
+What this cluster cannot do, and the drill must say: the agents give pods loopback addresses (this machine
+allows no other network), and upstream's EndpointSlice controller refuses them (API validation: "may not be in
+the loopback range"). So the Service has no endpoint and no request reaches a replica. The drill checks its
+steady state before it drains anything and ends INCONCLUSIVE, naming the Service, the Ready replicas and their
+addresses, never FAIL and never PASS. Without ``inference.image`` in the profile it is INCONCLUSIVE before it
+starts anything, and says to set it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realk8s.firedrill import firedrill_run as run
+from tests.realk8s.test_native_nodepull import NAMESPACE, PullCluster, start_pull_cluster
+
+pytestmark = pytest.mark.realk8s
+
+REPO = Path(__file__).resolve().parents[2]
+FEATURE = REPO / "features" / "inference_under_chaos.feature"
+RUN_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def serving_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[tuple[PullCluster, Path]]:
+    work = tmp_path_factory.mktemp("serving")
+    made = start_pull_cluster(realk8s_bin_dir, work, ())
+    token = work / "admin.token"
+    token.write_text(made.cluster.admin_token)
+    token.chmod(0o600)
+    log = (work / "loadbalancer.log").open("wb")
+    lb = subprocess.Popen([sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url,
+                           "--token-file", str(token), "--ca-file", str(made.cluster.ca_file),
+                           "--controllers", "loadbalancer"], stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+    try:
+        yield made, work / "loadbalancer.log"
+    finally:
+        lb.terminate()
+        try:
+            lb.wait(10)
+        except subprocess.TimeoutExpired:
+            lb.kill()
+            lb.wait(10)
+        log.close()
+        made.agents.close()
+        made.cluster.stop()
+
+
+def profile_yaml(image: bool = True) -> str:
+    lines = ["apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-serving",
+             "flavor: native", f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
+             "fault:", "  method: command", "  command_template: 'true {node}'",
+             "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3"]
+    if image:
+        lines += ["inference:", "  image: firedrill-inference:local"]
+    return "\n".join(lines) + "\n"
+
+
+def drained_scenario() -> str:
+    """Scenario 9.1 of the shipped feature, unedited."""
+    header, *scenarios = re.split(r"\n(?=  @clause:)", FEATURE.read_text())
+    (scenario,) = [s for s in scenarios if "@clause:9.1" in s]
+    return header + "\n" + scenario.rstrip() + "\n"
+
+
+def firedrill_run(made: PullCluster, work: Path, *, image: bool = True):  # type: ignore[no-untyped-def]
+    features = work / "features"
+    features.mkdir(parents=True)
+    (features / FEATURE.name).write_text(drained_scenario())
+    profile = work / "profile.yaml"
+    profile.write_text(profile_yaml(image))
+    proc, (scenario,) = run(made.cluster.admin_kubeconfig, profile, features, work / "reports",
+                            timeout=RUN_TIMEOUT_S)
+    return proc, scenario
+
+
+def test_the_drain_scenario_runs_through_the_profile_and_names_what_this_cluster_lacks(
+        serving_cluster: tuple[PullCluster, Path], tmp_path: Path) -> None:
+    made, lb_log = serving_cluster
+    proc, scenario = firedrill_run(made, tmp_path)
+    out = proc.stdout + proc.stderr + "\n--- load balancer ---\n" + lb_log.read_text()[-3000:]
+    assert proc.returncode == 3 and scenario["verdict"] == "INCONCLUSIVE", out
+    (finding,) = [f for f in scenario["findings"] if "answered none of the" in f]
+    # the replicas really ran on the real control plane, one per node, and the users really sent requests
+    assert re.search(r"although 3 replica\(s\) are Ready \(pod IPs 127\.[0-9.]+, 127\.[0-9.]+, 127\.[0-9.]+\)",
+                     finding), finding
+    assert "has no ready endpoint in its EndpointSlices" in finding and "so the act would prove nothing" in finding
+    assert "load balancer for firedrill-nodepull/infer-" in lb_log.read_text(), "the stand-in never saw the Service"
+    # nothing was drained: the node of a replica is still schedulable
+    nodes = subprocess.run(["kubectl", "--kubeconfig", str(made.cluster.admin_kubeconfig), "get", "nodes", "-o",
+                            "jsonpath={.items[*].spec.unschedulable}"], capture_output=True, text=True, timeout=30)
+    assert "true" not in nodes.stdout, nodes.stdout
+
+
+def test_without_the_inference_image_the_scenario_says_what_to_set(serving_cluster: tuple[PullCluster, Path],
+                                                                   tmp_path: Path) -> None:
+    made, _ = serving_cluster
+    proc, scenario = firedrill_run(made, tmp_path, image=False)
+    assert proc.returncode == 3 and scenario["verdict"] == "INCONCLUSIVE", proc.stdout + proc.stderr
+    assert any("set inference.image in the target profile" in f for f in scenario["findings"]), scenario
