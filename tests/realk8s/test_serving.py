@@ -1,4 +1,8 @@
-"""The serving feature against an upstream control plane (issue 14, Done-when 4).
+"""The load-during-chaos features against an upstream control plane (issue 14, Done-when 4).
+
+The control-plane scenario (10.1) runs whole: the real kube-apiserver and etcd keep the SLOs and every write
+they acknowledged while the profile's command kills a node's agent. The serving scenario (9.1) runs as far as
+this cluster allows, below.
 
 Four refplatform agents are the kubelets of a real kube-apiserver, kube-controller-manager and kube-scheduler.
 ``firedrill run --kubeconfig --profile`` runs scenario 9.1 of the shipped ``inference_under_chaos.feature``
@@ -21,6 +25,7 @@ starts anything, and says to set it.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -30,12 +35,13 @@ from pathlib import Path
 import pytest
 
 from tests.realk8s.firedrill import firedrill_run as run
-from tests.realk8s.test_native_nodepull import NAMESPACE, PullCluster, start_pull_cluster
+from tests.realk8s.test_native_nodepull import AGENTCTL, NAMESPACE, PullCluster, start_pull_cluster
 
 pytestmark = pytest.mark.realk8s
 
 REPO = Path(__file__).resolve().parents[2]
 FEATURE = REPO / "features" / "inference_under_chaos.feature"
+CONTROL_PLANE_FEATURE = REPO / "features" / "control_plane_under_chaos.feature"
 RUN_TIMEOUT_S = 240
 
 
@@ -66,10 +72,10 @@ def serving_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFact
         made.cluster.stop()
 
 
-def profile_yaml(image: bool = True) -> str:
+def profile_yaml(image: bool = True, fault: str = "true {node}") -> str:
     lines = ["apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-serving",
              "flavor: native", f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
-             "fault:", "  method: command", "  command_template: 'true {node}'",
+             "fault:", "  method: command", f"  command_template: {json.dumps(fault)}", "  timeout_seconds: 60",
              "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3"]
     if image:
         lines += ["inference:", "  image: firedrill-inference:local"]
@@ -118,3 +124,28 @@ def test_without_the_inference_image_the_scenario_says_what_to_set(serving_clust
     proc, scenario = firedrill_run(made, tmp_path, image=False)
     assert proc.returncode == 3 and scenario["verdict"] == "INCONCLUSIVE", proc.stdout + proc.stderr
     assert any("set inference.image in the target profile" in f for f in scenario["findings"]), scenario
+
+
+def test_the_control_plane_feature_holds_on_the_real_api_server(serving_cluster: tuple[PullCluster, Path],
+                                                                 tmp_path: Path) -> None:
+    """The shipped control-plane scenario, with the one edit a customer makes: the fault is the profile's
+    command (SIGKILL of the agent's process group, as in the node-pull test) instead of the reference
+    platform's kill. The real kube-apiserver and etcd hold the SLOs and keep every write they acknowledged."""
+    made, _ = serving_cluster
+    features = tmp_path / "features"
+    features.mkdir()
+    text = CONTROL_PLANE_FEATURE.read_text()
+    assert "a node is pulled with kill" in text
+    (features / CONTROL_PLANE_FEATURE.name).write_text(text.replace("a node is pulled with kill",
+                                                                    "a node is pulled with the configured fault method"))
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(fault=f"{sys.executable} {AGENTCTL} kill {made.agents.data_dir} {{node}}"))
+    # it runs last in this module: the node it kills stays down (nothing after it needs four nodes)
+    proc, (scenario,) = run(made.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
+                            timeout=RUN_TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    measured = {m["name"]: m["value"] for m in scenario["measurements"]}
+    print(f"control plane on the real API server: {scenario['verdict']}; {measured}")
+    assert proc.returncode == 0 and scenario["verdict"] == "PASS", out
+    assert measured["acknowledged writes lost"] == 0 and 0 < measured["mutating API call p99"] <= 1, out
+    assert scenario["details"]["requests"]["acknowledged_creates"] > 20, out
