@@ -158,7 +158,7 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
                     else:
                         found = sentence_of(text, kind)
                         assert found is not None  # check() found it
-                        checked.append((Checked(found.name, values), st, text))
+                        checked.append((Checked(found.name, values, text), st, text))
             for index, exc in check_scenario([c for c, _, _ in checked]):
                 _, st, text = checked[index]
                 placed = _placed(exc, path, st, text, row)

@@ -578,3 +578,67 @@ def _earlier_steps_decide(steps: Sequence[Checked]) -> Iterator[tuple[int, Place
                 yield i, PlaceholderError(values["words"], f"after '{PROBES[probe].title}' on a {mode} node the "
                                           f"contract promises {promised!r} (docs/PARTITIONING.md)",
                                           f"write '{promised}'", placeholder="words")
+
+
+SERVING_THEN = {p99_ttft.__name__, error_rate.__name__, requests_lost.__name__}
+NEEDS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    # step -> (what must come earlier, the problem, the fix) for each requirement
+    steady_load.__name__: (("service", "no inference service to load", "put 'Given an inference service of ...' "
+                            "before it"),),
+    drain_replica_node.__name__: (("serving_load", "no load runs to disturb", "put 'Given steady load from ...' "
+                                   "before it"),),
+    pull_replica_node.__name__: (("serving_load", "no load runs to disturb", "put 'Given steady load from ...' "
+                                  "before it"),),
+    load_jumps.__name__: (("serving_load", "no load runs to jump", "put 'Given steady load from ...' before it"),),
+    burst_ends.__name__: (("jumped", "no burst to end", "put 'When the load jumps to ... times its users ...' "
+                           "before it"),),
+    scale_in_window.__name__: (("autoscaled", "no autoscaled service to scale in", "put 'Given an inference "
+                                "service of ..., scaling out to ...' before it"),),
+    low_priority_training.__name__: (("service", "no inference service to share the cluster with",
+                                      "put 'Given an inference service of ...' before it"),),
+    pods_started.__name__: (("cp_load", "no control-plane load runs", "put 'Given steady control-plane load "
+                             "from ...' before it"),),
+    pull_any_node.__name__: (("cp_load", "no control-plane load runs to disturb", "put 'Given steady "
+                              "control-plane load from ...' before it"),),
+    new_replica_serves.__name__: (("autoscaled", "no autoscaled service, so no new replica is due",
+                                   "put 'Given an inference service of ..., scaling out to ...' first"),
+                                  ("jumped", "no burst, so no new replica is due",
+                                   "put 'When the load jumps to ... times its users ...' first")),
+    sla_holds_again.__name__: (("jumped", "no jump to measure from", "put 'When the load jumps to ... times its "
+                                "users ...' first"),),
+    training_resumes.__name__: (("training", "no training shares the cluster", "put 'Given low-priority canary "
+                                 "training of ...' first"),),
+    training_lost.__name__: (("training", "no training shares the cluster", "put 'Given low-priority canary "
+                              "training of ...' first"),),
+    startup_p99.__name__: (("startup", "no pods are started to time", "put 'Given <rate> pods are started every "
+                            "second' first"),),
+}
+JUDGED_AFTER_LOAD = SERVING_THEN | {new_replica_serves.__name__, sla_holds_again.__name__, training_resumes.__name__,
+                                    training_lost.__name__, mutating_p99.__name__, startup_p99.__name__,
+                                    acknowledged_found.__name__}
+SETS = {inference_service.__name__: ("service",), autoscaled_service.__name__: ("service", "autoscaled"),
+        steady_load.__name__: ("serving_load",), load_jumps.__name__: ("jumped",),
+        low_priority_training.__name__: ("training",), control_plane_load.__name__: ("cp_load",),
+        pods_started.__name__: ("startup",), load_goes_on.__name__: ("stopped",)}
+
+
+@scenario_rule
+def _load_steps_in_order(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
+    """The serving and control-plane sentences build on each other: a load needs its service, a burst its load,
+    a judgement the load to have stopped ('the load goes on for ...'), a new replica an autoscaled service."""
+    seen: set[str] = set()
+    for i, st in enumerate(steps):
+        value = st.text or st.step
+        for flag, problem, fix in NEEDS.get(st.step, ()):
+            if flag not in seen:
+                yield i, PlaceholderError(value, problem, fix)
+        if st.step in JUDGED_AFTER_LOAD and "stopped" not in seen:
+            yield i, PlaceholderError(value, "the load is still running here, so there is nothing to judge yet",
+                                      "put 'When the load goes on for <duration>' before it")
+        if st.step in SERVING_THEN and "service" not in seen:
+            yield i, PlaceholderError(value, "no inference service in this scenario",
+                                      "put 'Given an inference service of ...' first")
+        if st.step == load_goes_on.__name__ and not seen & {"serving_load", "cp_load"}:
+            yield i, PlaceholderError(value, "no load runs in this scenario", "put 'Given steady load from ...' or "
+                                      "'Given steady control-plane load from ...' first")
+        seen.update(SETS.get(st.step, ()))

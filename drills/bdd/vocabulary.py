@@ -261,6 +261,8 @@ class Checked:
 
     step: str
     values: dict[str, Any]
+    text: str = ""
+    """The sentence as the feature file writes it (for messages about the step as a whole)."""
 
 
 ScenarioRule = Callable[[Sequence[Checked]], Iterator[tuple[int, PlaceholderError]]]

@@ -232,6 +232,25 @@ def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path
     (["Given a node of one H200 GPU partitioned as MIG 7 x 1g.18gb",
       "Then the tenants affected are only that tenant"], 4,
      "<words> 'only that tenant': no probe before this step, so nothing to judge; put 'When one tenant exceeds"),
+    (["Given an inference service of 3 replicas with 8 GPUs each behind a load balancer",
+      "And steady load from 12 users who retry a refused request up to 2 times",
+      "When the node of one replica is drained after 3 seconds of load",
+      "Then at most 0 requests are lost"], 6,
+     "'at most 0 requests are lost': the load is still running here, so there is nothing to judge yet; put "
+     "'When the load goes on for <duration>' before it"),
+    (["Given an inference service of 3 replicas with 8 GPUs each behind a load balancer",
+      "And steady load from 12 users who retry a refused request up to 2 times",
+      "When the load jumps to 4 times its users after 3 seconds of load",
+      "And the load goes on for 10 seconds",
+      "Then a new replica serves within 10 seconds of the queue crossing its threshold"], 7,
+     "'a new replica serves within 10 seconds of the queue crossing its threshold': no autoscaled service, so no "
+     "new replica is due; put 'Given an inference service of ..., scaling out to ...' first"),
+    (["Given steady control-plane load from 4 users writing, listing and watching pods",
+      "When a node is pulled with kill after 3 seconds of load",
+      "And the load goes on for 10 seconds",
+      "Then pod startup has a p99 latency within 5 seconds"], 6,
+     "'pod startup has a p99 latency within 5 seconds': no pods are started to time; put 'Given <rate> pods are "
+     "started every second' first"),
 ])
 def test_a_value_an_earlier_step_decides_is_checked_too(tmp_path: Path, steps: list[str], line: int,
                                                          message: str) -> None:
