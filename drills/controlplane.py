@@ -164,7 +164,7 @@ class ControlPlaneDrill:
         self.load_started = self.target.timeline.clock.mono()
         self.target.timeline.action("control-plane load started", users=users)
         self.result.details["load"] = {"users": users, "object": "pod (Pending: no node matches its selector)",
-                                       "command": " ".join(self.load.command)}
+                                       "command": self.load.portable_command()}
 
     def start_pods(self, per_second: int) -> None:
         """Start small schedulable pods (``sleep`` in the profile's canary image) at a steady rate, each timed from

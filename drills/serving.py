@@ -450,7 +450,7 @@ class ServingDrill:
         self.users, self.retries = users, retries
         self.target.timeline.action("load started", target=self.url, users=users, retries=retries)
         self.result.details["load"] = {"users": users, "retries": retries, "retry_on": "no status line, 429, 503",
-                                       "command": " ".join(self.load.command)}
+                                       "command": self.load.portable_command()}
 
     def _let_load_run(self, seconds: float) -> None:
         assert self.load is not None and self.load_started is not None, "start the load first"

@@ -434,6 +434,18 @@ class LoadRun:
         if not self._log.closed:
             self._log.close()
 
+    def portable_command(self) -> str:
+        """The command as the evidence records it: no path of this machine (the interpreter is ``python``, the
+        locustfile its path in the repository, the run's folder ``$LOAD_DIR``)."""
+        words = []
+        for word in self.command:
+            if word == self.command[0]:
+                word = "python"
+            elif word == str(LOCUSTFILE):
+                word = "drills/load/locustfile.py"
+            words.append(word.replace(str(self.spec.out_dir), "$LOAD_DIR"))
+        return " ".join(words)
+
     def samples(self) -> tuple[Sample, ...]:
         return parse_samples(self.spec.samples_path.read_text(encoding="utf-8"), str(self.spec.samples_path))
 

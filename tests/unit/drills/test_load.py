@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from drills.errors import FiredrillError
-from drills.load.run import (LOCUSTFILE, LoadError, LoadSpec, LoadUser, Outcome, between, check_reachable,
+from drills.load.run import (LOCUSTFILE, LoadError, LoadRun, LoadSpec, LoadUser, Outcome, between, check_reachable,
                              locust_command, locust_env, nearest_rank, parse_locust_csv, parse_locust_json,
                              parse_sample, parse_samples, percentiles, summarize, totals)
 
@@ -173,3 +173,12 @@ def test_an_unreachable_host_is_a_clear_error() -> None:
         check_reachable(f"http://127.0.0.1:{port}", timeout_s=1.0)
     with pytest.raises(LoadError, match="is not an http"):
         check_reachable("127.0.0.1:80")
+
+
+def test_the_evidence_records_the_command_without_this_machines_paths(tmp_path: Path) -> None:
+    spec = LoadSpec(host="http://127.0.0.1:8000", out_dir=tmp_path / "load", users=2, run_id="abc")
+    run = LoadRun.__new__(LoadRun)  # the command only: nothing is started
+    run.spec, run.command = spec, tuple(locust_command(spec))
+    words = run.portable_command()
+    assert words.startswith("python -m locust -f drills/load/locustfile.py --headless -u 2 ")
+    assert "$LOAD_DIR/locust" in words and str(tmp_path) not in words and sys.executable not in words
