@@ -34,6 +34,7 @@ import yaml
 from drills.connect import Target
 from drills.kube.driver import NODE, POD, KubeDriver, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
 from drills.safety import check_blast_radius, eligible_nodes
 from drills.target import FaultMethod
@@ -309,15 +310,7 @@ class ControlPlaneDrill:
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + timeout
-        with self._cond:
-            while not predicate():
-                remaining = deadline - clock.mono()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(min(remaining, 0.5))
-            return True
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock)
 
     def rollback(self) -> None:
         """Stop the load and the starter, delete every pod the run made (load users' and startup pods)."""

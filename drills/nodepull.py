@@ -46,7 +46,7 @@ from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource
 from drills.kube.flavors import (JOB_COMPLETION_INDEX_ANNOTATION, TRAINING_JOB_FLAVORS, WORKER_INDEX_LABEL, GangFlavor,
                                  GangSpec, VolcanoForm, gang_manifests, indexed_job, run_selector)
 from drills.kube.logs import LogFollower, LogLine
-from drills.kube.timeline import parse_time
+from drills.kube.timeline import parse_time, wait_for
 from drills.safety import check_blast_radius, eligible_nodes
 from drills.target import FaultMethod
 from drills.verdict import DrillResult, Measurement
@@ -208,15 +208,7 @@ class NodePullDrill:
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + timeout
-        with self._cond:
-            while not predicate():
-                remaining = deadline - clock.mono()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(min(remaining, 0.5))
-            return True
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock)
 
     def _running_pods(self) -> list[Obj]:
         return [p for p in self.pods.values() if (p.get("status") or {}).get("phase") == "Running"

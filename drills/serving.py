@@ -39,6 +39,7 @@ from drills.canarylog import CanaryEvent
 from drills.connect import Target
 from drills.kube.driver import NODE, POD, RESOURCES, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
+from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
 from drills.nodepull import NodePullDrill
 from drills.safety import check_blast_radius, eligible_nodes
@@ -768,15 +769,7 @@ class ServingDrill:
                          for n, p in sorted(self.pods.items())) or "none"
 
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + timeout
-        with self._cond:
-            while not predicate():
-                remaining = deadline - clock.mono()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(min(remaining, 0.5))
-            return True
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock)
 
     def rollback(self) -> None:
         """Stop the load, uncordon a drained node, delete the service, its autoscaler and its pods."""

@@ -37,6 +37,22 @@ class SystemClock:
         return time.time()
 
 
+def wait_for(cond: threading.Condition, predicate: Callable[[], bool], timeout: float, clock: Clock,
+             poll: float = 0.5) -> bool:
+    """Wait under ``cond`` until ``predicate()`` holds (True) or ``timeout`` seconds of ``clock`` pass (False).
+
+    The drills' watches notify ``cond`` on every change; ``poll`` bounds each wait so a predicate that depends
+    on the clock alone is looked at again."""
+    deadline = clock.mono() + timeout
+    with cond:
+        while not predicate():
+            remaining = deadline - clock.mono()
+            if remaining <= 0:
+                return False
+            cond.wait(min(remaining, poll))
+        return True
+
+
 @dataclass(frozen=True)
 class Stamp:
     mono: float
