@@ -435,12 +435,12 @@ class ServingDrill:
                 with self._cond:
                     self.readings.extend(found)
 
-    def start_load(self, users: int, retries: int) -> None:
+    def start_load(self, users: int, retries: int, timeout_s: float = 10.0) -> None:
         """Start locust's inference users against the service (until the drill stops them)."""
         assert self.url is not None, "deploy the service first"
         self._tmp = tempfile.TemporaryDirectory(prefix=f"firedrill-load-{self.run_id}-")
         spec = LoadSpec(host=self.url, out_dir=Path(self._tmp.name), users=users, spawn_rate=float(users),
-                        duration_s=3600.0, retries=retries, request_timeout_s=10.0,
+                        duration_s=3600.0, retries=retries, request_timeout_s=timeout_s,
                         max_tokens=self.shape.max_tokens, run_id=self.run_id, user_classes=(LoadUser.INFERENCE,),
                         keep_alive=False)
         try:
@@ -451,6 +451,7 @@ class ServingDrill:
         self.users, self.retries = users, retries
         self.target.timeline.action("load started", target=self.url, users=users, retries=retries)
         self.result.details["load"] = {"users": users, "retries": retries, "retry_on": "no status line, 429, 503",
+                                       "silent_timeout_s": timeout_s,
                                        "command": self.load.portable_command()}
 
     def _let_load_run(self, seconds: float) -> None:
@@ -546,7 +547,8 @@ class ServingDrill:
         self._let_load_run(max(after_s, BASELINE_MIN_S))
         extra = self.users * (factor - 1)
         spec = LoadSpec(host=self.url, out_dir=self.load.spec.out_dir / "burst", users=extra,
-                        spawn_rate=float(extra), duration_s=3600.0, retries=self.retries, request_timeout_s=30.0,
+                        spawn_rate=float(extra), duration_s=3600.0, retries=self.retries,
+                        request_timeout_s=self.load.spec.request_timeout_s,
                         max_tokens=self.shape.max_tokens, run_id=f"{self.run_id}b", user_classes=(LoadUser.INFERENCE,),
                         keep_alive=False)
         with self._cond:
@@ -684,12 +686,14 @@ class ServingDrill:
         self.result.measure(Measurement(name, served[0] - crossed, "s", note=f"replica {served[1]}"))
 
     def measure_sla_back(self, ttft_s: float) -> None:
-        """``time until the SLA holds again``: from the jump to the start of the last unbroken run of one-second
+        """``time until the SLA holds again``: from the jump (or the pull) to the start of the last unbroken run of one-second
         buckets whose p99 TTFT is within ``ttft_s`` and whose requests were all answered."""
         name = "time until the SLA holds again"
-        if self.jump_mono is None:
-            raise ValueError("no burst in this scenario; write 'the load jumps to ... times its users ...' first")
-        back = sla_back(self.samples, self.jump_mono, self.end_mono or self.jump_mono, ttft_s)
+        origin = self.jump_mono if self.jump_mono is not None else self.act_mono
+        if origin is None:
+            raise ValueError("no act in this scenario; write 'the load jumps to ...' or 'the node of one replica is "
+                             "pulled ...' first")
+        back = sla_back(self.samples, origin, self.end_mono or origin, ttft_s)
         self.result.measure(Measurement(name, back, "s", note="" if back is not None else
                                         f"the last second of the run still missed p99 TTFT <= {ttft_s:g} s"))
 

@@ -40,3 +40,12 @@ Feature: Inference under chaos
     And at most 0 requests are lost
     And training resumes from the checkpoint it wrote when preempted within 20 seconds of the burst's end
     And at most 5 GPU-seconds of training are lost
+
+  @clause:9.4
+  Scenario: Inference gets its SLA back soon after the node of one replica hangs
+    Given an inference service of 3 replicas with 8 GPUs each behind a load balancer
+    And steady load from 12 users who retry a refused request up to 2 times, giving up on a silent server after 1 second
+    When the node of one replica is pulled with hang after 3 seconds of load
+    And the load goes on for 10 seconds
+    Then p99 time to first token is back within 0.5 seconds no later than 8 seconds after the pull
+    And at most 2 % of requests fail

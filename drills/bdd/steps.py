@@ -389,6 +389,17 @@ def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
     drill.serving_drill().start_load(users, retries)
 
 
+@step("Given", "steady load from {users:Count} users who retry a refused request up to {retries:Whole} times, "
+               "giving up on a silent server after {timeout:Duration}",
+      "steady load from 12 users who retry a refused request up to 2 times, giving up on a silent server after "
+      "1 second")
+def steady_load_with_timeout(drill: ScenarioContext, users: int, retries: int, timeout: float) -> None:
+    """As above, and a user that hears nothing from the server for that long (no status line, or no token)
+    gives the attempt up: before a status line that is a refusal, retried under the same policy; mid-stream
+    it is a lost request."""
+    drill.serving_drill().start_load(users, retries, timeout)
+
+
 @step("When", "the node of one replica is drained after {after:Duration} of load",
       "the node of one replica is drained after 3 seconds of load")
 def drain_replica_node(drill: ScenarioContext, after: float) -> None:
@@ -480,6 +491,15 @@ def training_lost(drill: ScenarioContext, limit: float) -> None:
     if "training GPU-seconds lost" not in drill.result.measurements:
         drill.serving_drill().measure_training()
     drill.result.check(Threshold("training GPU-seconds lost", limit, "GPU-s"))
+
+
+@step("Then", "p99 time to first token is back within {sla:Duration} no later than {limit:Duration} after the pull",
+      "p99 time to first token is back within 0.5 seconds no later than 8 seconds after the pull")
+def sla_back_after_pull(drill: ScenarioContext, sla: float, limit: float) -> None:
+    """As after a jump, from the instant the node of a replica was pulled: the requests the pulled replica held
+    are lost or late whatever the platform does; the promise is how soon users stop noticing."""
+    drill.serving_drill().measure_sla_back(sla)
+    drill.result.check(Threshold("time until the SLA holds again", limit, "s"))
 
 
 @step("Then", "at most {limit:Number} % of requests fail", "at most 1 % of requests fail")
@@ -580,11 +600,13 @@ def _earlier_steps_decide(steps: Sequence[Checked]) -> Iterator[tuple[int, Place
                                           f"write '{promised}'", placeholder="words")
 
 
-SERVING_THEN = {p99_ttft.__name__, error_rate.__name__, requests_lost.__name__}
+SERVING_THEN = {p99_ttft.__name__, error_rate.__name__, requests_lost.__name__, sla_back_after_pull.__name__}
 NEEDS: dict[str, tuple[tuple[str, str, str], ...]] = {
     # step -> (what must come earlier, the problem, the fix) for each requirement
     steady_load.__name__: (("service", "no inference service to load", "put 'Given an inference service of ...' "
                             "before it"),),
+    steady_load_with_timeout.__name__: (("service", "no inference service to load", "put 'Given an inference "
+                                         "service of ...' before it"),),
     drain_replica_node.__name__: (("serving_load", "no load runs to disturb", "put 'Given steady load from ...' "
                                    "before it"),),
     pull_replica_node.__name__: (("serving_load", "no load runs to disturb", "put 'Given steady load from ...' "
@@ -606,6 +628,8 @@ NEEDS: dict[str, tuple[tuple[str, str, str], ...]] = {
                                    "put 'When the load jumps to ... times its users ...' first")),
     sla_holds_again.__name__: (("jumped", "no jump to measure from", "put 'When the load jumps to ... times its "
                                 "users ...' first"),),
+    sla_back_after_pull.__name__: (("pulled", "no pull to measure from", "put 'When the node of one replica is "
+                                    "pulled with ...' first"),),
     training_resumes.__name__: (("training", "no training shares the cluster", "put 'Given low-priority canary "
                                  "training of ...' first"),),
     training_lost.__name__: (("training", "no training shares the cluster", "put 'Given low-priority canary "
@@ -613,11 +637,13 @@ NEEDS: dict[str, tuple[tuple[str, str, str], ...]] = {
     startup_p99.__name__: (("startup", "no pods are started to time", "put 'Given <rate> pods are started every "
                             "second' first"),),
 }
-JUDGED_AFTER_LOAD = SERVING_THEN | {new_replica_serves.__name__, sla_holds_again.__name__, training_resumes.__name__,
+JUDGED_AFTER_LOAD = SERVING_THEN | {new_replica_serves.__name__, sla_holds_again.__name__, sla_back_after_pull.__name__,
+                                    training_resumes.__name__,
                                     training_lost.__name__, mutating_p99.__name__, startup_p99.__name__,
                                     acknowledged_found.__name__}
 SETS = {inference_service.__name__: ("service",), autoscaled_service.__name__: ("service", "autoscaled"),
-        steady_load.__name__: ("serving_load",), load_jumps.__name__: ("jumped",),
+        steady_load.__name__: ("serving_load",), steady_load_with_timeout.__name__: ("serving_load",),
+        pull_replica_node.__name__: ("pulled",), load_jumps.__name__: ("jumped",),
         low_priority_training.__name__: ("training",), control_plane_load.__name__: ("cp_load",),
         pods_started.__name__: ("startup",), load_goes_on.__name__: ("stopped",)}
 

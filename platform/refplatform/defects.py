@@ -58,6 +58,10 @@ class Defect(enum.Enum):
     """API server: every 10th pod create is acknowledged (201, with a uid and a resourceVersion) but never
     committed to the store, as an API server that answers before its write is durable does."""
 
+    STALE_BACKENDS = "stale-backends"
+    """Loopback load balancer: a backend that leaves the Service's ready endpoints is never dropped (no health
+    check, no deregistration), so new connections keep going to a replica whose node hangs."""
+
     DROP_IN_FLIGHT = "drop-in-flight"
     """Node agents: a pod being deleted (evicted, drained, scaled in) is killed at once, its grace period ignored,
     so a serving replica's in-flight requests are cut instead of finished."""
@@ -80,6 +84,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",
     Defect.NO_AUTOSCALING: "the autoscaler reports desiredReplicas but never scales the target",
     Defect.DROP_IN_FLIGHT: "a deleted pod is killed at once: in-flight requests are cut",
+    Defect.STALE_BACKENDS: "the load balancer never drops a backend that left the endpoints",
     Defect.LOSE_ACKED_WRITES: "the API server acknowledges every 10th pod create but never stores it",
 }
 

@@ -85,6 +85,11 @@ def ready_backends(service: Obj, slices: Sequence[Obj]) -> dict[int, tuple[Backe
     return out
 
 
+def merged_backends(old: tuple[Backend, ...], new: tuple[Backend, ...]) -> tuple[Backend, ...]:
+    """The ``stale-backends`` defect's list: every backend ever seen, the old ones first (pure)."""
+    return old + tuple(b for b in new if b not in old)
+
+
 class RoundRobin:
     """Hands out backends in turn; a new backend list keeps the turn where it was (pure)."""
 
@@ -140,8 +145,12 @@ class LoadBalancerController:
     watches = (SERVICES, ENDPOINTSLICES)
     resync = 2.0
 
-    def __init__(self, client: RestClient) -> None:
+    def __init__(self, client: RestClient, stale_backends: bool = False) -> None:
         self.client = client
+        self.stale_backends = stale_backends
+        """The ``stale-backends`` defect: a backend, once added, is never dropped."""
+        if stale_backends:
+            log.warning("defect stale-backends: the load balancer never drops a backend that left the endpoints")
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="loadbalancer-proxy", daemon=True)
         self._thread.start()
@@ -177,6 +186,8 @@ class LoadBalancerController:
                 self._listeners[key] = listener
                 log.info("load balancer for %s/%s port %d listening on %s:%d", key[0], key[1], key[2], HOST,
                          listener.port)
+            if self.stale_backends:
+                backends = merged_backends(listener.rr.backends, backends)
             if listener.rr.backends != backends:
                 log.info("load balancer for %s/%s port %d: backends %s", key[0], key[1], key[2],
                          ", ".join(f"{b.ip}:{b.port}" for b in backends) or "none")

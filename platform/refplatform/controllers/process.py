@@ -93,7 +93,8 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "deployment": lambda client, args: DeploymentController(client),
     "replicaset": lambda client, args: ReplicaSetController(client),
     "endpoints": lambda client, args: EndpointsController(client),
-    "loadbalancer": lambda client, args: LoadBalancerController(client),
+    "loadbalancer": lambda client, args: LoadBalancerController(
+        client, stale_backends=Defect.STALE_BACKENDS in args.defects),
     "autoscaler": _autoscaler,
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""

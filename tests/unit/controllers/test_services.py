@@ -16,7 +16,7 @@ from refplatform.controllers.deployment import (
 )
 from refplatform.controllers.endpoints import SERVICE_NAME, desired_slice
 from refplatform.controllers.loadbalancer import (
-    Backend, LoadBalancerError, RoundRobin, listen_port, ready_backends,
+    Backend, LoadBalancerError, RoundRobin, listen_port, merged_backends, ready_backends,
 )
 from refplatform.resources import DEPLOYMENTS, PODS, REGISTRY, REPLICASETS, SERVICES, ResourceType
 
@@ -278,3 +278,10 @@ def test_a_protobuf_deployment_decodes_as_client_go_sends_it() -> None:
     assert d["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
     assert d["spec"]["template"]["spec"]["containers"][0]["name"] == "c"
     assert validate(DEPLOYMENTS, d) == []
+
+
+def test_the_stale_backends_defect_never_drops_a_backend() -> None:
+    a, b, c = Backend("127.0.0.2", 8000), Backend("127.0.0.3", 8000), Backend("127.0.0.4", 8000)
+    assert merged_backends((a, b, c), (a, c)) == (a, b, c)  # b left the endpoints, the defect keeps it
+    assert merged_backends((a, b), (b, c)) == (a, b, c)  # a new one is still added, after the old ones
+    assert merged_backends((), (a,)) == (a,)

@@ -117,6 +117,10 @@ BAD_VALUES = [
      "duration", "20 sec", "unknown unit 'sec'", "write one of ms,"),
     ("Then", "at most five GPU-seconds of training are lost", "number", "five", "not a number of 0 or more",
      "write digits"),
+    ("Given", "steady load from 12 users who retry a refused request up to 2 times, giving up on a silent server "
+              "after 1 eon", "duration", "1 eon", "unknown unit 'eon'", "write one of ms,"),
+    ("Then", "p99 time to first token is back within 0.5 seconds no later than 0 seconds after the pull", "duration",
+     "0 seconds", "a duration of zero", "write more than zero"),
     # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
     ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
      "write 1 to 16"),
