@@ -209,7 +209,7 @@ def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(tmp_path: 
 
 @pytest.mark.timeout(600)
 def test_the_honest_platform_passes_every_scenario_of_the_matrix(tmp_path: Path) -> None:
-    """One run of every catching scenario (about 2.5 minutes here: the load scenarios are most of it)."""
+    """One run of every catching scenario; the load scenarios are most of its time."""
     features = sorted({c.feature for c in MATRIX})
     keywords = sorted({c.keyword for c in MATRIX})
     out, record = firedrill_run(tmp_path, features, " or ".join(keywords), timeout=580)
