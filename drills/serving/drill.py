@@ -1,312 +1,48 @@
-"""The serving drill: inference users keep their service level while the node of one replica is drained or pulled.
-
-Steady state before: a Deployment of N inference canaries (``firedrill-inference serve``, docs/WORKLOAD.md),
-each asking for G GPUs so replicas land on different nodes, behind a Service of ``type: LoadBalancer``; every
-replica Ready and the service answering through its load balancer. Load: locust's ``InferenceUser`` (docs/LOAD.md)
-with the retry policy the feature states. Act: the node of one replica is **drained** (cordoned, then each of
-the drill's pods on it evicted through the Eviction API, as ``kubectl drain`` does) or **pulled** with a fault
-method (:mod:`drills.faults`). Observe: the load goes on for the stated time, then stops; every request's fate
-comes from locust's samples, the harness's own client: nothing is read from the platform.
-
-Measured, over every request the users sent (docs/STEPS.md):
-
-- ``p99 time to first token``: nearest-rank p99 of the answered requests' TTFT, from the first attempt's start
-  (a refused attempt and its back-off count);
-- ``error rate``: the share of requests not answered after the retry policy (failed or lost), in percent;
-- ``requests lost``: sent and never answered (a cut stream, a connection that died, no status line after the
-  last retry).
-
-Each lost request is named in a finding with its error and when it started relative to the act. The scenario
-is INCONCLUSIVE when the service was not serving before the act (no request answered, or the steady state
-already missed), since then the act proves nothing.
-"""
+"""The serving drill itself: deploy, load, act, observe, judge, roll back (the package docstring says what
+it promises)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import threading
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drills.canaryjob import gpu_taint_toleration
 from drills.canarylog import CanaryEvent
 from drills.connect import Target
-from drills.kube.driver import NODE, POD, RESOURCES, KubeError
+from drills.kube.driver import NODE, POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
 from drills.nodepull import NodePullDrill
 from drills.safety import check_blast_radius, eligible_nodes
+from drills.serving.judge import lost_findings, series, sla_back
+from drills.serving.manifests import (BURST_SHAPE, DEPLOYMENT, HPA, LOW_PRIORITY, PORT, PRIORITY_CLASS, QUEUE_METRIC,
+                                      SERVICE, SERVICE_NAME, Autoscale, ServiceShape, hpa_manifest,
+                                      inference_manifests, service_url)
+from drills.serving.replicas import (ENDPOINT_SLICE, SERVED_METRIC, SCRAPE_EVERY, Reading, first_served_by_new,
+                                     metric_value, pod_ready, prometheus_readings, queue_crossing,
+                                     ready_endpoint_addresses)
 from drills.target import FaultMethod
 from drills.verdict import DrillInconclusive, DrillResult, Measurement
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-DEPLOYMENT = RESOURCES[("apps/v1", "Deployment")]
-HPA = RESOURCES[("autoscaling/v2", "HorizontalPodAutoscaler")]
-PRIORITY_CLASS = RESOURCES[("scheduling.k8s.io/v1", "PriorityClass")]
-ENDPOINT_SLICE = RESOURCES[("discovery.k8s.io/v1", "EndpointSlice")]
-LOW_PRIORITY = -100
-"""The value of the low PriorityClass the drill gives training that fills idle GPUs (inference keeps 0, the
-cluster's default, so it may preempt the training)."""
-QUEUE_METRIC = "vllm:num_requests_waiting"
-SERVICE_NAME = "firedrill-inference"
-"""The Service's name when the profile gives ``inference.url`` (a route the customer points at it)."""
-SCRAPE_EVERY = 0.25
-"""Seconds between two reads of every replica's own /metrics (the canary's queue and served count)."""
-SERVICE = RESOURCES[("v1", "Service")]
-INFERENCE_COMMAND = ("firedrill-inference",)
-PORT = 8000
-LB_PORTS_ANNOTATION = "firedrill.dev/load-balancer-ports"
-"""Where the reference platform's loopback load balancer publishes its port (docs/SERVICES.md)."""
 READY_TIMEOUT = 60.0
 """Seconds the service may take to have every replica Ready and an address that answers."""
+
+
 ROLLBACK_TIMEOUT = 40.0
 """Seconds the rollback waits for the service's pods to be gone (a draining replica takes up to 10 s)."""
+
+
 BASELINE_MIN_S = 1.0
 """The load runs at least this long before the act, so a steady state can be checked."""
-
-
-@dataclass(frozen=True)
-class ServiceShape:
-    """What the inference canary is asked to be: its timings, batch and queue (``firedrill-inference serve``)."""
-
-    ttft_s: float = 0.05
-    tpot_s: float = 0.01
-    max_batch: int = 8
-    max_queue: int = 64
-    max_tokens: int = 16
-
-
-@dataclass(frozen=True)
-class Autoscale:
-    """Scale out on the inference canary's own queue: an HPA on ``vllm:num_requests_waiting`` per replica."""
-
-    max_replicas: int
-    waiting_per_replica: int
-    warmup_s: float
-    """``--warmup-seconds`` of every replica: it stands for loading the model (``/health`` 503 until then)."""
-    scale_down_window_s: int = 300
-    """``behavior.scaleDown.stabilizationWindowSeconds`` (upstream's default 300 s)."""
-
-
-BURST_SHAPE = ServiceShape(ttft_s=0.05, tpot_s=0.05, max_batch=4)
-"""The model an autoscaled service simulates: 4 requests per batch, 0.85 s for 16 tokens, so a burst queues."""
-
-
-def hpa_manifest(name: str, run_id: str, namespace: str, replicas: int, autoscale: Autoscale) -> Obj:
-    """The HorizontalPodAutoscaler of the service (pure): Pods metric ``vllm:num_requests_waiting``, AverageValue."""
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run_id}},
-            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-                     "minReplicas": replicas, "maxReplicas": autoscale.max_replicas,
-                     "metrics": [{"type": "Pods", "pods": {
-                         "metric": {"name": QUEUE_METRIC},
-                         "target": {"type": "AverageValue", "averageValue": str(autoscale.waiting_per_replica)}}}],
-                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": autoscale.scale_down_window_s}}}}
-
-
-SERVED_METRIC = "firedrill_inference_requests_served_total"
-
-
-def prometheus_readings(base: str, namespace: str, deployment: str, mono: float,
-                        timeout: float = 2.0) -> list[Reading]:
-    """One Reading per replica from a Prometheus that scrapes the replicas (instant queries by ``pod``); none
-    when it cannot be asked. For clusters whose pod IPs the harness cannot reach."""
-    values: dict[str, dict[str, float]] = {}
-    for metric in (QUEUE_METRIC, SERVED_METRIC):
-        query = f'sum by (pod) ({metric}{{namespace="{namespace}",pod=~"{deployment}-.*"}})'
-        url = f"{base.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                doc = json.loads(resp.read().decode("utf-8", "replace"))
-        except (OSError, urllib.error.URLError, ValueError):
-            return []
-        for item in ((doc.get("data") or {}).get("result") or []) if isinstance(doc, dict) else []:
-            pod = (item.get("metric") or {}).get("pod")
-            try:
-                value = float((item.get("value") or [0, "nan"])[1])
-            except (TypeError, ValueError, IndexError):
-                continue
-            if pod:
-                values.setdefault(pod, {})[metric] = value
-    return [Reading(mono, pod, v.get(QUEUE_METRIC), v.get(SERVED_METRIC)) for pod, v in sorted(values.items())]
-
-
-def metric_value(text: str, name: str) -> float | None:
-    """The sum over label sets of one metric in a Prometheus text exposition (the canary's /metrics); None if
-    absent. Only plain samples (``name{...} value`` or ``name value``) are read."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if not line.startswith(name) or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        if head.split("{", 1)[0].strip() != name:
-            continue
-        try:
-            total += float(value)
-            seen = True
-        except ValueError:
-            continue
-    return total if seen else None
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One read of one replica's /metrics by the harness."""
-
-    mono: float
-    pod: str
-    waiting: float | None
-    served: float | None
-
-
-def queue_crossing(readings: list[Reading], after: float, threshold: float, every: float = SCRAPE_EVERY
-                   ) -> float | None:
-    """The first instant after ``after`` at which the replicas' mean queue, over one round of reads, was above
-    ``threshold`` requests per replica (pure)."""
-    rounds: dict[int, list[float]] = {}
-    for r in readings:
-        if r.mono >= after and r.waiting is not None:
-            rounds.setdefault(int(r.mono // every), []).append(r.waiting)
-    for key in sorted(rounds):
-        values = rounds[key]
-        if sum(values) / len(values) > threshold:
-            return key * every
-    return None
-
-
-def first_served_by_new(readings: list[Reading], old: set[str]) -> tuple[float, str] | None:
-    """The first read at which a replica that was not serving before the burst had served a request (pure)."""
-    for r in sorted(readings, key=lambda r: r.mono):
-        if r.pod not in old and (r.served or 0) > 0:
-            return r.mono, r.pod
-    return None
-
-
-def sla_back(samples: tuple[Sample, ...], since: float, until: float, ttft_s: float, bucket_s: float = 1.0
-             ) -> float | None:
-    """Seconds after ``since`` from which every bucket of request starts up to ``until`` had its p99 TTFT within
-    ``ttft_s`` and nothing failed or lost (pure); None when the last bucket still misses."""
-    buckets: dict[int, list[Sample]] = {}
-    for s in samples:
-        if since <= s.start_mono < until:
-            buckets.setdefault(int((s.start_mono - since) // bucket_s), []).append(s)
-    if not buckets:
-        return None
-    good_from: int | None = None
-    for b in range(max(buckets) + 1):
-        items = buckets.get(b, [])
-        ttfts = [s.ttft_s for s in items if s.outcome is Outcome.ANSWERED and s.ttft_s is not None]
-        ok = bool(items) and all(s.outcome is Outcome.ANSWERED for s in items) and \
-            nearest_rank(ttfts, 99) <= ttft_s
-        if ok and good_from is None:
-            good_from = b
-        elif not ok:
-            good_from = None
-    return None if good_from is None else good_from * bucket_s
-
-
-def inference_manifests(name: str, run_id: str, namespace: str, image: str, replicas: int, gpus: int,
-                        gpu_resource: str, shape: ServiceShape = ServiceShape(),
-                        command: tuple[str, ...] = INFERENCE_COMMAND, warmup_s: float = 0.0) -> list[Obj]:
-    """A Deployment of inference canaries and its LoadBalancer Service (pure).
-
-    Each replica binds ``POD_IP`` (the downward API), is Ready once ``/health`` answers (a readiness probe, so a
-    replica loading its model gets no traffic), and asks for ``gpus`` of ``gpu_resource`` (0: none)."""
-    labels = {"app": name, RUN_LABEL: run_id}
-    container: Obj = {
-        "name": "inference", "image": image, "command": list(command),
-        "args": ["serve", "--port", str(PORT), "--ttft-seconds", f"{shape.ttft_s:g}",
-                 "--tpot-seconds", f"{shape.tpot_s:g}", "--max-batch", str(shape.max_batch),
-                 "--max-queue", str(shape.max_queue), "--warmup-seconds", f"{warmup_s:g}"],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": PORT}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
-                           "failureThreshold": 1}}
-    if gpus:
-        container["resources"] = {"limits": {gpu_resource: str(gpus)}}
-    pod_spec: Obj = {"containers": [container], "terminationGracePeriodSeconds": 30}
-    if gpus:
-        pod_spec["tolerations"] = list(gpu_taint_toleration(gpu_resource))
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": labels, "annotations": {"prometheus.io/port": str(PORT)}},
-                              "spec": pod_spec}}}
-    service = {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"type": "LoadBalancer", "selector": {"app": name},
-                 "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
-    return [deployment, service]
-
-
-def service_url(service: Obj, port: int = PORT) -> str | None:
-    """Where a client outside the cluster reaches the Service: the reference platform's published loopback port,
-    else the first ``status.loadBalancer.ingress`` address with the Service port; None while it has none."""
-    meta = service.get("metadata") or {}
-    raw = (meta.get("annotations") or {}).get(LB_PORTS_ANNOTATION)
-    if raw:
-        try:
-            published = json.loads(raw).get(str(port))
-        except (ValueError, AttributeError):
-            published = None
-        if isinstance(published, int):
-            return f"http://127.0.0.1:{published}"
-    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
-        host = ingress.get("ip") or ingress.get("hostname")
-        if host:
-            return f"http://{host}:{port}"
-    return None
-
-
-def ready_endpoint_addresses(slices: list[Obj]) -> list[str]:
-    """Every address of a ready endpoint in these EndpointSlices (pure)."""
-    return sorted(a for s in slices for ep in s.get("endpoints") or []
-                  if (ep.get("conditions") or {}).get("ready") is not False for a in ep.get("addresses") or [])
-
-
-def pod_ready(pod: Obj) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running" \
-        and any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def lost_findings(samples: tuple[Sample, ...], act_mono: float | None, limit: int = 3) -> list[str]:
-    """Plain words for the first few lost requests: id, error, and when each started relative to the act."""
-    lost = [s for s in samples if s.outcome is Outcome.LOST]
-    out = []
-    for s in lost[:limit]:
-        when = f"{s.start_mono - act_mono:+.2f} s from the act" if act_mono is not None else "before any act"
-        out.append(f"request {s.request_id} ({when}, {s.attempts} attempt(s)): {s.error or 'no answer'}")
-    if len(lost) > limit:
-        out.append(f"... and {len(lost) - limit} more lost request(s)")
-    return out
-
-
-def series(samples: tuple[Sample, ...], origin: float, bucket_s: float = 1.0) -> list[Obj]:
-    """Per bucket of start time (seconds from ``origin``, the act): requests sent, answered, failed, lost and the
-    p99 TTFT of the answered ones; the evidence's latency-over-time chart is drawn from it."""
-    buckets: dict[int, list[Sample]] = {}
-    for s in samples:
-        buckets.setdefault(int((s.start_mono - origin) // bucket_s), []).append(s)
-    out = []
-    for b in sorted(buckets):
-        items = buckets[b]
-        t = totals(items)
-        ttfts = [s.ttft_s for s in items if s.outcome is Outcome.ANSWERED and s.ttft_s is not None]
-        out.append({"t": b * bucket_s, "sent": t.sent, "answered": t.answered, "failed": t.failed, "lost": t.lost,
-                    "p99_ttft_s": nearest_rank(ttfts, 99) if ttfts else None})
-    return out
 
 
 @dataclass
