@@ -35,8 +35,9 @@ from drills.connect import Target
 from drills.kube.driver import NODE, POD, KubeDriver, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.timeline import wait_for
-from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
+from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank
 from drills.safety import check_blast_radius, eligible_nodes
+from drills.serving.judge import series
 from drills.target import FaultMethod
 from drills.verdict import DrillInconclusive, DrillResult, Measurement
 
@@ -97,28 +98,17 @@ def startup_p99(latencies: list[float | None]) -> tuple[float | None, str]:
     if not latencies:
         return None, "no startup pod was judged"
     never = sum(v is None for v in latencies)
-    ordered = sorted(latencies, key=lambda v: float("inf") if v is None else v)
-    p99 = ordered[max(1, math.ceil(0.99 * len(ordered))) - 1]
+    p99 = nearest_rank([math.inf if v is None else v for v in latencies], 99)
     note = f"{len(latencies)} pods" + (f", {never} never started" if never else "")
-    return p99, note
+    return (None if p99 == math.inf else p99), note
 
 
 def mutating_series(samples: tuple[Sample, ...], origin: float, bucket_s: float = 1.0) -> list[Obj]:
     """Per bucket of start time (seconds from ``origin``, the pull) of the users' mutating calls: sent, answered,
     failed, lost (sent, never answered) and the nearest-rank p99 latency of the answered ones (None when none was);
     the evidence's latency-over-time chart is drawn from it. Reads and watches are not in it."""
-    buckets: dict[int, list[Sample]] = {}
-    for s in samples:
-        if s.kind in MUTATING:
-            buckets.setdefault(int((s.start_mono - origin) // bucket_s), []).append(s)
-    out = []
-    for b in sorted(buckets):
-        items = buckets[b]
-        t = totals(items)
-        latencies = [s.latency_s for s in items if s.outcome is Outcome.ANSWERED]
-        out.append({"t": b * bucket_s, "sent": t.sent, "answered": t.answered, "failed": t.failed, "lost": t.lost,
-                    "p99_latency_s": nearest_rank(latencies, 99) if latencies else None})
-    return out
+    return series((s for s in samples if s.kind in MUTATING), origin, bucket_s,
+                  latency=lambda s: s.latency_s, key="p99_latency_s")
 
 
 @dataclass
