@@ -66,6 +66,18 @@ class Defect(enum.Enum):
     """Node agents: a pod being deleted (evicted, drained, scaled in) is killed at once, its grace period ignored,
     so a serving replica's in-flight requests are cut instead of finished."""
 
+    UNRECORDED_REFUSALS = "unrecorded-refusals"
+    """API server: the gates still refuse (401, 403, quota), but a refused request leaves no audit record, so
+    nobody can show afterwards who tried what."""
+
+    NO_GPU_QUOTA = "no-gpu-quota"
+    """API server: ResourceQuota limits on ``requests.nvidia.com/gpu`` and ``limits.nvidia.com/gpu`` are not
+    enforced (usage is still counted and shown), so a namespace takes more GPUs than its quota."""
+
+    NODE_WRITES_ANY = "node-writes-any"
+    """API server: a node identity may write any Node, any Lease and the status of any pod, as an API server
+    without the Node authorizer and NodeRestriction admission lets a kubelet do."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -86,6 +98,9 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.DROP_IN_FLIGHT: "a deleted pod is killed at once: in-flight requests are cut",
     Defect.STALE_BACKENDS: "the load balancer never drops a backend that left the endpoints",
     Defect.LOSE_ACKED_WRITES: "the API server acknowledges every 10th pod create but never stores it",
+    Defect.UNRECORDED_REFUSALS: "the API server refuses but leaves no audit record of the refusal",
+    Defect.NO_GPU_QUOTA: "ResourceQuota limits on nvidia.com/gpu are not enforced",
+    Defect.NODE_WRITES_ANY: "a node identity may write any Node, any Lease and any pod's status",
 }
 
 
@@ -107,7 +122,7 @@ def parse_defects(names: Iterable[str]) -> frozenset[Defect]:
 
 def describe_defects() -> str:
     """One line per defect, for command-line help."""
-    return "\n".join(f"  {d.value:<18} {d.summary}" for d in Defect)
+    return "\n".join(f"  {d.value:<19} {d.summary}" for d in Defect)
 
 
 def add_defect_argument(parser: argparse.ArgumentParser) -> None:

@@ -83,6 +83,9 @@ MATRIX: list[Catch] = [
 ]
 PARAMS = [pytest.param(c, id=c.defect) for c in MATRIX]
 NOT_YET_CAUGHT: dict[str, str] = {
+    "unrecorded-refusals": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
+    "no-gpu-quota": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
+    "node-writes-any": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 
