@@ -1,16 +1,23 @@
-"""The live scheduler on a running platform: a 4 x 8-GPU gang is placed whole, or not at all."""
+"""The live scheduler on a running platform: a 4 x 8-GPU gang is placed whole, or not at all, and a bind the API
+server refuses in the middle of a gang undoes the gang's other binds."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from refplatform import core
+from refplatform.client import RestClient
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
-from tests.integration.kube import api_client, pod_manifest
+from refplatform.controllers.manager import ControllerManager
+from refplatform.controllers.process import FACTORIES
+from refplatform.controllers.scheduler import SchedulerController
+from tests.integration.kube import api_client, canary_job, pod_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -141,5 +148,95 @@ def test_a_pod_blocked_by_fragmentation_says_so_in_its_unplaced_condition(tmp_pa
         wait_until(lambda: bool(bound(cluster, "four")), 30, "the 4-GPU pod to be bound once a node has room")
         # Bound is no longer pending: the why-pending condition leaves with PodScheduled=False.
         assert unplaced(cluster, "four") is None
+    finally:
+        cluster.stop()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A gang is committed whole through the API: a bind the server refuses undoes the gang's other binds.
+
+
+class DeletesBeforeItsBinding(RestClient):
+    """A real client of the real server that, just before the scheduler POSTs the Binding of pod ``victim``, deletes
+    that pod through the same server: a real cause (the pod is gone between the scheduler's decision and its bind),
+    so the server itself refuses the Binding.  Only once."""
+
+    def __init__(self, cluster: Cluster, victim: str) -> None:
+        super().__init__(cluster.url, cluster.token, ca_file=cluster.ca_file)
+        self.victim = victim
+        self.fired = False
+
+    def create(self, path: str, body: dict, params: dict | None = None) -> dict:
+        if not self.fired and path == f"/api/v1/namespaces/default/pods/{self.victim}/binding":
+            self.fired = True
+            super().delete(f"/api/v1/namespaces/default/pods/{self.victim}", {"gracePeriodSeconds": 0},
+                           {"gracePeriodSeconds": 0})
+        return super().create(path, body, params)
+
+
+@contextmanager
+def in_process_scheduler(cluster: Cluster, victim: str) -> Iterator[DeletesBeforeItsBinding]:
+    """The live scheduler, run here over that client, as the cluster's only scheduler."""
+    api = DeletesBeforeItsBinding(cluster, victim)
+    manager = ControllerManager(api, [SchedulerController(api, core.SchedulerConfig())])
+    manager.start()
+    try:
+        yield api
+    finally:
+        manager.stop()
+        api.close()
+
+
+def without_scheduler(tmp: Path) -> Cluster:
+    controllers = tuple(name for name in FACTORIES if name != "scheduler")
+    cluster = Cluster(ClusterSpec(tmp, nodes=4, gpus_per_node=8, heartbeat=0.5, controllers=controllers))
+    cluster.start()
+    cluster.wait_ready()
+    return cluster
+
+
+def events(cluster: Cluster, reason: str, kind: str | None = None) -> list[client.CoreV1Event]:
+    found = client.CoreV1Api(api_client(cluster)).list_namespaced_event("default").items
+    return [e for e in found if e.reason == reason and kind in (None, e.involved_object.kind)]
+
+
+def test_a_bind_refused_in_the_middle_of_a_gang_undoes_the_gangs_other_binds(tmp_path: Path) -> None:
+    cluster = without_scheduler(tmp_path / "c")
+    try:
+        with in_process_scheduler(cluster, victim="train-worker-2") as api:
+            submit_gang(cluster, "train")
+            wait_until(lambda: api.fired, 30, "the scheduler to bind the gang's third pod (which the server refuses)")
+            # The two pods bound before the refusal are deleted (a bound pod cannot be unbound) and gone once their
+            # agents stopped them; the fourth was never bound: nothing of the gang holds a GPU.
+            wait_until(lambda: bound(cluster, "train-") == {}, 30, "no pod of the gang left bound")
+            v1 = client.CoreV1Api(api_client(cluster))
+            left = {p.metadata.name: p.spec.node_name for p in v1.list_namespaced_pod("default").items}
+            assert left == {"train-worker-3": None}
+            message = events(cluster, "GangBindFailed", "PodGroup")[0].message
+            assert message.startswith("binding pod train-worker-2 to gpu-node-")
+            assert "deleting train-worker-0, train-worker-1" in message
+            assert "with 0 of minMember 4 pods placed" in message
+            assert {e.involved_object.name for e in events(cluster, "GangBindFailed", "Pod")} == {
+                "train-worker-0", "train-worker-1"}
+    finally:
+        cluster.stop()
+
+
+def test_a_volcano_job_whose_bind_was_refused_is_created_again_and_runs_whole(tmp_path: Path) -> None:
+    cluster = without_scheduler(tmp_path / "c")
+    try:
+        with in_process_scheduler(cluster, victim="canary-worker-1") as api:
+            custom = client.CustomObjectsApi(api_client(cluster))
+            custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "default", "jobs", canary_job())
+            v1 = client.CoreV1Api(api_client(cluster))
+
+            def running_whole() -> bool:
+                pods = [p for p in v1.list_namespaced_pod("default").items if p.metadata.name.startswith("canary-")]
+                return api.fired and len(pods) == 2 and all(
+                    p.status.phase == "Running" and not p.metadata.deletion_timestamp for p in pods)
+            wait_until(running_whole, 60, "the job's two ranks to run again, whole, after the refused bind")
+            assert events(cluster, "GangBindFailed", "PodGroup") and events(cluster, "GangBindFailed", "Job")
+            job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "default", "jobs", "canary")
+            assert job["status"]["retryCount"] >= 1  # PodEvicted -> RestartJob: the new ranks are a new epoch
     finally:
         cluster.stop()

@@ -21,6 +21,16 @@ asks the pure core for decisions, and applies them through the API:
 
 Binds made in one cycle are *assumed* (held in the next snapshots) until the
 informer shows them, so a slow watch never double-books a GPU.
+
+A gang's binds are committed whole (:meth:`SchedulerController._commit`): all of
+them are assumed, then bound one by one; when the API server refuses one (the
+pod was deleted meanwhile, someone else bound it) and the gang is left with
+fewer than ``minMember`` pods placed, the binds this cycle made for it are
+undone.  A bound pod cannot be unbound, so "undone" means deleted (graceful,
+with a uid precondition) so its controller creates it again; the pods not yet
+bound are forgotten (no longer assumed), and a ``GangBindFailed`` Warning Event
+on the PodGroup (and on its owning Job) and on each deleted pod says so.  See
+docs/SCHEDULER.md, "Committing a gang through the API".
 """
 
 from __future__ import annotations
@@ -82,11 +92,11 @@ class SchedulerController:
                 self._evict(by_key.get(ev.pod.key), ev)
         for nomination in decisions.nominations:
             self._nominate(by_key.get(nomination.pod.key), nomination)
-        for bind in decisions.binds:
-            self._bind(by_key.get(bind.pod.key), bind)
+        groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
+        for commit in decisions.commits:
+            self._commit(commit, by_key, groups.get(commit.gang) if commit.group else None)
         for failure in decisions.failures:
             self._unschedulable_pod(by_key.get(failure.pod.key), failure)
-        groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
         for status in decisions.pod_groups:
             self._pod_group_status(groups.get(status.key), status)
 
@@ -121,9 +131,37 @@ class SchedulerController:
         return out
 
     # --------------------------------------------------------------- effects
-    def _bind(self, pod: Obj | None, bind: core.Bind) -> None:
-        if pod is None:
-            return
+    def _commit(self, commit: core.GangCommit, by_key: dict[str, Obj], group: Obj | None) -> None:
+        """Bind one gang's pods of this cycle whole: assume them all, bind them in order, and when a bind fails
+        and the gang can no longer reach minMember, undo the binds made (see the module docstring)."""
+        pods = [(by_key.get(b.pod.key), b) for b in commit.binds]
+        for pod, bind in pods:  # assume: the next snapshot holds these GPUs whatever the watch shows yet
+            if pod is not None:
+                self._assumed[pod["metadata"]["uid"]] = (bind.node, bind.gpu_indices)
+        atomic = self.config.profile is core.Profile.GANG and not self.config.partial_gang_bind
+        bound: list[tuple[Obj, core.Bind]] = []
+        failure: tuple[core.Bind, str] | None = None
+        attempted = 0
+        for pod, bind in pods:
+            attempted += 1
+            error = "the pod is no longer in the scheduler's cache" if pod is None else self._bind(pod, bind)
+            if error is None:
+                assert pod is not None
+                bound.append((pod, bind))
+                continue
+            if pod is not None:
+                self._assumed.pop(pod["metadata"]["uid"], None)
+            failure = failure or (bind, error)
+            if atomic and not commit.whole_with(len(bound) + len(pods) - attempted):
+                break  # the gang cannot be whole any more: bind no further pod of it
+        for pod, _ in pods[attempted:]:  # never attempted: no longer assumed, pending again
+            if pod is not None:
+                self._assumed.pop(pod["metadata"]["uid"], None)
+        if failure is not None and atomic and not commit.whole_with(len(bound)):
+            self._undo(commit, bound, failure, group)
+
+    def _bind(self, pod: Obj, bind: core.Bind) -> str | None:
+        """Bind one pod (annotate its GPU indices, POST its Binding); the API server's refusal, or None."""
         ns, name = bind.pod.namespace, bind.pod.name
         try:
             if bind.gpu_indices:
@@ -134,12 +172,54 @@ class SchedulerController:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": bind.node}})
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, bind.node, exc)
-            return
-        self._assumed[pod["metadata"]["uid"]] = (bind.node, bind.gpu_indices)
+            return str(exc)
         self._unschedulable.pop(pod["metadata"]["uid"], None)
         gpus = f" (GPUs {','.join(map(str, bind.gpu_indices))})" if bind.gpu_indices else ""
         self.events.record(pod, "Pod", "Normal", "Scheduled",
                            f"Successfully assigned {ns}/{name} to {bind.node}{gpus}")
+        return None
+
+    def _undo(self, commit: core.GangCommit, bound: list[tuple[Obj, core.Bind]], failure: tuple[core.Bind, str],
+              group: Obj | None) -> None:
+        """Release the pods this cycle bound for a gang that cannot be whole: delete them (a bound pod cannot be
+        unbound), gracefully and only the very pod bound (uid precondition), so their GPUs are free once they
+        are gone and their controller creates them again."""
+        failed, why = failure
+        deleted = []
+        for pod, bind in bound:
+            ns, name = bind.pod.namespace, bind.pod.name
+            try:
+                self.client.delete(resource_path("", "v1", "pods", ns, name),
+                                   {"apiVersion": "v1", "kind": "DeleteOptions",
+                                    "preconditions": {"uid": pod["metadata"]["uid"]}})
+            except ApiStatusError as exc:
+                if not (exc.not_found or exc.conflict):  # gone already, or another pod by now: nothing held
+                    log.warning("could not release %s/%s of gang %s: %s", ns, name, commit.gang, exc)
+                continue
+            except ApiUnreachable as exc:
+                log.warning("could not release %s/%s of gang %s: %s", ns, name, commit.gang, exc)
+                continue
+            deleted.append(name)
+            self.events.record(pod, "Pod", "Warning", "GangBindFailed",
+                               f"Deleted: bound to {bind.node} as part of gang {commit.group}, whose pod "
+                               f"{failed.pod.name} could not be bound; a bound pod cannot be unbound",
+                               action="Deleting")
+        placed = commit.ready_before + len(bound) - len(deleted)
+        undone = (f"undid the gang's other binds of this cycle by deleting {', '.join(deleted) or 'none of them'} "
+                  "(a bound pod cannot be unbound; a controller that owns them creates them again)" if bound else
+                  "bound no other pod of the gang this cycle")
+        message = (f"binding pod {failed.pod.name} to {failed.node} failed ({why}); {undone}, so that the gang does "
+                   f"not hold GPUs with {placed} of minMember {commit.min_member} pods placed")
+        log.warning("gang %s: %s", commit.gang, message)
+        if group is None:
+            return
+        self.events.record(group, "PodGroup", "Warning", "GangBindFailed", message)
+        meta = group["metadata"]
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "Job" and owner.get("name") and owner.get("uid"):
+                self.events.record({"apiVersion": owner.get("apiVersion", ""), "metadata": {
+                    "name": owner["name"], "namespace": meta.get("namespace"), "uid": owner["uid"]}},
+                    "Job", "Warning", "GangBindFailed", message)
 
     def _evict(self, pod: Obj | None, ev: core.Evict) -> None:
         if pod is None:

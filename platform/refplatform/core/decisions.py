@@ -96,6 +96,29 @@ class FailedScheduling:
 
 
 @dataclass(frozen=True, slots=True)
+class GangCommit:
+    """The binds of one gang in this cycle: the unit the live controller binds whole or undoes whole.
+
+    The core commits a gang's placement whole (:class:`~refplatform.core.statement.Statement`); this says which
+    binds belong together, so that a bind the API server refuses (the pod deleted meanwhile, a conflict) does
+    not leave the rest of the gang holding GPUs (docs/SCHEDULER.md, "Committing a gang through the API").
+    """
+
+    gang: str
+    """The gang's key: ``namespace/podgroup`` (``namespace/podgroup-<uid>`` for a pod without a PodGroup)."""
+    group: str
+    """The PodGroup's name; empty for a pod without one (a gang of its own)."""
+    min_member: int
+    ready_before: int
+    """Pods of the gang already bound (not terminating) or succeeded before this cycle's binds."""
+    binds: tuple[Bind, ...]
+
+    def whole_with(self, bound: int) -> bool:
+        """Does the gang reach ``min_member`` when ``bound`` of this cycle's binds succeed?"""
+        return self.ready_before + bound >= self.min_member
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     """Nodes held idle this cycle for one gang (starvation guard or pipelined preemptor)."""
 
@@ -116,6 +139,8 @@ class Decisions:
     now: float = 0.0
     nominations: tuple[Nomination, ...] = ()
     """Pods of gangs that evicted victims this cycle, and the node each will take."""
+    commits: tuple[GangCommit, ...] = ()
+    """``binds`` grouped by gang, in the order of each gang's first bind: every bind is in exactly one."""
 
     def bind_map(self) -> dict[str, str]:
         """``namespace/name`` of each bound pod -> node name."""

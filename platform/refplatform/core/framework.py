@@ -18,9 +18,11 @@ import numpy as np
 
 from refplatform.core.config import PluginSpec, Profile, SchedulerConfig, TieBreak
 from refplatform.core.decisions import (
+    Bind,
     ConditionType,
     Decisions,
     FailedScheduling,
+    GangCommit,
     Nomination,
     PodGroupCondition,
     PodGroupStatus,
@@ -471,7 +473,22 @@ class Session:
             if job.group is not None:
                 statuses.append(self._group_status(job, pending, message))
         return Decisions(tuple(self.binds), tuple(self.evictions), tuple(statuses), tuple(failures),
-                         tuple(self.reservations), self.now, tuple(self.nominations))
+                         tuple(self.reservations), self.now, tuple(self.nominations), self._commits())
+
+    def _commits(self) -> tuple[GangCommit, ...]:
+        """This cycle's binds grouped by gang (see :class:`GangCommit`)."""
+        by_job: dict[str, list[Bind]] = {}
+        for bind in self.binds:
+            by_job.setdefault(self.tasks[bind.pod.key].job.key, []).append(bind)
+        commits = []
+        for key, binds in by_job.items():
+            job = self.jobs[key]
+            before = sum(1 for t in job.tasks if (t.status is TaskStatus.BOUND and not t.fresh)
+                         or t.status is TaskStatus.SUCCEEDED)
+            commits.append(GangCommit(key, job.group.name if job.group is not None else "", job.min_member,
+                                      before, tuple(binds)))
+        return tuple(commits)
+
 
     def _job_message(self, job: Job) -> str:
         if job.hold_reason:

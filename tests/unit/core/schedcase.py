@@ -110,6 +110,8 @@ def short(key: str) -> str:
 
 def check(case: Case) -> Decisions:
     decisions = schedule(case.snapshot(), case.config)
+    committed = [b for c in decisions.commits for b in c.binds]
+    assert sorted(committed, key=str) == sorted(decisions.binds, key=str), "every bind is in exactly one commit"
     binds = {short(k): v for k, v in decisions.bind_map().items()}
     if case.binds is not None:
         assert set(binds) == set(case.binds), f"bound {sorted(binds)} != expected {sorted(case.binds)}"
