@@ -375,6 +375,85 @@ def report(
     console.print(f"{'wrote' if changed else 'unchanged:'} {path}")
 
 
+@app.command(epilog=_defects_epilog())
+def baseline(
+    window: Annotated[str, typer.Option(help="How long to observe, e.g. '10 minutes', '24 hours', '60 s'. The run "
+                                             "it is compared with must observe exactly as long.")] = "10 minutes",
+    slices: Annotated[int, typer.Option(min=2, max=10_000, help="Cut the window into N equal slices; their "
+                                        "variation gives the uncertainty (batch means). 10 or more; each slice "
+                                        "many training steps long.")] = 10,
+    warmup: Annotated[str, typer.Option(help="With a workload mix: how long it runs before the window opens.")] = "5 s",
+    mix: Annotated[Path | None, typer.Option(help="Workload mix YAML the harness runs during the window "
+                                                  "(docs/CONTRACTS.md); default on the embedded platform: the "
+                                                  "built-in mix.")] = None,
+    workload: Annotated[str | None, typer.Option(help="A real cluster's own workload, in words (e.g. 'production "
+                                                      "training queues, a weekday'): recorded in the method.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Target profile YAML of a real cluster: its leakReport.url or "
+                                                      "prometheus.url (docs/PROFILE.md), as `firedrill run` takes "
+                                                      "it.")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="A real cluster's kubeconfig (needed to read the leak "
+                                                         "report from its API server, or to run --mix).")] = None,
+    context: Annotated[str | None, typer.Option(help="Kubeconfig context to use.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Namespace for the mix's pods (overrides the profile's).")] = None,
+    start: Annotated[str | None, typer.Option(help="Real cluster, no --mix: observe the window that started at this "
+                                                   "RFC 3339 instant (the source must keep history, as "
+                                                   "Prometheus does).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write the signed statement (default "
+                                                  "reports/baselines/baseline-<UTC time>.dsse.json); never "
+                                                  "overwritten.")] = None,
+    sign_key: Annotated[Path | None, typer.Option(envvar="FIREDRILL_SIGNING_KEY", help="Ed25519 private key (PEM, "
+                                                  "mode 0600) from `firedrill keygen`; without it a throwaway key "
+                                                  "signs and the command says so.")] = None,
+    scheduler_profile: Annotated[str, typer.Option(help="Embedded platform only: gang or no-gang.")] = "gang",
+    defect: Annotated[list[str] | None, typer.Option("--defect", metavar="NAME", help=(
+        "Embedded platform only: s" + DEFECT_HELP[1:]))] = None,
+) -> None:
+    """Observe a cluster for a window and seal its utilization layers and holes, with the method, as a signed
+    baseline statement (docs/CONTRACTS.md).
+
+    Exit codes: 0 sealed, 2 bad input, 3 the window could not be observed, 4 the harness could not run.
+    """
+    from drills.baseline.command import BaselineExit, BaselineOptions, parse_span, take_baseline
+    from drills.baseline.errors import BaselineUsageError
+
+    try:
+        seconds, warm = parse_span(window, "--window"), parse_span(warmup, "--warmup", zero=True)
+    except BaselineUsageError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(BaselineExit.USAGE) from None
+    if scheduler_profile not in ("gang", "no-gang"):
+        err.print(f"error: --scheduler-profile must be gang or no-gang, not {scheduler_profile!r}")
+        raise typer.Exit(BaselineExit.USAGE)
+    options = BaselineOptions(window=seconds, slices=slices, warmup=warm, out=out, mix=mix, workload=workload,
+                              profile=profile, kubeconfig=kubeconfig, context=context, start=start,
+                              sign_key=sign_key, scheduler_profile=scheduler_profile,
+                              defects=_check_defects(defect), namespace=namespace)
+    raise typer.Exit(int(take_baseline(options, console, err)))
+
+
+@app.command()
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="The signed baseline statement (from `firedrill baseline`).")],
+    run: Annotated[Path, typer.Argument(help="A second baseline statement, or a run archive (reports/<run-id>).")],
+    clause: Annotated[list[str] | None, typer.Option("--clause", help=(
+        "A contract sentence to judge (repeatable): '<allocated|active|effective> utilization improves by at least "
+        "N points over the signed baseline' or 'the <hole> hole shrinks by at least N GPU-hours over the signed "
+        "baseline'. PASS only if the improvement minus its uncertainty clears N."))] = None,
+    key: Annotated[Path | None, typer.Option(help="The signer's public key: also proves who signed both. Default: "
+                                                  "each file's own key (integrity only).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Verify both signatures, refuse different methods, and report the change per layer and hole with its
+    uncertainty (docs/CONTRACTS.md).
+
+    Exit codes: 0 compared (every clause PASSed), 1 a clause FAILed, 2 bad input, 3 a clause INCONCLUSIVE,
+    4 refused: different methods, 5 refused: a signature or digest does not verify.
+    """
+    from drills.baseline.command import run_compare
+
+    raise typer.Exit(int(run_compare(baseline, run, clause or [], key, as_json, console, err)))
+
+
 @app.command()
 def version() -> None:
     """Print Firedrill's version."""
