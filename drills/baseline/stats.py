@@ -122,7 +122,7 @@ def _t_density(x: float, dof: float) -> float:
     return math.exp(log_norm - (dof + 1) / 2 * math.log1p(x * x / dof))
 
 
-def _t_cdf(t: float, dof: float, panels: int = 2000) -> float:
+def _t_cdf(t: float, dof: float, panels: int = 400) -> float:
     """P(T <= t) for t >= 0: one half plus Simpson's rule over the density from 0 to t (it is smooth there)."""
     h = t / panels
     odd = sum(_t_density((2 * k - 1) * h, dof) for k in range(1, panels // 2 + 1))
