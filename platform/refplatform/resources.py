@@ -107,10 +107,12 @@ HPAS = ResourceType(AUTOSCALING, "v2", "horizontalpodautoscalers", "horizontalpo
                     "HorizontalPodAutoscaler", Scope.NAMESPACED, ("hpa",), ("status",), categories=("all",))
 PRIORITYCLASSES = ResourceType(SCHEDULING, "v1", "priorityclasses", "priorityclass", "PriorityClass", Scope.CLUSTER,
                                ("pc",), (), ("metadata.name",))
+RESOURCEQUOTAS = ResourceType(CORE, "v1", "resourcequotas", "resourcequota", "ResourceQuota", Scope.NAMESPACED,
+                              ("quota",), ("status",))
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
-    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES,
+    SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES, RESOURCEQUOTAS,
 )
 
 

@@ -24,7 +24,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -46,11 +46,6 @@ CREATE TABLE IF NOT EXISTS changes (
     data TEXT NOT NULL, prev TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, user TEXT NOT NULL,
-    verb TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
-    code INTEGER NOT NULL, reason TEXT NOT NULL
-);
 """
 
 
@@ -104,19 +99,6 @@ class Change:
     obj: Obj
     prev: Obj | None
 
-
-@dataclass(frozen=True)
-class AuditRecord:
-    """Who did what to which object, and how it ended."""
-
-    time: str
-    user: str
-    verb: str
-    resource: str
-    namespace: str
-    name: str
-    code: int
-    reason: str
 
 
 def _key(obj: Obj) -> ObjKey:
@@ -320,20 +302,3 @@ class Store:
                 if listener in self._listeners:
                     self._listeners.remove(listener)
         return unsubscribe
-
-    # -------------------------------------------------------------------- audit
-    def audit(self, record: AuditRecord) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO audit(time, user, verb, resource, namespace, name, code, reason) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                (record.time, record.user, record.verb, record.resource, record.namespace,
-                 record.name, record.code, record.reason))
-
-    def audit_log(self) -> Iterator[AuditRecord]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT time, user, verb, resource, namespace, name, code, reason "
-                "FROM audit ORDER BY id").fetchall()
-        for row in rows:
-            yield AuditRecord(*row)

@@ -143,11 +143,16 @@ def test_audit_log_records_who_did_what_and_survives_restart(tmp_path: Path) -> 
         http.post(PODS, json=pod_manifest("audited")).raise_for_status()
         assert http.post(PODS, json=pod_manifest("audited")).status_code == 409
     c.stop()
-    from refplatform.store import Store
-    store = Store(tmp_path / "c")
-    records = [r for r in store.audit_log() if r.resource == "pods"]
-    store.close()
-    assert [(r.user, r.verb, r.name, r.code, r.reason) for r in records] == [
+    c.start_server()  # the same data directory: the log is appended to, never replaced
+    with c.http_client() as http:
+        http.delete(f"{PODS}/audited").raise_for_status()
+    c.stop()
+    lines = (tmp_path / "c" / "audit.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    records = [r for r in records if r.get("objectRef", {}).get("resource") == "pods"]
+    assert [(r["user"]["username"], r["verb"], r["objectRef"]["name"], r["responseStatus"]["code"],
+             r["responseStatus"].get("reason", "")) for r in records] == [
         ("firedrill-admin", "create", "audited", 201, ""),
         ("firedrill-admin", "create", "audited", 409, "AlreadyExists"),
+        ("firedrill-admin", "delete", "audited", 200, ""),
     ]

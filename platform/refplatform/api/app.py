@@ -5,9 +5,12 @@ One catch-all ASGI route parses the Kubernetes URL scheme::
     /api/v1[/namespaces/{ns}]/{plural}[/{name}[/{subresource}]]
     /apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}[/{subresource}]]
 
-authenticates and authorizes the caller, hands the call to
-:class:`~refplatform.api.service.ApiService`, and writes every mutating
-request (allowed or refused) to the audit log in the store.
+authenticates the caller (:mod:`refplatform.api.auth`), authorizes the request
+(:mod:`refplatform.api.gates`), hands the call to
+:class:`~refplatform.api.service.ApiService` (which runs the object-level
+restrictions, priority and quota admission), and notes who, what and why for the
+audit log (:mod:`refplatform.api.audit`), which records every mutating request,
+every refusal and, when asked, every read.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from refplatform.api import discovery, leakreport, protobuf
+from refplatform.api import discovery, leakreport, protobuf, tokenreview
 from refplatform.api import errors as E
-from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
+from refplatform.api.audit import AuditLog, AuditMiddleware, AuditNote, note_of
+from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator
 from refplatform.api.dashboard_http import dashboard_routes
 from refplatform.api.errors import ApiError
+from refplatform.api.gates import Attributes, check
 from refplatform.api.openapi import OpenApi
 from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc3339
 from refplatform.api.tables import TableContext, table
@@ -40,7 +45,6 @@ from refplatform.api.usagelog import UsageRecorder
 from refplatform.defects import Defect
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
-from refplatform.store import AuditRecord
 
 log = logging.getLogger("refplatform.api")
 
@@ -60,6 +64,10 @@ class ServerSettings:
     """Seconds a watch stays open when the client gives no timeoutSeconds."""
     defects: frozenset[Defect] = frozenset()
     """Defects from the zoo this server runs with (``--defect``; docs/DEFECTS.md); none on an honest server."""
+    limited_priority_classes: frozenset[str] = frozenset()
+    """``--limited-priority-class``: classes a pod may use only where a ResourceQuota selects them."""
+    kubelet_client_token: str = ""
+    """``--kubelet-client-token-file``: the bearer token sent to node agents when proxying pods/log."""
 
 
 @dataclass
@@ -116,24 +124,38 @@ class ApiServer:
     hub: WatchHub = field(default_factory=WatchHub)
     usage: UsageRecorder | None = None
     """Serves the leak report and ``/metrics`` (refplatform.api.leakreport) when set."""
+    audit: AuditLog | None = None
+    """Where audited requests are recorded (refplatform.api.audit); None: nothing is recorded."""
 
     def __post_init__(self) -> None:
         self.openapi = OpenApi(self.service.registry, {g: list(vs) for g, vs in discovery.EXTRA_GROUPS.items()})
         self.service.store.subscribe(self.hub.notify)
-        if Defect.LOSE_ACKED_WRITES in self.settings.defects:
+        defects = self.settings.defects
+        if Defect.LOSE_ACKED_WRITES in defects:
             self.service.lose_every = 10
-        self.app = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,
-                                           methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
+        self.node_writes_any = Defect.NODE_WRITES_ANY in defects
+        self.service.restrictions.node_writes_any = self.node_writes_any
+        self.service.quota.limited = tuple(sorted(self.settings.limited_priority_classes))
+        self.service.quota.enforce_gpus = Defect.NO_GPU_QUOTA not in defects
+        if self.audit is not None and Defect.UNRECORDED_REFUSALS in defects:
+            self.audit.record_refusals = False
+        app: Any = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,
+                                                                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
+        self.app = AuditMiddleware(app, self.audit, self.service.clock) if self.audit is not None else app
 
     # ------------------------------------------------------------ entry point
     async def handle(self, request: Request) -> Response:
-        who: Identity | None = None
-        target: Target | None = None
+        note = note_of(request)
         try:
             path = request.url.path.rstrip("/") or "/"
             if path in ("/healthz", "/readyz", "/livez"):
+                note.skip = True
                 return PlainTextResponse("ok")
-            who = self._authenticate(request, path)
+            self._note_target(note, request, path)
+            note.who = who = self._authenticate(request, path)
+            if path == tokenreview.PATH:
+                return json_response(tokenreview.review(request, who, await read_body(
+                    request, self.settings.max_body_bytes), self.authenticator, note), 201)
             if self.usage is not None and path in leakreport.PATHS:
                 # Off the event loop: a long window takes a while to account and must not stall watches.
                 return await run_in_threadpool(leakreport.serve, self.usage, request, who, path,
@@ -148,21 +170,42 @@ class ApiServer:
                     raise E.method_not_allowed(request.method, path)
                 return json_response(doc)
             target = parse_path(path)
-            response = await self._dispatch(request, who, target)
+            return await self._dispatch(request, who, target)
         except ApiError as exc:
-            response = json_response(exc.to_status(), exc.code)
+            note.error = exc
+            return json_response(exc.to_status(), exc.code)
         except Exception:  # noqa: BLE001 - the client must get a Status, and the log the traceback
             log.exception("internal error serving %s %s", request.method, request.url.path)
-            response = json_response(ApiError(500, "InternalError", "an internal error occurred; "
-                                              "see the API server log").to_status(), 500)
-        if request.method in MUTATING:
-            self._audit(request, who, target, response)
-        return response
+            note.error = ApiError(500, "InternalError", "an internal error occurred; see the API server log")
+            return json_response(note.error.to_status(), 500)
 
     def _authenticate(self, request: Request, path: str) -> Identity:
         if self.authenticator is None or path in PUBLIC_PATHS:
             return ANONYMOUS_ADMIN
         return self.authenticator.authenticate(request.headers.get("authorization"))
+
+    @staticmethod
+    def _note_target(note: AuditNote, request: Request, path: str) -> None:
+        """The Kubernetes verb and object of the request, for its audit record (before anything can refuse
+        it: an unauthenticated request is recorded with what it asked for)."""
+        method = request.method
+        note.verb = MUTATING.get(method, method.lower())
+        if not (path.startswith("/api/") or path.startswith("/apis/")):
+            return
+        try:
+            t = parse_path(path)
+        except ApiError:
+            return
+        note.rt, note.namespace, note.name, note.subresource = t.rt, t.namespace, t.name or "", t.subresource
+        if method == "GET":
+            note.verb = "get" if t.name else "watch" if request.query_params.get("watch") in ("true", "1") \
+                else "list"
+
+    def _authorize(self, request: Request, who: Identity, verb: str, rt: ResourceType, namespace: str,
+                   name: str = "", subresource: str = "") -> None:
+        """Raise 403 unless the gates (refplatform.api.gates) let ``who`` make the request; note why."""
+        decision = check(who, Attributes(verb, rt, namespace, name, subresource), node_writes_any=self.node_writes_any)
+        note_of(request).reason = decision.reason
 
     def _openapi(self, request: Request, path: str) -> Response:
         """``/openapi/v3`` (the index) and ``/openapi/v3/<group-version>`` (refplatform.api.openapi)."""
@@ -205,12 +248,12 @@ class ApiServer:
         if method == "GET":
             if name is None:
                 verb = "watch" if q.get("watch") in ("true", "1") else "list"
-                authorize(who, verb, rt, ns)
+                self._authorize(request, who, verb, rt, ns)
                 sel = Selection.parse(rt, ns, q.get("labelSelector"), q.get("fieldSelector"))
                 if verb == "watch":
                     return self._watch(request, rt, sel)
                 return self._list(request, rt, sel)
-            authorize(who, "get", rt, ns, name)
+            self._authorize(request, who, "get", rt, ns, name, sub)
             if sub == "log":
                 return await self._log(request, ns, name)
             if sub == "scale":
@@ -222,17 +265,19 @@ class ApiServer:
         verb = MUTATING[method]
         if name is None and method != "POST":
             raise E.method_not_allowed(method, f"{rt.group_resource} (collection)")
-        authorize(who, verb, rt, ns, name or "")
+        self._authorize(request, who, verb, rt, ns, name or "", sub)
         media = check_media_type(request, rt)
         raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
             request.headers.get("content-length") not in (None, "0") else b""
         if method == "POST":
             body = parse_body(raw, media)
             if name is None:
-                request.state.audit_name = (body.get("metadata") or {}).get("name", "") \
+                note = note_of(request)
+                note.name = (body.get("metadata") or {}).get("name", "") \
                     if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
                 warnings = self._check_fields(request, rt, body)
-                obj = self.service.create(rt, ns, body)
+                obj = self.service.create(rt, ns, body, by=who)
+                note.name = obj["metadata"]["name"]
                 return with_warnings(json_response(obj, 201), warnings)
             if rt is PODS and sub == "binding":
                 return json_response(self.service.bind(ns, name, body), 201)
@@ -246,7 +291,7 @@ class ApiServer:
         if method == "PUT":
             body = parse_body(raw, media)
             warnings = self._check_fields(request, rt, body)
-            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub)), warnings)
+            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub, by=who)), warnings)
         if method == "PATCH":
             warnings = []
             if media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
@@ -254,11 +299,11 @@ class ApiServer:
                     warnings = self._check_fields(request, rt, json.loads(raw))
                 except ValueError:
                     pass  # refplatform.patching names the bad body
-            patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub)
+            patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub, by=who)
             return with_warnings(json_response(patched), warnings)
         body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
-        return json_response(self.service.delete(rt, ns, name, opts))
+        return json_response(self.service.delete(rt, ns, name, opts, by=who))
 
     def _write_scale(self, request: Request, rt: ResourceType, ns: str, name: str, raw: bytes,
                      media: str) -> dict[str, Any]:
@@ -389,7 +434,9 @@ class ApiServer:
             url += "?" + urlencode(params)
         client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
         try:
-            upstream = await client.send(client.build_request("GET", url), stream=True)
+            headers = {"Authorization": f"Bearer {self.settings.kubelet_client_token}"} \
+                if self.settings.kubelet_client_token else {}
+            upstream = await client.send(client.build_request("GET", url, headers=headers), stream=True)
         except httpx.HTTPError as exc:
             await client.aclose()
             raise E.service_unavailable(
@@ -411,25 +458,6 @@ class ApiServer:
                 await upstream.aclose()
                 await client.aclose()
         return StreamingResponse(relay(), media_type="text/plain")
-
-    # ------------------------------------------------------------------ audit
-    def _audit(self, request: Request, who: Identity | None, t: Target | None, response: Response) -> None:
-        body: dict[str, Any] = {}
-        if response.status_code >= 400 and isinstance(response, Response) and response.body:
-            try:
-                body = json.loads(response.body)
-            except ValueError:
-                body = {}
-        resource = (t.rt.group_resource + (f"/{t.subresource}" if t.subresource else "")) if t else request.url.path
-        name = (t.name or "") if t else ""
-        if t and not name:
-            name = getattr(request.state, "audit_name", "")
-            if not name and response.status_code < 300 and response.body:
-                name = json.loads(response.body).get("metadata", {}).get("name", "")
-        self.service.store.audit(AuditRecord(
-            time=rfc3339(self.service.clock()), user=who.user if who else "<unauthenticated>",
-            verb=MUTATING[request.method], resource=resource, namespace=t.namespace if t else "",
-            name=name, code=response.status_code, reason=body.get("reason", "") if isinstance(body, dict) else ""))
 
 
 # ---------------------------------------------------------------- helpers

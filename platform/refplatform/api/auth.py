@@ -1,4 +1,4 @@
-"""Authentication (bearer tokens from a file) and authorization (admins and tenants).
+"""Authentication: who a bearer token stands for, read from the tokens file.
 
 The tokens file is YAML::
 
@@ -9,29 +9,27 @@ The tokens file is YAML::
       - {token: "n0de1", user: "system:node:node-1", role: node, node: node-1}
       - {token: "t0ken", user: team-a, role: tenant, namespaces: [team-a]}
 
-A cluster-admin may do anything.  A tenant may do anything to namespaced
-objects in its own namespaces, may read nodes and queues (to see capacity) and
-its own Namespace object, and nothing else: another tenant's namespace, a list
-across all namespaces, or a write to a cluster-scoped object is 403 Forbidden.
-Without a tokens file the server runs open, every caller an admin, and says so
-when it starts.
+What each role may do is :mod:`refplatform.api.gates` (per request) and
+:mod:`refplatform.api.restrictions` (per object).  The file is read again when a
+token is presented that it did not hold and the file has changed since, so a
+node's token can be added when its agent starts (write the whole file, then
+rename it into place).  Without a tokens file the server runs open, every caller
+an admin, and says so when it starts.
 """
 
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+import os
+import threading
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 import yaml
 
-from refplatform.api.errors import forbidden, unauthorized
+from refplatform.api.errors import unauthorized
 from refplatform.errors import RefPlatformError
-from refplatform.resources import NAMESPACES, NODES, QUEUES, ResourceType
-
-READ_VERBS = frozenset({"get", "list", "watch"})
-
 
 class Role(Enum):
     """What a token may do."""
@@ -50,6 +48,16 @@ class Role(Enum):
     """The scheduler: reads, pods/binding, pod and podgroup status, Events, evictions for preemption."""
 
 
+#: The groups each role's user is in, as the audit log and a TokenReview name them (upstream's groups).
+ROLE_GROUPS: dict[Role, tuple[str, ...]] = {
+    Role.CLUSTER_ADMIN: ("system:masters", "system:authenticated"),
+    Role.TENANT: ("system:authenticated",),
+    Role.NODE: ("system:nodes", "system:authenticated"),
+    Role.CONTROLLER: ("system:authenticated",),
+    Role.SCHEDULER: ("system:authenticated",),
+}
+
+
 class TokensFileError(RefPlatformError):
     """The tokens file cannot be read or is malformed."""
 
@@ -65,67 +73,118 @@ class Identity:
     node: str = ""
     """A node identity's node name (``node:`` in the tokens file); empty for every other role."""
 
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return ROLE_GROUPS[self.role]
+
 
 ANONYMOUS_ADMIN = Identity("system:anonymous", Role.CLUSTER_ADMIN)
+"""Every caller of a server started without a tokens file."""
+UNAUTHENTICATED = "system:anonymous"
+"""The user name an audit record gives a request that no token vouched for."""
 
 
-@dataclass(frozen=True)
+def parse_tokens(doc: object, where: str) -> dict[str, Identity]:
+    """The identities of a parsed tokens file, by token; :class:`TokensFileError` naming the bad entry."""
+    entries = doc.get("tokens") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise TokensFileError(f"{where}: expected a top-level 'tokens:' list")
+    tokens: dict[str, Identity] = {}
+    for i, entry in enumerate(entries):
+        at = f"{where}: tokens[{i}]"
+        if not isinstance(entry, dict) or not entry.get("token") or not entry.get("user"):
+            raise TokensFileError(f"{at}: needs 'token' and 'user'")
+        try:
+            role = Role(entry.get("role", "tenant"))
+        except ValueError:
+            raise TokensFileError(f"{at}: role must be one of {', '.join(r.value for r in Role)}") from None
+        namespaces = entry.get("namespaces") or []
+        if not isinstance(namespaces, list) or not all(isinstance(n, str) and n for n in namespaces):
+            raise TokensFileError(f"{at}: 'namespaces' must be a list of namespace names")
+        if role is Role.TENANT and not namespaces:
+            raise TokensFileError(f"{at}: a tenant needs 'namespaces'")
+        if namespaces and role is not Role.TENANT:
+            raise TokensFileError(f"{at}: 'namespaces' is only for role tenant, not {role.value}")
+        node = str(entry.get("node") or "")
+        if role is Role.NODE and not node:
+            raise TokensFileError(f"{at}: a node identity needs 'node: <node name>'")
+        if node and role is not Role.NODE:
+            raise TokensFileError(f"{at}: 'node' is only for role node, not {role.value}")
+        token = str(entry["token"])
+        if token in tokens:
+            raise TokensFileError(f"{at}: the same token is given twice; each identity needs its own")
+        tokens[token] = Identity(str(entry["user"]), role, frozenset(namespaces), node)
+    return tokens
+
+
+@dataclass
 class TokenAuthenticator:
+    """Bearer tokens to identities; ``path`` (when read from a file) is re-read when it changes."""
+
     tokens: dict[str, Identity]
+    path: Path | None = None
+    _stamp: tuple[int, int] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def from_file(cls, path: Path) -> "TokenAuthenticator":
-        try:
-            doc = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise TokensFileError(f"cannot read tokens file {path}: {exc}") from exc
-        entries = (doc or {}).get("tokens") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise TokensFileError(f"{path}: expected a top-level 'tokens:' list")
-        tokens: dict[str, Identity] = {}
-        for i, entry in enumerate(entries):
-            where = f"{path}: tokens[{i}]"
-            if not isinstance(entry, dict) or not entry.get("token") or not entry.get("user"):
-                raise TokensFileError(f"{where}: needs 'token' and 'user'")
-            try:
-                role = Role(entry.get("role", "tenant"))
-            except ValueError:
-                raise TokensFileError(f"{where}: role must be one of "
-                                      f"{', '.join(r.value for r in Role)}") from None
-            namespaces = entry.get("namespaces") or []
-            if role is Role.TENANT and not namespaces:
-                raise TokensFileError(f"{where}: a tenant needs 'namespaces'")
-            node = str(entry.get("node") or "")
-            if role is Role.NODE and not node:
-                raise TokensFileError(f"{where}: a node identity needs 'node: <node name>'")
-            if node and role is not Role.NODE:
-                raise TokensFileError(f"{where}: 'node' is only for role node, not {role.value}")
-            tokens[str(entry["token"])] = Identity(str(entry["user"]), role, frozenset(namespaces), node)
-        return cls(tokens)
+    def from_file(cls, path: Path) -> TokenAuthenticator:
+        path = Path(path)
+        stamp = _stamp(path)
+        return cls(_read(path), path, stamp)
 
     def authenticate(self, authorization: str | None) -> Identity:
         if not authorization:
             raise unauthorized("no bearer token")
         scheme, _, token = authorization.partition(" ")
+        token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise unauthorized("only bearer tokens are accepted")
-        for known, identity in self.tokens.items():
-            if hmac.compare_digest(known, token.strip()):
-                return identity
-        raise unauthorized("unknown token")
+        who = self._find(token)
+        if who is None and self._reload():
+            who = self._find(token)
+        if who is None:
+            raise unauthorized("unknown token")
+        return who
+
+    def _find(self, token: str) -> Identity | None:
+        found = None
+        for known, identity in self.tokens.items():  # compare every one: no early exit to time
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = identity
+        return found
+
+    def _reload(self) -> bool:
+        """Read the file again if it changed since it was read; True when the tokens were replaced.  A file
+        that became unreadable or malformed keeps the tokens read before (refusing a token is the safe side)."""
+        if self.path is None:
+            return False
+        with self._lock:
+            try:
+                stamp = _stamp(self.path)
+            except TokensFileError:
+                return False
+            if stamp == self._stamp:
+                return False
+            try:
+                tokens = _read(self.path)
+            except TokensFileError:
+                return False
+            self.tokens, self._stamp = tokens, stamp
+            return True
 
 
-def authorize(who: Identity, verb: str, rt: ResourceType, namespace: str, name: str = "") -> None:
-    """Raise 403 unless ``who`` may ``verb`` the object; ``namespace`` is "" for cluster scope or all."""
-    if who.role is not Role.TENANT:
-        return  # interim (issue 15): node, controller and scheduler gates follow in refplatform.api.gates
-    if rt.namespaced:
-        if namespace and namespace in who.namespaces:
-            return
-        raise forbidden(who.user, verb, rt, namespace, name)
-    if verb in READ_VERBS and rt in (NODES, QUEUES):
-        return
-    if rt is NAMESPACES and verb == "get" and name in who.namespaces:
-        return
-    raise forbidden(who.user, verb, rt, "", name)
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TokensFileError(f"cannot read tokens file {path}: {exc.strerror}") from exc
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _read(path: Path) -> dict[str, Identity]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise TokensFileError(f"cannot read tokens file {path}: {exc}") from exc
+    return parse_tokens(doc or {}, str(path))
 

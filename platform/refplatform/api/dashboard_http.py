@@ -21,9 +21,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from refplatform.api import errors as E
-from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator, authorize
+from refplatform.api.audit import note_of
+from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator
 from refplatform.api.dashboard import build_view
 from refplatform.api.errors import ApiError
+from refplatform.api.gates import Attributes, check
 from refplatform.api.service import ApiService
 from refplatform.resources import EVENTS, LEASES, NODES, PODS, VCJOBS
 
@@ -67,17 +69,22 @@ def dashboard_routes(host: DashboardHost) -> list[Route]:
         return Response(cache[name], media_type=STATIC_FILES[name], headers=SECURITY_HEADERS)
 
     async def page(request: Request) -> Response:
+        note_of(request).skip = True  # public, no data: not audited
         return serve("dashboard.html")
 
     async def asset(request: Request) -> Response:
+        note_of(request).skip = True
         return serve(str(request.path_params["name"]))
 
     async def view(request: Request) -> Response:
+        note = note_of(request)
+        note.verb = "get"
         try:
             who: Identity = ANONYMOUS_ADMIN if host.authenticator is None else \
                 host.authenticator.authenticate(request.headers.get("authorization"))
-            authorize(who, "list", PODS, "")
-            authorize(who, "list", NODES, "")
+            note.who = who
+            check(who, Attributes("list", PODS))
+            note.reason = check(who, Attributes("list", NODES)).reason
             store = host.service.store
 
             def items(key: str, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -86,6 +93,7 @@ def dashboard_routes(host: DashboardHost) -> list[Route]:
                              events=items(EVENTS.key), jobs=items(VCJOBS.key),
                              leases=items(LEASES.key, "kube-node-lease")).to_dict()
         except ApiError as exc:
+            note.error = exc
             return _status(exc)
         return Response(json.dumps(doc, separators=(",", ":")).encode(), media_type="application/json",
                         headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})

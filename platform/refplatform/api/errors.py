@@ -39,6 +39,8 @@ class ApiError(RefPlatformError):
     kind: str = ""
     causes: list[Cause] = field(default_factory=list)
     retry_after: int | None = None
+    why: str = ""
+    """A refusal's short reason, for the audit log's ``authorization.k8s.io/reason`` (not sent on its own)."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -88,17 +90,27 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def forbidden(user: str, verb: str, rt: ResourceType | None, namespace: str, name: str = "") -> ApiError:
-    what = rt.group_resource if rt else "resource"
+def forbidden(user: str, verb: str, rt: ResourceType | None, namespace: str, name: str = "",
+              subresource: str = "", why: str = "") -> ApiError:
+    """An authorizer's refusal, worded as upstream's (``pods "x" is forbidden: User "u" cannot create resource
+    "pods/binding" in API group "" in the namespace "ns"``), with ``: <why>`` after it when there is one."""
+    resource = (rt.plural if rt else "resource") + (f"/{subresource}" if subresource else "")
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-    subject = f'{what} "{name}"' if name else what
-    return ApiError(403, "Forbidden",
-                    f'{subject} is forbidden: User "{user}" cannot {verb} resource "{what}"{where}',
-                    name, rt.group if rt else "", rt.plural if rt else "")
+    denial = f'User "{user}" cannot {verb} resource "{resource}" in API group "{rt.group if rt else ""}"{where}'
+    return admission_forbidden(rt, name, denial + (f": {why}" if why else ""), why or denial)
+
+
+def admission_forbidden(rt: ResourceType | None, name: str, message: str, why: str = "") -> ApiError:
+    """A refusal after authorization (quota, NodeRestriction, protected annotations), shaped as upstream's
+    ``<resource> "<name>" is forbidden: <message>``."""
+    what = rt.group_resource if rt else ""
+    subject = f'{what} "{name}" is forbidden' if what and name else f"{what} is forbidden" if what else "forbidden"
+    return ApiError(403, "Forbidden", f"{subject}: {message}", name, rt.group if rt else "",
+                    rt.plural if rt else "", why=why or message)
 
 
 def unauthorized(why: str) -> ApiError:
-    return ApiError(401, "Unauthorized", f"Unauthorized: {why}")
+    return ApiError(401, "Unauthorized", f"Unauthorized: {why}", why=why)
 
 
 def too_large(limit: int) -> ApiError:

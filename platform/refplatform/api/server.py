@@ -19,6 +19,7 @@ from pathlib import Path
 import uvicorn
 
 from refplatform.api.app import MAX_BODY_BYTES, ApiServer, ServerSettings
+from refplatform.api.audit import AuditLog
 from refplatform.api.auth import TokenAuthenticator, TokensFileError
 from refplatform.api.service import ApiService
 from refplatform.api.usagelog import UsageRecorder
@@ -26,6 +27,7 @@ from refplatform.defects import add_defect_argument
 from refplatform.store import Durability, Store
 
 ADDRESS_FILE = "apiserver.json"
+AUDIT_FILE = "audit.log"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default 0)")
     p.add_argument("--tokens-file", type=Path,
-                   help="YAML bearer tokens (cluster-admin and tenants); without it the server is open")
+                   help="YAML bearer tokens (cluster-admin, controller, scheduler, node and tenant identities; "
+                        "re-read when an unknown token arrives and the file changed); without it the server is open")
+    p.add_argument("--audit-log-path", type=Path,
+                   help=f"append one audit.k8s.io/v1 Event per audited request (JSON lines) to this file "
+                        f"(default: DATA_DIR/{AUDIT_FILE}); audited: every write, every refusal, reads with "
+                        "--audit-reads")
+    p.add_argument("--no-audit-log", action="store_true",
+                   help="record nothing (for measuring what auditing costs; never on a cluster in use)")
+    p.add_argument("--audit-reads", action="store_true",
+                   help="also audit every read (get, list, watch, discovery), not only writes and refusals")
+    p.add_argument("--limited-priority-class", dest="limited_priority_classes", action="append", default=[],
+                   metavar="NAME", help="a PriorityClass a pod may use only in a namespace with a ResourceQuota "
+                                        "whose scopeSelector selects it (repeatable)")
+    p.add_argument("--kubelet-client-token-file", type=Path,
+                   help="a file holding the bearer token sent to node agents when proxying pods/log")
     p.add_argument("--durability", choices=[d.value for d in Durability], default=Durability.NORMAL.value,
                    help="normal: survives a killed server; full: fsync every commit, survives power loss")
     p.add_argument("--changelog-limit", type=int, default=10_000,
@@ -69,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     except TokensFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    kubelet_token = ""
+    if args.kubelet_client_token_file:
+        try:
+            kubelet_token = args.kubelet_client_token_file.read_text().strip()
+        except OSError as exc:
+            print(f"error: cannot read --kubelet-client-token-file {args.kubelet_client_token_file}: "
+                  f"{exc.strerror}", file=sys.stderr)
+            return 2
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("error: give both --tls-cert-file and --tls-private-key-file, or neither", file=sys.stderr)
         return 2
@@ -79,12 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(args.data_dir, changelog_limit=args.changelog_limit, durability=Durability(args.durability))
     service = ApiService(store)
+    audit = None if args.no_audit_log else AuditLog(args.audit_log_path or args.data_dir / AUDIT_FILE,
+                                                      include_reads=args.audit_reads)
+    if audit is None:
+        log.warning("--no-audit-log: no request is recorded")
     # The leak report's own accounting: every commit, stamped with the service's clock (usage.sqlite3).
     usage = UsageRecorder(store, args.data_dir, clock=lambda: service.clock().timestamp()).start()
     server = ApiServer(service, authenticator,
                        ServerSettings(max_body_bytes=args.max_body_bytes, bookmark_interval=args.bookmark_interval,
-                                      defects=frozenset(args.defects)),
-                       usage=usage)
+                                      defects=frozenset(args.defects),
+                                      limited_priority_classes=frozenset(args.limited_priority_classes),
+                                      kubelet_client_token=kubelet_token),
+                       usage=usage, audit=audit)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP,
     # and without it every small answer waits ~40 ms for a delayed ACK (Nagle).
@@ -113,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        if audit is not None:
+            audit.close()
         usage.close()
         store.close()
         address_file.unlink(missing_ok=True)

@@ -20,12 +20,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from refplatform.api import errors as E
+from refplatform.api.auth import Identity
 from refplatform.api.errors import ApiError, Cause
 from refplatform.api.priority import PriorityAdmission
+from refplatform.api.quota import QuotaAdmission
+from refplatform.api.restrictions import Restrictions, Write
 from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
-from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, Registry, ResourceType
+from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, Registry, ResourceType
 from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
 from refplatform.store import (
     Change, ChangesCompacted, EventType, ObjectExists, ObjectNotFound, Store, VersionConflict,
@@ -114,6 +117,10 @@ class ApiService:
         self.registry = registry
         self.clock = clock
         self.priority = PriorityAdmission(store)
+        self.quota = QuotaAdmission(store)
+        """ResourceQuota admission of pods (refplatform.api.quota); the API server sets its limited classes."""
+        self.restrictions = Restrictions(lambda namespace: store.list(PODS.key, namespace)[0])
+        """What a node or a tenant may write, from the object (refplatform.api.restrictions)."""
         self.lose_every = 0
         """The ``lose-acked-writes`` defect: every Nth pod create is acknowledged and never stored (0: none)."""
         self._pod_creates = 0
@@ -197,7 +204,8 @@ class ApiService:
         return used
 
     # ------------------------------------------------------------------- writes
-    def create(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
+    def create(self, rt: ResourceType, namespace: str, body: Any, by: Identity | None = None) -> Obj:
+        """Create an object; ``by`` is the caller (None: in-process, not restricted by identity)."""
         obj = self._check_kind(rt, copy.deepcopy(body), namespace, None)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -207,15 +215,23 @@ class ApiService:
             meta.pop(server_owned, None)
         self._admit(rt, obj)
         self._require_namespace(rt, namespace)
+        self.restrictions.check(by, Write("create", rt, "", None, obj))
         self.priority.admit_create(rt, obj)
+        if rt is PODS:
+            self.quota.admit(obj)
+        if rt is RESOURCEQUOTAS:
+            obj["status"] = self.quota.status_of(namespace, obj)
         if rt is PODS and self.lose_every:
             self._pod_creates += 1
             if self._pod_creates % self.lose_every == 0:
                 return self._acknowledge_only(obj)
         try:
-            return self.store.create(rt.key, obj, now=self.now())
+            created = self.store.create(rt.key, obj, now=self.now())
         except ObjectExists:
             raise E.already_exists(rt, meta["name"]) from None
+        if rt is PODS:
+            self.quota.refresh(namespace)
+        return created
 
     def _acknowledge_only(self, obj: Obj) -> Obj:
         """The ``lose-acked-writes`` defect: the answer a stored create would get, with nothing stored."""
@@ -224,7 +240,8 @@ class ApiService:
                     creationTimestamp=self.now())
         return obj
 
-    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "") -> Obj:
+    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "",
+               by: Identity | None = None) -> Obj:
         obj = self._check_kind(rt, copy.deepcopy(body), namespace, name)
         expect_rv = obj["metadata"].get("resourceVersion")
         if not expect_rv:
@@ -232,11 +249,11 @@ class ApiService:
             expect_rv = None
 
         def replace(current: Obj) -> Obj:
-            return self._merge_update(rt, current, obj, subresource)
+            return self._merge_update(rt, current, obj, subresource, "update", by)
         return self._write(rt, namespace, name, replace, expect_rv)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, body: bytes, content_type: str,
-              subresource: str = "") -> Obj:
+              subresource: str = "", by: Identity | None = None) -> Obj:
         media = content_type.split(";")[0].strip().lower()
         expect: list[str | None] = [None]
 
@@ -252,11 +269,13 @@ class ApiService:
             expect[0] = new["metadata"].get("resourceVersion")
             if expect[0] == current["metadata"]["resourceVersion"]:
                 expect[0] = None  # a patch that does not name a version applies to the latest
-            return self._merge_update(rt, current, new, subresource)
+            return self._merge_update(rt, current, new, subresource, "patch", by)
         return self._write(rt, namespace, name, patched, None, expect)
 
-    def _merge_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str) -> Obj:
-        """Apply status-subresource and immutability rules to a proposed replacement."""
+    def _merge_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str, verb: str = "update",
+                      by: Identity | None = None) -> Obj:
+        """Apply status-subresource and immutability rules to a proposed replacement; then the caller's
+        object-level restrictions (refplatform.api.restrictions)."""
         has_status = "status" in rt.subresources
         if subresource == "status":
             result = copy.deepcopy(current)
@@ -275,6 +294,7 @@ class ApiService:
         if rt is PODS and subresource != "status":
             self._check_pod_spec_update(current, new)
         self._admit(rt, new)
+        self.restrictions.check(by, Write(verb, rt, subresource, current, new))
         if new.get("spec") != current.get("spec"):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         return new
@@ -311,15 +331,20 @@ class ApiService:
             raise E.not_found(rt, name) from None
         except VersionConflict as exc:
             raise E.conflict(rt, name, str(exc)) from None
+        if rt is RESOURCEQUOTAS or (rt is PODS and (result.get("status") or {}).get("phase") in TERMINAL_PHASES):
+            self.quota.refresh(ns)
         return self._finish_deletion_if_released(rt, result)
 
     def _finish_deletion_if_released(self, rt: ResourceType, obj: Obj) -> Obj:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._awaits_node(rt, obj):
             try:
-                return self.store.delete(rt.key, meta.get("namespace", ""), meta["name"], uid=meta["uid"])
+                gone = self.store.delete(rt.key, meta.get("namespace", ""), meta["name"], uid=meta["uid"])
             except (ObjectNotFound, VersionConflict):
                 return obj
+            if rt is PODS:
+                self.quota.refresh(meta.get("namespace", ""))
+            return gone
         return obj
 
     @staticmethod
@@ -330,9 +355,11 @@ class ApiService:
             int(obj["metadata"].get("deletionGracePeriodSeconds", 0)) > 0
 
     # ------------------------------------------------------------------ delete
-    def delete(self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions) -> Obj:
+    def delete(self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions,
+               by: Identity | None = None) -> Obj:
         ns = namespace if rt.namespaced else ""
         current = self.get(rt, ns, name)
+        self.restrictions.check(by, Write("delete", rt, "", current, None))
         self.priority.admit_delete(rt, name)
         if opts.uid and opts.uid != current["metadata"]["uid"]:
             raise E.conflict(rt, name, f"Precondition failed: UID in precondition: {opts.uid}, "
@@ -353,7 +380,10 @@ class ApiService:
             return obj
         try:
             if grace == 0 and not current["metadata"].get("finalizers"):
-                return self.store.delete(rt.key, ns, name, uid=current["metadata"]["uid"])
+                gone = self.store.delete(rt.key, ns, name, uid=current["metadata"]["uid"])
+                if rt is PODS:
+                    self.quota.refresh(ns)
+                return gone
             marked = self.store.mutate(rt.key, ns, name, mark)
         except ObjectNotFound:
             raise E.not_found(rt, name) from None

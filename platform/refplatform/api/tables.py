@@ -20,6 +20,7 @@ from refplatform.resources import (
 )
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
+from refplatform.resources import RESOURCEQUOTAS
 
 Obj = dict[str, Any]
 
@@ -244,6 +245,10 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Global-Default", _path("globalDefault", default=False), type="boolean"), AGE,
         Column("PreemptionPolicy", _path("preemptionPolicy", default=""), priority=1),
     ),
+    RESOURCEQUOTAS.key: (
+        NAME, AGE, Column("Request", lambda o, c: _quota_cells(o, limits=False)),
+        Column("Limit", lambda o, c: _quota_cells(o, limits=True)),
+    ),
     NAMESPACES.key: (NAME, Column("Status", _path("status", "phase", default="Active")), AGE),
     LEASES.key: (NAME, Column("Holder", _path("spec", "holderIdentity", default="")),
                  Column("Renewed", _path("spec", "renewTime", default="")), AGE),
@@ -254,6 +259,14 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Name", _name, priority=1, format="name"),
     ),
 }
+
+
+def _quota_cells(quota: Obj, limits: bool) -> str:
+    """As kubectl prints a quota: ``requests.nvidia.com/gpu: 2/4, pods: 3/10`` (``limits.*`` in its own column)."""
+    status = quota.get("status") or {}
+    hard, used = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}, status.get("used") or {}
+    return ", ".join(f"{k}: {used.get(k, '0')}/{v}" for k, v in sorted(hard.items())
+                     if k.startswith("limits.") == limits)
 
 
 def table(rt: ResourceType, items: list[Obj], ctx: TableContext, resource_version: str,

@@ -23,6 +23,7 @@ from refplatform.resources import (
 )
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
+from refplatform.resources import RESOURCEQUOTAS
 
 Obj = dict[str, Any]
 
@@ -434,6 +435,58 @@ def _hpa(obj: Obj) -> list[Cause]:
     return causes
 
 
+QUOTA_SCOPES = ("PriorityClass", "Terminating", "NotTerminating", "BestEffort", "NotBestEffort",
+                "CrossNamespacePodAffinity")
+QUOTA_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _resource_quota(obj: Obj) -> list[Cause]:
+    """A v1 ResourceQuota: ``spec.hard`` quantities, ``spec.scopes`` names, ``spec.scopeSelector`` expressions
+    (In and NotIn need values, Exists and DoesNotExist take none; only PriorityClass takes values)."""
+    spec = obj.get("spec")
+    if spec is None:
+        obj["spec"] = spec = {}
+    if not isinstance(spec, dict):
+        return [Cause("spec", "Invalid value: must be an object")]
+    causes = _resource_list_causes(spec.get("hard"), "spec.hard")
+    scopes = spec.get("scopes")
+    if scopes is not None:
+        if not isinstance(scopes, list):
+            causes.append(Cause("spec.scopes", "Invalid value: must be a list of scope names"))
+        else:
+            for i, scope in enumerate(scopes):
+                if scope not in QUOTA_SCOPES or scope == "PriorityClass":
+                    causes.append(Cause(f"spec.scopes[{i}]", f'Unsupported value: "{scope}": supported values: '
+                                        + ", ".join(f'"{s}"' for s in QUOTA_SCOPES if s != "PriorityClass"),
+                                        "FieldValueNotSupported"))
+    selector = spec.get("scopeSelector")
+    if selector is None:
+        return causes
+    exprs = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    if not isinstance(exprs, list):
+        return causes + [Cause("spec.scopeSelector.matchExpressions", "Invalid value: must be a list")]
+    for i, expr in enumerate(exprs):
+        at = f"spec.scopeSelector.matchExpressions[{i}]"
+        if not isinstance(expr, dict):
+            causes.append(Cause(at, "Invalid value: must be an object"))
+            continue
+        if expr.get("scopeName") not in QUOTA_SCOPES:
+            causes.append(Cause(f"{at}.scopeName", f'Unsupported value: "{expr.get("scopeName")}": supported values: '
+                                + ", ".join(f'"{s}"' for s in QUOTA_SCOPES), "FieldValueNotSupported"))
+        op, values = expr.get("operator"), expr.get("values")
+        if op not in QUOTA_OPERATORS:
+            causes.append(Cause(f"{at}.operator", f'Unsupported value: "{op}": supported values: '
+                                + ", ".join(f'"{o}"' for o in QUOTA_OPERATORS), "FieldValueNotSupported"))
+        elif op in ("In", "NotIn") and (not isinstance(values, list) or not values
+                                         or not all(isinstance(v, str) for v in values)):
+            causes.append(Cause(f"{at}.values", "Required value: must be at least one value when `operator` is "
+                                "'In' or 'NotIn' for scope selector", "FieldValueRequired"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            causes.append(Cause(f"{at}.values", "Invalid value: may not be specified when `operator` is 'Exists' "
+                                "or 'DoesNotExist'"))
+    return causes
+
+
 VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     PODS.key: _pod, NODES.key: _node, NAMESPACES.key: _namespace, EVENTS.key: _event,
     LEASES.key: _lease, PODGROUPS.key: _podgroup, QUEUES.key: _queue, VCJOBS.key: _vcjob,
@@ -441,6 +494,7 @@ VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     ENDPOINTSLICES.key: _endpointslice,
     HPAS.key: _hpa,
     PRIORITYCLASSES.key: validate_priority_class,
+    RESOURCEQUOTAS.key: _resource_quota,
 }
 
 
