@@ -1,0 +1,118 @@
+"""Baseline first, end to end on the embedded platform: `firedrill baseline` twice (a short window, the built-in
+workload mix), then `firedrill compare` of the two (clauses judged with the uncertainty), of a tampered copy
+(refused: the signature), and of a statement re-signed with another window (refused: the method, naming it).
+
+The window is real time on the platform (its agents publish progress once a second), so it cannot be shortened by
+a clock; it is kept to 6 s in 3 slices. The arithmetic on injected clocks is in tests/unit/drills/test_baseline*.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drills.evidence.canonical import canonical_digest
+from drills.evidence.signing import PAYLOAD_TYPE, Signer
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
+
+
+def firedrill(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FIREDRILL, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def take(out: Path, key: Path) -> subprocess.CompletedProcess[str]:
+    return firedrill("baseline", "--window", "6 s", "--slices", "3", "--warmup", "2 s", "--out", str(out),
+                     "--sign-key", str(key))
+
+
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
+    root = tmp_path_factory.mktemp("baseline")
+    keys = root / "keys"
+    made = firedrill("keygen", "--out", str(keys))
+    assert made.returncode == 0, made.stderr
+    first, second = root / "first.dsse.json", root / "second.dsse.json"
+    for out in (first, second):
+        done = take(out, keys / "firedrill-signing.key")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "slice 1/3" in done.stdout and "slice 3/3" in done.stdout, done.stdout  # progress while observing
+        assert f"Sealed: {out}" in done.stdout
+    return first, second, keys / "firedrill-signing.key", keys / "firedrill-signing.pub"
+
+
+def statement(path: Path) -> dict:
+    return json.loads(base64.b64decode(json.loads(path.read_text())["payload"]))
+
+
+def test_a_baseline_seals_the_layers_holes_and_method_of_the_embedded_platform(baselines: tuple[Path, ...]) -> None:
+    first = statement(baselines[0])
+    pred = first["predicate"]
+    assert first["predicateType"] == "https://firedrill.dev/attestation/baseline/v0.1"
+    assert pred["method"]["window"] == {"seconds": 6.0, "slices": 3, "sliceSeconds": 2.0, "warmupSeconds": 2.0}
+    assert pred["method"]["workload"]["mix"]["name"] == "default"
+    assert pred["method"]["source"] == {"kind": "leak-report", "apiVersion": "firedrill.dev/v1alpha1"}
+    layers = pred["summary"]["layers"]
+    # The built-in mix holds 10 of the 40 GPUs (4 nodes and a spare of 8): allocated is a quarter of capacity;
+    # its training computes 60 % of each step, so effective (x the simulated MFU 0.4) sits well below active.
+    assert layers["allocated"]["share"] == pytest.approx(0.25, abs=0.02)
+    assert 0 < layers["effective"]["share"] < layers["active"]["share"] < layers["allocated"]["share"]
+    assert pred["summary"]["holes"]["dataPipeline"]["gpuHours"] > pred["summary"]["holes"]["communication"]["gpuHours"] > 0
+    assert pred["target"]["kind"] == "embedded" and "127.0.0.1" not in json.dumps(pred["target"])
+
+
+def test_compare_reports_each_change_with_its_uncertainty_and_judges_clauses(baselines: tuple[Path, ...]) -> None:
+    first, second, _, public = baselines
+    out = firedrill("compare", str(first), str(second), "--key", str(public), "--json",
+                    "--clause", "allocated utilization improves by at least 0 points over the signed baseline",
+                    "--clause", "effective utilization improves by at least 50 points over the signed baseline")
+    assert out.returncode == 1, out.stdout + out.stderr  # the second clause FAILs: same platform, same mix
+    doc = json.loads(out.stdout)
+    rows = {r["name"]: r for r in doc["rows"]}
+    assert set(rows) == {"allocated", "active", "effective", "dataPipeline", "communication", "fragmentation",
+                         "faultTolerance"}
+    assert all(isinstance(r["uncertainty"], float) and r["uncertainty"] >= 0 for r in rows.values())
+    verdicts = [c["verdict"] for c in doc["clauses"]]
+    assert verdicts == ["PASS", "FAIL"]
+    text = firedrill("compare", str(first), str(second), "--key", str(public))
+    assert text.returncode == 0, text.stderr
+    assert "effective utilization" in text.stdout and "the data pipeline hole" in text.stdout
+    assert "Same method: leak-report source, workload mix, window 6 s in 3 slices" in text.stdout
+
+
+def test_a_tampered_baseline_is_refused_before_any_number_is_read(baselines: tuple[Path, ...],
+                                                                  tmp_path: Path) -> None:
+    first, second, _, public = baselines
+    envelope = json.loads(first.read_text())
+    doc = statement(first)
+    doc["predicate"]["observation"]["slices"][0]["layers"]["effective"] *= 3
+    envelope["payload"] = base64.b64encode(json.dumps(doc).encode()).decode()
+    tampered = tmp_path / "tampered.dsse.json"
+    tampered.write_text(json.dumps(envelope))
+    out = firedrill("compare", str(tampered), str(second))
+    assert out.returncode == 5, out.stdout + out.stderr
+    assert "does not verify" in out.stderr and "altered after it was signed" in out.stderr
+    assert "utilization" not in out.stdout
+
+
+def test_a_baseline_with_another_window_is_refused_naming_the_field(baselines: tuple[Path, ...],
+                                                                    tmp_path: Path) -> None:
+    first, second, private, public = baselines
+    doc = statement(second)
+    pred = doc["predicate"]
+    pred["method"]["window"]["seconds"] = 12.0
+    doc["subject"][0]["digest"]["sha256"] = canonical_digest({"method": pred["method"],
+                                                              "observation": pred["observation"]})
+    other = tmp_path / "other-window.dsse.json"
+    other.write_bytes(Signer.from_key_file(private).sign(PAYLOAD_TYPE, json.dumps(doc).encode()).to_json())
+    out = firedrill("compare", str(first), str(other), "--key", str(public))
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "different methods" in out.stderr and "window.seconds: 6.0 in the baseline" in out.stderr
