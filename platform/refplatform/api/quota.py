@@ -194,8 +194,8 @@ class QuotaAdmission:
             if not covered:
                 message = f"insufficient quota to match these scopes: [{limited}]"
                 raise E.admission_forbidden(PODS, name, message,
-                                            f'priority class "{pc}" is limited and no ResourceQuota in namespace '
-                                            f'"{namespace}" selects it')
+                                            f'{message}: priority class "{pc}" is limited and no ResourceQuota in '
+                                            f'namespace "{namespace}" selects it')
         if not quotas:
             return
         pods = self.store.list(PODS.key, namespace)[0]
