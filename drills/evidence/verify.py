@@ -55,7 +55,8 @@ from drills.evidence.signing import (
 )
 from drills.evidence.statements import SCENARIO_PREDICATE_TYPE, TEST_RESULT_PREDICATE_TYPE, Statement
 
-__all__ = ["EnvelopeCheck", "Problem", "VerifyReport", "verify"]
+__all__ = ["EnvelopeCheck", "LedgerChain", "Problem", "VerifyReport", "check_chain", "check_files",
+           "check_ledger_entry", "read_archive", "verify"]
 
 STATEMENT_TYPES = (SCENARIO_PREDICATE_TYPE, TEST_RESULT_PREDICATE_TYPE)
 
@@ -95,6 +96,8 @@ class VerifyReport:
     ledger: Path | None = None
     chain_length: int | None = None
     ledger_line: int | None = None
+    verdict: str | None = None
+    """The run's verdict as its ``record.json`` says (None when unreadable)."""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -372,43 +375,61 @@ def _record_facts(files: dict[str, bytes], report: VerifyReport) -> dict[str, An
     return record
 
 
-def _check_ledger(ledger: Path, files: dict[str, bytes], record: dict[str, Any], report: VerifyReport) -> None:
+@dataclass
+class LedgerChain:
+    """A ledger read once: its lines as JSON objects and every broken link, for one run or many."""
+
+    path: Path
+    length: int
+    """Lines in the file."""
+    entries: list[tuple[int, dict[str, Any]]]
+    """(1-based line number, the line's object), for every line that is a JSON object."""
+    problems: list[Problem]
+    """Broken links, unreadable lines, a missing final newline; each names its line."""
+
+
+def check_chain(ledger: Path) -> LedgerChain:
+    """Read ``ledger`` and check every line's ``prev`` link.  Raises :class:`VerifyReadError` when the file
+    cannot be read."""
     try:
         data = ledger.read_bytes()
     except OSError as exc:
         raise VerifyReadError(f"{ledger}: cannot read the ledger ({exc.strerror or exc})") from None
-    report.ledger = ledger
     lines = data.splitlines(keepends=True)
-    report.chain_length = len(lines)
-    if not lines:
-        report.problem(str(ledger), "empty: the run is not in it")
-        return
-    if not data.endswith(b"\n"):
-        report.problem(f"{ledger} line {len(lines)}", "no newline at the end (an interrupted write?)")
-    entries: list[tuple[int, dict[str, Any]]] = []
+    chain = LedgerChain(ledger, len(lines), [], [])
+    if lines and not data.endswith(b"\n"):
+        chain.problems.append(Problem(f"{ledger} line {len(lines)}", "no newline at the end (an interrupted write?)"))
     for n, line in enumerate(lines, 1):
         where = f"{ledger} line {n}"
         try:
             entry = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            report.problem(where, "not valid JSON (the line was changed)")
+            chain.problems.append(Problem(where, "not valid JSON (the line was changed)"))
             continue
         if not isinstance(entry, dict):
-            report.problem(where, "not a JSON object")
+            chain.problems.append(Problem(where, "not a JSON object"))
             continue
-        entries.append((n, entry))
+        chain.entries.append((n, entry))
         expected = None if n == 1 else sha256_hex(lines[n - 2])
         prev = entry.get("prev")
         if prev != expected:
             if n == 1:
-                report.problem(where, f"prev is {str(prev)[:16]}…, but the first line's prev must be null: "
-                                      "lines before it were deleted")
+                chain.problems.append(Problem(where, f"prev is {str(prev)[:16]}…, but the first line's prev must "
+                                                     "be null: lines before it were deleted"))
             else:
-                report.problem(where, f"prev {str(prev)[:16]}… is not the SHA-256 of line {n - 1} "
-                                      f"({str(expected)[:16]}…): a line was deleted, inserted, reordered or "
-                                      f"changed at or before line {n - 1}")
+                chain.problems.append(Problem(
+                    where, f"prev {str(prev)[:16]}… is not the SHA-256 of line {n - 1} ({str(expected)[:16]}…): "
+                           f"a line was deleted, inserted, reordered or changed at or before line {n - 1}"))
+    return chain
+
+
+def check_ledger_entry(chain: LedgerChain, files: dict[str, bytes], record: dict[str, Any],
+                       report: VerifyReport) -> None:
+    """Check that the run of ``report`` has a line in ``chain`` whose manifest digest, keyid and verdict match
+    the archive (``record``: its ``record.json``, or ``{"verdict": ...}``)."""
+    ledger = chain.path
     run_id = report.run_id or record.get("run_id")
-    mine = [(n, e) for n, e in entries if e.get("run_id") == run_id]
+    mine = [(n, e) for n, e in chain.entries if e.get("run_id") == run_id]
     if not mine:
         report.problem(str(ledger), f"no line for run {run_id}")
         return
@@ -425,12 +446,37 @@ def _check_ledger(ledger: Path, files: dict[str, bytes], record: dict[str, Any],
         report.problem(where, f"verdict {entry.get('verdict')!r} is not record.json's {record.get('verdict')!r}")
 
 
+def _check_ledger(ledger: Path, files: dict[str, bytes], record: dict[str, Any], report: VerifyReport) -> None:
+    chain = check_chain(ledger)
+    report.ledger = ledger
+    report.chain_length = chain.length
+    if not chain.length:
+        report.problem(str(ledger), "empty: the run is not in it")
+        return
+    report.problems += chain.problems
+    check_ledger_entry(chain, files, record, report)
+
+
 def verify(path: Path, key: Path | None = None, ledger: Path | None = None) -> VerifyReport:
     """Verify a run directory or its ``.tar.gz`` (see the module docstring).  Never raises on a mismatch:
     each goes into :attr:`VerifyReport.problems`; raises :class:`VerifyReadError` only when the input cannot
     be read at all."""
     report = VerifyReport(source=path, kind="directory")
-    files = _read(path, report)
+    return check_files(read_archive(path, report), report, key, ledger)
+
+
+def read_archive(path: Path, report: VerifyReport) -> dict[str, bytes]:
+    """Every file of a run directory or ``.tar.gz`` as ``{relative path: bytes}``; what cannot be an archive
+    member (a symlink, an unsafe tar path) goes into ``report``.  Raises :class:`VerifyReadError` when ``path``
+    cannot be read at all.  With :func:`check_files`, this is :func:`verify` for a caller that reads the
+    archive's files afterwards (``firedrill trend``) without reading them twice."""
+    return _read(path, report)
+
+
+def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None = None,
+                ledger: Path | None = None) -> VerifyReport:
+    """The checks of :func:`verify` on files already read by :func:`read_archive` into ``report``."""
+    path = report.source
     if MANIFEST not in files and MANIFEST_SIGNATURE not in files:
         raise VerifyReadError(f"{path}: not a Firedrill archive (no {MANIFEST} or {MANIFEST_SIGNATURE})")
     report.files = len(files)
@@ -441,6 +487,8 @@ def verify(path: Path, key: Path | None = None, ledger: Path | None = None) -> V
     record = _record_facts(files, report)
     if report.run_id is None and isinstance(record.get("run_id"), str):
         report.run_id = record["run_id"]
+    if isinstance(record.get("verdict"), str):
+        report.verdict = record["verdict"]
     if ledger is not None:
         _check_ledger(ledger, files, record, report)
     return report
