@@ -111,7 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-private-key-file", type=Path, metavar="FILE", help="the key of --tls-cert-file (PEM)")
     p.add_argument("--client-ca-file", type=Path, metavar="FILE",
                    help="with --tls-cert-file: /containerLogs answers only clients whose certificate this CA signed "
-                        "(kube-apiserver's --kubelet-client-certificate); /healthz and /metrics stay open")
+                        "(kube-apiserver's --kubelet-client-certificate); /healthz and /metrics stay open unless "
+                        "--client-tokens-file is given")
+    p.add_argument("--client-tokens-file", type=Path, metavar="FILE",
+                   help="who may call this agent's endpoints: a YAML allow-list of token SHA-256 digests and the "
+                        "endpoints (logs, metrics, healthz, proxy) each may call (refplatform.agent.access; the "
+                        "embedded cluster writes DIR/agent-clients.yaml); re-read when it changes. No credentials: "
+                        "401; an identity not allowed: 403; each refusal goes to --audit-log-path. Without it the "
+                        "endpoints are open (only /containerLogs behind --client-ca-file)")
+    p.add_argument("--audit-log-path", type=Path, metavar="FILE",
+                   help="append each refused call as an audit.k8s.io/v1 Event JSON line "
+                        "(default: DIR/nodes/NODE/audit.log)")
     p.add_argument("--peer-poll", type=_positive_float, default=0.5, metavar="SECONDS",
                    help="interval of the poll of each job's pods that gates a training rank's steps")
     p.add_argument("--peer-stale", type=_positive_float, metavar="SECONDS",
@@ -144,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as err:
             log.error("cannot read token file: %s", err)
             return 1
+    if args.client_tokens_file is not None and not args.client_tokens_file.is_file():
+        log.error("--client-tokens-file %s does not exist", args.client_tokens_file)
+        return 1
+    if args.client_tokens_file is None:
+        log.warning("no --client-tokens-file: this node's /metrics and /healthz answer anyone%s",
+                    "" if args.client_ca_file else ", and so do its container logs")
     if args.ca_file is not None and not args.ca_file.is_file():
         log.error("CA file %s does not exist", args.ca_file)
         return 1
@@ -186,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             partition_config=args.partition_config,
             pod_cidr=args.pod_cidr,
             serving_tls=serving_tls,
+            client_tokens_file=args.client_tokens_file,
+            audit_log_path=args.audit_log_path,
         )
         agent = Agent(config)
     except PartitionError as err:

@@ -13,7 +13,7 @@ reaches the API either, the API is down for everyone and nothing is fenced.
 :func:`decide` is the pure rule; :class:`SelfFence` runs it every heartbeat
 interval with the agent's Lease age, asks the peers' ``/healthz`` (the other
 agents of the cluster, from the state files they write under the data
-directory), and calls back once per outage.  The ``split-brain`` defect
+directory, with this node's own token: the peers answer only known callers), and calls back once per outage.  The ``split-brain`` defect
 switches it off.
 """
 
@@ -84,6 +84,8 @@ class SelfFence:
     lease_age: Callable[[], float | None]
     peers: Callable[[], list[str]]
     fence: Callable[[str], None]
+    token: str | None = None
+    """This node's own bearer token, sent to the peers (their endpoints answer only known callers)."""
     timeout: float = 0.5
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -124,12 +126,14 @@ class SelfFence:
         if not urls:
             return None
         ok = 0
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         for url in urls:
             try:
                 # A peer serving HTTPS (a kubelet's log port) is asked without checking its certificate: only
                 # its "ok" is read, from loopback.
                 context = _UNVERIFIED if url.startswith("https://") else None
-                with urllib.request.urlopen(url, timeout=self.timeout, context=context) as resp:  # noqa: S310 - loopback only
+                request = urllib.request.Request(url, headers=headers)
+                with urllib.request.urlopen(request, timeout=self.timeout, context=context) as resp:  # noqa: S310 - loopback only
                     ok += resp.status == 200
             except (urllib.error.URLError, OSError, ValueError):
                 continue

@@ -18,7 +18,9 @@ With :class:`ServingTLS` the server speaks HTTPS (a real kube-apiserver reaches 
 ``https://<InternalIP>:<daemonEndpoints.kubeletEndpoint.Port>``), and with a client CA it asks every
 client for a certificate: ``/containerLogs`` then answers only a client whose certificate that CA
 signed (401 otherwise; kube-apiserver presents ``--kubelet-client-certificate``), while ``/healthz`` and
-``/metrics`` stay open to any client.  The TLS handshake runs on the request's own thread, so a slow
+``/metrics`` stay open to any client.  With an :class:`~refplatform.agent.access.EndpointGuard` (the embedded
+cluster always gives one) every path needs an accepted caller: a bearer token the allow-list names for that
+endpoint, or that client certificate for the logs (401 or 403 otherwise, each refusal in the agent's audit log).  The TLS handshake runs on the request's own thread, so a slow
 client never holds up the others.  It also
 answers ``GET /healthz``: ``200 ok`` while the agent is healthy (heartbeating,
 not partitioned, its pod sync loop alive), ``503 <why>`` otherwise; the healer
@@ -44,6 +46,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from refplatform.agent.access import EndpointGuard, endpoint_of
+from refplatform.agent.access import Request as AccessRequest
 from refplatform.agent.clock import Clock, SystemClock, rfc3339_nano
 from refplatform.agent.workload import LogLine
 
@@ -328,7 +332,8 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck, clock: Clock,
-                 tls: ServingTLS | None = None) -> None:
+                 tls: ServingTLS | None = None, guard: EndpointGuard | None = None) -> None:
+        self.guard = guard
         self.store = store
         self.health = health
         self.clock = clock
@@ -374,17 +379,40 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         log.debug("log server: " + format, *args)
 
-    def _text(self, code: int, body: str) -> None:
+    def _text(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
         data = body.encode()
         self.send_response(code)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
+    def _authorized(self, parts: list[str]) -> bool:
+        """With a guard: whether the caller may make this request (a refusal is answered and recorded)."""
+        guard = self.server.guard
+        if guard is None:
+            return True
+        decision = guard.check(AccessRequest(
+            method=self.command, uri=self.path, endpoint=endpoint_of(parts),
+            authorization=self.headers.get("Authorization"), source_ip=str(self.client_address[0]),
+            user_agent=self.headers.get("User-Agent") or "",
+            client_certificate=self.server.tls is not None and self.server.tls.client_ca_file is not None
+            and self._client_verified()))
+        if decision.allowed:
+            return True
+        if decision.code == 401:
+            self._text(401, f"Unauthorized: {decision.reason}\n", {"WWW-Authenticate": 'Bearer realm="node agent"'})
+        else:
+            self._text(403, f"Forbidden: {decision.reason}\n")
+        return False
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]
+        if not self._authorized(parts):
+            return
         if parts == ["healthz"]:
             try:
                 healthy, message = self.server.health()
@@ -409,7 +437,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._text(404, f"404 page not found: {url.path}\n")
             return
         _, namespace, pod, container = parts
-        if self.server.tls is not None and self.server.tls.client_ca_file is not None and not self._client_verified():
+        if self.server.guard is None and self.server.tls is not None and self.server.tls.client_ca_file is not None \
+                and not self._client_verified():
             self._text(401, "Unauthorized: a client certificate signed by this node's client CA is required\n")
             return
         try:
@@ -503,10 +532,12 @@ class LogServer:
     """The kubelet-style log endpoint of one node, on 127.0.0.1."""
 
     def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0, *, health: HealthCheck | None = None,
-                 clock: Clock | None = None, tls: ServingTLS | None = None) -> None:
+                 clock: Clock | None = None, tls: ServingTLS | None = None, guard: EndpointGuard | None = None) -> None:
         """``health``: answers ``/healthz`` (default: always healthy); ``clock``: ``now`` of ``sinceSeconds``;
-        ``tls``: serve HTTPS (plain HTTP without it)."""
-        self._server = _Server((host, port), store, health or (lambda: (True, "ok")), clock or SystemClock(), tls)
+        ``tls``: serve HTTPS (plain HTTP without it); ``guard``: who may call which endpoint
+        (:mod:`refplatform.agent.access`; None: open, except ``/containerLogs`` behind a client CA)."""
+        self._server = _Server((host, port), store, health or (lambda: (True, "ok")), clock or SystemClock(), tls,
+                               guard)
         self._thread: threading.Thread | None = None
 
     @property

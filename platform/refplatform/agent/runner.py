@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from refplatform.agent.access import AuditLog, ClientList, EndpointGuard
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
 from refplatform.agent.device import Device, socket_path_for
 from refplatform.agent.events import PodEventRecorder
@@ -87,6 +88,11 @@ class AgentConfig:
     serving_tls: ServingTLS | None = None
     """``--tls-cert-file``/``--tls-private-key-file``/``--client-ca-file``: the log server speaks HTTPS, as a
     real kube-apiserver expects of a kubelet (None: plain HTTP on loopback, as the reference API server proxies)."""
+    client_tokens_file: Path | None = None
+    """``--client-tokens-file``: who may call the log server's endpoints (:mod:`refplatform.agent.access`);
+    None: they stay open (only ``/containerLogs`` behind ``--client-ca-file``), as before issue 15."""
+    audit_log_path: Path | None = None
+    """``--audit-log-path``: where refused calls to the endpoints are recorded (None: DIR/nodes/NODE/audit.log)."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -144,8 +150,14 @@ class Agent:
         self.driver = Device(socket_path_for(config.data_dir, config.node), self.clock,
                              stalls_as_compute=Defect.STALLS_AS_COMPUTE in config.defects)
         self.logs = LogStore(config.data_dir / "logs" / config.node)
+        self.audit: AuditLog | None = None
+        guard = None
+        if config.client_tokens_file is not None:
+            clients = ClientList(config.client_tokens_file)  # a bad file: ClientListError, the CLI exits 1
+            self.audit = AuditLog(config.audit_log_path or config.data_dir / "nodes" / config.node / "audit.log")
+            guard = EndpointGuard(config.node, clients, self.audit)
         self.log_server = LogServer(self.logs, port=config.log_port, health=self.health, clock=self.clock,
-                                    tls=config.serving_tls)
+                                    tls=config.serving_tls, guard=guard)
         self.node_config = NodeConfig(
             name=config.node,
             gpus=self.gpus,
@@ -200,7 +212,8 @@ class Agent:
             else:
                 self.fence = SelfFence(config.node, config.fence_after, min(config.heartbeat, config.fence_after / 2),
                                        monotonic_age(self.heartbeat.last_renewal),
-                                       lambda: peer_health_urls(config.data_dir, config.node), self.pods.fence)
+                                       lambda: peer_health_urls(config.data_dir, config.node), self.pods.fence,
+                                       token=config.token)
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
         self.gate.on_change(self._on_partition)
@@ -314,6 +327,8 @@ class Agent:
         if self._hb_thread is not None:
             self._hb_thread.join(timeout)
         self.log_server.stop()
+        if self.audit is not None:
+            self.audit.close()
         self.client.close()
         self.hb_client.close()
         self.jobs_client.close()

@@ -3,7 +3,9 @@
 The agent serves ``/healthz`` (200 ``ok`` when healthy, 503 otherwise) on the
 port it registers as ``status.daemonEndpoints.kubeletEndpoint.Port``, at its
 ``InternalIP``.  Only loopback addresses are ever probed: an address that is
-not loopback counts as unhealthy without a connection being made.
+not loopback counts as unhealthy without a connection being made.  The agent
+answers only known callers (refplatform.agent.access): the probe sends the
+controllers' own bearer token.
 
 :class:`HealthProber` runs probes in a small thread pool so a hung agent (its
 socket accepts, nothing answers) never stalls a controller: ``check()`` returns
@@ -46,13 +48,14 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def probe_healthz(address: str, port: int, timeout: float) -> tuple[bool, str]:
-    """One ``GET /healthz``: (healthy, what was seen).  Refuses non-loopback addresses."""
+def probe_healthz(address: str, port: int, timeout: float, token: str | None = None) -> tuple[bool, str]:
+    """One ``GET /healthz`` (with ``token`` as the bearer token): (healthy, what was seen).  Refuses
+    non-loopback addresses."""
     if not is_loopback(address):
         return False, f"refused to probe non-loopback address {address}"
     conn = http.client.HTTPConnection(address, port, timeout=timeout)
     try:
-        conn.request("GET", "/healthz")
+        conn.request("GET", "/healthz", headers={"Authorization": f"Bearer {token}"} if token else {})
         resp = conn.getresponse()
         body = resp.read(256).decode(errors="replace").strip()
         return resp.status == 200, f"HTTP {resp.status} {body}".strip()
@@ -75,12 +78,13 @@ class HealthProber:
     """Asynchronous, rate-limited ``/healthz`` probes keyed by node name."""
 
     def __init__(self, timeout: float = 0.5, *, interval: float = 0.25, max_age: float = 1.5,
-                 probe: Callable[[str, int, float], tuple[bool, str]] = probe_healthz,
-                 clock: Callable[[], float] = time.monotonic, workers: int = 4) -> None:
+                 probe: Callable[[str, int, float], tuple[bool, str]] | None = None,
+                 clock: Callable[[], float] = time.monotonic, workers: int = 4, token: str | None = None) -> None:
+        """``probe``: one probe (default :func:`probe_healthz` sending ``token``)."""
         self.timeout = timeout
         self.interval = interval
         self.max_age = max(max_age, interval + timeout)
-        self._probe = probe
+        self._probe = probe or (lambda address, port, wait: probe_healthz(address, port, wait, token))
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="healthz")
         self._answers: dict[str, Answer] = {}

@@ -34,10 +34,13 @@ log = logging.getLogger("refplatform.controllers")
 
 
 def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
+    """The scheduler writes as its own identity (``--scheduler-token-file``) when given one; it reads through
+    the shared informers."""
     config = core.SchedulerConfig(profile=core.Profile(args.scheduler_profile), placement=args.placement,
                                   partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects,
                                   no_preemption=Defect.NO_PREEMPTION in args.defects)
-    return SchedulerController(client, config)
+    writer = getattr(args, "scheduler_client", None) or client
+    return SchedulerController(writer, config)
 
 
 def profile_of(args: argparse.Namespace) -> HealingProfile:
@@ -50,14 +53,15 @@ def profile_of(args: argparse.Namespace) -> HealingProfile:
     return replace(base, **overrides) if overrides else base
 
 
-def _prober(profile: HealingProfile) -> HealthProber:
-    return HealthProber(profile.health_check_timeout, interval=min(0.25, profile.node_monitor_period * 2 + 0.05))
+def _prober(profile: HealingProfile, args: argparse.Namespace) -> HealthProber:
+    return HealthProber(profile.health_check_timeout, interval=min(0.25, profile.node_monitor_period * 2 + 0.05),
+                        token=getattr(args, "controller_token", None))
 
 
 def _nodelifecycle(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     return NodeLifecycleController(client, grace=profile.node_monitor_grace_period,
-                                   monitor_period=profile.node_monitor_period, prober=_prober(profile),
+                                   monitor_period=profile.node_monitor_period, prober=_prober(profile, args),
                                    slow_detect=Defect.SLOW_DETECT in args.defects)
 
 
@@ -79,7 +83,8 @@ def _autoscaler(client: RestClient, args: argparse.Namespace) -> Controller:
 def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     spares = [n.strip() for n in (args.spare_nodes or "").split(",") if n.strip()]
-    return HealerController(client, spares=spares, grace=profile.node_monitor_grace_period, prober=_prober(profile),
+    return HealerController(client, spares=spares, grace=profile.node_monitor_grace_period,
+                            prober=_prober(profile, args),
                             quarantine=profile.quarantine, quarantine_after=profile.quarantine_after,
                             no_spare=Defect.NO_SPARE in args.defects)
 
@@ -107,7 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "Volcano jobs, healer, Deployments and ReplicaSets, Service endpoints, the loopback load "
                     "balancer) against its API server.")
     p.add_argument("--api", required=True, metavar="URL", help="API server URL, e.g. https://127.0.0.1:6443")
-    p.add_argument("--token-file", type=Path, help="file holding a cluster-admin bearer token")
+    p.add_argument("--token-file", type=Path,
+                   help="file holding the controllers' bearer token (the embedded cluster's: "
+                        "system:kube-controller-manager)")
+    p.add_argument("--scheduler-token-file", type=Path,
+                   help="file holding the scheduler's own bearer token (system:kube-scheduler): its binds, "
+                        "evictions, status writes and Events go out as that identity (default: --token-file's)")
     p.add_argument("--ca-file", type=Path, help="CA certificate that signed the API server's certificate")
     p.add_argument("--controllers", default=",".join(FACTORIES),
                    help=f"comma-separated controllers to run (default: all of {', '.join(FACTORIES)})")
@@ -148,12 +158,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.defects:
         logging.getLogger("refplatform.controllers").warning(
             "running with defect(s) from the zoo: %s", ", ".join(sorted(d.value for d in args.defects)))
-    token = args.token_file.read_text().strip() if args.token_file else None
+    try:
+        token = args.token_file.read_text().strip() if args.token_file else None
+        scheduler_token = args.scheduler_token_file.read_text().strip() if args.scheduler_token_file else None
+    except OSError as exc:
+        print(f"error: cannot read a token file: {exc}", file=sys.stderr)
+        return 2
+    args.controller_token = token
     client = RestClient(args.api, token, ca_file=args.ca_file, maxsize=16, user_agent="refplatform-controllers")
+    args.scheduler_client = RestClient(args.api, scheduler_token, ca_file=args.ca_file, maxsize=16,
+                                       user_agent="refplatform-scheduler") if scheduler_token else None
     manager = ControllerManager(client, [FACTORIES[n](client, args) for n in names])
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.stop())
     manager.start()
     manager.wait()
     client.close()
+    if args.scheduler_client is not None:
+        args.scheduler_client.close()
     return 0
