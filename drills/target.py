@@ -53,6 +53,19 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
     prometheus:               optional; for clusters with no leak report endpoint (some holes: INCONCLUSIVE)
       url                     the Prometheus base URL (DCGM exporter and kube-state-metrics scraped)
       scrape_interval         seconds between its scrapes; the drill waits 2 of them after a window; default 1
+    governance:               optional; the identities and the audit log of the governance drill (docs/GOVERNANCE.md);
+                              each field it lacks makes only the step that needs it INCONCLUSIVE, naming the field
+      tenant_kubeconfig       a kubeconfig holding a tenant's own credentials (a namespace user, not an admin)
+      tenant_context          its context; default the file's current context
+      tenant_namespace        the tenant's namespace (a DNS-1123 label)
+      other_namespace         another tenant's namespace, which the tenant must not reach
+      restricted_priority_class  a PriorityClass the tenant may not use in its namespace
+      node_kubeconfig         optional: a node's own (kubelet) credentials, for "a node's identity writes another
+                              node's Lease"
+      node_context            its context; default the file's current context
+      node_name               the node those credentials belong to; required with node_kubeconfig
+      audit_log               the API server's audit log (--audit-log-path) as a file this machine reads
+      record_wait_seconds     how long a record may take to reach the audit log after its request; default 10
 
 :func:`load_profile` reports every problem at once, each with the file, the
 field path and what is allowed.
@@ -87,6 +100,7 @@ __all__ = [
     "ProfileError",
     "SafetySettings",
     "TargetProfile",
+    "GovernanceSettings",
     "load_profile",
     "reference_profile",
 ]
@@ -95,6 +109,9 @@ API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "TargetProfile"
 _CANARY = ("command", "shared_volume")
 _INFERENCE = ("command", "image", "url")
+_GOVERNANCE = ("tenant_kubeconfig", "tenant_context", "tenant_namespace", "other_namespace",
+               "restricted_priority_class", "node_kubeconfig", "node_context", "node_name", "audit_log",
+               "record_wait_seconds")
 CANARY_COMMAND = ("firedrill-canary",)
 INFERENCE_COMMAND = ("firedrill-inference",)
 REFERENCE_SHARED_VOLUME: Mapping[str, Any] = MappingProxyType(
@@ -391,6 +408,62 @@ class InferenceSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class GovernanceSettings:
+    """``governance``: whose credentials the governance drill crosses the control chains with, and where it finds
+    the records of the refusals (``docs/GOVERNANCE.md``).
+
+    Every field may be absent: the step that needs a missing one is INCONCLUSIVE and names it.  On the embedded
+    reference platform the kubeconfigs and the audit log come from its data directory when not given."""
+
+    tenant_kubeconfig: str | None = None
+    """A kubeconfig with a tenant's own credentials (None: the embedded platform's, or $KUBECONFIG when
+    ``tenant_context`` is given)."""
+    tenant_context: str | None = None
+    """The context of ``tenant_kubeconfig`` to use (None: its current context)."""
+    tenant_namespace: str | None = None
+    """The tenant's own namespace, where it may create ordinary objects."""
+    other_namespace: str | None = None
+    """Another tenant's namespace, which the tenant must neither read nor write."""
+    restricted_priority_class: str | None = None
+    """A PriorityClass the tenant may not use in its namespace."""
+    node_kubeconfig: str | None = None
+    """A node's own (kubelet) credentials (None: the embedded platform's; absent on a real cluster: the node step
+    is INCONCLUSIVE)."""
+    node_context: str | None = None
+    node_name: str | None = None
+    """The node ``node_kubeconfig`` belongs to (its identity is ``system:node:<node_name>``)."""
+    audit_log: str | None = None
+    """The API server's audit log (``--audit-log-path``, audit.k8s.io/v1 JSON lines), readable from here."""
+    record_wait_seconds: float = 10.0
+    """How long a record may take to reach the audit log after the request it records (batching backends)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for key in ("tenant_namespace", "other_namespace"):
+            value = getattr(self, key)
+            if value is not None and not valid_dns_label(value):
+                problems.append(f"governance.{key}: {value!r} is not a namespace name (DNS-1123 label: a-z, 0-9, "
+                                "'-', at most 63)")
+        if self.tenant_namespace is not None and self.tenant_namespace == self.other_namespace:
+            problems.append(f"governance.other_namespace: {self.other_namespace!r} is the tenant's own namespace; "
+                            "name another tenant's namespace")
+        if (self.node_kubeconfig is None) != (self.node_name is None):
+            problems.append("governance.node_name: required with governance.node_kubeconfig (and only with it): the "
+                            "name of the node whose credentials the file holds")
+        if self.node_context is not None and self.node_kubeconfig is None:
+            problems.append("governance.node_context: set, but governance.node_kubeconfig is not; a node's "
+                            "credentials are never taken from your own kubeconfig")
+        if not self.record_wait_seconds > 0:
+            problems.append(f"governance.record_wait_seconds: {self.record_wait_seconds} must be above 0")
+        if problems:
+            raise ProfileError("invalid governance settings: " + "; ".join(problems), problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {key: getattr(self, key) for key in _GOVERNANCE if getattr(self, key) is not None}
+        return {"governance": out}
+
+
+@dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
 
@@ -405,6 +478,7 @@ class TargetProfile:
     leak_report: LeakReportSettings = field(default_factory=LeakReportSettings)
     canary: CanarySettings = field(default_factory=CanarySettings)
     inference: InferenceSettings = field(default_factory=InferenceSettings)
+    governance: GovernanceSettings = field(default_factory=GovernanceSettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -426,6 +500,7 @@ class TargetProfile:
             **self.leak_report.to_dict(),
             **self.canary.to_dict(),
             **self.inference.to_dict(),
+            **self.governance.to_dict(),
         }
 
 
@@ -439,7 +514,9 @@ def reference_profile() -> TargetProfile:
         name="reference", flavor=GangFlavor.VOLCANO, namespace="default", queue="default",
         canary_image=REFERENCE_IMAGE, fault=FaultSettings(FaultMethod.KILL, timeout_seconds=10.0),
         safety=SafetySettings(allow_label="nvidia.com/gpu.present=true", max_nodes=1, max_gpu_share=0.5),
-        canary=CanarySettings(shared_volume=REFERENCE_SHARED_VOLUME))
+        canary=CanarySettings(shared_volume=REFERENCE_SHARED_VOLUME),
+        governance=GovernanceSettings(tenant_namespace="firedrill-tenant", other_namespace="firedrill-neighbour",
+                                      restricted_priority_class="firedrill-critical"))
 
 
 # --- loading -----------------------------------------------------------------------------------------------
@@ -448,7 +525,7 @@ _Missing: Any = object()
 E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
-        "safety", "leakReport", "prometheus", "canary", "inference")
+        "safety", "leakReport", "prometheus", "canary", "inference", "governance")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
@@ -610,6 +687,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
                     scrape_interval = float(interval)
     canary = _canary(top.section("canary", _CANARY, required=False), problems)
     inference = _inference(top.section("inference", _INFERENCE, required=False), problems)
+    governance = _governance(top.section("governance", _GOVERNANCE, required=False), problems)
     if problems:
         return None
     try:
@@ -624,7 +702,8 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
-                         leak_report=leak, canary=canary, inference=inference or InferenceSettings())
+                         leak_report=leak, canary=canary, inference=inference or InferenceSettings(),
+                         governance=governance or GovernanceSettings())
 
 
 def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
@@ -682,6 +761,33 @@ def _inference(section: _Section | None, problems: list[str]) -> InferenceSettin
             problems.extend(found)
             return None
     return InferenceSettings(tuple(command), image, url)
+
+
+def _governance(section: _Section | None, problems: list[str]) -> GovernanceSettings | None:
+    """``governance``, checked; None when broken (problems recorded)."""
+    if section is None:
+        return GovernanceSettings()
+    names = "a namespace name (DNS-1123 label: a-z, 0-9, '-', at most 63)"
+    values: dict[str, Any] = {
+        "tenant_kubeconfig": section.string("tenant_kubeconfig", None, expected="the path of a kubeconfig file"),
+        "tenant_context": section.string("tenant_context", None, expected="a context name in that kubeconfig"),
+        "tenant_namespace": section.string("tenant_namespace", None, check=valid_dns_label, expected=names),
+        "other_namespace": section.string("other_namespace", None, check=valid_dns_label, expected=names),
+        "restricted_priority_class": section.string("restricted_priority_class", None,
+                                                    expected="the name of a PriorityClass"),
+        "node_kubeconfig": section.string("node_kubeconfig", None, expected="the path of a kubeconfig file"),
+        "node_context": section.string("node_context", None, expected="a context name in that kubeconfig"),
+        "node_name": section.string("node_name", None, expected="a node name"),
+        "audit_log": section.string("audit_log", None, expected="the path of the API server's audit log"),
+        "record_wait_seconds": section.number("record_wait_seconds", 10.0, above=0, at_most=600),
+    }
+    if any(v is _Missing for v in values.values()):
+        return None
+    try:
+        return GovernanceSettings(**values)
+    except ProfileError as err:
+        problems.extend(err.problems)
+        return None
 
 
 def load_profile(path: str | Path) -> TargetProfile:

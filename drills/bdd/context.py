@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from drills.connect import Target
 from drills.controlplane import ControlPlaneDrill
 from drills.gang import GangDrill
+from drills.governance import GovernanceDrill
 from drills.isolation import IsolationDrill
 from drills.leak.drill import LeakDrill
 from drills.nodepull import NodePullDrill
@@ -34,6 +35,7 @@ class ScenarioContext:
     leak: LeakDrill | None = None
     serving: ServingDrill | None = None
     control_plane: ControlPlaneDrill | None = None
+    governance: GovernanceDrill | None = None
 
     def gang_drill(self) -> GangDrill:
         if self.gang is None:
@@ -71,6 +73,12 @@ class ScenarioContext:
             self.control_plane = ControlPlaneDrill(self.target, self.result, self.run_id)
         return self.control_plane
 
+    def governance_drill(self) -> GovernanceDrill:
+        if self.governance is None:
+            self.result.drill = "governance"
+            self.governance = GovernanceDrill(self.target, self.result, self.run_id)
+        return self.governance
+
     def loaded_drill(self) -> ServingDrill | ControlPlaneDrill:
         """The drill of this scenario that runs a load (the serving or the control-plane drill)."""
         drill = self.serving or self.control_plane
@@ -81,7 +89,8 @@ class ScenarioContext:
 
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.control_plane, self.serving, self.leak, self.isolation, self.node_pull, self.gang):
+        for drill in (self.governance, self.control_plane, self.serving, self.leak, self.isolation, self.node_pull,
+                      self.gang):
             if drill is not None:
                 try:
                     drill.rollback()
