@@ -92,6 +92,9 @@ class GangDrill:
     pods: dict[str, PodTrack] = field(default_factory=dict)
     changes: list[PodChange] = field(default_factory=list)
     submitted_at: float | None = None
+    """When the first gang was submitted (harness monotonic clock)."""
+    submitted: dict[str, float] = field(default_factory=dict)
+    """When each gang was submitted (a scenario may submit one while another runs)."""
     whole_at: dict[str, float] = field(default_factory=dict)
     """When each gang first had min_member workers Running at the same time."""
     partial_since: float | None = None
@@ -111,31 +114,54 @@ class GangDrill:
 
     # ---------------------------------------------------------------- act
     def submit(self, gangs: int, workers: int, gpus: int, run_seconds: float | None = None) -> None:
+        """Submit ``gangs`` gangs together (their pods interleaved); a scenario may submit again later, while
+        the earlier gangs run (then the new gang has to wait for them, see :meth:`_must_wait`)."""
         profile = self.target.profile
         # Every worker is a rank of the training canary: a gang's ranks really rendezvous and step together,
         # and one that runs for a while exits 0 after that many steps (each steps_total x the step time).
         training = CanaryTraining(workers, gpus, checkpoint_every=0, compute_seconds=GANG_STEP_SECONDS)
         steps = 0 if run_seconds is None else max(1, round(run_seconds / GANG_STEP_SECONDS))
-        names = [f"gang-{chr(ord('a') + i)}-{self.run_id}"[:50] for i in range(gangs)]
-        self.specs = [canary_job_spec(n, self.run_id, profile, training, steps_total=steps,
-                                      form=CanaryForm.GANG_PODS)
-                      for n in names]
-        manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in self.specs]
-        for spec in self.specs:
-            for i in range(spec.workers):
-                self.pods[f"{spec.name}-worker-{i}"] = PodTrack(spec.name, gpus)
-        self.target.driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id),
-                                 on_event=self._on_pod)
+        first = len(self.specs)
+        names = [f"gang-{chr(ord('a') + first + i)}-{self.run_id}"[:50] for i in range(gangs)]
+        specs = [canary_job_spec(n, self.run_id, profile, training, steps_total=steps, form=CanaryForm.GANG_PODS)
+                 for n in names]
+        if first:
+            self._must_wait(specs)
+        manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in specs]
+        with self._lock:
+            self.specs.extend(specs)
+            for spec in specs:
+                for i in range(spec.workers):
+                    self.pods[f"{spec.name}-worker-{i}"] = PodTrack(spec.name, gpus)
+        if not first:
+            self.target.driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id),
+                                     on_event=self._on_pod)
         groups = [[m for m in ms if m.get("kind") != "Pod"] for ms in manifests]
         pod_lists = [[m for m in ms if m.get("kind") == "Pod"] for ms in manifests]
-        self.submitted_at = self.target.driver.timeline.action(
+        submitted = self.target.driver.timeline.action(
             "submit-gangs", target=",".join(names), workers=workers, gpus_per_worker=gpus).stamp.mono
+        if self.submitted_at is None:
+            self.submitted_at = submitted
+        self.submitted.update({n: submitted for n in names})
         for group in groups:
             for obj in group:
                 self._create_group_object(obj)
         for i in range(workers):  # interleaved, as jobs submitted together reach the scheduler
             for pods in pod_lists:
                 self.target.driver.create(pods[i])
+
+    def _must_wait(self, specs: list[GangSpec]) -> None:
+        """A gang submitted while this drill's earlier gangs run is there to wait for them: if the cluster has room
+        for it at once, it would not wait and the scenario would prove nothing (INCONCLUSIVE)."""
+        gpus = max(s.gpus_per_worker for s in specs)
+        free = free_gpus_per_node(self.target)
+        fitting = sorted(n for n, g in free.items() if g >= gpus)
+        need = sum(s.workers for s in specs)
+        if len(fitting) >= need:
+            raise DrillInconclusive(
+                f"the gang would not have to wait: while {', '.join(s.name for s in self.specs)} runs, {len(fitting)} "
+                f"nodes still have {gpus} free GPUs and it needs {need}; free GPUs per node: {free}. Make the running "
+                "gang bigger, or the waiting one, so that both do not fit at once")
 
     def _create_group_object(self, obj: Obj) -> None:
         """Create a gang's group object; a cluster that does not serve its API makes the drill INCONCLUSIVE."""
@@ -262,6 +288,41 @@ class GangDrill:
             assert self.submitted_at is not None
             self.result.details["first_whole_gang"] = winner
             return self.result.measure(Measurement(name, self.whole_at[winner] - self.submitted_at, "s"))
+
+    def wait_running(self, timeout: float) -> None:
+        """The gangs submitted so far run whole (a job already running when the scenario's next gang comes);
+        INCONCLUSIVE if they do not: what comes next would prove nothing, and *A gang that fits is placed
+        whole* judges that promise."""
+        ok = self._wait(lambda: all(self._whole(s.name) for s in self.specs), timeout)
+        if not ok:
+            missing = [s.name for s in self.specs if not self._whole(s.name)]
+            raise DrillInconclusive(f"gang(s) {', '.join(missing)} never ran whole within {timeout:g} s, so no later "
+                                    "gang had to wait for them")
+
+    def wait_waiting_gang_whole(self, timeout: float, tolerance: float = 1.0) -> Measurement:
+        """The last gang submitted, which had to wait for the others, runs whole; a FAIL names the GPUs it held
+        with fewer than minMember workers placed while it waited (episodes shorter than ``tolerance``, binding a
+        gang pod by pod, count zero)."""
+        waiting = self.specs[-1]
+        ok = self._wait(lambda: self._whole(waiting.name), timeout)
+        name = "time until the waiting gang runs whole"
+        now = self.target.driver.timeline.clock.mono()
+        with self._lock:
+            held = partial_hold(list(self.changes), [Gang(waiting.name, waiting.min_available,
+                                                          waiting.gpus_per_worker)], now, tolerance)[waiting.name]
+            others = ", ".join(s.name for s in self.specs[:-1])
+            if held.episodes:
+                seconds = sum(end - start for start, end, _, _ in held.episodes)
+                pods, gpus = max((p, g) for _, _, p, g in held.episodes)
+                self.result.fail(f"while it waited for {others}, gang {waiting.name} held GPUs with fewer than "
+                                 f"{waiting.min_available} workers placed for {seconds:.1f} s: "
+                                 f"{held.gpu_seconds / seconds:.0f} GPUs on average, up to {gpus} ({pods} workers); "
+                                 f"{held.gpu_seconds:.1f} GPU-s it could not use")
+            if not ok:
+                note = "a deadlock was seen" if self.deadlock else f"it did not run whole within {timeout:g} s"
+                return self.result.measure(Measurement(name, None, "s", note=note))
+            return self.result.measure(Measurement(name, self.whole_at[waiting.name] - self.submitted[waiting.name],
+                                                   "s"))
 
     def wait_all_ran_whole(self, timeout: float) -> Measurement:
         ok = self._wait(lambda: all(self._whole(s.name) for s in self.specs), timeout)

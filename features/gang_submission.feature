@@ -19,3 +19,10 @@ Feature: Gang submission
     Then exactly one gang runs whole within 30 seconds while the others hold no GPU
     And every gang has run whole within 60 seconds
     And partial-hold GPU-seconds stay at or below 0
+
+  @clause:4.3
+  Scenario: A gang that must wait for GPUs holds none while it waits
+    When a gang of 2 workers with 8 GPUs each runs for 5 seconds
+    And I submit a gang of 4 workers with 8 GPUs each
+    Then the waiting gang runs whole within 30 seconds, holding no GPU until then
+    And partial-hold GPU-seconds stay at or below 0

@@ -27,6 +27,8 @@ from drills.verdict import Comparison, Measurement, Threshold
 # Waiting longer than a threshold tells "missed by a little" from "never": each Then step
 # observes for this many times its threshold, plus a fixed margin, before calling it never.
 OBSERVE_FACTOR, OBSERVE_MARGIN = 2.0, 10.0
+RUNNING_WITHIN = 60.0
+"""Seconds a scenario's already-running gang ('When a gang of ... runs for ...') gets to run whole."""
 
 
 def _window(limit: float) -> float:
@@ -72,6 +74,16 @@ def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, du
     drill.gang_drill().submit(count, workers, gpus, run_seconds=duration)
 
 
+@step("When", "a gang of {workers:Count} workers with {gpus:Count} GPUs each runs for {duration:Duration}",
+      "a gang of 2 workers with 8 GPUs each runs for 5 seconds")
+def running_gang(drill: ScenarioContext, workers: int, gpus: int, duration: float) -> None:
+    """A job already running: one gang whose workers finish after the given time.  The step returns once it runs
+    whole, so a gang submitted next has to wait for it (INCONCLUSIVE if it never runs whole, or if the cluster has
+    room for the next gang as well)."""
+    drill.gang_drill().submit(1, workers, gpus, run_seconds=duration)
+    drill.gang_drill().wait_running(RUNNING_WITHIN)
+
+
 @step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
       "I pull the node of worker 0 with kill")
 def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
@@ -102,6 +114,16 @@ def every_whole(drill: ScenarioContext, limit: float) -> None:
     """Each gang eventually ran with all its workers (the waiting one after the first finished)."""
     drill.gang_drill().wait_all_ran_whole(_window(limit))
     drill.result.check(Threshold("time until every gang ran whole", limit, "s"))
+
+
+@step("Then", "the waiting gang runs whole within {limit:Duration}, holding no GPU until then",
+      "the waiting gang runs whole within 30 seconds, holding no GPU until then")
+def waiting_gang_whole(drill: ScenarioContext, limit: float) -> None:
+    """The gang submitted last, which had to wait for the running one, runs whole (measured from its submission);
+    GPUs it held with fewer than minMember workers placed while it waited (a partial commit) are a FAIL that names
+    them."""
+    drill.gang_drill().wait_waiting_gang_whole(_window(limit))
+    drill.result.check(Threshold("time until the waiting gang runs whole", limit, "s"))
 
 
 @step("Then", "partial-hold GPU-seconds stay at or below {limit:Number}",

@@ -42,6 +42,10 @@ BAD_VALUES = [
      "write one of ms,"),
     ("Then", "partial-hold GPU-seconds stay at or below none", "number", "none", "not a number of 0 or more",
      "write digits, e.g. 0, 10 or 2.5"),
+    ("When", "a gang of 2 workers with 8 GPUs each runs for 5 sec", "duration", "5 sec", "unknown unit 'sec'",
+     "write one of ms,"),
+    ("Then", "the waiting gang runs whole within 0 seconds, holding no GPU until then", "duration", "0 seconds",
+     "a duration of zero", "write more than zero"),
     ("Then", "the platform detects the failure within 5 parsecs", "duration", "5 parsecs", "unknown unit 'parsecs'",
      "write one of ms,"),
     ("Then", "the job's pods are off the failed node within 5 fortnights of detection", "duration", "5 fortnights",
@@ -249,6 +253,12 @@ def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path
       "Then a new replica serves within 10 seconds of the queue crossing its threshold"], 7,
      "'a new replica serves within 10 seconds of the queue crossing its threshold': no autoscaled service, so no "
      "new replica is due; put 'Given an inference service of ..., scaling out to ...' first"),
+    (["Given the cluster has at least 4 schedulable GPU nodes with 8 free GPUs each",
+      "When I submit a gang of 4 workers with 8 GPUs each",
+      "And a gang of 2 workers with 8 GPUs each runs for 5 seconds",
+      "Then the waiting gang runs whole within 30 seconds, holding no GPU until then"], 6,
+     "'the waiting gang runs whole within 30 seconds, holding no GPU until then': no gang waits in this scenario; "
+     "put 'When a gang of ... runs for ...' and then 'And I submit a gang of ...' before it"),
     (["Given steady control-plane load from 4 users writing, listing and watching pods",
       "When a node is pulled with kill after 3 seconds of load",
       "And the load goes on for 10 seconds",
