@@ -455,6 +455,32 @@ def compare(
 
 
 @app.command()
+def conformance(
+    run: Annotated[Path, typer.Argument(help="A sealed run archive folder (reports/<run-id>); it must verify.")],
+    out: Annotated[Path, typer.Argument(help="The submission folder to write, new or empty, named for the product "
+                                             "as the program's v<X.Y>/<dir>/ (e.g. submission/v1.37/acme-gpu).")],
+    version: Annotated[str, typer.Option("--version", help="The program's checklist to fill, e.g. v1.37.")] = "v1.37",
+    metadata: Annotated[Path | None, typer.Option(help="YAML mapping of PRODUCT.yaml's metadata (vendorName, "
+                                                       "platformName, ...); placeholders where absent.")] = None,
+    key: Annotated[Path | None, typer.Option(help="The run signer's public key: RUN must be sealed by it.")] = None,
+    ledger: Annotated[Path | None, typer.Option(help="The ledger (reports/ledger.jsonl): RUN must be in an intact "
+                                                      "chain.")] = None,
+    sign_key: Annotated[Path | None, typer.Option(envvar="FIREDRILL_SIGNING_KEY", help="Ed25519 private key (PEM, "
+                                                  "mode 0600) that signs the folder's manifest; without it a "
+                                                  "throwaway key is used and the command says so.")] = None,
+) -> None:
+    """Write a CNCF Kubernetes AI Conformance submission folder (PRODUCT.yaml, junit.xml, e2e.log, results.json,
+    signed manifest) from a verified run's @conformance:<id> scenarios (docs/CONFORMANCE.md).
+
+    Exit codes: 0 written, 1 RUN does not verify (nothing written), 2 bad input (unknown --version, RUN not a run
+    archive, OUT not empty, bad metadata).
+    """
+    from drills.conformance.submission import run_conformance
+
+    raise typer.Exit(int(run_conformance(run, out, version, metadata, key, ledger, sign_key, console, err)))
+
+
+@app.command()
 def version() -> None:
     """Print Firedrill's version."""
     console.print(f"firedrill {__version__}")

@@ -14,6 +14,12 @@
    edited line breaks the link at a named line), the run has a line, and that line's manifest digest,
    keyid and verdict match the archive.
 
+A folder whose signed manifest says ``"kind": "conformance"`` is a CNCF Kubernetes AI Conformance submission
+made by ``firedrill conformance`` from a run archive: checks 1-3 hold as they are, it has no statements of its own
+(4), the submission itself is checked by :func:`drills.conformance.check.check_submission` (PRODUCT.yaml against
+the program's checklist, the JUnit file, every evidence pointer), and with a ledger (5) the line checked is the
+source run's, against the source manifest digest and keyid the signed manifest names.
+
 :class:`VerifyReadError` (the CLI's exit 2) means the input could not be read at all: a missing path, a
 file that is not a tarball, a directory with no manifest, an unreadable key or ledger file.
 """
@@ -85,6 +91,11 @@ class VerifyReport:
     source: Path
     kind: str
     """``directory`` or ``tarball``."""
+    archive_kind: str = "run"
+    """``run`` (a run archive) or the signed manifest's ``kind`` (``conformance``: a conformance submission)."""
+    source_run: dict[str, Any] | None = None
+    """A conformance submission's source run as its signed manifest names it (``runId``, ``manifestSha256``,
+    ``keyid``): the ledger line checked is that run's."""
     run_id: str | None = None
     files: int = 0
     """Files in the archive (manifest and its signature included)."""
@@ -126,7 +137,8 @@ class VerifyReport:
 
     def lines(self) -> list[str]:
         """The full human report: what was checked with which key, every problem, then the summary."""
-        out = [f"{self.kind} {self.source}" + (f" (run {self.run_id})" if self.run_id else "")]
+        what = "" if self.archive_kind == "run" else f" ({self.archive_kind} submission)"
+        out = [f"{self.kind} {self.source}{what}" + (f" (run {self.run_id})" if self.run_id else "")]
         out.append(f"key: {self.key_source}")
         if self.key_given:
             out.append("  signatures made with this key: the archive is intact and was sealed by whoever holds "
@@ -286,7 +298,10 @@ def _check_envelope(path: str, data: bytes, expected_type: str, key: Ed25519Publ
     return envelope
 
 
-def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None, report: VerifyReport) -> None:
+def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None,
+                    report: VerifyReport) -> dict[str, Any] | None:
+    """Check the manifest and every file it lists; return the manifest read (the signed one when its signature
+    holds), or None when there is none to read."""
     signed: bytes | None = None
     signed_ok = False
     if MANIFEST_SIGNATURE not in files:
@@ -304,13 +319,13 @@ def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None, repor
     # the signed listing when its signature holds, else whatever manifest.json says
     listing = signed if signed is not None and signed_ok else files.get(MANIFEST, signed)
     if listing is None:
-        return
+        return None
     manifest = _json(listing, MANIFEST, report)
     if not isinstance(manifest, dict) or manifest.get("_type") != MANIFEST_TYPE \
             or not isinstance(manifest.get("files"), list):
         if manifest is not None:
             report.problem(MANIFEST, f"not a Firedrill manifest ({MANIFEST_TYPE})")
-        return
+        return None
     if isinstance(manifest.get("runId"), str):
         report.run_id = manifest["runId"]
     listed: set[str] = set()
@@ -335,10 +350,12 @@ def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None, repor
     for path in files:
         if path not in listed and path not in UNLISTED:
             report.problem(path, "not listed in manifest.json: added after sealing")
+    return manifest
 
 
-def _check_statements(files: dict[str, bytes], key: Ed25519PublicKey | None, report: VerifyReport) -> None:
-    if RUN_ENVELOPE not in files:
+def _check_statements(files: dict[str, bytes], key: Ed25519PublicKey | None, report: VerifyReport, *,
+                      require_run: bool = True) -> None:
+    if require_run and RUN_ENVELOPE not in files:
         report.problem(RUN_ENVELOPE, "missing: no run statement")
     for path in sorted(p for p in files if p.startswith(f"{EVIDENCE_DIR}/") and p.endswith(".dsse.json")):
         envelope = _check_envelope(path, files[path], PAYLOAD_TYPE, key, report)
@@ -436,6 +453,12 @@ def check_ledger_entry(chain: LedgerChain, files: dict[str, bytes], record: dict
     n, entry = mine[-1]
     report.ledger_line = n
     where = f"{ledger} line {n}"
+    if report.source_run is not None:  # a conformance submission: its source run's line
+        for field_name, ours in (("manifest_sha256", "manifestSha256"), ("keyid", "keyid")):
+            if entry.get(field_name) != report.source_run.get(ours):
+                report.problem(where, f"{field_name} {str(entry.get(field_name))[:16]}… is not the source run's "
+                                      f"{str(report.source_run.get(ours))[:16]}… that the signed manifest names")
+        return
     if MANIFEST in files and entry.get("manifest_sha256") != sha256_hex(files[MANIFEST]):
         report.problem(where, f"manifest_sha256 {str(entry.get('manifest_sha256'))[:16]}… is not the SHA-256 of "
                               f"the archive's manifest.json ({sha256_hex(files[MANIFEST])[:16]}…)")
@@ -482,8 +505,21 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
     report.files = len(files)
     public_key = _resolve_key(files, key, report)
     _check_signer(files, report)
-    _check_manifest(files, public_key, report)
-    _check_statements(files, public_key, report)
+    manifest = _check_manifest(files, public_key, report) or {}
+    if isinstance(manifest.get("kind"), str):
+        report.archive_kind = manifest["kind"]
+    if report.archive_kind == "run":
+        _check_statements(files, public_key, report)
+    elif report.archive_kind == "conformance":
+        from drills.conformance.check import check_submission  # the conformance layer builds on this one
+
+        _check_statements(files, public_key, report, require_run=False)
+        check_submission(files, manifest, report.problem)
+        source = (manifest.get("conformance") or {}).get("source")
+        report.source_run = source if isinstance(source, dict) else {}
+    else:
+        report.problem(MANIFEST, f"kind {report.archive_kind!r} is not one this Firedrill knows (a run archive has "
+                                 "no kind; a conformance submission has kind 'conformance')")
     record = _record_facts(files, report)
     if report.run_id is None and isinstance(record.get("run_id"), str):
         report.run_id = record["run_id"]
