@@ -156,6 +156,8 @@ class ApiServer:
             if path == tokenreview.PATH:
                 return json_response(tokenreview.review(request, who, await read_body(
                     request, self.settings.max_body_bytes), self.authenticator, note), 201)
+            note.reason = "an authenticated user reads discovery and OpenAPI (the leak report and /metrics: " \
+                "cluster-admin only)"
             if self.usage is not None and path in leakreport.PATHS:
                 # Off the event loop: a long window takes a while to account and must not stall watches.
                 return await run_in_threadpool(leakreport.serve, self.usage, request, who, path,
