@@ -31,6 +31,11 @@ class TieBreak(Enum):
     """Uniformly at random from a generator seeded by ``SchedulerConfig.seed`` (kube-scheduler's choice)."""
     FIRST = "first"
     """The first node in snapshot order: fully predictable, for tests and demos."""
+    ORDER = "order"
+    """The first node in one fixed order drawn from ``SchedulerConfig.seed`` (a seeded hash of each node's name,
+    so the order outlives snapshots and node churn).  The FGD authors' simulator breaks ties this way (the
+    lexically smallest of node names given random prefixes once per run): equal-score pods keep going to the
+    same nodes, which packs them; uniform random ties spread them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +56,9 @@ DEFAULT_PLUGINS: tuple[PluginSpec, ...] = (
     PluginSpec("placement", weight=1.0),
     PluginSpec("topology", weight=1.0),
 )
-PLACEMENT_POLICIES: tuple[str, ...] = ("random", "best-fit", "fgd")
+PLACEMENT_POLICIES: tuple[str, ...] = (
+    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd+bestfit")
+"""The six policies of the FGD paper (docs/SCHEDULER.md, Placement policies) and our hybrid ``fgd+bestfit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +68,15 @@ class SchedulerConfig:
     actions: tuple[str, ...] = DEFAULT_ACTIONS
     plugins: tuple[PluginSpec, ...] = DEFAULT_PLUGINS
     placement: str = "best-fit"
-    """Node-scoring policy of the ``placement`` plugin: ``random``, ``best-fit`` or ``fgd``."""
+    """Node-scoring policy of the ``placement`` plugin, one of :data:`PLACEMENT_POLICIES`."""
     profile: Profile = Profile.GANG
     typical_pods: TypicalPods | None = None
-    """The workload's typical-pod distribution for ``fgd``; derived from the snapshot's pods when ``None``."""
-    fgd_packing_weight: float = 0.01
-    """Weight of the best-fit score added to ``fgd``'s (both 0..100): a tie-break among
-    nodes within about one FGD point; 0 gives pure FGD with random ties."""
+    """The workload's typical-pod distribution for ``fgd`` and ``fgd+bestfit``; derived from the snapshot's
+    pods when ``None``."""
+    fgd_packing_weight: float = 0.005
+    """``fgd+bestfit`` only: weight of the unrounded best-fit score (0..100) added to FGD's integer score, so
+    below 0.01 best-fit only breaks FGD's ties.  Chosen on seeds 0..3 (docs/SCHEDULER.md).  Pure ``fgd``
+    ignores it."""
     topology_key: str | None = TOPOLOGY_LABEL
     """Node label whose values group nodes; a gang is kept inside one group when one fits."""
     gpu_model_label: str = GPU_MODEL_LABEL

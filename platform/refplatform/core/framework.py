@@ -30,6 +30,7 @@ from refplatform.core.decisions import (
 )
 from refplatform.core.errors import ConfigError, SnapshotError
 from refplatform.core.jobs import Hold, Job, Task, TaskStatus
+from refplatform.core.node_order import order_keys
 from refplatform.core.pending import cluster_free_gpus, unplaced
 from refplatform.core.pod import PodPhase
 from refplatform.core.podgroup import DEFAULT_QUEUE, PodGroupPhase
@@ -147,6 +148,8 @@ class Session:
         self.gang = config.profile is Profile.GANG
         self.state = ClusterState(snapshot.nodes, config.gpu_model_label, config.topology_key)
         self.rng = np.random.default_rng(config.seed)
+        self._order: np.ndarray | None = None
+        """Per-node keys of ``TieBreak.ORDER``, computed at the first tie."""
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
         self.queues.setdefault(DEFAULT_QUEUE, Queue(DEFAULT_QUEUE))
         self.jobs: dict[str, Job] = {}
@@ -340,19 +343,22 @@ class Session:
                 if s is None:
                     continue
                 total = s * weight if total is None else total + s * weight
-            if total is None:
-                node = int(idx[0]) if self.config.tie_break is TieBreak.FIRST else int(
-                    idx[self.rng.integers(len(idx))])
-            else:
-                best = np.flatnonzero(total >= total.max() - 1e-9)
-                if len(best) == 1 or self.config.tie_break is TieBreak.FIRST:
-                    node = int(idx[best[0]])
-                else:
-                    node = int(idx[best[self.rng.integers(len(best))]])
+            best = idx if total is None else idx[total >= total.max() - 1e-9]
+            node = self.break_tie(best)
         gpus = self._pick(task, self.state, node)
         if gpus is None:
             return None
         return node, tuple(gpus)
+
+    def break_tie(self, best: np.ndarray) -> int:
+        """The winner among nodes ``best`` (ascending indices) with the same best score, by ``tie_break``."""
+        if len(best) == 1 or self.config.tie_break is TieBreak.FIRST:
+            return int(best[0])
+        if self.config.tie_break is TieBreak.ORDER:
+            if self._order is None:
+                self._order = order_keys(self.state.names, self.config.seed)
+            return int(best[np.argmin(self._order[best])])
+        return int(best[self.rng.integers(len(best))])
 
     def place_tasks(self, job: Job, stmt: Statement, restrict: np.ndarray | None = None,
                     record: bool = True) -> bool:

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trace_dir = args.trace_dir or default_trace_dir()
     seeds = _seeds(args.seeds)
-    header = (f"{'policy':<9} {'seeds':>5} {'alloc@100%':>10} {'unalloc@100%':>12} {'unalloc@130%':>12} "
+    header = (f"{'policy':<15} {'seeds':>5} {'alloc@100%':>10} {'unalloc@100%':>12} {'unalloc@130%':>12} "
               f"{'frag ratio@90%':>14} {'failed pods':>11} {'s/replay':>8}  published unalloc@100/130%")
     print(f"trace: {trace_dir}  pod file: {args.pod_file}  seeds: {args.seeds}")
     print(header)
@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         mean = lambda f: statistics.fmean(f(r) for r in results)  # noqa: E731
-        published = ""
+        published = "-"
         if args.pod_file == DEFAULT_POD_FILE and policy in PUBLISHED_UNALLOCATED_130:
             published = f"{PUBLISHED_UNALLOCATED_100[policy]:.2f} / {PUBLISHED_UNALLOCATED_130[policy]:.2f}"
-        print(f"{policy:<9} {len(seeds):>5} {mean(lambda r: r.alloc_at(100)):>10.2f} "
+        print(f"{policy:<15} {len(seeds):>5} {mean(lambda r: r.alloc_at(100)):>10.2f} "
               f"{mean(lambda r: r.unallocated_100):>12.2f} {mean(lambda r: r.unallocated_130):>12.2f} "
               f"{mean(lambda r: r.frag_ratio_at(90)):>14.1f} {mean(lambda r: r.failed_pods):>11.0f} "
               f"{statistics.median(r.seconds for r in results):>8.2f}  {published}")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from refplatform.core import MILLI_PER_GPU, ClusterState
+from refplatform.core import MILLI_PER_GPU, PLACEMENT_POLICIES, ClusterState
 from refplatform.sim import DEFAULT_NODE_FILE, DEFAULT_POD_FILE, TraceError, TracePod, inflate, replay
 from refplatform.sim.__main__ import main
 
@@ -48,7 +51,7 @@ def _checker(problems: list[str]):
 
 
 @needs_trace
-@pytest.mark.parametrize("policy", ["random", "best-fit", "fgd"])
+@pytest.mark.parametrize("policy", PLACEMENT_POLICIES)
 def test_replay_never_overallocates_and_reports_ratios_in_range(trace_slice: Path, policy: str) -> None:
     problems: list[str] = []
     result = replay(trace_slice, policy, 42, on_step=_checker(problems))
@@ -96,6 +99,15 @@ def test_cli_reports_a_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "trace file not found" in capsys.readouterr().err
     with pytest.raises(TraceError):
         replay(tmp_path, "random", 1)
+
+
+def test_replay_benchmark_fails_when_the_trace_is_missing(tmp_path: Path) -> None:
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_replay.py"
+    run = subprocess.run([sys.executable, str(bench), "--trace-dir", str(tmp_path), "--policy", "fgd"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             [str(bench.parents[2]), str(bench.parents[2] / "platform")])})
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "trace not found" in run.stderr and "nothing was measured" in run.stderr
 
 
 def test_inflation_copies_until_the_next_copy_would_pass_the_target() -> None:

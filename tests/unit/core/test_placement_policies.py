@@ -1,0 +1,153 @@
+"""The FGD paper's placement policies as the authors' plugins score them, the hybrid, and TieBreak.ORDER."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refplatform.core import (
+    PLACEMENT_POLICIES,
+    PLACER_PLUGINS,
+    Bind,
+    ClusterState,
+    PodShape,
+    SchedulerConfig,
+    Snapshot,
+    TieBreak,
+    TypicalPods,
+    schedule,
+)
+from refplatform.core.framework import Session
+from refplatform.core.jobs import Job, Task
+from refplatform.core.node_order import order_keys
+from refplatform.core.placer import Placer
+from refplatform.core.policies import (
+    BestFitPolicy,
+    DotProductPolicy,
+    FGDPolicy,
+    GpuClusteringPolicy,
+    GpuPackingPolicy,
+)
+
+from .schedcase import Case, check, node, pod
+
+ONE_GPU = TypicalPods((PodShape(1000, 1000, 1),), (1.0,))
+
+
+def cfg(policy: str, tie: TieBreak = TieBreak.FIRST, **kw) -> SchedulerConfig:
+    return SchedulerConfig(tie_break=tie, placement=policy, typical_pods=ONE_GPU, topology_key=None, **kw)
+
+
+def task_of(p) -> Task:
+    job = Job("default/j", "default", "j", "default", 0, 1, 0.0)
+    return Task.of(p, job)
+
+
+CASES = [
+    # gpu-packing: a shared GPU first, then idle GPUs of a used node, then an idle node.
+    Case("gpu-packing puts a share on an already shared GPU",
+         [node("idle"), node("used"), node("shared")], config=cfg("gpu-packing"),
+         pods=[pod("u", gpus=1, on="used", gpu_indices=(0,)), pod("s", milli=500, on="shared", gpu_indices=(3,)),
+               pod("new", milli=300)],
+         binds={"new": "shared"}, gpu_indices={"new": (3,)}),
+    Case("gpu-packing puts whole GPUs on a used node before an idle one",
+         [node("idle"), node("used")], config=cfg("gpu-packing"),
+         pods=[pod("u", milli=500, on="used", gpu_indices=(0,)), pod("new", gpus=2)],
+         binds={"new": "used"}, gpu_indices={"new": (1, 2)}),
+    # gpu-clustering: nodes holding only the same GPU kind, then mixed ones with it, then GPU-pod-free ones.
+    Case("gpu-clustering keeps 1-GPU pods with 1-GPU pods",
+         [node("free"), node("shares"), node("mixed"), node("ones")], config=cfg("gpu-clustering"),
+         pods=[pod("a", milli=500, on="shares", gpu_indices=(0,)),
+               pod("b", gpus=1, on="mixed", gpu_indices=(0,)), pod("c", milli=200, on="mixed", gpu_indices=(1,)),
+               pod("d", gpus=1, on="ones", gpu_indices=(0,)), pod("new", gpus=1)],
+         binds={"new": "ones"}),
+    Case("gpu-clustering prefers a mixed node holding the kind over a GPU-pod-free one",
+         [node("free"), node("shares"), node("mixed")], config=cfg("gpu-clustering"),
+         pods=[pod("a", milli=500, on="shares", gpu_indices=(0,)),
+               pod("b", gpus=1, on="mixed", gpu_indices=(0,)), pod("c", milli=200, on="mixed", gpu_indices=(1,)),
+               pod("new", gpus=1)],
+         binds={"new": "mixed"}),
+    Case("gpu-clustering sends a new kind to a node without GPU pods",
+         [node("shares"), node("free")], config=cfg("gpu-clustering"),
+         pods=[pod("a", milli=500, on="shares", gpu_indices=(0,)), pod("new", gpus=4)],
+         binds={"new": "free"}),
+    # dot-product: the smallest dot product of free resources and request.
+    Case("dot-product prefers the node with less of what the pod asks for free",
+         [node("roomy", cpu=96000), node("tight", cpu=24000)], config=cfg("dot-product"),
+         pods=[pod("new", gpus=1, cpu=8000)], binds={"new": "tight"}),
+    # fgd vs fgd+bestfit: a whole-GPU pod makes no fragment on either node: an FGD tie.
+    Case("pure fgd leaves a tie to the tie-break", [node("empty"), node("half")], config=cfg("fgd"),
+         pods=[pod("u", gpus=4, on="half", gpu_indices=(0, 1, 2, 3)), pod("new", gpus=1)],
+         binds={"new": "empty"}),
+    Case("fgd+bestfit breaks FGD's tie by best-fit", [node("empty"), node("half")], config=cfg("fgd+bestfit"),
+         pods=[pod("u", gpus=4, on="half", gpu_indices=(0, 1, 2, 3)), pod("new", gpus=1)],
+         binds={"new": "half"}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_policy_table(case: Case) -> None:
+    check(case)
+
+
+def test_every_policy_places_through_the_placer() -> None:
+    for policy in PLACEMENT_POLICIES:
+        placer = Placer([node("a", gpus=2), node("b", gpus=4)], SchedulerConfig(
+            plugins=PLACER_PLUGINS, placement=policy, typical_pods=ONE_GPU, topology_key=None))
+        results = [placer.place(pod(f"p{i}", gpus=1, cpu=1000)) for i in range(6)]
+        assert all(isinstance(r, Bind) for r in results), policy
+        assert isinstance(placer.place(pod("p6", gpus=1)), Bind) is False, policy
+
+
+def test_gpu_clustering_follows_pods_placed_in_the_same_session() -> None:
+    placer = Placer([node("a"), node("b")], SchedulerConfig(
+        plugins=PLACER_PLUGINS, placement="gpu-clustering", tie_break=TieBreak.FIRST, topology_key=None))
+    first = placer.place(pod("s0", milli=300))
+    assert isinstance(first, Bind) and first.node == "a"
+    one = placer.place(pod("w0", gpus=1))  # a holds a share: a whole-GPU pod prefers the pod-free node
+    assert isinstance(one, Bind) and one.node == "b"
+    share = placer.place(pod("s1", milli=300))
+    assert isinstance(share, Bind) and share.node == "a"
+
+
+def test_integer_scores_as_the_authors_plugins_return() -> None:
+    state = ClusterState([node("a", cpu=128000), node("b", gpus=2, cpu=32000)])
+    state.allocate(0, 5000, 0, (0,), 300)
+    idx = np.arange(2)
+    t = task_of(pod("p", milli=500, cpu=3000))
+    for policy in (BestFitPolicy(), DotProductPolicy(), GpuPackingPolicy(), FGDPolicy(ONE_GPU)):
+        s = policy.score(t, state, idx)
+        assert (s == np.floor(s)).all() and (0 <= s).all() and (s <= 100).all(), policy.name
+    # best-fit: int(100 (1 - (0.5 (cpu left)/128000 + 0.5 (gpu left)/8000)))
+    assert BestFitPolicy().score(t, state, idx).tolist() == [
+        int(100 * (1 - (0.5 * 120000 / 128000 + 0.5 * 7200 / 8000))),
+        int(100 * (1 - (0.5 * 29000 / 128000 + 0.5 * 1500 / 8000)))]
+    # gpu-packing: a's GPU 0 has 700 free: 100 - (70 // 10); b is idle: 33 - 2
+    assert GpuPackingPolicy().score(t, state, idx).tolist() == [93, 31]
+
+
+def test_fgd_score_is_the_integer_part_of_the_sigmoid() -> None:
+    state = ClusterState([node("a", gpus=2)])
+    state.allocate(0, 0, 0, (0,), 700)  # 300 free on GPU 0: a fragment for the 1-GPU typical pod
+    policy = FGDPolicy(ONE_GPU)
+    t = task_of(pod("p", milli=200))
+    delta = policy.deltas(t, state, np.arange(1))
+    assert delta[0] == -200  # the share goes on the fragment, which shrinks by 200
+    assert policy.score(t, state, np.arange(1))[0] == int(100 / (1 + np.exp(-0.2)))
+
+
+def test_order_tie_break_is_seeded_and_outlives_snapshots() -> None:
+    names = [f"n{i}" for i in range(50)]
+    keys = order_keys(names, 7)
+    assert (keys == order_keys(list(reversed(names)), 7)[::-1]).all(), "a node's place follows its name"
+    assert not (keys == order_keys(names, 8)).all()
+    winners = set()
+    for nodes in (names, list(reversed(names)), names[:-10] + ["extra"] + names[-10:]):
+        ssn = Session(Snapshot(nodes=tuple(node(n) for n in nodes)), SchedulerConfig(
+            tie_break=TieBreak.ORDER, seed=7, topology_key=None))
+        winners.add(ssn.state.names[ssn.break_tie(np.arange(len(nodes)))])
+    first = names[int(np.argmin(keys))]
+    assert winners == {first} or winners == {first, "extra"}
+    decisions = schedule(Snapshot(nodes=tuple(node(n) for n in names), pods=(pod("p", gpus=8),)),
+                         SchedulerConfig(tie_break=TieBreak.ORDER, seed=7, topology_key=None, placement="gpu-packing"))
+    assert [b.node for b in decisions.binds] == [first]
