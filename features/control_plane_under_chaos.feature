@@ -1,4 +1,3 @@
-@conformance:robust_controller
 Feature: The control plane under chaos
   The API server and the scheduler keep the Kubernetes service levels while a
   node dies: mutating calls answer within a second, new pods start within five

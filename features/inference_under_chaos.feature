@@ -1,4 +1,3 @@
-@conformance:ai_inference
 Feature: Inference under chaos
   Inference users keep their service level while the cluster is disturbed. A
   replica taken out for maintenance finishes what it took on, the load moves to
@@ -16,7 +15,7 @@ Feature: Inference under chaos
     And at most 1 % of requests fail
     And at most 0 requests are lost
 
-  @clause:9.2
+  @clause:9.2 @conformance:pod_autoscaling @conformance:ai_service_metrics
   Scenario: A burst is absorbed by scaling out
     Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas when more than 2 requests wait per replica, each new replica loading its model for 2 seconds
     And steady load from 4 users who retry a refused request up to 2 times
@@ -26,7 +25,7 @@ Feature: Inference under chaos
     And p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump
     And at most 0 requests are lost
 
-  @clause:9.3
+  @clause:9.3 @conformance:pod_autoscaling @conformance:ai_service_metrics
   Scenario: Inference and training share the cluster
     Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 3 replicas when more than 1 requests wait per replica, each new replica loading its model for 2 seconds
     And the service scales in 15 seconds after its queue empties

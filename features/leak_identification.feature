@@ -1,4 +1,3 @@
-@conformance:leak_identification
 Feature: Leak identification
   The platform's leak report says where healthy GPU time went: which of the
   four holes (data pipeline, communication, fragmentation, fault tolerance)

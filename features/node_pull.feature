@@ -1,4 +1,3 @@
-@conformance:self_healing
 Feature: Node pull
   When a GPU node dies under a training job, the platform notices, moves the
   job to healthy nodes and training resumes from its last checkpoint, by itself.
