@@ -7,7 +7,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from refplatform.core import PLACEMENT_POLICIES
+from refplatform.core import PLACEMENT_POLICIES, TieBreak
 from refplatform.sim.replay import PUBLISHED_UNALLOCATED_100, PUBLISHED_UNALLOCATED_130, default_trace_dir, replay
 from refplatform.sim.trace import DEFAULT_POD_FILE, TraceError
 
@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m refplatform.sim",
         description="Replay the Alibaba GPU trace v2023 (openb) with the FGD paper's method "
-                    "(workload inflated to 130%% of GPU capacity, shuffled, pods never leave) "
+                    "(workload inflated to 130%% of GPU capacity, shuffled, pods never leave, equal scores to the "
+                    "first node in a fixed seeded order) "
                     "and print GPU allocation and fragmentation per policy.")
     parser.add_argument("--trace-dir", type=Path, default=None,
                         help=f"trace directory (default: {default_trace_dir()})")
@@ -36,17 +37,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="placement policies to replay")
     parser.add_argument("--seeds", default="42", help="seeds, e.g. 42 or 42-51 or 42,43")
     parser.add_argument("--ratio", type=float, default=1.3, help="workload inflation ratio (default 1.3)")
+    parser.add_argument("--tie-break", choices=[t.value for t in TieBreak], default=TieBreak.ORDER.value,
+                        help="how equal scores are broken (default order: the first node in a fixed seeded "
+                             "order, as in the FGD authors' simulator)")
+    parser.add_argument("--fgd-packing-weight", type=float, default=None,
+                        help="fgd+bestfit's weight of the best-fit score (default: SchedulerConfig's)")
     args = parser.parse_args(argv)
     trace_dir = args.trace_dir or default_trace_dir()
     seeds = _seeds(args.seeds)
     header = (f"{'policy':<15} {'seeds':>5} {'alloc@100%':>10} {'unalloc@100%':>12} {'unalloc@130%':>12} "
               f"{'frag ratio@90%':>14} {'failed pods':>11} {'s/replay':>8}  published unalloc@100/130%")
-    print(f"trace: {trace_dir}  pod file: {args.pod_file}  seeds: {args.seeds}")
+    weight = "" if args.fgd_packing_weight is None else f"  fgd+bestfit weight: {args.fgd_packing_weight}"
+    print(f"trace: {trace_dir}  pod file: {args.pod_file}  seeds: {args.seeds}  tie-break: {args.tie_break}{weight}")
     print(header)
     print("-" * len(header))
     for policy in args.policy:
         try:
-            results = [replay(trace_dir, policy, seed, args.pod_file, ratio=args.ratio) for seed in seeds]
+            results = [replay(trace_dir, policy, seed, args.pod_file, ratio=args.ratio,
+                              tie_break=TieBreak(args.tie_break), fgd_packing_weight=args.fgd_packing_weight)
+                       for seed in seeds]
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -103,12 +103,14 @@ class ReplayResult:
 
 
 def replay(trace_dir: str | Path | None, policy: str, seed: int, pod_file: str = DEFAULT_POD_FILE, *,
-           node_file: str = DEFAULT_NODE_FILE, ratio: float = 1.3,
+           node_file: str = DEFAULT_NODE_FILE, ratio: float = 1.3, tie_break: TieBreak = TieBreak.ORDER,
+           fgd_packing_weight: float | None = None,
            on_step: Callable[[ClusterState], None] | None = None) -> ReplayResult:
     """Replay one pod list against the openb GPU cluster with ``policy`` and ``seed``.
 
-    ``trace_dir`` ``None`` means :func:`default_trace_dir`; ``on_step`` (tests) sees the
-    cluster state after every arrival.
+    ``trace_dir`` ``None`` means :func:`default_trace_dir`; ``tie_break`` other than ``ORDER`` and
+    ``fgd_packing_weight`` (``fgd+bestfit``; ``None`` = the config's default) are for studying the
+    method; ``on_step`` (tests) sees the cluster state after every arrival.
     """
     started = time.perf_counter()
     trace_dir = Path(trace_dir) if trace_dir is not None else default_trace_dir()
@@ -118,8 +120,9 @@ def replay(trace_dir: str | Path | None, policy: str, seed: int, pod_file: str =
     workload_seed, placer_seed = np.random.SeedSequence(seed).generate_state(2)
     workload = inflate(trace, sum(n.allocatable.gpus for n in nodes) * 1000, ratio,
                        np.random.default_rng(int(workload_seed)))
+    weight = {} if fgd_packing_weight is None else {"fgd_packing_weight": fgd_packing_weight}
     config = SchedulerConfig(plugins=PLACER_PLUGINS, placement=policy, typical_pods=typical,
-                             topology_key=None, seed=int(placer_seed), tie_break=TieBreak.ORDER)
+                             topology_key=None, seed=int(placer_seed), tie_break=tie_break, **weight)
     placer = Placer(nodes, config)
     state = placer.state
     tracker = FragmentationTracker(FragmentationModel(typical, state.model_names), state)

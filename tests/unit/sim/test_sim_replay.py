@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from refplatform.core import MILLI_PER_GPU, PLACEMENT_POLICIES, ClusterState
+from refplatform.core import MILLI_PER_GPU, PLACEMENT_POLICIES, ClusterState, TieBreak
 from refplatform.sim import DEFAULT_NODE_FILE, DEFAULT_POD_FILE, TraceError, TracePod, inflate, replay
 from refplatform.sim.__main__ import main
 
@@ -84,7 +84,18 @@ def test_replay_honours_gpu_model_constraints(trace_slice: Path) -> None:
 def test_cli_prints_a_table(trace_slice: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--trace-dir", str(trace_slice), "--policy", "best-fit", "fgd", "--seeds", "1-2"]) == 0
     out = capsys.readouterr().out
-    assert "unalloc@130%" in out and "best-fit" in out and "fgd" in out
+    assert "unalloc@130%" in out and "best-fit" in out and "fgd" in out and "tie-break: order" in out
+
+
+@needs_trace
+def test_cli_studies_the_tie_break_and_the_hybrid_weight(trace_slice: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--trace-dir", str(trace_slice), "--policy", "fgd+bestfit", "--seeds", "1",
+                 "--tie-break", "random", "--fgd-packing-weight", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "tie-break: random  fgd+bestfit weight: 0.02" in out and "fgd+bestfit" in out
+    order = replay(trace_slice, "fgd", 3)
+    spread = replay(trace_slice, "fgd", 3, tie_break=TieBreak.RANDOM)
+    assert order.alloc_pct != spread.alloc_pct, "the tie-break decides many FGD placements"
 
 
 def test_cli_help(capsys: pytest.CaptureFixture[str]) -> None:
