@@ -40,10 +40,9 @@ from rich.console import Console
 
 from drills.baseline.compare import ClauseVerdict, compare, parse_clause
 from drills.baseline.errors import BaselineUsageError, MethodMismatch, NotVerified, ObservationError
-from drills.baseline.method import (Method, leak_report_source, observed_workload, prometheus_source,
-                                    window_method)
+from drills.baseline.method import Method, observed_workload, window_method
 from drills.baseline.mix import DEFAULT_MIX, MixRunner, WorkloadMix, load_mix
-from drills.baseline.observe import Clock, SystemClock, Window, observe
+from drills.baseline.observe import Clock, SystemClock, Window, observe, source_method
 from drills.baseline.runarchive import is_run_archive, load_run
 from drills.baseline.slices import HOLES, LAYERS, summary
 from drills.baseline.statement import load, predicate, seal
@@ -51,7 +50,6 @@ from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
 from drills.evidence.signing import Signer
 from drills.kube.flavors import valid_dns_label
-from drills.leak import promql
 from drills.leak.model import Hole
 from drills.leak.source import ApiServerSource, LeakSource, PrometheusSource, UrlSource, rfc3339
 from drills.target import TargetProfile, load_profile, reference_profile
@@ -148,13 +146,6 @@ def _source(profile: TargetProfile, target: Target | None) -> LeakSource:
         raise BaselineUsageError("the target profile names no leakReport.url or prometheus.url, so the leak report "
                                  "is read from the cluster's API server: pass --kubeconfig (docs/PROFILE.md)")
     return ApiServerSource(target.driver)
-
-
-def _source_method(source: LeakSource) -> dict[str, Any]:
-    if isinstance(source, PrometheusSource):
-        return prometheus_source({s.name.lower(): s.query for s in promql.Series}, source.step,
-                                 [h.value for h in promql.UNMEASURED])
-    return leak_report_source()
 
 
 def _target_info(target: Target | None, profile: TargetProfile, options: BaselineOptions) -> dict[str, Any]:
@@ -279,7 +270,7 @@ def take_baseline(options: BaselineOptions, console: Console, err: Console, *, c
         except FiredrillError as exc:
             err.print(f"error: {exc}")
             return BaselineExit.HARNESS
-        method = dataclasses.replace(method, source=_source_method(source))
+        method = dataclasses.replace(method, source=source_method(source))
         info = _target_info(target, profile, options)
         console.print(f"Target: {info['description']}")
         console.print(f"Source: {source.description}")

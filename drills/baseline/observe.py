@@ -11,14 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from drills.baseline.errors import ObservationError
+from drills.baseline.method import leak_report_source, prometheus_source
 from drills.baseline.slices import HOLES, LAYERS, Slice, slice_from_reading
+from drills.leak import promql
 from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
-from drills.leak.source import LeakSource, rfc3339
+from drills.leak.source import LeakSource, PrometheusSource, rfc3339
 
-__all__ = ["Clock", "SystemClock", "Window", "observe", "slice_line"]
+__all__ = ["Clock", "SystemClock", "Window", "observe", "slice_line", "source_method"]
 
 HEARTBEAT = 60.0
 """Seconds between progress lines while waiting inside a long slice."""
@@ -54,6 +56,15 @@ class Window:
     def bounds(self, i: int) -> tuple[float, float]:
         step = self.seconds / self.slices
         return self.start + i * step, self.start + (i + 1) * step if i + 1 < self.slices else self.end
+
+
+def source_method(source: LeakSource) -> dict[str, Any]:
+    """The method's ``source`` field for a source: a Prometheus computation (its queries and step), or a leak
+    report that follows the contract (the API server path and a configured URL alike)."""
+    if isinstance(source, PrometheusSource):
+        return prometheus_source({s.name.lower(): s.query for s in promql.Series}, source.step,
+                                 [h.value for h in promql.UNMEASURED])
+    return leak_report_source()
 
 
 def _pct(value: float, whole: float) -> str:

@@ -110,7 +110,9 @@ def load_run(path: Path, key: Path | None = None) -> Observed:
             where = f"{path}: scenario {scenario.get('scenario', '?')!r}"
             observed = observed_from_predicate(details[DETAILS_KEY], f"RUN ({path}, scenario "
                                                f"{scenario.get('scenario', '?')!r})", where)
+            target = record.get("target") if isinstance(record.get("target"), Mapping) else {}
             return Observed(**{**observed.__dict__, "keyid": report.keyid or "",
-                               "identity": "the run archive's signature"})
+                               "identity": "the run archive's signature",
+                               "target": {"kind": target.get("kind"), "description": target.get("description")}})
     observed = _run_window(record, path, name)
     return Observed(**{**observed.__dict__, "keyid": report.keyid or "", "identity": "the run archive's signature"})

@@ -6,6 +6,7 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 
+from drills.baseline.drill import BaselineDrill
 from drills.connect import Target
 from drills.controlplane import ControlPlaneDrill
 from drills.gang import GangDrill
@@ -35,6 +36,7 @@ class ScenarioContext:
     leak: LeakDrill | None = None
     serving: ServingDrill | None = None
     control_plane: ControlPlaneDrill | None = None
+    baseline: BaselineDrill | None = None
     governance: GovernanceDrill | None = None
 
     def gang_drill(self) -> GangDrill:
@@ -79,6 +81,12 @@ class ScenarioContext:
             self.governance = GovernanceDrill(self.target, self.result, self.run_id)
         return self.governance
 
+    def baseline_drill(self) -> BaselineDrill:
+        if self.baseline is None:
+            self.result.drill = "baseline-comparison"
+            self.baseline = BaselineDrill(self.target, self.result, self.run_id)
+        return self.baseline
+
     def loaded_drill(self) -> ServingDrill | ControlPlaneDrill:
         """The drill of this scenario that runs a load (the serving or the control-plane drill)."""
         drill = self.serving or self.control_plane
@@ -89,7 +97,7 @@ class ScenarioContext:
 
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made, stop watching."""
-        for drill in (self.governance, self.control_plane, self.serving, self.leak, self.isolation, self.node_pull,
+        for drill in (self.baseline, self.governance, self.control_plane, self.serving, self.leak, self.isolation, self.node_pull,
                       self.gang):
             if drill is not None:
                 try:

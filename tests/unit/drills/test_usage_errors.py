@@ -125,6 +125,12 @@ BAD_VALUES = [
               "after 1 eon", "duration", "1 eon", "unknown unit 'eon'", "write one of ms,"),
     ("Then", "p99 time to first token is back within 0.5 seconds no later than 0 seconds after the pull", "duration",
      "0 seconds", "a duration of zero", "write more than zero"),
+    ("Given", 'the signed baseline "before.txt"', "path", "before.txt", "not a baseline statement file",
+     "name the .json file"),
+    ("Then", "bogus utilization improves by at least 5 points over the signed baseline", "layer", "bogus",
+     "unknown utilization layer", "write allocated, active or effective"),
+    ("Then", "the storage hole shrinks by at least 1 GPU-hours over the signed baseline", "hole", "storage",
+     "unknown hole", "write one of data pipeline"),
     # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
     ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
      "write 1 to 16"),
