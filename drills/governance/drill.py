@@ -418,7 +418,7 @@ class GovernanceDrill:
         self._delete_later(res, name, ns)
         query = RecordQuery(frozenset({"create"}), "pods", REFUSED_BY_ADMISSION, namespace=ns, name_prefix=name,
                             not_user_agent=agent)
-        attempt = Attempt(chain, f"{self._tenant_actor()}'s job (through its controller)", action, query,
+        attempt = Attempt(chain, self._tenant_actor(), action, query,
                           Gate.UNCLEAR, answer, "", since)
         self.pending_job = Pending(attempt, {"job": name, "namespace": ns})
 

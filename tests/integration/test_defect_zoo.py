@@ -85,14 +85,20 @@ MATRIX: list[Catch] = [
           r"training resume after the burst: never measured \(the training was never preempted"),
     Catch("no-autoscaling", "inference_under_chaos.feature", "burst", "A burst is absorbed by scaling out",
           r"time to a new replica serving: never measured \(no new replica served before the load stopped"),
+    Catch("no-gpu-quota", "governance.feature", "quota", "a job over the namespace's GPU quota does not run",
+          r"admission-and-quota: the gate let it through: the tenant tenant-a tried to create pod gov-quota-\w+ "
+          r"asking \d+ nvidia.com/gpu in firedrill-tenant, over its quota \(HTTP 201"),
+    Catch("node-writes-any", "governance.feature", "access", "a tenant stays in its namespace",
+          r"access: the gate let it through: node [\w-]+'s identity tried to label node [\w-]+'s Lease in "
+          r"kube-node-lease \(HTTP 200"),
+    Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
+          r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
+          r"-- MISSED"),
 ]
 PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRIX) == 1 else f"{c.defect}-{c.keyword}")
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
-    "unrecorded-refusals": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
-    "no-gpu-quota": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
-    "node-writes-any": "tests/integration/test_security.py (the governance feature is issue 15's next part)",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 
