@@ -131,6 +131,12 @@ BAD_VALUES = [
      "unknown utilization layer", "write allocated, active or effective"),
     ("Then", "the storage hole shrinks by at least 1 GPU-hours over the signed baseline", "hole", "storage",
      "unknown hole", "write one of data pipeline"),
+    ("Then", "nothing over the quota runs within 5 secs", "duration", "5 secs", "unknown unit 'secs'",
+     "write one of ms,"),
+    ("Then", "the pod of the higher class keeps running for 0 seconds", "duration", "0 seconds",
+     "a duration of zero", "write more than zero"),
+    ("Then", "the billing gate stopped every attempt and the audit log holds a record of each refusal", "chain",
+     "billing", "no such control chain", "write one of admission-and-quota, access, priority, change-control"),
     # beyond one per sentence: a range a step sets, and a MIG profile the model lacks
     ("Given", "a node of 17 H200 GPUs partitioned as MIG 7 x 1g.18gb", "gpus", "17", "a node of more than 16 GPUs",
      "write 1 to 16"),
