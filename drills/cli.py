@@ -481,6 +481,37 @@ def conformance(
 
 
 @app.command()
+def trend(
+    reports_dir: Annotated[Path, typer.Argument(help="The reports folder: its ledger.jsonl and the archives it names "
+                                                     "(<run-id>/ or <run-id>.tar.gz).")] = Path("reports"),
+    since: Annotated[str | None, typer.Option(help="Only runs sealed at or after this date or time "
+                                                   "(2026-11-01, 2026-11-01T00:00:00Z) or this long ago "
+                                                   "('14 days', '36 hours').")] = None,
+    baseline_nights: Annotated[int, typer.Option(min=3, max=1000, help="N: the last run(s) are judged against "
+                                                 "the N runs before them (at least 3 with a value).")] = 7,
+    last: Annotated[int, typer.Option(min=1, max=100, help="K: judge the last K runs; a measure regressed when "
+                                                           "each of them is worse.")] = 1,
+    html: Annotated[Path | None, typer.Option(help="Where to write the trend page (default REPORTS_DIR/trend.html)."
+                                              )] = None,
+    key: Annotated[Path | None, typer.Option(help="The signer's public key (firedrill-signing.pub): every archive "
+                                                  "must be signed by it. Default: each archive's own key "
+                                                  "(integrity only).")] = None,
+) -> None:
+    """Follow every scenario's measures across the runs of a ledger: verify each archive, print a table per
+    scenario, write a self-contained HTML page with one chart per measure, and flag regressions (the last run
+    worse than the N before beyond their noise) and flaky scenarios (a verdict flipping at one platform
+    fingerprint). The rules and the resilience score: docs/TRENDS.md.
+
+    Exit codes: 0 no regression and nothing flaky (or too little history), 2 bad input, 5 an archive or the
+    ledger does not verify (left out), 6 REGRESSED, 7 FLAKY (no regression). When several hold, the first of
+    2, 5, 6, 7.
+    """
+    from drills.trend import TrendOptions, run_trend
+
+    raise typer.Exit(int(run_trend(TrendOptions(reports_dir, since, baseline_nights, last, html, key), console, err)))
+
+
+@app.command()
 def version() -> None:
     """Print Firedrill's version."""
     console.print(f"firedrill {__version__}")
