@@ -158,8 +158,12 @@ def up(
         console.print(f"WITH DEFECT(S) {', '.join(defects)} from the defect zoo (docs/DEFECTS.md): this platform "
                       "breaks promises on purpose; drills against it must FAIL.")
     console.print(f"kubeconfig: {cluster.kubeconfig}")
-    # The token rides in the fragment (#...), which a browser never sends to the server; the page reads it.
-    console.print(f"Dashboard: {cluster.url}/dashboard#token={cluster.token}", soft_wrap=True, markup=False)
+    # No token is printed (terminals are logged and shared): the page asks for it, or reads #token=... .
+    admin_token = data_dir / "admin-token"
+    console.print(f"Dashboard: {cluster.url}/dashboard", soft_wrap=True, markup=False)
+    console.print(f"  it asks for the cluster-admin token: paste the contents of {admin_token} "
+                  f"(e.g. from `cat {admin_token}`), or append #token=<that token> to the address (the part after # "
+                  "never leaves your browser)", soft_wrap=True, markup=False)
     console.print(f"  (your browser will warn about the cluster's own certificate authority, {cluster.ca_file}; "
                   "trust that file or accept the warning for this loopback address)\n", markup=False, soft_wrap=True)
     console.print("Use it from another terminal:")

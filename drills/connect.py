@@ -168,7 +168,7 @@ class Target:
             if path and Path(path).exists():
                 found.append(Path(path).read_text(errors="replace").strip())
         if self.embedded is not None and self.embedded.cluster is not None:
-            found.append(self.embedded.cluster.token)
+            found += self.embedded.cluster.secrets()  # every identity's token: admin, components, nodes, tenants
         return [s for s in found if len(s) >= 8]
 
     def preflight(self) -> None:

@@ -4,20 +4,26 @@ Used by ``firedrill up``, by the harness's embedded target and by the
 integration tests, so all three start the platform the same way.  Everything
 lives under one data directory::
 
-    DIR/store.sqlite3      objects, change log, audit log
+    DIR/store.sqlite3      objects, change log
+    DIR/audit.log          the API server's audit log (audit.k8s.io/v1 Events, one JSON line each)
     DIR/apiserver.json     the server's URL and pid while it runs
-    DIR/tokens.yaml        bearer tokens (mode 0600), kept across restarts
+    DIR/tokens.yaml        bearer tokens (mode 0600), kept across restarts: one identity per component
+                           (refplatform.credentials: admin, controllers, scheduler, each node, the tenants)
+    DIR/*-token, DIR/node-<node>.token   each process's own token (0600)
+    DIR/agent-clients.yaml who may call the agents' endpoints (token digests; refplatform.agent.access)
     DIR/pki/               the cluster's CA and the API server's TLS certificate
-    DIR/kubeconfig         for kubectl and the kubernetes client (mode 0600)
+    DIR/kubeconfig         for kubectl and the kubernetes client, as firedrill-admin (mode 0600)
+    DIR/tenant-a.kubeconfig, DIR/tenant-b.kubeconfig, DIR/node-<node>.kubeconfig   the same, as that identity
+    DIR/nodes/<node>/audit.log   each agent's record of the calls it refused
     DIR/logs/*.log         each process's own log
+
+No token is ever written to a log or printed: processes read theirs from a file.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import secrets
 import signal
 import ssl
 import subprocess
@@ -29,17 +35,19 @@ from pathlib import Path
 from typing import IO
 
 import httpx
-import yaml
 
+from refplatform import bootstrap
+from refplatform.credentials import (ADMIN, AGENT_CLIENTS_FILE, CONTROLLER, KUBECONFIG_FILE, SCHEDULER, TENANTS,
+                                     TOKENS_FILE, Credentials, CredentialsError, node_user)
 from refplatform.defects import DefectError, parse_defects
 from refplatform.errors import RefPlatformError
 from refplatform.pki import ensure_pki
 from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 
 ADDRESS_FILE = "apiserver.json"
-TOKENS_FILE = "tokens.yaml"
-KUBECONFIG_FILE = "kubeconfig"
-CONTEXT = "firedrill"
+AUDIT_LOG_FILE = "audit.log"
+__all__ = ["AUDIT_LOG_FILE", "KUBECONFIG_FILE", "TOKENS_FILE", "Cluster", "ClusterError", "ClusterSpec",
+           "ManagedProcess", "wait_until"]
 
 
 class ClusterError(RefPlatformError):
@@ -155,6 +163,10 @@ class ClusterSpec:
     spares: int = 0
     """Spare nodes started beyond ``nodes`` (named on from the working nodes) and put into the healer's
     spare pool at start.  ``firedrill up`` defaults it to the profile's count (``tuned``: 1)."""
+    open_api: bool = False
+    """Start the API server without its tokens file and audit log: every caller is cluster-admin and nothing is
+    audited.  Only the baseline of the governance benchmark (tests/bench/bench_api.py --governance); never a
+    platform anyone drills.  The processes still use their own tokens (the server ignores them)."""
     real_gpus: bool = False
     """Report the GPUs NVML finds on this machine instead of simulating ``gpus_per_node`` x ``gpu_model``
     (``firedrill up/run --real-gpus``).  False: every agent gets ``--simulate-gpus``, so the platform behaves
@@ -193,40 +205,6 @@ class ClusterSpec:
         return self.node_names() + self.spare_names()
 
 
-def ensure_tokens(data_dir: Path) -> tuple[Path, str]:
-    """The tokens file and its cluster-admin token, creating both on first use (mode 0600)."""
-    path = data_dir / TOKENS_FILE
-    if path.exists():
-        doc = yaml.safe_load(path.read_text()) or {}
-        for entry in doc.get("tokens") or []:
-            if entry.get("role") == "cluster-admin":
-                return path, str(entry["token"])
-        raise ClusterError(f"{path} has no cluster-admin token; add one or delete the file to regenerate it")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    admin = secrets.token_urlsafe(32)
-    doc = {"tokens": [{"token": admin, "user": "firedrill-admin", "role": "cluster-admin"}]}
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(doc, fh)
-    return path, admin
-
-
-def write_kubeconfig(data_dir: Path, url: str, token: str, ca_cert: Path) -> Path:
-    ca_data = base64.b64encode(ca_cert.read_bytes()).decode()
-    doc = {
-        "apiVersion": "v1", "kind": "Config", "current-context": CONTEXT, "preferences": {},
-        "clusters": [{"name": CONTEXT, "cluster": {"server": url, "certificate-authority-data": ca_data}}],
-        "users": [{"name": "firedrill-admin", "user": {"token": token}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "firedrill-admin",
-                                                   "namespace": "default"}}],
-    }
-    path = data_dir / KUBECONFIG_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(doc, fh)
-    return path
-
-
 @dataclass
 class Cluster:
     """A running reference cluster.  ``start()`` is idempotent over the same data directory."""
@@ -239,22 +217,66 @@ class Cluster:
     """Each node's pod range (``--pod-cidr`` of its agent), by node name."""
     url: str = ""
     token: str = ""
+    """The cluster-admin's token (firedrill-admin): the harness's.  Never print it."""
     kubeconfig: Path | None = None
     ca_file: Path | None = None
     """The CA that signed the API server's certificate: give it to every client (verify=...)."""
+    tokens: dict[str, str] = field(default_factory=dict, repr=False)
+    """Tokens by user of the identities the cluster started with (admin, controllers, scheduler, tenants)."""
+
+    def __post_init__(self) -> None:
+        self.credentials = Credentials(self.spec.data_dir)
 
     @property
     def data_dir(self) -> Path:
         return self.spec.data_dir
 
+    @property
+    def tokens_file(self) -> Path:
+        return self.data_dir / TOKENS_FILE
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (``--audit-log-path``): audit.k8s.io/v1 Events, one JSON line each."""
+        return self.data_dir / AUDIT_LOG_FILE
+
+    def agent_audit_log(self, node: str) -> Path:
+        """Where the node's agent records the calls to its endpoints it refused."""
+        return self.data_dir / "nodes" / node / AUDIT_LOG_FILE
+
+    def tenant_kubeconfig(self, user: str) -> Path:
+        """``DIR/<tenant>.kubeconfig`` of ``tenant-a`` or ``tenant-b``."""
+        return self.data_dir / next(t for t in TENANTS if t.user == user).kubeconfig_name
+
+    def node_kubeconfig(self, node: str) -> Path:
+        """``DIR/node-<node>.kubeconfig``: the node identity of that node's agent (written when it starts)."""
+        return self.data_dir / f"node-{node}.kubeconfig"
+
+    def secrets(self) -> list[str]:
+        """Every token of this cluster, for checks that none of them leaked into output or an archive."""
+        return self.credentials.all_tokens()
+
+    def _server_args(self) -> list[str]:
+        """The API server's identity and governance flags (issue 15): its tokens file and audit log (not with
+        ``open_api``), the token it presents to the agents for logs, the priority class only a quota unlocks."""
+        args = [] if self.spec.open_api else ["--tokens-file", str(self.tokens_file),
+                                              "--audit-log-path", str(self.audit_log)]
+        return [*args, "--kubelet-client-token-file", str(self.credentials.kubelet_client()),
+                "--limited-priority-class", bootstrap.LIMITED_PRIORITY_CLASS]
+
     def start_server(self, timeout: float = 30.0) -> str:
-        tokens, self.token = ensure_tokens(self.data_dir)
+        try:
+            # The known nodes' identities too, so the server starts knowing them; later ones are appended.
+            self.tokens = self.credentials.bootstrap(self.spec.all_node_names())
+        except CredentialsError as exc:
+            raise ClusterError(str(exc)) from None
+        self.token = self.tokens[ADMIN.user]
         pki = ensure_pki(self.data_dir)
         self.ca_file = pki.ca_cert
         address = self.data_dir / ADDRESS_FILE
         address.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "refplatform.api", "--data-dir", str(self.data_dir),
-                "--port", str(self.spec.port), "--tokens-file", str(tokens),
+                "--port", str(self.spec.port), *self._server_args(),
                 "--bookmark-interval", str(self.spec.bookmark_interval),
                 "--tls-cert-file", str(pki.server_cert), "--tls-private-key-file", str(pki.server_key),
                 *self.spec.defect_args(), *self.spec.extra_server_args]
@@ -268,22 +290,32 @@ class Cluster:
             return address.exists()
         wait_until(announced, timeout, f"the API server to listen (log: {server.log_path})")
         self.url = json.loads(address.read_text())["url"]
-        self.kubeconfig = write_kubeconfig(self.data_dir, self.url, self.token, pki.ca_cert)
+        self.kubeconfig = self.credentials.kubeconfig(KUBECONFIG_FILE, self.url, ADMIN.user, self.token, pki.ca_cert)
+        for tenant in TENANTS:
+            self.credentials.kubeconfig(tenant.kubeconfig_name, self.url, tenant.user, self.tokens[tenant.user],
+                                        pki.ca_cert, tenant.namespace)
+        for node in self.agents:  # a restarted server on a new port: the nodes' kubeconfigs follow
+            self._node_kubeconfig(node, self.credentials.node(node)[0])
+        with self.http_client() as http:
+            try:
+                bootstrap.apply(http)
+            except (bootstrap.BootstrapError, httpx.HTTPError) as exc:
+                raise ClusterError(f"{exc} (API server log: {server.log_path})") from None
         return self.url
 
-    def _token_file(self) -> Path:
-        token_file = self.data_dir / "admin-token"
-        if not token_file.exists():
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(self.token)
-        return token_file
+    def _node_kubeconfig(self, node: str, token: str) -> Path:
+        assert self.ca_file is not None
+        return self.credentials.kubeconfig(self.node_kubeconfig(node).name, self.url, node_user(node), token,
+                                           self.ca_file)
 
     def start_controllers(self) -> ManagedProcess | None:
         if self.spec.controllers == ():
             return None
+        _, controller_token = self.credentials.component(CONTROLLER)
+        _, scheduler_token = self.credentials.component(SCHEDULER)
         argv = [sys.executable, "-m", "refplatform.controllers", "--api", self.url,
-                "--token-file", str(self._token_file()), "--ca-file", str(self.ca_file),
+                "--token-file", str(controller_token), "--scheduler-token-file", str(scheduler_token),
+                "--ca-file", str(self.ca_file),
                 "--scheduler-profile", self.spec.scheduler_profile, "--profile", self.spec.profile,
                 *self.spec.defect_args()]
         if self.spec.spares:
@@ -306,8 +338,11 @@ class Cluster:
 
     def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
                     extra: tuple[str, ...] = ()) -> ManagedProcess:
-        argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(self._token_file()),
-                "--node", name, "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
+        token, token_file = self.credentials.node(name)  # its own identity, system:node:<name>
+        self._node_kubeconfig(name, token)
+        argv = [sys.executable, "-m", "refplatform.agent", "--api", self.url, "--token-file", str(token_file),
+                "--client-tokens-file", str(self.data_dir / AGENT_CLIENTS_FILE), "--node", name,
+                "--gpus", str(self.spec.gpus_per_node if gpus is None else gpus),
                 "--gpu-model", gpu_model or self.spec.gpu_model, "--heartbeat", str(self.spec.agent_heartbeat),
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
         if "--pod-cidr" not in extra:

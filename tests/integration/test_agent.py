@@ -304,7 +304,8 @@ def healthz(cluster: Cluster, name: str) -> int | None:
 
     try:
         port = json.loads((cluster.data_dir / "agents" / f"{name}.json").read_text())["logPort"]
-        return int(urllib3.request("GET", f"http://127.0.0.1:{port}/healthz", timeout=2.0, retries=False).status)
+        return int(urllib3.request("GET", f"http://127.0.0.1:{port}/healthz", timeout=2.0, retries=False,
+                                   headers={"Authorization": f"Bearer {cluster.token}"}).status)
     except (OSError, ValueError, KeyError, urllib3.exceptions.HTTPError):
         return None
 
@@ -499,7 +500,8 @@ def scrape_metrics(cluster: Cluster, name: str) -> dict[str, list[tuple[dict[str
 
     try:
         port = json.loads((cluster.data_dir / "agents" / f"{name}.json").read_text())["logPort"]
-        resp = urllib3.request("GET", f"http://127.0.0.1:{port}/metrics", timeout=2.0, retries=False)
+        resp = urllib3.request("GET", f"http://127.0.0.1:{port}/metrics", timeout=2.0, retries=False,
+                               headers={"Authorization": f"Bearer {cluster.token}"})  # the agent wants a caller
     except (OSError, ValueError, KeyError, urllib3.exceptions.HTTPError):
         return {}
     if resp.status != 200:

@@ -172,10 +172,21 @@ def test_dashboard_names_the_leak_follows_the_grid_and_shows_names_as_text(brows
         other.goto(f"{cluster.url}/dashboard#token={cluster.token}")
         other.get_by_test_id("top-hole").filter(has_text="Leak report not available").wait_for(timeout=DEADLINE_MS)
         assert other.get_by_test_id("gpu-cell").count() == 12
-        # Opened without the token: it says where the token comes from.
+        # The fragment is dropped from the address bar once read: the token stays out of the history.
+        assert "token" not in other.url, other.url
+        # Opened without the token: it asks for one and says which file holds it.
         other.goto(f"{cluster.url}/dashboard")
         other.reload()
-        other.get_by_test_id("problem").filter(has_text="#token=").wait_for(timeout=DEADLINE_MS)
+        other.get_by_test_id("problem").filter(has_text="admin-token").wait_for(timeout=DEADLINE_MS)
+        other.get_by_test_id("token-form").wait_for(timeout=DEADLINE_MS)
+        # A wrong token is refused (401) and the form comes back; the right one shows the grid.
+        other.get_by_test_id("token-input").fill("not-the-token")
+        other.get_by_test_id("token-input").press("Enter")
+        other.get_by_test_id("problem").filter(has_text="401").wait_for(timeout=DEADLINE_MS)
+        other.get_by_test_id("token-input").fill(cluster.token)
+        other.get_by_test_id("token-input").press("Enter")
+        other.get_by_test_id("gpu-cell").first.wait_for(timeout=DEADLINE_MS)
+        assert other.get_by_test_id("token-form").is_hidden()
     finally:
         context.close()
         api.close()
@@ -189,8 +200,11 @@ def test_firedrill_up_prints_a_dashboard_url_that_opens(browser: Any, tmp_path: 
         wait_until(lambda: any("Stop with Ctrl-C" in line for line in lines) or proc.poll() is not None,
                    60, "`firedrill up` to report the cluster up")
         text = "".join(lines)
-        match = re.search(r"Dashboard: (https://127\.0\.0\.1:\d+/dashboard#token=\S+)", text)
+        match = re.search(r"Dashboard: (https://127\.0\.0\.1:\d+/dashboard)\s", text)
         assert match, text
+        token_file = data / "admin-token"
+        assert str(token_file) in text, "the file holding the token is not named"
+        assert token_file.read_text().strip() not in text, "firedrill up printed the token"
         assert str(data / "pki" / "ca.crt") in text, "the CA the browser will warn about is not named"
         context = browser.new_context(ignore_https_errors=True)
         try:
@@ -198,6 +212,8 @@ def test_firedrill_up_prints_a_dashboard_url_that_opens(browser: Any, tmp_path: 
             requests: list[str] = []
             page.on("request", lambda r: requests.append(r.url))
             page.goto(match.group(1))
+            page.get_by_test_id("token-input").fill(token_file.read_text().strip())
+            page.get_by_test_id("token-input").press("Enter")
             page.locator('[data-testid="gpu-cell"][data-node="gpu-node-0"][data-state="free"]').nth(1).wait_for(
                 timeout=DEADLINE_MS)
             assert not any("token=" in url for url in requests), "the token left the browser in a URL"

@@ -77,8 +77,11 @@ def test_openssl_alone_verifies_one_envelope_of_the_run(run) -> None:
 def test_no_secret_of_the_target_is_in_the_archive(run) -> None:
     reports, cluster, _ = run
     kubeconfig = yaml.safe_load(cluster.kubeconfig.read_text())
-    secrets = [cluster.token, kubeconfig["users"][0]["user"]["token"], str(cluster.kubeconfig),
+    # Every identity's token (admin, controllers, scheduler, nodes, tenants, the kubelet client), not only the
+    # one the run used.
+    secrets = [*cluster.secrets(), kubeconfig["users"][0]["user"]["token"], str(cluster.kubeconfig),
                str(cluster.data_dir)]
+    assert len(secrets) >= 12
     for path in [*run_dir(reports).rglob("*"), reports / "ledger.jsonl"]:
         if path.is_file():
             data = path.read_bytes()

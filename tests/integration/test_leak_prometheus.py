@@ -2,7 +2,7 @@
 
 An embedded platform (4 nodes x 8 GPUs, 1 spare) and Debian's ``prometheus`` on a free loopback port scraping,
 every second, each node agent's DCGM-style ``/metrics`` (http) and the API server's ``/metrics`` (https with
-the cluster CA, the admin token from a credentials file: the kube-state-metrics series).  With a profile
+the cluster CA: the kube-state-metrics series), both with the admin token from a credentials file.  With a profile
 setting ``prometheus.url``, ``firedrill run`` passes data pipeline and fragmentation (named and sized within
 10 % from the metrics alone) and is INCONCLUSIVE for communication, naming the source and why; the fault
 tolerance scenario (whose node pull needs the reference platform's own fault injector, so it runs through
@@ -80,7 +80,9 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": "dcgm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in agents]}]},
+                # The agents answer only known callers (refplatform.agent.access): the admin's token.
+                {"job_name": "dcgm", "authorization": {"credentials_file": str(token)},
+                 "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in agents]}]},
                 {"job_name": "kube-state-metrics", "scheme": "https",
                  "tls_config": {"ca_file": str(cluster.ca_file)},
                  "authorization": {"credentials_file": str(token)},

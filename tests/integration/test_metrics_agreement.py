@@ -85,7 +85,7 @@ def test_layers_from_dcgm_metrics_agree_with_the_leak_report(cluster: Cluster) -
         wait_until(lambda: all(progress_at(http, p) > 0 for p in pods), 30, "both training pods to step")
         ports = [metrics_port(cluster, n) for n in NODES]
 
-        with httpx.Client(timeout=2.0) as agents:
+        with httpx.Client(timeout=2.0, headers={"Authorization": f"Bearer {cluster.token}"}) as agents:
             def steady() -> bool:
                 _, series, held, gr, _ = scrape(agents, ports)
                 return series == 8 and held == 4 and gr == pytest.approx(2 * 0.7 + 0.9)

@@ -1,8 +1,9 @@
 """HTTP routes of the dashboard: the static page (no auth, no data) and its JSON view (auth as the API).
 
 - ``GET /dashboard``: the page; ``GET /dashboard/static/<file>``: its script and style sheet.
-  Public: they hold no data.  The page reads the bearer token from the URL fragment
-  (``#token=...``, which a browser never sends to a server) and sends it on its own fetches.
+  Public: they hold no data.  The page asks for the bearer token (a form) or reads it from the URL
+  fragment (``#token=...``, which a browser never sends to a server, then dropped from the address bar),
+  keeps it in memory only and sends it on its own fetches.
   Served with a strict Content-Security-Policy (scripts and styles only from this origin, no
   inline script, fetches only to this origin), so even a name that slipped into markup could not run.
 - ``GET /apis/firedrill.dev/v1alpha1/dashboard``: :meth:`refplatform.api.dashboard.DashboardView.to_dict`

@@ -32,7 +32,11 @@
     quarantined: ["quarantined", "the healer took the node out of service"],
   };
 
-  const token = new URLSearchParams(location.hash.replace(/^#/, "")).get("token") || "";
+  // The cluster-admin token: from the address's fragment (#token=..., never sent to a server), or pasted into
+  // the page's token form.  Kept in this page's memory only; the fragment is dropped from the address bar and
+  // history at once, so the token is not left in either.
+  let token = new URLSearchParams(location.hash.replace(/^#/, "")).get("token") || "";
+  if (token) history.replaceState(null, "", location.pathname + location.search);
   let serverNow = null;   // the platform's clock from the last view (windows are relative to it)
   let timer = null;
 
@@ -262,26 +266,39 @@
   }
 
   // ---------------------------------------------------------------- loop
+  const WHERE_TOKEN = "`firedrill up` says which file holds it (<data-dir>/admin-token): paste its contents " +
+    "below, or open this page's address with #token=<the token> appended (the part after # never leaves your " +
+    "browser).";
+
   function explain(status, what) {
-    if (status === 401) return "The platform refused the token (401). Open the exact URL `firedrill up` printed: " +
-      "it ends with #token=...";
-    if (status === 403) return "This token may not read " + what + " (403): use the cluster-admin token " +
-      "`firedrill up` printed.";
+    if (status === 401) return "The platform refused the token (401). " + WHERE_TOKEN;
+    if (status === 403) return "This token may not read " + what + " (403): use the cluster-admin token. " +
+      WHERE_TOKEN;
     return "Could not read " + what + " (HTTP " + status + ").";
+  }
+
+  function askToken(text) {
+    $("token-form").hidden = false;
+    problem(text);
   }
 
   async function tick() {
     try {
       if (!token) {
-        problem("No token in this page's address. Open the URL `firedrill up` printed; it ends with #token=... " +
-          "(the part after # never leaves your browser).");
+        askToken("This page needs the cluster-admin token. " + WHERE_TOKEN);
         return;
       }
       const view = await getJson(VIEW);
+      if (view.status === 401) {
+        token = "";
+        askToken(explain(401, "the cluster view"));
+        return;
+      }
       if (view.status !== 200 || !view.body) {
         problem(explain(view.status, "the cluster view"));
         return;
       }
+      $("token-form").hidden = true;
       serverNow = new Date(view.body.now || Date.now());
       renderGrid(view.body);
       renderPending(view.body);
@@ -341,6 +358,15 @@
       restart();
     });
     $("window-form").addEventListener("submit", (ev) => { ev.preventDefault(); restart(); });
+    $("token-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const given = $("token-input").value.trim();
+      $("token-input").value = "";
+      if (!given) return;
+      token = given;
+      problem("");
+      restart();
+    });
     restart();
   });
 })();
