@@ -39,7 +39,7 @@ from drills.governance.audit import (
 from drills.governance.chains import Answer, Attempt, Chain, Gate, classify, judge_chain
 from drills.governance.identities import ConnectError, Identity, Missing, Resolved, connect, resolve
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError, Resource
-from drills.kube.flavors import GANG_LABEL, RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
+from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
 from drills.safety import eligible_nodes
 from drills.verdict import DrillResult, Measurement, Threshold
 
