@@ -142,7 +142,10 @@ def differences(a: Method, b: Method) -> list[tuple[str, Any, Any]]:
         va, vb = fa.get(path, _ABSENT), fb.get(path, _ABSENT)
         if va != vb or type(va) is not type(vb) and not (isinstance(va, (int, float)) and isinstance(vb, (int, float))):
             out.append((path, None if va is _ABSENT else va, None if vb is _ABSENT else vb))
-    return out
+    # When a section's kind differs (a Prometheus source against a leak report, a mix against an observed
+    # workload), its other fields differ as a matter of course: the kind says it all.
+    kinds = {path[: -len("kind")] for path, _, _ in out if path.endswith(".kind")}
+    return [d for d in out if d[0].endswith(".kind") or not any(d[0].startswith(k) for k in kinds)]
 
 
 def _show(value: Any) -> str:
@@ -162,6 +165,7 @@ def require_same(a: Method, b: Method, name_a: str, name_b: str) -> None:
     fields = tuple(path for path, _, _ in diff)
     top = sorted({p.split(".")[0].split("[")[0] for p in fields})
     raise MethodMismatch(
-        f"refused: {name_a} and {name_b} were measured with different methods ({', '.join(top)} differ), so "
+        f"refused: {name_a} and {name_b} were measured with different methods ({', '.join(top)} "
+        f"differ{'s' if len(top) == 1 else ''}), so "
         f"their numbers do not mean the same thing. Differing fields: {shown}{more}. Measure again with the "
         f"baseline's method (same source, workload, window and slices; docs/CONTRACTS.md)", fields)

@@ -63,7 +63,8 @@ def test_a_different_workload_mix_or_source_is_refused_naming_it() -> None:
     prom = prometheus_source({"active": "sum(x)"}, 1.0, ["communication"])
     with pytest.raises(MethodMismatch, match=r"source\.kind: 'leak-report' in the baseline, 'prometheus' in RUN"):
         compare(BEFORE, observed("RUN", BEFORE.slices, method(source=prom)))
-    with pytest.raises(MethodMismatch, match=r"workload\.description: absent in the baseline, 'production"):
+    with pytest.raises(MethodMismatch, match=r"\(workload differs\).*workload\.kind: 'mix' in the baseline, "
+                                             r"'observed' in RUN\. Measure"):
         compare(BEFORE, observed("RUN", BEFORE.slices, method(workload=observed_workload("production  queues"))))
 
 
