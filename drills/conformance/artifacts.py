@@ -67,7 +67,7 @@ def _detail_lines(run: ScenarioRun) -> list[str]:
              f"verdict: {run.verdict}", f"evidence: {run.evidence} (sha256 {run.evidence_sha256})"]
     lines += [f"clause: {c}" for c in run.clauses]
     for m in run.measurements:
-        value = "no data" if m.get("harness") is None else f"{m.get('harness')} {m.get('unit', '')}".strip()
+        value = "no data" if m.get("harness") is None else f"{m['harness']:.6g} {m.get('unit', '')}".strip()
         lines.append(f"measured {m.get('name')}: {value}" + (f" ({m['note']})" if m.get("note") else ""))
     lines += [f"judged {j.get('threshold')}: {j.get('verdict')}: {j.get('message')}" for j in run.judgements]
     lines += [f"finding: {f}" for f in run.findings]
