@@ -5,8 +5,8 @@
   authors' plugin's, ``int(100 sigmoid(-delta / 1000))`` with ``delta`` in milli-GPU: an integer, so
   nodes whose deltas fall in the same point tie, and the tie-break (``TieBreak.ORDER`` in the replay,
   as in the authors' simulator) packs them.
-- ``fgd+bestfit``: FGD's integer score plus ``SchedulerConfig.fgd_packing_weight`` (0.005) x the unrounded
-  best-fit score (0..100): best-fit breaks FGD's ties, and only those (any weight below 0.01 does the same).
+- ``fgd+bestfit``: FGD's integer score plus ``SchedulerConfig.fgd_packing_weight`` (0.02) x the unrounded
+  best-fit score (0..100): best-fit breaks FGD's ties and can overturn a one-point FGD difference.
 """
 
 from __future__ import annotations
