@@ -22,7 +22,7 @@ from typing import Any
 
 from drills.conformance.versions import Checklist, Requirement, Status
 
-__all__ = ["RequirementOutcome", "ScenarioRun", "TAG_PREFIX", "judge", "testcase_name"]
+__all__ = ["Judgement", "RequirementOutcome", "ScenarioRun", "TAG_PREFIX", "judge", "testcase_name"]
 
 TAG_PREFIX = "conformance:"
 """A scenario tag ``@conformance:gang_scheduling`` is recorded as ``conformance:gang_scheduling``."""

@@ -115,7 +115,8 @@ def load_metadata(path: Path | None, version: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-def read_run(run: Path, key: Path | None = None, ledger: Path | None = None) -> tuple[list[ScenarioRun], Source, dict[str, Any]]:
+def read_run(run: Path, key: Path | None = None,
+             ledger: Path | None = None) -> tuple[list[ScenarioRun], Source, dict[str, Any]]:
     """Verify RUN (signatures, digests and, with ``ledger``, its place in the chain) and read its scenario runs
     from the signed statements. Raises :class:`ConformanceUsageError` when RUN is not a run archive and
     :class:`RunNotVerifiedError` when it does not verify."""

@@ -47,7 +47,8 @@ def test_gang_scheduling_is_implemented_from_the_tagged_scenario(submission: tup
     assert gang["evidence"][:3] == ["junit.xml", "e2e.log", "results.json"]
     (pointer,) = gang["evidence"][3:]
     cases = {c.name: c for suite in JUnitXml.fromfile(str(out / "junit.xml")) for c in suite}
-    assert pointer == "file://v1.37/firedrill-reference/junit.xml#gang_scheduling/gang-submission-a-gang-that-fits-is-placed-whole"
+    assert pointer == ("file://v1.37/firedrill-reference/junit.xml"
+                       "#gang_scheduling/gang-submission-a-gang-that-fits-is-placed-whole")
     case = cases[pointer.split("#", 1)[1]]
     assert case.is_passed and case.time > 0
     out_text = case.system_out or ""

@@ -4,7 +4,6 @@ SchemaStore publishes for both, shipped offline by check-jsonschema), have the s
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys

@@ -17,7 +17,8 @@ RUN_ID = "20260501T120000Z-conf"
 
 def _scenario(name: str, tags: tuple[str, ...], verdict: str, repeat: int = 1, **kw: object) -> ScenarioRecord:
     return ScenarioRecord(feature="Conformance", feature_file="conformance.feature", scenario=name, tags=tags,
-                          drill="gang-submission", verdict=verdict, seconds=2.5, repeat=repeat, **kw)  # type: ignore[arg-type]
+                          drill="gang-submission", verdict=verdict, seconds=2.5, repeat=repeat,
+                          **kw)  # type: ignore[arg-type]
 
 
 def tagged_record(run_id: str = RUN_ID, defects: tuple[str, ...] = ()) -> RunRecord:

@@ -24,7 +24,8 @@ runner = CliRunner()
 # --- the program's facts (cncf/k8s-ai-conformance: docs/AIConformance-1.37.yaml, instructions.md, scripts/validate.go),
 # written down here independently of drills.conformance so the check below is not the code checking itself.
 V1_37 = {
-    "accelerators": {"driver_runtime_management": "SHOULD", "gpu_sharing": "SHOULD", "virtualized_accelerator": "SHOULD"},
+    "accelerators": {"driver_runtime_management": "SHOULD", "gpu_sharing": "SHOULD",
+                     "virtualized_accelerator": "SHOULD"},
     "networking": {"ai_inference": "MUST", "advanced_inference_ingress": "SHOULD",
                    "high_performance_networking": "SHOULD", "disaggregated_inference": "SHOULD"},
     "schedulingOrchestration": {"gang_scheduling": "MUST", "cluster_autoscaling": "MUST", "pod_autoscaling": "MUST"},
@@ -136,8 +137,8 @@ def test_the_junit_parses_and_every_evidence_pointer_names_one_of_its_test_cases
         assert pointer.split("#", 1)[1] in cases
     # each test case names the signed statement of the run it came from
     out = cases[gang[0].name].system_out
-    assert re.search(r"evidence: evidence/conformance-a-gang-that-fits-is-placed-whole\.dsse\.json \(sha256 [0-9a-f]{64}\)",
-                     out), out
+    assert re.search(r"evidence: evidence/conformance-a-gang-that-fits-is-placed-whole\.dsse\.json "
+                     r"\(sha256 [0-9a-f]{64}\)", out), out
 
 
 def test_results_json_is_go_test_json_events_and_e2e_log_reads_like_go_test_v(submission: Path) -> None:
