@@ -299,8 +299,8 @@ def keygen(
 
 @app.command()
 def verify(
-    run: Annotated[Path, typer.Argument(help="A run directory (reports/<run-id>) or its .tar.gz, or a conformance submission folder "
-                                                  "(firedrill conformance).")],
+    run: Annotated[Path, typer.Argument(help="A run directory (reports/<run-id>) or its .tar.gz, or a "
+                                             "conformance submission folder (firedrill conformance).")],
     key: Annotated[Path | None, typer.Option(help="The signer's public key (firedrill-signing.pub): also proves "
                                                    "who sealed it. Default: the archive's own public-key.pem, "
                                                    "which proves integrity only.")] = None,
