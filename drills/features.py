@@ -23,6 +23,7 @@ from gherkin.parser import Parser
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
 from drills.bdd.vocabulary import Checked, check, check_scenario, keyword_of, matches, sentence_of, suggest
 from drills.errors import FiredrillError, PlaceholderError
+from drills.score import SEVERITY_TAG, SeverityError, parse_severity
 
 
 class FeatureError(FiredrillError):
@@ -114,6 +115,9 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
     if not feature:
         return None, [f"{path}:1: no 'Feature:' line; every feature file starts with one"], []
     info = FeatureInfo(path, feature["name"], _tags(feature))
+    if any(t.lower().startswith(SEVERITY_TAG) for t in info.tags):
+        problems.append(f"{path}:{feature['location']['line']}: @severity on the Feature line is not read (the score "
+                        "weighs scenarios); put @severity:<level> on each scenario (docs/TRENDS.md)")
     background: list[dict[str, Any]] = []
     children = list(feature.get("children") or [])
     for child in list(children):
@@ -169,6 +173,10 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
                                                scenario["location"]["line"], _tags(scenario), tuple(texts)))
         if not scenario.get("steps"):
             problems.append(f"{path}:{scenario['location']['line']}: scenario \"{scenario['name']}\" has no steps")
+        try:
+            parse_severity(_tags(scenario), f"{path}:{scenario['location']['line']}")
+        except SeverityError as exc:
+            problems.append(str(exc))
     return info, problems, bad_values
 
 

@@ -30,12 +30,13 @@ from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
 from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
 from drills.evidence.archive import seal
-from drills.evidence.collect import build_record, new_run_id
+from drills.evidence.collect import build_record, new_run_id, scenario_record
 from drills.evidence.report import SignatureStatus, render_report
 from drills.evidence.signing import Signer
 from drills.features import FeatureError, FeatureInfo, load_features
 from drills.kube.flavors import valid_dns_label
 from drills.leak.source import run_window_report, source_for
+from drills.score import explain as explain_score, run_score, scored_from_record
 from drills.target import TargetProfile, load_profile, reference_profile
 from drills.verdict import Verdict
 
@@ -292,6 +293,11 @@ def summary(console: Console, outcomes: list[ScenarioOutcome], repeat: int) -> N
     errors = sum(1 for o in outcomes if o.verdict is None)
     console.print(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, "
                   f"{counts[Verdict.INCONCLUSIVE]} inconclusive, {errors} harness errors")
+    scored = [scored_from_record(scenario_record(o)) for o in outcomes]
+    score = run_score(scored)
+    if score is not None:
+        console.print(f"resilience score: {score:.1f} / 100 ({explain_score(scored)}; a threshold with no "
+                      "measured value counts as missed: docs/TRENDS.md)")
 
 
 def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:

@@ -5,7 +5,7 @@ signature) into a single HTML document: inline CSS, inline SVG charts, no script
 no URL fetched (a Content-Security-Policy of ``default-src 'none'`` says so to the browser).  Every name
 that comes from the cluster or a feature file goes through Jinja's autoescaping.
 
-Top to bottom: the verdict; findings; the contract clauses traced to scenarios, judgements and evidence
+Top to bottom: the verdict (with the run's resilience score, :mod:`drills.score`); findings; the contract clauses traced to scenarios, judgements and evidence
 files; a timeline per node pull; a placement chart per gang submission; a tenant x probe matrix per partition
 isolation scenario; latency and requests per second around the act of each serving and control-plane scenario,
 with the Ready replica count on the same axis; where the GPU time went (the run's leak report: layers, ranked
@@ -36,6 +36,7 @@ import jinja2
 from drills import __version__
 from drills.evidence.errors import EvidenceError
 from drills.evidence.record import JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord
+from drills.score import explain as explain_score, run_score, scored_from_record
 
 __all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "write_report"]
 
@@ -1262,6 +1263,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
     findings = [(s, _split_finding(f)) for s in record.scenarios for f in s.findings]
     errors = [s for s in record.scenarios if s.verdict == "ERROR" or (s.verdict != "PASS" and s.error
                                                                         and not s.findings)]
+    scored = [scored_from_record(s) for s in record.scenarios]
     return _environment().get_template("report.html.j2").render(
         r=record, sig=signature, verdict=record.verdict if record.verdict in VERDICTS else "ERROR",
         verdict_word=record.verdict, icon=VERDICT_ICON, headline=_headline(record), defect_note=_defect_note(record),
@@ -1270,7 +1272,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
         rows=_scenario_rows(record, repeats), findings=findings, errors=errors,
         node_pulls=node_pulls, gangs=gangs, isolations=isolations, loads=loads,
         distributions=distribution_views(record),
-        leak=leak_view(record, repeats),
+        leak=leak_view(record, repeats), score=run_score(scored), score_words=explain_score(scored),
         fp=_fingerprint(record), renderer_version=__version__,
         options=sorted((str(k), str(v)) for k, v in (record.options or {}).items()),
         features=sorted(record.features.items()))

@@ -17,11 +17,12 @@ from drills.evidence.report import COMPARISON, fmt_limit, fmt_tick, fmt_value, n
 from drills.trend.model import Run
 from drills.trend.rules import worse_direction
 from drills.trend.series import MeasureSeries
+from drills.trend.text import change_words
 
 __all__ = ["Chart", "measure_chart", "score_chart", "verdict_strip"]
 
 WIDTH, HEIGHT = 760.0, 210.0
-LEFT, RIGHT, TOP, BOTTOM = 62.0, 18.0, 18.0, 36.0
+LEFT, RIGHT, TOP, BOTTOM = 78.0, 18.0, 18.0, 36.0
 
 
 @dataclass(frozen=True)
@@ -49,18 +50,21 @@ class Chart:
     y0: float = TOP
     y1: float = HEIGHT - BOTTOM
     yticks: list[tuple[float, str]] = field(default_factory=list)
-    xticks: list[tuple[float, str]] = field(default_factory=list)
+    xticks: list[tuple[float, str, str]] = field(default_factory=list)
+    """x, label, text-anchor (the first and last labels stay inside the chart)."""
     path: str = ""
     dots: list[Dot] = field(default_factory=list)
     missing: list[tuple[float, str]] = field(default_factory=list)
     limit_y: float | None = None
+    """Where the threshold's line is drawn; None when it is above the axis (kept for the data to be readable:
+    the axis stops at 4 x the highest value), or there is none."""
     limit_label: str = ""
     band: tuple[float, float, float, float] | None = None
     """x, y, width, height of the baseline's noise band (median to median + margin, in the bad direction)."""
     median_y: float | None = None
     median_x: tuple[float, float] | None = None
     callout: tuple[float, float, str] | None = None
-    """x, y and text of the regression label."""
+    """x, y of the regressed point (ringed) and the label drawn above it."""
     radius: float = 3.5
     summary: str = ""
     """The chart in words, for a screen reader (the SVG's desc)."""
@@ -72,7 +76,7 @@ def _x(i: int, n: int) -> float:
     return round(LEFT + i * (WIDTH - RIGHT - LEFT) / (n - 1), 1)
 
 
-def _xticks(runs: Sequence[Run]) -> list[tuple[float, str]]:
+def _xticks(runs: Sequence[Run]) -> list[tuple[float, str, str]]:
     n = len(runs)
     if not n:
         return []
@@ -81,7 +85,8 @@ def _xticks(runs: Sequence[Run]) -> list[tuple[float, str]]:
     ticks = []
     for i in picks:
         m = re.match(r"\d{4}-(\d\d-\d\d)T(\d\d:\d\d)", runs[i].time)
-        ticks.append((_x(i, n), f"{m.group(1)} {m.group(2)}" if m else f"#{i + 1}"))
+        ticks.append((_x(i, n), f"{m.group(1)} {m.group(2)}" if m else f"#{i + 1}",
+                      "middle" if n == 1 else "start" if i == 0 else "end" if i == n - 1 else "middle"))
     return ticks
 
 
@@ -138,17 +143,18 @@ def measure_chart(title: str, m: MeasureSeries, runs: Sequence[Run]) -> Chart:
     callout = None
     if a.regressed:
         last_dots = [d for d in dots if d.last]
-        change = ("no data" if a.change is None else
-                  ("+" if a.change > 0 else "-") + fmt_value(abs(a.change), m.unit) +
-                  (f" (x{a.ratio:.1f})" if a.ratio is not None else ""))
-        x = last_dots[-1].x if last_dots else (missing[-1][0] if missing else WIDTH - RIGHT)
-        yy = last_dots[-1].y if last_dots else TOP + 14
-        callout = (x, max(TOP + 10, yy - 12), f"REGRESSION {change}")
+        change = change_words(a, m.unit) if a.change is not None else "no data"
+        if last_dots:
+            callout = (last_dots[-1].x, last_dots[-1].y, f"REGRESSION {change}")
+        else:  # ring the last "not measured" mark on the top edge
+            callout = (missing[-1][0] if missing else WIDTH - RIGHT, TOP - 3, f"REGRESSION {change}")
     limit_y = y(limit) if limit is not None and limit <= end else None
     limit_label = ""
     if m.threshold is not None:
         limit_label = f"{COMPARISON.get(m.threshold.comparison, m.threshold.comparison)} " \
-                      f"{fmt_limit(m.threshold.limit, m.threshold.unit)}" + ("" if limit_y is not None else " (off the chart)")
+                      f"{fmt_limit(m.threshold.limit, m.threshold.unit)}"
+        if limit_y is None and values and max(values) > 0:
+            limit_label += f", above this axis ({m.threshold.limit / max(values):.0f} x the highest value)"
     failed = sum(1 for d in dots if d.kind == "fail")
     summary = (f"{m.name} over {len(m.points)} runs: {len(values)} measured"
                + (f", from {fmt_value(min(values), m.unit)} to {fmt_value(max(values), m.unit)}" if values else "")

@@ -19,7 +19,7 @@ from drills.evidence.report import fmt_time, fmt_value
 from drills.trend.archives import Loaded
 from drills.trend.chart import WIDTH, Chart, StripCell, anchor, measure_chart, score_chart, verdict_strip
 from drills.trend.series import Trend
-from drills.trend.text import rule_words, short_platform, threshold_words
+from drills.trend.text import change_words, rule_words, short_platform, threshold_words
 
 __all__ = ["render_html"]
 
@@ -87,12 +87,7 @@ def render_html(trend: Trend, loaded: Loaded, *, key_given: bool = False) -> str
             c = measure_chart(s.title, m, runs)
             charts.append(c)
             a = m.assessment
-            change = "-"
-            if a.change is not None:
-                change = ("+" if a.change > 0 else "-") + fmt_value(abs(a.change), m.unit) + \
-                         (f" (x{a.ratio:.1f})" if a.ratio is not None else "")
-            elif a.last and all(v is None for v in a.last):
-                change = "no data"
+            change = change_words(a, m.unit)
             rows.append(Row(m.name, c.anchor, threshold_words(m),
                             f"{fmt_value(a.median, m.unit)} ({len(a.baseline)})" if a.median is not None else "-",
                             fmt_value(a.margin, m.unit) if a.margin is not None else "-",

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from drills.evidence.report import COMPARISON, fmt_limit, fmt_time, fmt_value
 from drills.trend.archives import Loaded
+from drills.trend.rules import Assessment
 from drills.trend.series import MeasureSeries, ScenarioTrend, Trend
 
-__all__ = ["rule_words", "short_platform", "text_lines", "threshold_words"]
+__all__ = ["change_words", "rule_words", "short_platform", "text_lines", "threshold_words"]
 
 ROWS = 10
 """Recent runs listed per scenario in the text; the HTML page has them all."""
@@ -28,6 +29,16 @@ def threshold_words(m: MeasureSeries) -> str:
         return "-"
     return f"{COMPARISON.get(m.threshold.comparison, m.threshold.comparison)} " \
            f"{fmt_limit(m.threshold.limit, m.threshold.unit)}"
+
+
+def change_words(a: Assessment, unit: str) -> str:
+    """The change of the last runs from the baseline median: ``+26.9 s (x9.2)``, ``no data`` or ``-``."""
+    if a.change is not None:
+        sign = "+" if a.change > 0 else "-" if a.change < 0 else ""
+        return sign + fmt_value(abs(a.change), unit) + (f" (x{a.ratio:.1f})" if a.ratio is not None else "")
+    if a.last and all(v is None for v in a.last):
+        return "no data"
+    return "-"
 
 
 def _cell(value: float | None, unit: str, verdict: str | None) -> str:
@@ -57,12 +68,7 @@ def _scenario(trend: Trend, s: ScenarioTrend) -> list[str]:
     for m in s.measures:
         a = m.assessment
         last = ", ".join(fmt_value(v, m.unit) if v is not None else "no data" for v in a.last) or "-"
-        change = "-"
-        if a.change is not None:
-            change = ("+" if a.change > 0 else "-") + fmt_value(abs(a.change), m.unit) + \
-                     (f" (x{a.ratio:.1f})" if a.ratio is not None else "")
-        elif a.last and all(v is None for v in a.last):
-            change = "no data"
+        change = change_words(a, m.unit)
         rows.append([m.name, threshold_words(m),
                      f"{fmt_value(a.median, m.unit)} ({len(a.baseline)})" if a.median is not None else "-",
                      fmt_value(a.mad, m.unit) if a.mad is not None else "-",
