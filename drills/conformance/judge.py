@@ -83,9 +83,12 @@ class ScenarioRun:
 
 
 def testcase_name(requirement_id: str, run: ScenarioRun) -> str:
-    """The JUnit test case name of a scenario run under a requirement: ``gang_scheduling/<slug>`` (``-runN`` for
-    repeats is in the slug). URL-fragment safe, so PRODUCT.yaml's evidence can point at it: ``junit.xml#<name>``."""
-    return f"{requirement_id}/{re.sub(r'[^A-Za-z0-9._-]+', '-', run.slug or run.name)}"
+    """The JUnit test case name of a scenario run under a requirement: ``gang_scheduling/<statement>``, where
+    ``<statement>`` is the name of the run's signed statement without ``.dsse.json`` (the scenario's slug, ``-runN``
+    for repeats; the archive keeps those names unique). URL-fragment safe, so PRODUCT.yaml's evidence can point at
+    it: ``junit.xml#<name>``."""
+    stem = run.evidence.rsplit("/", 1)[-1].removesuffix(".dsse.json") or run.slug or run.name
+    return f"{requirement_id}/{re.sub(r'[^A-Za-z0-9._-]+', '-', stem)}"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ verified run, that `firedrill verify` covers; and every refusal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -233,3 +234,17 @@ def test_refuses_a_run_with_defects_and_a_folder_that_is_not_empty(reports: Path
     result = runner.invoke(app, ["conformance", str(sealed_run), str(full)])
     assert result.exit_code == 2 and "not empty" in result.stderr
     assert (full / "PRODUCT.yaml").read_text() == "mine\n"
+
+
+def test_two_scenarios_of_one_name_get_two_test_cases(reports: Path, signer: Signer, tmp_path: Path) -> None:
+    record = tagged_record("twins")
+    twin = record.scenarios[0]
+    record = dataclasses.replace(record, scenarios=(twin, dataclasses.replace(twin, verdict="FAIL")))
+    run_dir = make_run_dir(reports, "twins")
+    seal(run_dir, record, signer, reports / "ledger.jsonl", now=NOW)
+    out = tmp_path / "v1.37" / "twins"
+    assert runner.invoke(app, ["conformance", str(run_dir), str(out)]).exit_code == 0
+    names = [c.name for suite in JUnitXml.fromfile(str(out / "junit.xml")) for c in suite]
+    assert len(names) == len(set(names)) == 2
+    assert _entries(out)["gang_scheduling"]["status"] == "Not Implemented"
+    assert runner.invoke(app, ["verify", str(out)]).exit_code == 0
