@@ -11,9 +11,11 @@ from ``m``, the *noise margin* is::
 (1.4826 x MAD estimates the standard deviation of normal noise; the two floors keep a quiet baseline, whose MAD
 is near zero, from calling ordinary jitter a regression: a measure must get at least 50 % worse than its
 median, and by a tenth of its promise.) A run's value is *worse* when it is beyond ``m`` by more than
-``margin`` in the bad direction **and** worse than every baseline value, or when it has no value at all (a
-measure with no data counts as worse: the drill could not even observe it). The measure **regressed** when each
-of the last K runs is worse. Its size is the change of the last K runs' median from ``m`` (and the ratio).
+``margin`` in the bad direction, or when it has no value at all (a measure with no data counts as worse: the
+drill could not even observe it). The measure **regressed** when each of the last K runs is worse. Its size is
+the change of the last K runs' median from ``m`` (and the ratio). The median is robust: a regression that
+persists is flagged night after night until it is half of the baseline (4 nights with N = 7), when it has
+become the platform's normal (and its thresholds, not this rule, keep the run red).
 
 **Flaky.** A scenario is flaky when, among its runs in the window (the last N + K) against one unchanged
 platform (the same target fingerprint digest and the same defects), its verdict changes at least twice in run
@@ -143,10 +145,9 @@ def assess(baseline: Sequence[float | None], last: Sequence[float | None], thres
     median = statistics.median(present)
     mad = statistics.median(abs(v - median) for v in present)
     margin = rule.margin(median, mad, threshold.limit)
-    worst = max(direction * v for v in present)
 
     def worse(v: float | None) -> bool:
-        return v is None or (direction * (v - median) > margin and direction * v > worst)
+        return v is None or direction * (v - median) > margin
 
     measured = [v for v in last if v is not None]
     last_median = statistics.median(measured) if measured else None

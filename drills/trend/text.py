@@ -55,8 +55,8 @@ def rule_words(trend: Trend) -> str:
     r = trend.rule
     last = "the last run" if r.last == 1 else f"each of the last {r.last} runs"
     return (f"REGRESSION when {last} is worse than the median of up to {r.baseline_nights} runs before it by more "
-            f"than max({r.k:g} x 1.4826 x MAD, {r.relative:.0%} of the median, {r.of_limit:.0%} of the threshold) "
-            f"and worse than each of them, or has no value (at least {r.min_nights} runs with a value needed); "
+            f"than max({r.k:g} x 1.4826 x MAD, {r.relative:.0%} of the median, {r.of_limit:.0%} of the threshold), "
+            f"or has no value (at least {r.min_nights} runs with a value needed); "
             f"FLAKY when a verdict changes twice or more at one platform fingerprint in the last "
             f"{r.baseline_nights + r.last} runs (docs/TRENDS.md)")
 

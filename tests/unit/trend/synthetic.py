@@ -77,9 +77,11 @@ def honest_fixture() -> dict[str, Any]:
 
 def seal_run(reports: Path, run_id: str, when: datetime, scenarios: Sequence[ScenarioRecord], *,
              signer: Signer | None = None, fingerprint: Mapping[str, Any] = FINGERPRINT,
-             defects: Sequence[str] = (), files: Mapping[str, bytes] = {}) -> Path:
+             defects: Sequence[str] = (), files: Mapping[str, bytes] = {},
+             timeline: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Seal one run into ``reports/<run_id>/`` and append it to ``reports/ledger.jsonl`` at time ``when``.
-    ``files``: what ``firedrill run`` would have written before sealing (junit.xml, report.html, ...)."""
+    ``files``: what ``firedrill run`` would have written before sealing (junit.xml, report.html, ...);
+    ``timeline``: observations (an entry whose ``scenario`` is a scenario's slug goes into its excerpt)."""
     run_dir = reports / run_id
     run_dir.mkdir(parents=True)
     for name, data in files.items():
@@ -93,7 +95,7 @@ def seal_run(reports: Path, run_id: str, when: datetime, scenarios: Sequence[Sce
         target=TargetRecord("embedded", "reference platform", dict(fingerprint), canonical_digest(dict(fingerprint)),
                             tuple(defects)),
         features={}, profile={}, profile_digest=canonical_digest({}), options={}, scenarios=tuple(scenarios),
-        verdict=verdict)
+        verdict=verdict, timeline=tuple(dict(t) for t in timeline))
     seal(run_dir, record, signer or Signer.generate_ephemeral(), reports / "ledger.jsonl", now=when)
     return run_dir
 

@@ -29,9 +29,11 @@ ASSESS = [
      Status.OK, 8.5),
     ("noisy baseline, far worse", [6.0, 10.0, 14.0, 8.0, 12.0], [19.0], Threshold(30, "<=", "s"), RULE,
      Status.REGRESSION, 9.0),
-    # worse than the median by the margin but not worse than every baseline night: an outlier already seen
-    ("as bad as a baseline night", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 9.0], [9.0], Threshold(20, "<=", "s"), RULE,
-     Status.OK, 8.0),
+    # the median is robust: a regression that persists is flagged until it is half of the baseline
+    ("a persisting regression is still flagged", [1.0, 1.0, 1.0, 1.0, 9.0, 9.0, 9.0], [9.0],
+     Threshold(20, "<=", "s"), RULE, Status.REGRESSION, 8.0),
+    ("once half the baseline, the new normal", [1.0, 1.0, 1.0, 9.0, 9.0, 9.0, 9.0], [9.0],
+     Threshold(20, "<=", "s"), RULE, Status.OK, 0.0),
     ("higher is better: a drop", [200.0, 210.0, 205.0], [90.0], HIGHER_IS_BETTER, RULE, Status.REGRESSION, 115.0),
     ("higher is better: a rise", [200.0, 210.0, 205.0], [400.0], HIGHER_IS_BETTER, RULE, Status.OK, -195.0),
     ("two runs of history are too few", [2.0, 2.1], [30.0], LOWER_IS_BETTER, RULE, Status.SHORT_HISTORY, None),
