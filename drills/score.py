@@ -29,8 +29,8 @@ from typing import Any
 
 from drills.errors import FiredrillError
 
-__all__ = ["SEVERITY_TAG", "ScoredScenario", "Severity", "SeverityError", "parse_severity", "run_score",
-           "scored_from_predicate", "scored_from_record"]
+__all__ = ["DEFAULT_SEVERITY", "SEVERITY_TAG", "ScoredScenario", "Severity", "SeverityError", "explain",
+           "parse_severity", "run_score", "scored_from_predicate", "scored_from_record"]
 
 SEVERITY_TAG = "severity:"
 """The tag prefix that names a scenario's severity: ``@severity:critical``."""

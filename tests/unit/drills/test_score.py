@@ -107,3 +107,24 @@ def test_the_feature_check_refuses_a_severity_it_cannot_read(tmp_path, feature_t
     assert any(message in p for p in caught.value.problems), caught.value.problems
     (tmp_path / "node_pull.feature").write_text(FEATURE.format(feature_tag="", scenario_tag="@severity:minor"))
     assert load_features(tmp_path)[0].scenarios[0].tags == ("severity:minor",)
+
+
+def test_the_run_summary_prints_the_score() -> None:
+    from rich.console import Console
+
+    from drills.bdd.plugin import ScenarioOutcome
+    from drills.run import summary
+    from drills.verdict import DrillResult, Measurement, Threshold, Verdict
+
+    result = DrillResult("node-pull")
+    result.measure(Measurement("detect", None, "s"))
+    result.measure(Measurement("total", 4.0, "s"))
+    result.check(Threshold("detect", 5.0, "s"))
+    result.check(Threshold("total", 20.0, "s"))
+    outcome = ScenarioOutcome("n", "Node pull", "n.feature", "pull", ["severity:critical"], result.verdict, result)
+    console = Console(record=True, width=300)
+    summary(console, [outcome], 1)
+    # detect never measured: 1 of 2 thresholds held, not PASS: (1 + 0) / 3
+    assert result.verdict is not Verdict.PASS
+    assert "resilience score: 33.3 / 100 (1 scenario run weighted by severity (3); 1 threshold missed or not " \
+           "measured, 1 scenario not PASS;" in console.export_text()
