@@ -84,6 +84,8 @@ def _without_protected(obj: Obj | None) -> Obj:
         meta["annotations"] = kept
     else:
         meta.pop("annotations", None)
+    if not out.get("status"):  # an object stored without status gains an empty one on update: no change
+        out.pop("status", None)
     return out
 
 

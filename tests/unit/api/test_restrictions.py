@@ -123,3 +123,15 @@ def test_protected_changes_name_added_changed_and_removed_keys() -> None:
     assert protected_changes(None, pod()) == []
     assert only_protected_changed(pod(), changed(pod(), **{STEP: "3"}))
     assert not only_protected_changed(pod(), changed(pod(), team="a"))
+
+
+def test_an_object_stored_without_status_gains_no_change_from_an_empty_one() -> None:
+    """An update gives a status-less object (a Job a client created, before its controller wrote a status) an
+    empty status; that alone is no change, so a node's checkpoint annotation patch stays allowed."""
+    stored = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+              "metadata": {"name": "j", "namespace": "team-a", "annotations": {"firedrill.dev/epoch": "0"}}}
+    patched = changed(stored, **{STEP: "5"})
+    patched["status"] = {}
+    assert only_protected_changed(stored, patched)
+    patched["status"] = {"state": {"phase": "Running"}}
+    assert not only_protected_changed(stored, patched)
