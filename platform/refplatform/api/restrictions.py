@@ -74,6 +74,30 @@ def protected_changes(old: Obj | None, new: Obj | None) -> list[str]:
     return sorted(k for k in keys if before.get(k) != after.get(k))
 
 
+def _templates(obj: Obj | None) -> dict[str, Obj]:
+    """The pod templates inside a workload object, by where they are: a Deployment's, ReplicaSet's or Job's
+    ``spec.template``, a CronJob's ``spec.jobTemplate.spec.template``, a Volcano Job's ``spec.tasks[i].template``."""
+    spec = (obj or {}).get("spec") or {}
+    found: dict[str, Obj] = {}
+    if isinstance(spec.get("template"), dict):
+        found["spec.template"] = spec["template"]
+    job = ((spec.get("jobTemplate") or {}).get("spec") or {}) if isinstance(spec.get("jobTemplate"), dict) else {}
+    if isinstance(job.get("template"), dict):
+        found["spec.jobTemplate.spec.template"] = job["template"]
+    for i, task in enumerate(spec.get("tasks") or []):
+        if isinstance(task, dict) and isinstance(task.get("template"), dict):
+            found[f"spec.tasks[{i}].template"] = task["template"]
+    return found
+
+
+def protected_template_changes(old: Obj | None, new: Obj | None) -> list[str]:
+    """``firedrill.dev/*`` annotation keys added, changed or removed in the pod templates of a workload object
+    (each as ``<template path>: <key>``): the pods a controller makes from them would carry them."""
+    before, after = _templates(old), _templates(new)
+    return [f"{where}: {key}" for where in sorted({*before, *after})
+            for key in protected_changes(before.get(where), after.get(where))]
+
+
 def _without_protected(obj: Obj | None) -> Obj:
     out = copy.deepcopy(obj or {})
     meta = out.setdefault("metadata", {})
@@ -114,7 +138,7 @@ class Restrictions:
     # ------------------------------------------------------------------ tenant
     def _tenant(self, who: Identity, w: Write) -> None:
         if w.verb in ("create", "update", "patch"):
-            changed = protected_changes(w.old, w.new)
+            changed = protected_changes(w.old, w.new) + protected_template_changes(w.old, w.new)
             if changed:
                 keys = ", ".join(f'"{k}"' for k in changed)
                 records = "they are the platform's own records (devices, progress, checkpoints, chargeback)"

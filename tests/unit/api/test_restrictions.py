@@ -10,7 +10,7 @@ import pytest
 from refplatform.api.auth import Identity, Role
 from refplatform.api.errors import ApiError
 from refplatform.api.restrictions import Restrictions, Write, only_protected_changed, protected_changes
-from refplatform.resources import LEASES, NAMESPACES, NODES, PODS, SERVICES, VCJOBS
+from refplatform.resources import DEPLOYMENTS, LEASES, NAMESPACES, NODES, PODS, SERVICES, VCJOBS
 
 Obj = dict[str, Any]
 NODE = Identity("system:node:n1", Role.NODE, node="n1")
@@ -135,3 +135,21 @@ def test_an_object_stored_without_status_gains_no_change_from_an_empty_one() -> 
     assert only_protected_changed(stored, patched)
     patched["status"] = {"state": {"phase": "Running"}}
     assert not only_protected_changed(stored, patched)
+
+
+@pytest.mark.parametrize("rt, body", [
+    (DEPLOYMENTS, {"spec": {"template": {"metadata": {"annotations": {STEP: "9000"}}}}}),
+    (VCJOBS, {"spec": {"tasks": [{"name": "w", "template": {}}, {"name": "x", "template": {
+        "metadata": {"annotations": {STEP: "9000"}}}}]}}),
+], ids=["deployment", "vcjob"])
+def test_a_tenant_cannot_smuggle_platform_annotations_through_a_pod_template(rt: Any, body: Obj) -> None:
+    """The pods a controller makes from a template carry its annotations: a tenant's template may not hold any
+    firedrill.dev/* annotation, or its pods would start with forged progress (what the leak report bills)."""
+    new = {"apiVersion": "v1", "kind": "X", "metadata": {"name": "w", "namespace": "team-a"}, **body}
+    with pytest.raises(ApiError) as refused:
+        Restrictions(lambda ns: []).check(TENANT, Write("create", rt, "", None, new))
+    assert refused.value.code == 403 and "template" in refused.value.message and STEP in refused.value.message
+    Restrictions(lambda ns: []).check(ADMIN, Write("create", rt, "", None, new))  # the harness may
+    plain = copy.deepcopy(new)
+    plain["spec"] = {"template": {"metadata": {"annotations": {"team": "a"}}}}
+    Restrictions(lambda ns: []).check(TENANT, Write("create", rt, "", None, plain))
