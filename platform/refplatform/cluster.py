@@ -259,8 +259,8 @@ class Cluster:
     def _server_args(self) -> list[str]:
         """The API server's identity and governance flags (issue 15): its tokens file and audit log (not with
         ``open_api``), the token it presents to the agents for logs, the priority class only a quota unlocks."""
-        args = [] if self.spec.open_api else ["--tokens-file", str(self.tokens_file),
-                                              "--audit-log-path", str(self.audit_log)]
+        args = ["--no-audit-log"] if self.spec.open_api else ["--tokens-file", str(self.tokens_file),
+                                                              "--audit-log-path", str(self.audit_log)]
         return [*args, "--kubelet-client-token-file", str(self.credentials.kubelet_client()),
                 "--limited-priority-class", bootstrap.LIMITED_PRIORITY_CLASS]
 
