@@ -4,7 +4,7 @@ Feature: The control plane under chaos
   seconds, and nothing the API acknowledged is lost. Every number comes from
   the harness's own clients and watches.
 
-  @clause:10.1
+  @clause:10.1 @severity:critical
   Scenario: The control plane holds its SLOs while a node is pulled
     Given steady control-plane load from 4 users writing, listing and watching pods
     And 2 pods are started every second

@@ -2,7 +2,7 @@ Feature: Node pull
   When a GPU node dies under a training job, the platform notices, moves the
   job to healthy nodes and training resumes from its last checkpoint, by itself.
 
-  @clause:5.1
+  @clause:5.1 @severity:critical
   Scenario: A training job survives losing the node of one worker
     Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps
     And the job has written a checkpoint within 60 seconds
@@ -14,7 +14,7 @@ Feature: Node pull
     And the whole recovery takes at most 20 seconds
     And at most 10 steps of work are lost
 
-  @clause:5.2
+  @clause:5.2 @severity:critical
   Scenario: A partitioned node's old rank is fenced, not left training beside its replacement
     Given a canary training job of 1 worker with 8 GPUs each, checkpointing every 5 steps
     And the job has written a checkpoint within 60 seconds

@@ -4,7 +4,7 @@ Feature: Partition isolation
   partitioning mode says may fail do fail, and every other tenant keeps running.
   What each mode promises is the table in docs/PARTITIONING.md.
 
-  @clause:7.1 @conformance:gpu_sharing
+  @clause:7.1 @severity:critical @conformance:gpu_sharing
   Scenario Outline: One tenant misbehaves or faults on a GPU partitioned as <layout>
     Given a node of one <model> GPU partitioned as <layout>
     When every slice is filled with a tenant, up to <tenants> tenants
@@ -23,7 +23,7 @@ Feature: Partition isolation
       | H100-80GB | time-slicing x 4                          | 4       | every tenant on that GPU | every tenant on that GPU | every tenant on that GPU |
       | H100-80GB | HAMi x 4                                  | 4       | only that tenant         | every tenant on that GPU | every tenant on that GPU |
 
-  @clause:7.2 @conformance:gpu_sharing
+  @clause:7.2 @severity:critical @conformance:gpu_sharing
   Scenario: Filling a partitioned GPU beyond its slices is refused, and the count reached is reported
     Given a node of one H200 GPU partitioned as MIG 7 x 1g.18gb
     When every slice is filled with a tenant, up to 9 tenants
