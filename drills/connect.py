@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from drills.errors import FiredrillError
 from drills.faults import ClusterFaults, FaultRecord, ReferenceFaults
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
@@ -139,6 +141,21 @@ class EmbeddedPlatform:
             self._tmp = None
 
 
+def kubeconfig_secrets(path: Path) -> list[str]:
+    """The credentials a kubeconfig holds (tokens, passwords, client keys); none when it cannot be read (the
+    drill that needs it says so itself)."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    found: list[str] = []
+    for entry in (doc.get("users") or []) if isinstance(doc, dict) else []:
+        user = entry.get("user") if isinstance(entry, dict) else None
+        if isinstance(user, dict):
+            found += [str(user[k]) for k in ("token", "password", "client-key-data") if user.get(k)]
+    return found
+
+
 @dataclass
 class Target:
     """Everything a drill needs: the driver (and its timeline), the profile, how to pull a node."""
@@ -169,6 +186,10 @@ class Target:
                 found.append(Path(path).read_text(errors="replace").strip())
         if self.embedded is not None and self.embedded.cluster is not None:
             found += self.embedded.cluster.secrets()  # every identity's token: admin, components, nodes, tenants
+        governance = self.profile.governance  # the governance drill's own identities on a real cluster
+        for kubeconfig in (governance.tenant_kubeconfig, governance.node_kubeconfig):
+            if kubeconfig:
+                found += kubeconfig_secrets(Path(kubeconfig).expanduser())
         return [s for s in found if len(s) >= 8]
 
     def preflight(self) -> None:
