@@ -18,6 +18,7 @@ The client never retries on its own; callers decide (the agent uses tenacity).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -300,6 +301,16 @@ class RestClient:
 
     def close(self) -> None:
         self._pool.clear()
+
+    def with_token(self, token: str | None) -> RestClient:
+        """A client of the same server that sends ``token`` (None: none) instead of this one's, sharing this
+        client's connection pool: many identities over a few connections (the hollow nodes, one identity
+        each).  Closing either closes the pool of both."""
+        other = copy.copy(self)
+        other._headers = {k: v for k, v in self._headers.items() if k != "Authorization"}
+        if token:
+            other._headers["Authorization"] = f"Bearer {token}"
+        return other
 
     def __enter__(self) -> RestClient:
         return self

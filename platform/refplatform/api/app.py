@@ -282,7 +282,7 @@ class ApiServer:
                 note.name = obj["metadata"]["name"]
                 return with_warnings(json_response(obj, 201), warnings)
             if rt is PODS and sub == "binding":
-                return json_response(self.service.bind(ns, name, body), 201)
+                return json_response(self.service.bind(ns, name, body, by=who), 201)
             if rt is PODS and sub == "eviction":
                 return json_response(self.service.evict(ns, name, body), 201)
             raise E.method_not_allowed("POST", f"{rt.plural}/{name}/{sub}" if sub else f"{rt.plural}/{name}")

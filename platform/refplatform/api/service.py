@@ -448,13 +448,23 @@ class ApiService:
         return scale_of(self._write(rt, namespace, name, scaled, None))
 
     # ------------------------------------------------------- pod subresources
-    def bind(self, namespace: str, name: str, body: Any) -> Obj:
+    def bind(self, namespace: str, name: str, body: Any, by: Identity | None = None) -> Obj:
+        """``POST pods/<name>/binding``: set ``spec.nodeName`` and copy the Binding's
+        ``metadata.annotations`` onto the pod, in one write (upstream's BindingREST does the same, so a
+        scheduler records its choice of devices with the bind instead of a patch before it)."""
         if not isinstance(body, dict) or body.get("kind") not in (None, "Binding"):
             raise E.bad_request("the body must be a Binding (kind: Binding, target: {kind: Node, name: ...})")
         target = body.get("target") or {}
         node = target.get("name")
         if not node:
             raise E.invalid(PODS, name, [Cause("target.name", "Required value", "FieldValueRequired")])
+        meta = body.get("metadata") or {}
+        annotations = (meta.get("annotations") or {}) if isinstance(meta, dict) else None
+        if not isinstance(annotations, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()):
+            raise E.invalid(PODS, name, [Cause("metadata.annotations", "Invalid value: the Binding's annotations "
+                                                                      "must map strings to strings",
+                                               "FieldValueInvalid")])
 
         def assign(pod: Obj) -> Obj:
             if pod["metadata"].get("deletionTimestamp"):
@@ -462,7 +472,12 @@ class ApiService:
             current = (pod.get("spec") or {}).get("nodeName")
             if current:
                 raise E.conflict(PODS, name, f"pod {name} is already assigned to node \"{current}\"")
+            before = copy.deepcopy(pod) if annotations and by is not None else None
+            if annotations:
+                pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **annotations}
             pod["spec"]["nodeName"] = node
+            if before is not None:  # whoever may bind may also write these annotations (the object checks)
+                self.restrictions.check(by, Write("create", PODS, "binding", before, pod))
             # Bound: no longer pending, so the scheduler's why-pending condition goes with PodScheduled=False.
             conds = [c for c in pod.setdefault("status", {}).get("conditions") or []
                      if c.get("type") not in ("PodScheduled", UNPLACED_CONDITION)]

@@ -3,8 +3,11 @@
 Every reconcile takes one snapshot of nodes, pods, pod groups and queues,
 asks the pure core for decisions, and applies them through the API:
 
-- a bind is ``POST pods/NAME/binding`` (after annotating the chosen GPU
-  indices), with a ``Scheduled`` Event;
+- a bind is ``POST pods/NAME/binding`` carrying the chosen GPU indices as
+  the Binding's annotation (the API server copies a Binding's annotations
+  onto the pod, as upstream's does: one write a pod), with a ``Scheduled``
+  Event; the gangs of one cycle are committed in parallel (``binders``
+  threads), each gang's binds in order;
 - a preemption victim (kube-scheduler's way) gets the condition
   ``DisruptionTarget=True, reason PreemptionByScheduler`` in a status patch, then
   a plain ``DELETE`` (graceful: its ``terminationGracePeriodSeconds``, so the
@@ -38,6 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -65,10 +69,14 @@ class SchedulerController:
     resync = 1.0
 
     def __init__(self, client: RestClient, config: core.SchedulerConfig,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, binders: int = 8) -> None:
+        """``binders``: how many gangs of one cycle are committed at once (each gang's binds stay in order;
+        the cycle ends when every gang's commit has)."""
         self.client = client
         self.config = config
         self.clock = clock
+        self.binders = max(1, binders)
+        self._binder_pool: ThreadPoolExecutor | None = None
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
         self._unschedulable: dict[str, tuple[str, str]] = {}  # pod uid -> last (message, pending reason) written
@@ -93,8 +101,7 @@ class SchedulerController:
         for nomination in decisions.nominations:
             self._nominate(by_key.get(nomination.pod.key), nomination)
         groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
-        for commit in decisions.commits:
-            self._commit(commit, by_key, groups.get(commit.gang) if commit.group else None)
+        self._commit_all([(c, groups.get(c.gang) if c.group else None) for c in decisions.commits], by_key)
         for failure in decisions.failures:
             self._unschedulable_pod(by_key.get(failure.pod.key), failure)
         for status in decisions.pod_groups:
@@ -131,6 +138,20 @@ class SchedulerController:
         return out
 
     # --------------------------------------------------------------- effects
+    def _commit_all(self, commits: list[tuple[core.GangCommit, Obj | None]], by_key: dict[str, Obj]) -> None:
+        """Commit every gang of the cycle, up to ``binders`` gangs at once (a bind is a round trip to the API
+        server; gangs are independent: each holds GPUs the others' decisions left free), and return when all
+        are done, so the next cycle's snapshot sees every bind of this one as made or undone."""
+        if len(commits) <= 1 or self.binders == 1:
+            for commit, group in commits:
+                self._commit(commit, by_key, group)
+            return
+        if self._binder_pool is None:
+            self._binder_pool = ThreadPoolExecutor(max_workers=self.binders, thread_name_prefix="scheduler-bind")
+        futures = [self._binder_pool.submit(self._commit, commit, by_key, group) for commit, group in commits]
+        for future in futures:
+            future.result()  # a bug in one commit is raised here (the manager logs it and retries the cycle)
+
     def _commit(self, commit: core.GangCommit, by_key: dict[str, Obj], group: Obj | None) -> None:
         """Bind one gang's pods of this cycle whole: assume them all, bind them in order, and when a bind fails
         and the gang can no longer reach minMember, undo the binds made (see the module docstring)."""
@@ -161,14 +182,15 @@ class SchedulerController:
             self._undo(commit, bound, failure, group)
 
     def _bind(self, pod: Obj, bind: core.Bind) -> str | None:
-        """Bind one pod (annotate its GPU indices, POST its Binding); the API server's refusal, or None."""
+        """Bind one pod: POST its Binding, its GPU indices as the Binding's annotation (the API server puts
+        them on the pod with ``spec.nodeName``, in the same write); the API server's refusal, or None."""
         ns, name = bind.pod.namespace, bind.pod.name
+        meta: Obj = {"name": name, "namespace": ns}
+        if bind.gpu_indices:
+            meta["annotations"] = {GPU_INDEX_ANNOTATION: ",".join(map(str, bind.gpu_indices))}
         try:
-            if bind.gpu_indices:
-                self.client.patch(resource_path("", "v1", "pods", ns, name), {"metadata": {"annotations": {
-                    GPU_INDEX_ANNOTATION: ",".join(map(str, bind.gpu_indices))}}}, MERGE_PATCH)
             self.client.create(resource_path("", "v1", "pods", ns, name, "binding"), {
-                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                "apiVersion": "v1", "kind": "Binding", "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": bind.node}})
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, bind.node, exc)
