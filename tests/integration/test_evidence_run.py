@@ -94,12 +94,14 @@ def test_junit_and_allure_results_read_back(run) -> None:
     root = ET.parse(run_dir(reports) / "junit.xml").getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert set(cases) == {"test_a_gang_that_fits_is_placed_whole",
-                          "test_two_gangs_that_each_need_more_than_half_of_the_free_gpus"}
+                          "test_two_gangs_that_each_need_more_than_half_of_the_free_gpus",
+                          "test_a_gang_that_must_wait_for_gpus_holds_none_while_it_waits"}
     assert all(c.find("failure") is None and c.find("error") is None for c in cases.values())
     results = [json.loads(p.read_text()) for p in (run_dir(reports) / "allure-results").glob("*-result.json")]
     by_name = {r["name"]: r for r in results}
     assert set(by_name) == {"A gang that fits is placed whole",
-                            "Two gangs that each need more than half of the free GPUs"}
+                            "Two gangs that each need more than half of the free GPUs",
+                            "A gang that must wait for GPUs holds none while it waits"}
     fits = by_name["A gang that fits is placed whole"]
     assert fits["status"] == "passed"
     assert [s["name"] for s in fits["steps"]] == [
