@@ -11,6 +11,12 @@ and kept in step with each commit (the same role as the upstream apiserver's
 watch cache).  Stored objects are never mutated in place: callers get shared
 dicts and must copy before changing them.
 
+Checkpoints (copying the WAL's pages into the database file, with an fsync of each) run on a
+background thread with its own connection, every ``checkpoint_interval`` seconds, instead of inside
+every ~1,000th commit: a commit is then only an append to the WAL, and the write path (the API
+server's event loop) never waits for a checkpoint.  Durability is the WAL's, unchanged: a committed
+transaction is in the WAL whether or not it has been checkpointed, and opening the store replays it.
+
 The change log keeps the newest ``changelog_limit`` changes, on disk and in
 memory, so a watch can resume from any resourceVersion still in it, across
 server restarts too.  Older versions raise :class:`ChangesCompacted` (HTTP 410).
@@ -114,7 +120,7 @@ class Store:
     """The platform's single source of truth.  Thread-safe; every method is short."""
 
     def __init__(self, data_dir: Path, *, changelog_limit: int = 10_000,
-                 durability: Durability = Durability.NORMAL) -> None:
+                 durability: Durability = Durability.NORMAL, checkpoint_interval: float = 0.5) -> None:
         self.path = Path(data_dir) / "store.sqlite3"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.changelog_limit = changelog_limit
@@ -122,11 +128,18 @@ class Store:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.value.upper()}")
+        self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the checkpointer thread
         self._db.executescript(SCHEMA)
         self._objects: dict[str, dict[ObjKey, Obj]] = {}
         self._log: list[Change] = []
         self._listeners: list[Callable[[], None]] = []
         self._load()
+        self.checkpoints = 0
+        """Checkpoints the background thread has run (each copies what the WAL holds into the database)."""
+        self._stop_checkpoints = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoint_loop, args=(checkpoint_interval,),
+                                              name="store-checkpoint", daemon=True)
+        self._checkpointer.start()
 
     # ----------------------------------------------------------------- start-up
     def _load(self) -> None:
@@ -145,7 +158,26 @@ class Store:
         if self._log and self._log[0].rv - 1 > self._compacted_rv:
             self._compacted_rv = self._log[0].rv - 1
 
+    def _checkpoint_loop(self, interval: float) -> None:
+        """Every ``interval`` seconds, a PASSIVE checkpoint on a connection of its own: it copies what no
+        reader still needs and never blocks the writer (SQLite runs it without holding the GIL)."""
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            while not self._stop_checkpoints.wait(interval):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+                except sqlite3.Error:  # busy or closing: the next round checkpoints what this one did not
+                    continue
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+
     def close(self) -> None:
+        self._stop_checkpoints.set()
+        self._checkpointer.join(timeout=10)
         with self._lock:
             self._db.close()
 

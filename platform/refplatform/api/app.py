@@ -50,6 +50,8 @@ log = logging.getLogger("refplatform.api")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+WATCH_BATCH = 256
+"""Watch events sent in one chunk at most (a chunk is one TLS record and send to the watcher)."""
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version"})
 
 
@@ -388,8 +390,9 @@ class ApiServer:
             try:
                 if start is None:
                     initial, cur = service.initial_events(rt, sel)
-                    for kind, obj in initial:
-                        yield encode(kind, obj, first)
+                    for at in range(0, len(initial), WATCH_BATCH):
+                        yield b"".join(encode(kind, obj, first and i == 0)
+                                       for i, (kind, obj) in enumerate(initial[at:at + WATCH_BATCH]))
                         first = False
                 else:
                     cur = start
@@ -402,8 +405,11 @@ class ApiServer:
                     except ApiError as exc:
                         yield (json.dumps({"type": "ERROR", "object": exc.to_status()}) + "\n").encode()
                         return
-                    for kind, obj in events:
-                        yield encode(kind, obj, first)
+                    # Every change since the last wake-up in one chunk (one TLS record and send, not one
+                    # per event: the fan-out to each watcher costs a write per wake-up, however busy).
+                    for at in range(0, len(events), WATCH_BATCH):
+                        yield b"".join(encode(kind, obj, first and i == 0)
+                                       for i, (kind, obj) in enumerate(events[at:at + WATCH_BATCH]))
                         first = False
                     if events:
                         quiet_since = loop.time()
