@@ -14,8 +14,8 @@ from typing import Any
 from drills.governance.audit import AuditRecord, RecordQuery
 from drills.verdict import Verdict
 
-__all__ = ["Answer", "Attempt", "Chain", "ChainTally", "Gate", "Judged", "classify", "judge_attempt",
-           "judge_chain"]
+__all__ = ["LIMITED_SCOPE_REFUSAL", "Answer", "Attempt", "Chain", "ChainTally", "Gate", "Judged", "classify",
+           "judge_attempt", "judge_chain", "refused_by_limited_scope"]
 
 
 class Chain(Enum):
@@ -75,6 +75,18 @@ def _short(text: str, limit: int = 200) -> str:
 PASSED_GATE = frozenset({200, 201, 202, 204, 400, 409, 422})
 """Answers that mean a request passed authorization: it was done, or judged on its content (upstream authorizes
 before it validates or looks for conflicts)."""
+
+
+LIMITED_SCOPE_REFUSAL = "insufficient quota to match these scopes"
+"""How upstream's ResourceQuota admission refuses a pod whose PriorityClass its ``limitedResources`` configuration
+lists, in a namespace with no ResourceQuota covering that scope.  kube-apiserver answers it HTTP 500 with this
+message (seen on 1.37.2: the plugin returns a plain error, not a Forbidden); the embedded platform answers 403."""
+
+
+def refused_by_limited_scope(answer: Answer) -> bool:
+    """Upstream's answer when the limited-priority-class gate stopped a pod: a 500 with its message.  Any other
+    500 says nothing of the gate."""
+    return answer.code == 500 and LIMITED_SCOPE_REFUSAL in answer.message
 
 
 def classify(answer: Answer, refusals: frozenset[int]) -> Gate:

@@ -36,7 +36,9 @@ from drills.connect import Target
 from drills.governance.audit import (
     REFUSED, REFUSED_BY_ADMISSION, SUCCEEDED, AuditLog, AuditLogError, RecordQuery, find,
 )
-from drills.governance.chains import Answer, Attempt, Chain, Gate, classify, judge_chain
+from drills.governance.chains import (
+    Answer, Attempt, Chain, Gate, classify, judge_chain, refused_by_limited_scope,
+)
 from drills.governance.identities import ConnectError, Identity, Missing, Resolved, connect, resolve
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError, Resource
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
@@ -292,13 +294,14 @@ class GovernanceDrill:
     def _try(self, chain: Chain, actor: str, action: str, driver: KubeDriver, method: str, path: str,
              query_of: Callable[[str], RecordQuery], *, body: Any = None, params: dict[str, str] | None = None,
              content_type: str = "application/json", refusals: frozenset[int] = REFUSED,
+             refused_if: Callable[[Answer], bool] | None = None,
              field_name: str = "governance.tenant_kubeconfig") -> tuple[Attempt, Obj]:
-        """Make one request as ``driver``'s identity and note what the gate did; the record it must have left is
-        ``query_of(user_agent)``."""
+        """Make one request as ``driver``'s identity and note what the gate did (stopped: an answer in ``refusals``,
+        or one ``refused_if`` recognises); the record it must have left is ``query_of(user_agent)``."""
         agent = self._agent(driver)
         since = self._since()
         answer, obj = send(driver, method, path, body, params, content_type)
-        gate = classify(answer, refusals)
+        gate = Gate.REFUSED if refused_if is not None and refused_if(answer) else classify(answer, refusals)
         why = ""
         if answer.code == 401:
             why = f"the API did not accept {actor}'s credentials; check {field_name}"
@@ -573,11 +576,13 @@ class GovernanceDrill:
             return
         name = f"gov-class-{self.run_id}"
         body = _pod(name, ns, self.target.profile.canary_image, self.run_id, priority_class=cls)
+        # Upstream's ResourceQuota admission refuses a limited class with HTTP 500 (chains.LIMITED_SCOPE_REFUSAL),
+        # and its audit record carries that code.
         attempt, obj = self._try(chain, self._tenant_actor(), f"create pod {name} of PriorityClass {cls} in {ns}",
                                  tenant, "POST", POD.path(ns),
-                                 lambda agent: self._query({"create"}, "pods", REFUSED_BY_ADMISSION, agent,
+                                 lambda agent: self._query({"create"}, "pods", REFUSED_BY_ADMISSION | {500}, agent,
                                                            namespace=ns, name=name),
-                                 body=body, refusals=REFUSED_BY_ADMISSION)
+                                 body=body, refusals=REFUSED_BY_ADMISSION, refused_if=refused_by_limited_scope)
         if attempt.gate is Gate.LET_THROUGH:
             attempt.why = f"the pod was admitted at priority {(obj.get('spec') or {}).get('priority')}"
             self._delete_later(POD, name, ns)

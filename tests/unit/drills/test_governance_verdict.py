@@ -9,7 +9,9 @@ import pytest
 
 from drills.bdd.vocabulary import Checked, check, check_scenario, sentence_of
 from drills.governance.audit import REFUSED, REFUSED_BY_ADMISSION, RecordQuery, parse_line
-from drills.governance.chains import Answer, Attempt, Chain, Gate, classify, judge_attempt, judge_chain
+from drills.governance.chains import (
+    Answer, Attempt, Chain, Gate, classify, judge_attempt, judge_chain, refused_by_limited_scope,
+)
 from drills.governance.drill import free_gpus, gpu_quota
 from drills.governance.identities import Missing, resolve
 from drills.target import GovernanceSettings
@@ -35,6 +37,16 @@ CLASSIFY: list[tuple[int, frozenset[int], Gate]] = [
 @pytest.mark.parametrize("code,refusals,gate", CLASSIFY)
 def test_what_an_answer_says_of_the_gate(code: int, refusals: frozenset[int], gate: Gate) -> None:
     assert classify(Answer(code), refusals) is gate
+
+
+@pytest.mark.parametrize("answer,refused", [
+    # kube-apiserver 1.37.2's answer to a pod of a class its ResourceQuota admission limits (tests/realk8s).
+    (Answer(500, "", "insufficient quota to match these scopes: [{PriorityClass In [firedrill-critical]}]"), True),
+    (Answer(500, "InternalError", "etcdserver: request timed out"), False),
+    (Answer(201, "", "insufficient quota to match these scopes"), False),
+])
+def test_upstream_s_limited_priority_class_refusal_is_a_500_with_its_own_message(answer: Answer, refused: bool) -> None:
+    assert refused_by_limited_scope(answer) is refused
 
 
 QUERY = RecordQuery(frozenset({"list"}), "pods", REFUSED, namespace="team-b", user="tenant-a", user_agent="fd/1")
