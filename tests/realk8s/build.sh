@@ -40,6 +40,14 @@ cached() {
     done
 }
 
+# One build at a time per version: a second caller (another checkout, a parallel CI job) waits for the first
+# and then reuses what it built, instead of deleting the module directory under its feet.
+mkdir -p "$VERSION_DIR"
+exec 9>"$VERSION_DIR/.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock -w 3600 9 || die "another build of $K8S_VERSION held $VERSION_DIR/.lock for an hour"
+fi
+
 if cached; then
     log "reusing $K8S_VERSION binaries ($(tr '\n' ' ' <"$STAMP"))"
     echo "$BIN_DIR"

@@ -20,6 +20,13 @@ STAMP="$DIR/.built"
 
 log() { printf 'kueue build: %s\n' "$*" >&2; }
 
+# One build at a time (see build.sh): a second caller waits, then reuses what the first built.
+mkdir -p "$DIR"
+exec 9>"$DIR/.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock -w 3600 9 || { printf 'kueue build: another build held %s/.lock for an hour\n' "$DIR" >&2; exit 1; }
+fi
+
 if [[ -f "$STAMP" && -x "$DIR/bin/kueue" ]]; then
     log "reusing kueue $KUEUE_VERSION ($(tr '\n' ' ' <"$STAMP"))"
     echo "$DIR"
