@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -162,14 +163,17 @@ def gpu_gangs(gangs: int, gang_size: int, gpu_capacity: int) -> list[bool]:
 
 
 def create_gangs(client: RestClient, observer: Observer, prefix: str, gangs: list[bool], gang_size: int,
-                 creators: int) -> tuple[float, float]:
+                 creators: int, rate: float = 0.0) -> tuple[float, float]:
     """Create a PodGroup (minMember ``gang_size``) and its pods for each gang (True: one GPU a pod) from
-    ``creators`` threads; each pod's created instant is taken just before its create is sent.  Returns the
-    first and the last instant."""
+    ``creators`` threads; each pod's created instant is taken just before its create is sent.  ``rate``:
+    pods a second at most (gang ``g`` starts no earlier than ``g * gang_size / rate`` seconds in; 0: as fast
+    as the creators go).  Returns the first and the last instant."""
     groups_path = resource_path("scheduling.volcano.sh", "v1beta1", "podgroups", NAMESPACE)
     pods_path = resource_path("", "v1", "pods", NAMESPACE)
 
     def one_gang(g: int) -> None:
+        if rate > 0:  # pacing the load, not waiting for a condition
+            time.sleep(max(0.0, first + g * gang_size / rate - time.monotonic()))
         group, gpus = f"{prefix}g{g}", 1 if gangs[g] else 0
         min_resources = {"nvidia.com/gpu": str(gang_size)} if gpus else {"cpu": str(gang_size)}
         client.create(groups_path, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -213,6 +217,9 @@ class RoundResult:
     watch_p50: float
     """created -> the harness's watch shows the pod: what the harness's own observation adds to the others."""
     watch_p99: float
+    cpu: dict[str, float]
+    """CPU seconds (user + system) each process spent from the first create to the last pod Running:
+    apiserver, controllers (the scheduler), hollow, bench (this process: creators and watch)."""
     problems: tuple[str, ...]
 
 
@@ -251,7 +258,20 @@ def check(observer: Observer, gang_size: int, gpus_per_node: int) -> list[str]:
     return problems
 
 
-def summarize(observer: Observer, nodes: int, first: float, last_sent: float, problems: list[str]) -> RoundResult:
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of a process so far, from /proc (NaN where there is none)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def summarize(observer: Observer, nodes: int, first: float, last_sent: float, problems: list[str],
+              cpu: dict[str, float] | None = None) -> RoundResult:
     with observer.lock:
         pods = list(observer.pods.values())
     created = [t.created for t in pods if t.created is not None]
@@ -272,12 +292,12 @@ def summarize(observer: Observer, nodes: int, first: float, last_sent: float, pr
         bound_per_s_windows=statistics.median(windows) if windows else math.nan,
         bind_p50=percentile(binds, 50), bind_p99=percentile(binds, 99),
         startup_p50=percentile(startup, 50), startup_p99=percentile(startup, 99),
-        watch_p50=percentile(seen, 50), watch_p99=percentile(seen, 99),
+        watch_p50=percentile(seen, 50), watch_p99=percentile(seen, 99), cpu=dict(cpu or {}),
         problems=tuple(problems))
 
 
 def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per_node: int, creators: int,
-              profile: str, nice: int, timeout: float, log: Any = print) -> RoundResult:
+              profile: str, nice: int, timeout: float, log: Any = print, rate: float = 0.0) -> RoundResult:
     """One cluster from scratch: API server, scheduler, hollow fleet; the workload; the figures."""
     if pods % gang_size:
         raise SystemExit(f"--pods {pods} is not a multiple of --gang {gang_size}")
@@ -298,15 +318,21 @@ def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per
         observer.start()
         wait_until(lambda: _scheduler_ready(client), 60, "the scheduler to come up (its first PodGroup status)")
         gangs = gpu_gangs(pods // gang_size, gang_size, nodes * gpus_per_node)
-        first, last_sent = create_gangs(client, observer, "b", gangs, gang_size, creators)
+        procs = {"apiserver": cluster.server.pid if cluster.server else None,
+                 "controllers": cluster.controller_manager.pid if cluster.controller_manager else None,
+                 "hollow": hollow.pid}
+        cpu0 = {name: cpu_seconds(pid) for name, pid in procs.items()} | {"bench": cpu_seconds()}
+        first, last_sent = create_gangs(client, observer, "b", gangs, gang_size, creators, rate)
         log(f"  created {pods} pods in {last_sent - first:.1f}s ({pods / (last_sent - first):.0f}/s)")
         try:
             wait_until(lambda: observer.count("running") >= pods, timeout, f"{pods} pods Running", interval=0.2)
         except Exception as exc:  # noqa: BLE001 - report what was reached, as a problem
             log(f"  {exc}: bound {observer.count('bound')}, running {observer.count('running')}")
+        cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in procs.items()}
+        cpu["bench"] = cpu_seconds() - cpu0["bench"]
         observer.stop()
         problems = check(observer, gang_size, gpus_per_node) + observer.errors
-        return summarize(observer, nodes, first, last_sent, problems)
+        return summarize(observer, nodes, first, last_sent, problems, cpu)
     finally:
         if hollow is not None:
             hollow.stop()
@@ -340,22 +366,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="k8s-defaults",
                    help="healing profile: the nodes' heartbeat (k8s-defaults: 10 s Leases, as kubemark's)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="create at most this many pods a second (0: as fast as the creators go, the default)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the hollow fleet (the platform's own)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every pod Running")
     args = p.parse_args(argv)
     results = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}: {args.nodes} nodes x {args.gpus_per_node} GPUs, {args.pods} pods in "
-              f"gangs of {args.gang}, {args.creators} creators, profile {args.profile}", flush=True)
+              f"gangs of {args.gang}, {args.creators} creators"
+              + (f" paced at {args.rate:g} pods/s" if args.rate else "") + f", profile {args.profile}", flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
             res = run_round(Path(tmp), nodes=args.nodes, pods=args.pods, gang_size=args.gang,
                             gpus_per_node=args.gpus_per_node, creators=args.creators, profile=args.profile,
-                            nice=args.nice, timeout=args.timeout, log=lambda m: print(m, flush=True))
+                            nice=args.nice, timeout=args.timeout, log=lambda m: print(m, flush=True),
+                            rate=args.rate)
         results.append(res)
         print(f"  created/s {res.created_per_s:.0f}; bound/s {res.bound_per_s:.0f} (per-second median "
               f"{res.bound_per_s_windows:.0f}); created->bound p50 {res.bind_p50:.2f}s p99 {res.bind_p99:.2f}s; "
               f"startup p50 {res.startup_p50:.2f}s p99 {res.startup_p99:.2f}s; created->seen by the harness's "
-              f"watch p50 {res.watch_p50:.2f}s p99 {res.watch_p99:.2f}s"
+              f"watch p50 {res.watch_p50:.2f}s p99 {res.watch_p99:.2f}s; CPU s "
+              + ", ".join(f"{k} {v:.1f}" for k, v in res.cpu.items())
               + (f"; PROBLEMS: {'; '.join(res.problems)}" if res.problems else "; correct"), flush=True)
 
     def med(attr: str) -> float:
@@ -372,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{STARTUP_P99_BUDGET:.0f} s; anchor: Kubernetes pod startup SLO 5 s at p99)")
     print(f"  created -> seen (harness watch): {med('watch_p50'):6.2f} s / {med('watch_p99'):.2f} s   (the "
           "harness's own delay, inside the figures above)")
+    for name in results[0].cpu:
+        print(f"  CPU ms a pod, {name + ':':12s}  {statistics.median(r.cpu[name] for r in results) * 1e3 / args.pods:8.2f}")
     bad = [r for r in results if r.problems]
     ok = bound >= BOUND_BUDGET and p99 <= STARTUP_P99_BUDGET and not bad
     print("  verdict: " + ("within budget" if ok else "BUDGET MISSED" if not bad else "INCORRECT RUN"))

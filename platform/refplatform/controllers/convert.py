@@ -197,6 +197,49 @@ def queue_of(obj: Obj) -> core.Queue:
                       priority=int(spec.get("priority") or 0))
 
 
+class Converter:
+    """:func:`snapshot_of` with a memory: a pod or node whose stored version (``resourceVersion``; for a pod
+    also the node and GPU indices, which the scheduler's own assumed binds overlay) is the one converted last
+    cycle is not converted again.  The core's objects are frozen, so one snapshot may share them with the
+    next.  Only what the last snapshot held is remembered."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, tuple[tuple[Any, ...], core.Pod]] = {}
+        self._nodes: dict[str, tuple[Any, core.Node]] = {}
+
+    def snapshot(self, nodes: list[Obj], pods: list[Obj], pod_groups: list[Obj], queues: list[Obj], now: float,
+                 scheduler_names: frozenset[str] = SCHEDULER_NAMES,
+                 arrival: Mapping[str, float] | None = None) -> core.Snapshot:
+        arrival = arrival or {}
+        old_pods, old_nodes = self._pods, self._nodes
+        self._pods, self._nodes = {}, {}
+        converted_nodes = []
+        for obj in nodes:
+            meta = obj.get("metadata") or {}
+            name, version = str(meta.get("name") or ""), meta.get("resourceVersion")
+            hit = old_nodes.get(name)
+            node = hit[1] if hit is not None and version is not None and hit[0] == version else node_of(obj)
+            self._nodes[name] = (version, node)
+            converted_nodes.append(node)
+        converted_pods = []
+        for obj in pods:
+            if not schedulable(obj, scheduler_names):
+                continue
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            when = arrival.get(uid, 0.0)
+            key = (meta.get("resourceVersion"), (obj.get("spec") or {}).get("nodeName"),
+                   (meta.get("annotations") or {}).get(GPU_INDEX_ANNOTATION), when)
+            hit = old_pods.get(uid)
+            pod = hit[1] if hit is not None and key[0] is not None and hit[0] == key else pod_of(obj, when)
+            if uid:
+                self._pods[uid] = (key, pod)
+            converted_pods.append(pod)
+        return core.Snapshot(nodes=tuple(converted_nodes), pods=tuple(converted_pods),
+                             pod_groups=tuple(pod_group_of(g) for g in pod_groups),
+                             queues=tuple(queue_of(q) for q in queues), now=now)
+
+
 def schedulable(pod: Obj, scheduler_names: frozenset[str] = SCHEDULER_NAMES) -> bool:
     """Is this pod this scheduler's to place (or already placed, and so holding room)?"""
     spec = pod.get("spec") or {}

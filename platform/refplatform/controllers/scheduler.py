@@ -47,7 +47,7 @@ from typing import Any
 
 from refplatform import core
 from refplatform.client import ApiStatusError, ApiUnreachable, MERGE_PATCH, RestClient, resource_path
-from refplatform.controllers.convert import snapshot_of
+from refplatform.controllers.convert import Converter
 from refplatform.controllers.events import EventRecorder
 from refplatform.controllers.manager import Cache
 from refplatform.core import GPU_INDEX_ANNOTATION, PodGroupPhase
@@ -77,6 +77,7 @@ class SchedulerController:
         self.clock = clock
         self.binders = max(1, binders)
         self._binder_pool: ThreadPoolExecutor | None = None
+        self._convert = Converter()  # unchanged pods and nodes are not converted again each cycle
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
         self._unschedulable: dict[str, tuple[str, str]] = {}  # pod uid -> last (message, pending reason) written
@@ -88,8 +89,8 @@ class SchedulerController:
         pods = cache.list(PODS)
         pods = self._with_assumed(pods)
         self._note_arrivals(pods)
-        snapshot = snapshot_of(cache.list(NODES), pods, cache.list(PODGROUPS), cache.list(QUEUES), self.clock(),
-                               arrival=self._arrival)
+        snapshot = self._convert.snapshot(cache.list(NODES), pods, cache.list(PODGROUPS), cache.list(QUEUES),
+                                          self.clock(), arrival=self._arrival)
         decisions = core.schedule(snapshot, self.config)
         by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
         nominated = {n.pod.uid: n.node for n in decisions.nominations}
