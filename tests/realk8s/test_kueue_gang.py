@@ -105,7 +105,8 @@ def test_kueue_admits_each_gang_whole_and_the_gang_feature_passes(kueue_cluster:
                                                                   tmp_path: Path) -> None:
     proc, scenarios = firedrill_run(kueue_cluster, MANAGED, tmp_path)
     assert verdicts(scenarios) == {"A gang that fits is placed whole": "PASS",
-                                   "Two gangs that each need more than half of the free GPUs": "PASS"}, \
+                                   "Two gangs that each need more than half of the free GPUs": "PASS",
+                                   "A gang that must wait for GPUs holds none while it waits": "PASS"}, \
         proc.stdout + proc.stderr + kueue_cluster.kueue.log_path.read_text(errors="replace")[-3000:]
     assert proc.returncode == 0
     two = next(s for s in scenarios if s["scenario"].startswith("Two gangs"))

@@ -127,7 +127,8 @@ def test_firedrill_run_passes_the_gang_feature_with_the_real_gang_scheduler(gang
                                                                            tmp_path: Path) -> None:
     proc, scenarios = firedrill_run(gang_on.cluster.admin_kubeconfig, tmp_path)
     assert verdicts(scenarios) == {"A gang that fits is placed whole": "PASS",
-                                   "Two gangs that each need more than half of the free GPUs": "PASS"}, proc.stdout
+                                   "Two gangs that each need more than half of the free GPUs": "PASS",
+                                   "A gang that must wait for GPUs holds none while it waits": "PASS"}, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     two = next(s for s in scenarios if s["scenario"].startswith("Two gangs"))
     placed = [pod for pod in two["details"]["bind_report"].values() if pod["node"]]
@@ -148,7 +149,8 @@ def test_firedrill_run_names_the_deadlock_when_gang_admission_is_switched_off(
         made.cluster.stop()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert verdicts(scenarios) == {"A gang that fits is placed whole": "PASS",
-                                   "Two gangs that each need more than half of the free GPUs": "FAIL"}
+                                   "Two gangs that each need more than half of the free GPUs": "FAIL",
+                                   "A gang that must wait for GPUs holds none while it waits": "FAIL"}
     two = next(s for s in scenarios if s["scenario"].startswith("Two gangs"))
     deadlock = [f for f in two["findings"] if f.startswith("DEADLOCK:")]
     assert deadlock, two["findings"]
