@@ -30,6 +30,7 @@ import json
 import sqlite3
 import threading
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -107,6 +108,30 @@ class Change:
 
 
 
+def _checkpoint_loop(path: Path, interval: float, stop: threading.Event, owner: Callable[[], Store | None]) -> None:
+    """Every ``interval`` seconds, a PASSIVE checkpoint on a connection of its own: it copies what no reader
+    still needs and never blocks the writer (SQLite runs it without holding the GIL).  Ends when the store is
+    closed or gone."""
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        while not stop.wait(interval):
+            if owner() is None:
+                return
+            try:
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error:  # busy or closing: the next round checkpoints what this one did not
+                continue
+            store = owner()
+            if store is not None:
+                store.checkpoints += 1
+            del store
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error:
+        pass
+    finally:
+        db.close()
+
+
 def _key(obj: Obj) -> ObjKey:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta["name"])
@@ -137,8 +162,10 @@ class Store:
         self.checkpoints = 0
         """Checkpoints the background thread has run (each copies what the WAL holds into the database)."""
         self._stop_checkpoints = threading.Event()
-        self._checkpointer = threading.Thread(target=self._checkpoint_loop, args=(checkpoint_interval,),
-                                              name="store-checkpoint", daemon=True)
+        # The thread holds the store only weakly: a store dropped without close() stops its checkpointer.
+        self._checkpointer = threading.Thread(target=_checkpoint_loop, name="store-checkpoint", daemon=True,
+                                              args=(self.path, checkpoint_interval, self._stop_checkpoints,
+                                                    weakref.ref(self)))
         self._checkpointer.start()
 
     # ----------------------------------------------------------------- start-up
@@ -157,23 +184,6 @@ class Store:
         self._compacted_rv = int(row[0]) if row else 0
         if self._log and self._log[0].rv - 1 > self._compacted_rv:
             self._compacted_rv = self._log[0].rv - 1
-
-    def _checkpoint_loop(self, interval: float) -> None:
-        """Every ``interval`` seconds, a PASSIVE checkpoint on a connection of its own: it copies what no
-        reader still needs and never blocks the writer (SQLite runs it without holding the GIL)."""
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        try:
-            while not self._stop_checkpoints.wait(interval):
-                try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
-                except sqlite3.Error:  # busy or closing: the next round checkpoints what this one did not
-                    continue
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error:
-            pass
-        finally:
-            db.close()
 
     def close(self) -> None:
         self._stop_checkpoints.set()

@@ -50,3 +50,14 @@ def test_what_was_committed_but_not_checkpointed_survives_a_crash(tmp_path: Path
     finally:
         again.close()
         store.close()
+
+
+def test_a_store_dropped_without_close_stops_its_checkpointer(tmp_path: Path) -> None:
+    import gc
+
+    store = Store(tmp_path / "s", checkpoint_interval=0.01)
+    thread = store._checkpointer
+    del store
+    gc.collect()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
