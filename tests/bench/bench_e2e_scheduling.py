@@ -84,14 +84,24 @@ class Observer:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop_event: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
+    relists: int = 0
+    """How often the watch broke and was resumed or relisted (printed: the figures around a relist are late)."""
     _thread: threading.Thread | None = None
     _rv: str = ""
 
     def start(self) -> None:
-        listed = self.client.list(resource_path("", "v1", "pods", NAMESPACE))
-        self._rv = str(listed["metadata"]["resourceVersion"])
+        self._relist()
         self._thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
         self._thread.start()
+
+    def _relist(self) -> None:
+        """List the pods (each seen now: a relist can only make the figures later, never earlier) and watch on
+        from the list's version."""
+        listed = self.client.list(resource_path("", "v1", "pods", NAMESPACE))
+        now = time.monotonic()
+        for pod in listed.get("items") or []:
+            self.see(pod, now)
+        self._rv = str(listed["metadata"]["resourceVersion"])
 
     def _run(self) -> None:
         while not self.stop_event.is_set():
@@ -102,17 +112,25 @@ class Observer:
                 for event in stream:
                     if self.stop_event.is_set():
                         break
-                    if event.type == "ERROR":
-                        self.errors.append(f"watch error: {event.object.get('message')}")
-                        return
+                    if event.type == "ERROR":  # 410 Gone (or another error): relist, as an informer does
+                        self.relists += 1
+                        self._relist()
+                        break
                     meta = event.object.get("metadata") or {}
                     if meta.get("resourceVersion"):
                         self._rv = str(meta["resourceVersion"])
                     if event.type in ("ADDED", "MODIFIED"):
                         self.see(event.object, time.monotonic())
             except (ApiStatusError, ApiUnreachable) as exc:
-                self.errors.append(f"watch failed: {exc}")
-                self.stop_event.wait(0.2)
+                self.relists += 1  # the stream broke: resume from the last version seen (or relist on 410)
+                if isinstance(exc, ApiStatusError) and exc.gone:
+                    try:
+                        self._relist()
+                    except (ApiStatusError, ApiUnreachable) as again:
+                        self.errors.append(f"watch failed and relist failed: {again}")
+                        self.stop_event.wait(0.2)
+                else:
+                    self.stop_event.wait(0.2)
 
     def see(self, pod: Obj, now: float) -> None:
         meta = pod.get("metadata") or {}
@@ -332,6 +350,8 @@ def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per
         cpu["bench"] = cpu_seconds() - cpu0["bench"]
         observer.stop()
         problems = check(observer, gang_size, gpus_per_node) + observer.errors
+        if observer.relists:
+            log(f"  the harness's watch was resumed or relisted {observer.relists} time(s)")
         return summarize(observer, nodes, first, last_sent, problems, cpu)
     finally:
         if hollow is not None:

@@ -28,6 +28,9 @@ __all__ = ["HollowKubelet"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+RETRIES = 3
+"""Tries of a write that got no answer (a dropped keep-alive connection) before it waits for the pod's next
+event."""
 _TERMINAL = frozenset({"Running", "Succeeded", "Failed"})
 """Phases a hollow kubelet has nothing more to do for (it never ends a pod on its own)."""
 
@@ -94,6 +97,16 @@ class HollowKubelet:
         return action
 
     def _act(self, action: str, node: str, pod: Obj) -> None:
+        uid = str(_meta(pod)["uid"])
+        for attempt in range(1, RETRIES + 1):
+            if self._act_once(action, node, pod, attempt):
+                break
+            self.stop_event.wait(0.1 * attempt)
+        with self._lock:
+            self._busy.discard(uid)
+
+    def _act_once(self, action: str, node: str, pod: Obj, attempt: int) -> bool:
+        """One try; False when it should be tried again (no answer from the API server)."""
         meta = _meta(pod)
         uid = str(meta["uid"])
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
@@ -117,11 +130,11 @@ class HollowKubelet:
                 self.failures += 1
                 log.warning("%s of pod %s/%s on %s failed: %s", action, ns, name, node, exc)
         except ApiUnreachable as exc:
+            if attempt < RETRIES and not self.stop_event.is_set():
+                return False
             self.failures += 1
-            log.warning("%s of pod %s/%s on %s failed: %s", action, ns, name, node, exc)
-        finally:
-            with self._lock:
-                self._busy.discard(uid)
+            log.warning("%s of pod %s/%s on %s failed %d times: %s", action, ns, name, node, attempt, exc)
+        return True
 
     # --------------------------------------------------------------------- watch
     def start(self) -> None:
