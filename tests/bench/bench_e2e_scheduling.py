@@ -315,12 +315,13 @@ def summarize(observer: Observer, nodes: int, first: float, last_sent: float, pr
 
 
 def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per_node: int, creators: int,
-              profile: str, nice: int, timeout: float, log: Any = print, rate: float = 0.0) -> RoundResult:
+              profile: str, nice: int, timeout: float, log: Any = print, rate: float = 0.0,
+              server_http: str = "h11") -> RoundResult:
     """One cluster from scratch: API server, scheduler, hollow fleet; the workload; the figures."""
     if pods % gang_size:
         raise SystemExit(f"--pods {pods} is not a multiple of --gang {gang_size}")
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, controllers=("scheduler",),
-                       profile=profile, bookmark_interval=5.0)
+                       profile=profile, bookmark_interval=5.0, extra_server_args=("--http", server_http))
     cluster = Cluster(spec)
     hollow = None
     try:
@@ -390,17 +391,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="create at most this many pods a second (0: as fast as the creators go, the default)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the hollow fleet (the platform's own)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every pod Running")
+    p.add_argument("--server-http", choices=["h11", "httptools"], default="h11",
+                   help="the API server's HTTP implementation (httptools: an experiment, not a dependency)")
     args = p.parse_args(argv)
     results = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}: {args.nodes} nodes x {args.gpus_per_node} GPUs, {args.pods} pods in "
               f"gangs of {args.gang}, {args.creators} creators"
-              + (f" paced at {args.rate:g} pods/s" if args.rate else "") + f", profile {args.profile}", flush=True)
+              + (f" paced at {args.rate:g} pods/s" if args.rate else "") + f", profile {args.profile}, "
+              f"API server on {args.server_http}", flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
             res = run_round(Path(tmp), nodes=args.nodes, pods=args.pods, gang_size=args.gang,
                             gpus_per_node=args.gpus_per_node, creators=args.creators, profile=args.profile,
                             nice=args.nice, timeout=args.timeout, log=lambda m: print(m, flush=True),
-                            rate=args.rate)
+                            rate=args.rate, server_http=args.server_http)
         results.append(res)
         print(f"  created/s {res.created_per_s:.0f}; bound/s {res.bound_per_s:.0f} (per-second median "
               f"{res.bound_per_s_windows:.0f}); created->bound p50 {res.bind_p50:.2f}s p99 {res.bind_p99:.2f}s; "

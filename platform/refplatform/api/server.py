@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "serve HTTPS, which kubectl needs before it sends a bearer token")
     p.add_argument("--tls-private-key-file", type=Path, help="the serving certificate's private key (PEM)")
     p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body accepted")
+    p.add_argument("--http", choices=["h11", "httptools"], default="h11",
+                   help="uvicorn's HTTP/1.1 implementation: h11 (pure Python, the default) or httptools (C; "
+                        "needs the httptools package, not a dependency of this project; see docs/SCHEDULER.md, "
+                        "End-to-end throughput)")
     add_defect_argument(p)
     return p
 
@@ -92,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"error: cannot read --kubelet-client-token-file {args.kubelet_client_token_file}: "
                   f"{exc.strerror}", file=sys.stderr)
+            return 2
+    if args.http == "httptools":
+        try:
+            import httptools  # noqa: F401
+        except ImportError:
+            print("error: --http httptools needs the httptools package (pip install httptools); "
+                  "or leave --http at h11", file=sys.stderr)
             return 2
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("error: give both --tls-cert-file and --tls-private-key-file, or neither", file=sys.stderr)
@@ -137,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("serving the Kubernetes API at %s (data in %s, %d objects)", url, args.data_dir,
              sum(store.count(rt.key) for rt in server.service.registry.types))
     config = uvicorn.Config(server.app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=1, http="h11",
+                            timeout_graceful_shutdown=1, http=args.http,
                             ssl_certfile=str(args.tls_cert_file) if args.tls_cert_file else None,
                             ssl_keyfile=str(args.tls_private_key_file) if args.tls_private_key_file else None)
     try:
