@@ -708,14 +708,10 @@ class GovernanceDrill:
     def cordon(self) -> None:
         """The tenant cordons a node (``spec.unschedulable``, a dry run): refused."""
         chain = Chain.CHANGE_CONTROL
-        ready = self._tenant_ready(chain, "cordon a node")
-        node = self._some_node()
+        ready = self._tenant_and_node(chain, "cordon a node")
         if ready is None:
             return
-        if node is None:
-            self._not_made(chain, self._tenant_actor(), "cordon a node", "no eligible node (safety.allow_label)")
-            return
-        tenant, _ = ready
+        tenant, node = ready
         attempt, _ = self._try(chain, self._tenant_actor(), f"cordon node {node}", tenant, "PATCH",
                                NODE.path(None, node),
                                lambda agent: self._query({"patch"}, "nodes", REFUSED, agent, name=node),
@@ -756,14 +752,10 @@ class GovernanceDrill:
     def delete_node(self) -> None:
         """The tenant deletes a node (a dry run): refused."""
         chain = Chain.CHANGE_CONTROL
-        ready = self._tenant_ready(chain, "delete a node")
-        node = self._some_node()
+        ready = self._tenant_and_node(chain, "delete a node")
         if ready is None:
             return
-        if node is None:
-            self._not_made(chain, self._tenant_actor(), "delete a node", "no eligible node (safety.allow_label)")
-            return
-        tenant, _ = ready
+        tenant, node = ready
         attempt, _ = self._try(chain, self._tenant_actor(), f"delete node {node}", tenant, "DELETE",
                                NODE.path(None, node),
                                lambda agent: self._query({"delete"}, "nodes", REFUSED, agent, name=node),
@@ -773,6 +765,18 @@ class GovernanceDrill:
                            else "the API accepted the deletion (a dry run: the node stays)")
 
     # ------------------------------------------------------------------ helpers
+    def _tenant_and_node(self, chain: Chain, what: str) -> tuple[KubeDriver, str] | None:
+        """The tenant's client and a node the drill may aim at, for an attempt on a node; None (the attempt
+        recorded as not made, saying why) when either is missing."""
+        ready = self._tenant_ready(chain, what)
+        node = self._some_node()
+        if ready is None:
+            return None
+        if node is None:
+            self._not_made(chain, self._tenant_actor(), what, "no eligible node (safety.allow_label)")
+            return None
+        return ready[0], node
+
     def _resolved(self) -> Resolved:
         self.prepare()
         assert self.resolved is not None
