@@ -39,6 +39,7 @@ class Informer:
         self._items: dict[Key, Obj] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
+        self._handlers: list[Callable[[str, Obj], None]] = []
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._stream: Any = None
@@ -65,6 +66,11 @@ class Informer:
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
+    def on_event(self, handler: Callable[[str, Obj], None]) -> None:
+        """Call ``handler(type, obj)`` for each object a list brings (``ADDED``) and each watch event (``ADDED``,
+        ``MODIFIED``, ``DELETED``), on the informer's thread, after the cache has it."""
+        self._handlers.append(handler)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -73,7 +79,8 @@ class Informer:
         stream = self._stream
         if stream is not None:
             stream.stop()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started (stopping one never started is a no-op)
+            self._thread.join(timeout=5)
 
     def _notify(self) -> None:
         for listener in self._listeners:
@@ -85,6 +92,9 @@ class Informer:
         with self._lock:
             self._items = items
         self.resource_version = (answer.get("metadata") or {}).get("resourceVersion", "")
+        for handler in self._handlers:
+            for obj in items.values():
+                handler("ADDED", obj)
         self._synced.set()
         self._notify()
 
@@ -129,6 +139,8 @@ class Informer:
                         self._items.pop(key_of(obj), None)
                     else:
                         self._items[key_of(obj)] = obj
+                for handler in self._handlers:
+                    handler(kind, obj)
                 self._notify()
         finally:
             self._stream = None

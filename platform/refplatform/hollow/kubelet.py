@@ -7,8 +7,9 @@ the API server checks the write as it checks an agent's.  A bound pod being dele
 has "stopped at once": the node finishes its deletion (grace 0, uid precondition), as the kubelet does once
 a pod's containers are gone.  Nothing else of a pod is simulated: no process, no logs, no GPU devices.
 
-The watch lists, then watches from the list's resourceVersion, resuming after a dropped stream and
-relisting after 410 Gone; writes go out from a small thread pool so a slow answer never holds the watch.
+The watch is a pod :class:`~refplatform.controllers.informer.Informer` (list, then watch from the list's
+resourceVersion, resuming after a dropped stream and relisting after 410 Gone), whose every event goes to
+:meth:`HollowKubelet.handle`; writes go out from a small thread pool so a slow answer never holds the watch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 from refplatform.agent.clock import Clock, SystemClock
 from refplatform.agent.podstatus import ContainerRun, pod_status
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+from refplatform.controllers.informer import Informer
+from refplatform.resources import PODS
 
 __all__ = ["HollowKubelet"]
 
@@ -51,21 +54,17 @@ class HollowKubelet:
         self.clients = dict(clients)
         self.clock = clock or SystemClock()
         self.stop_event = stop_event or threading.Event()
-        self.watch_timeout = watch_timeout
-        self.retry_seconds = retry_seconds
         self.started = 0
         """Pods this kubelet reported Running."""
         self.deleted = 0
         """Pods whose deletion it finished."""
         self.failures = 0
-        self.resource_version = ""
-        self.synced = threading.Event()
         self._lock = threading.Lock()
         self._busy: set[str] = set()  # pod uids with a write in flight
         self._done: set[str] = set()  # pod uids reported Running (until deleted)
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hollow-kubelet")
-        self._stream: Any = None
-        self._thread: threading.Thread | None = None
+        self._informer = Informer(watch_client, PODS, watch_timeout=watch_timeout, retry_seconds=retry_seconds)
+        self._informer.on_event(self.handle)
 
     # ----------------------------------------------------------------- decisions
     def handle(self, event: str, pod: Obj) -> str | None:
@@ -138,58 +137,9 @@ class HollowKubelet:
 
     # --------------------------------------------------------------------- watch
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="hollow-pod-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        need_list = True
-        while not self.stop_event.is_set():
-            try:
-                if need_list:
-                    self._list()
-                    need_list = False
-                self._watch_once()
-            except ApiStatusError as exc:
-                if exc.gone:
-                    need_list = True
-                    continue
-                log.warning("pod watch failed: %s", exc)
-                self.stop_event.wait(self.retry_seconds)
-            except ApiUnreachable as exc:
-                log.warning("pod watch: API unreachable (%s); retrying", exc)
-                self.stop_event.wait(self.retry_seconds)
-
-    def _list(self) -> None:
-        answer = self.watch_client.list(resource_path("", "v1", "pods"))
-        for pod in answer.get("items") or []:
-            self.handle("ADDED", pod)
-        self.resource_version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
-        self.synced.set()
-
-    def _watch_once(self) -> None:
-        stream = self.watch_client.watch(resource_path("", "v1", "pods"), resource_version=self.resource_version,
-                                         timeout_seconds=self.watch_timeout)
-        self._stream = stream
-        try:
-            for event in stream:
-                if self.stop_event.is_set():
-                    return
-                if event.type == "ERROR":
-                    raise ApiStatusError.from_status(event.object, method="WATCH", url="pods")
-                rv = _meta(event.object).get("resourceVersion")
-                if rv:
-                    self.resource_version = str(rv)
-                if event.type != "BOOKMARK":
-                    self.handle(event.type, event.object)
-        finally:
-            self._stream = None
-            stream.stop()
+        self._informer.start()
 
     def stop(self) -> None:
         self.stop_event.set()
-        stream = self._stream
-        if stream is not None:
-            stream.stop()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._informer.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
