@@ -23,7 +23,6 @@ Refusals are 403 Forbidden, ``<resource> "<name>" is forbidden: <message>``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -99,8 +98,8 @@ def protected_template_changes(old: Obj | None, new: Obj | None) -> list[str]:
 
 
 def _without_protected(obj: Obj | None) -> Obj:
-    out = copy.deepcopy(obj or {})
-    meta = out.setdefault("metadata", {})
+    out = dict(obj or {})  # shallow: only metadata and status change below, and nothing is written back
+    meta = out["metadata"] = dict(out.get("metadata") or {})
     for volatile in ("resourceVersion", "generation", "managedFields"):
         meta.pop(volatile, None)
     kept = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(PROTECTED_PREFIX)}
