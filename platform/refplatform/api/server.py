@@ -21,6 +21,7 @@ import uvicorn
 from refplatform.api.app import MAX_BODY_BYTES, ApiServer, ServerSettings
 from refplatform.api.audit import AuditLog
 from refplatform.api.auth import TokenAuthenticator, TokensFileError
+from refplatform.api.coalescing import CoalescingH11Protocol, httptools_protocol
 from refplatform.api.service import ApiService
 from refplatform.api.usagelog import UsageRecorder
 from refplatform.defects import add_defect_argument
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("serving the Kubernetes API at %s (data in %s, %d objects)", url, args.data_dir,
              sum(store.count(rt.key) for rt in server.service.registry.types))
     config = uvicorn.Config(server.app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=1, http=args.http,
+                            timeout_graceful_shutdown=1,
+                            http=httptools_protocol() if args.http == "httptools" else CoalescingH11Protocol,
                             ssl_certfile=str(args.tls_cert_file) if args.tls_cert_file else None,
                             ssl_keyfile=str(args.tls_private_key_file) if args.tls_private_key_file else None)
     try:
