@@ -79,8 +79,12 @@ def test_a_gang_of_four_by_eight_lands_whole_on_four_free_nodes(gang_cluster: Cl
     wait_until(lambda: custom.get_namespaced_custom_object_status(
         "scheduling.volcano.sh", "v1beta1", "default", "podgroups", "train")["status"].get("phase") == "Running",
         20, "the PodGroup to be Running")
-    events = client.CoreV1Api(api_client(gang_cluster)).list_namespaced_event("default").items
-    assert sum(1 for e in events if e.reason == "Scheduled" and e.involved_object.kind == "Pod") >= 4
+    v1 = client.CoreV1Api(api_client(gang_cluster))
+    # Each bind's Scheduled Event is written in the background (as upstream's event broadcaster does), so it may
+    # trail the bind and the PodGroup's status by a moment.
+    wait_until(lambda: sum(1 for e in v1.list_namespaced_event("default").items
+                           if e.reason == "Scheduled" and e.involved_object.kind == "Pod") >= 4,
+               20, "a Scheduled Event for each of the 4 workers")
 
 
 def test_a_gang_that_does_not_fit_holds_nothing_and_says_why(gang_cluster: Cluster) -> None:

@@ -10,6 +10,7 @@ the microsecond; a repeat also updates ``series`` (``count``, ``lastObservedTime
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import threading
 from collections.abc import Callable
@@ -85,3 +86,48 @@ class EventRecorder:
             log.warning("could not record event %s for %s: %s", reason, meta.get("name"), exc)
             with self._lock:
                 self._seen.pop(key, None)
+
+
+class BackgroundEvents:
+    """Writes a recorder's Events from worker threads, as upstream's event broadcaster does: the caller
+    (a scheduler's bind, on its critical path) only queues the Event.  At most ``capacity`` Events wait;
+    beyond that one is dropped with a warning (upstream drops them too), never blocking the caller."""
+
+    def __init__(self, recorder: EventRecorder, *, workers: int = 4, capacity: int = 10_000) -> None:
+        self.recorder = recorder
+        self._queue: queue.Queue[tuple[tuple[Any, ...], dict[str, Any]] | None] = queue.Queue(capacity)
+        self.dropped = 0
+        self._threads = [threading.Thread(target=self._work, name=f"events-{recorder.component}-{i}", daemon=True)
+                         for i in range(max(1, workers))]
+        for t in self._threads:
+            t.start()
+
+    def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str, *,
+               action: str | None = None, when: datetime | None = None) -> None:
+        """Queue an Event; its instant is taken now (the transition's), not when it is written."""
+        when = when or self.recorder.clock()
+        try:
+            self._queue.put_nowait(((obj, kind, event_type, reason, message), {"action": action, "when": when}))
+        except queue.Full:
+            self.dropped += 1
+            log.warning("event queue full: dropped %s event for %s", reason, (obj.get("metadata") or {}).get("name"))
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                args, kwargs = item
+                self.recorder.record(*args, **kwargs)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def flush(self) -> None:
+        """Return once every Event queued so far is written (or failed and logged)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Write what is queued, then stop the workers."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout=5)

@@ -6,8 +6,10 @@ asks the pure core for decisions, and applies them through the API:
 - a bind is ``POST pods/NAME/binding`` carrying the chosen GPU indices as
   the Binding's annotation (the API server copies a Binding's annotations
   onto the pod, as upstream's does: one write a pod), with a ``Scheduled``
-  Event; the gangs of one cycle are committed in parallel (``binders``
-  threads), each gang's binds in order;
+  Event written in the background (off the bind's path, as upstream's event
+  broadcaster writes it); the gangs of one cycle are committed in parallel
+  (``binders`` threads), each gang's binds in order, and so are the cycle's
+  PodGroup status patches;
 - a preemption victim (kube-scheduler's way) gets the condition
   ``DisruptionTarget=True, reason PreemptionByScheduler`` in a status patch, then
   a plain ``DELETE`` (graceful: its ``terminationGracePeriodSeconds``, so the
@@ -48,7 +50,7 @@ from typing import Any
 from refplatform import core
 from refplatform.client import ApiStatusError, ApiUnreachable, MERGE_PATCH, RestClient, resource_path
 from refplatform.controllers.convert import Converter
-from refplatform.controllers.events import EventRecorder
+from refplatform.controllers.events import BackgroundEvents, EventRecorder
 from refplatform.controllers.manager import Cache
 from refplatform.core import GPU_INDEX_ANNOTATION, PodGroupPhase
 from refplatform.core.accounting import UNPLACED_CONDITION
@@ -79,6 +81,7 @@ class SchedulerController:
         self._binder_pool: ThreadPoolExecutor | None = None
         self._convert = Converter()  # unchanged pods and nodes are not converted again each cycle
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
+        self._scheduled_events: BackgroundEvents | None = None  # each bind's Scheduled Event, off the bind's path
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
         self._unschedulable: dict[str, tuple[str, str]] = {}  # pod uid -> last (message, pending reason) written
         self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
@@ -105,8 +108,7 @@ class SchedulerController:
         self._commit_all([(c, groups.get(c.gang) if c.group else None) for c in decisions.commits], by_key)
         for failure in decisions.failures:
             self._unschedulable_pod(by_key.get(failure.pod.key), failure)
-        for status in decisions.pod_groups:
-            self._pod_group_status(groups.get(status.key), status)
+        self._in_parallel([(self._pod_group_status, groups.get(status.key), status) for status in decisions.pod_groups])
 
     def _note_arrivals(self, pods: list[Obj]) -> None:
         """Number pods in the order they reached the scheduler (new ones by creation resourceVersion)."""
@@ -143,15 +145,20 @@ class SchedulerController:
         """Commit every gang of the cycle, up to ``binders`` gangs at once (a bind is a round trip to the API
         server; gangs are independent: each holds GPUs the others' decisions left free), and return when all
         are done, so the next cycle's snapshot sees every bind of this one as made or undone."""
-        if len(commits) <= 1 or self.binders == 1:
-            for commit, group in commits:
-                self._commit(commit, by_key, group)
+        self._in_parallel([(self._commit, commit, by_key, group) for commit, group in commits])
+
+    def _in_parallel(self, calls: list[tuple[Any, ...]]) -> None:
+        """Run independent calls (``(fn, *args)``: one gang's commit, one PodGroup's status) on up to ``binders``
+        threads, and return when all are done."""
+        if len(calls) <= 1 or self.binders == 1:
+            for fn, *args in calls:
+                fn(*args)
             return
         if self._binder_pool is None:
             self._binder_pool = ThreadPoolExecutor(max_workers=self.binders, thread_name_prefix="scheduler-bind")
-        futures = [self._binder_pool.submit(self._commit, commit, by_key, group) for commit, group in commits]
+        futures = [self._binder_pool.submit(*call) for call in calls]
         for future in futures:
-            future.result()  # a bug in one commit is raised here (the manager logs it and retries the cycle)
+            future.result()  # a bug in one call is raised here (the manager logs it and retries the cycle)
 
     def _commit(self, commit: core.GangCommit, by_key: dict[str, Obj], group: Obj | None) -> None:
         """Bind one gang's pods of this cycle whole: assume them all, bind them in order, and when a bind fails
@@ -198,8 +205,10 @@ class SchedulerController:
             return str(exc)
         self._unschedulable.pop(pod["metadata"]["uid"], None)
         gpus = f" (GPUs {','.join(map(str, bind.gpu_indices))})" if bind.gpu_indices else ""
-        self.events.record(pod, "Pod", "Normal", "Scheduled",
-                           f"Successfully assigned {ns}/{name} to {bind.node}{gpus}")
+        if self._scheduled_events is None:
+            self._scheduled_events = BackgroundEvents(self.events)
+        self._scheduled_events.record(pod, "Pod", "Normal", "Scheduled",
+                                      f"Successfully assigned {ns}/{name} to {bind.node}{gpus}")
         return None
 
     def _undo(self, commit: core.GangCommit, bound: list[tuple[Obj, core.Bind]], failure: tuple[core.Bind, str],

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from refplatform.controllers import process
-from refplatform.controllers.events import EventRecorder
+from refplatform.controllers.events import BackgroundEvents, EventRecorder
 from refplatform.controllers.healer import HealerController
 from refplatform.controllers.health import Answer, HealthProber, probe_healthz
 from refplatform.controllers.nodelifecycle import NodeLifecycleController
@@ -121,6 +122,43 @@ def test_events_carry_a_microsecond_event_time_and_repeats_update_the_series() -
     [event] = api.events()
     assert event["count"] == 2 and event["series"] == {"count": 2, "lastObservedTime": "2026-11-30T01:02:09.000005Z"}
     assert event["eventTime"] == "2026-11-30T01:02:03.123456Z"
+
+
+def test_background_events_never_block_the_caller_keep_the_instant_and_drop_beyond_capacity() -> None:
+    api = FakeApi()
+    pod = api.put(PODS, {"metadata": {"name": "p"}, "spec": {}})
+    gate = threading.Event()
+    create = api.create
+
+    def slow_create(path: str, body: Obj, params: Any = None) -> Obj:
+        gate.wait(10)  # an API server that answers only when the test says so
+        return create(path, body, params)
+
+    api.create = slow_create  # type: ignore[method-assign]
+    instants = iter([datetime(2026, 11, 30, 1, 2, 3, i, tzinfo=timezone.utc) for i in range(1, 10)])
+    rec = EventRecorder(api, "volcano", clock=lambda: next(instants))  # type: ignore[arg-type]
+    events = BackgroundEvents(rec, workers=1, capacity=2)
+    for i in range(4):  # one taken by the worker (blocked in create), two queued, the fourth dropped
+        events.record(pod, "Pod", "Normal", "Scheduled", f"Successfully assigned default/p to n{i}")
+        if i == 0:
+            wait_for(lambda: events._queue.empty(), "the worker to take the first Event")  # noqa: SLF001
+    assert api.events() == [] and events.dropped == 1  # nothing written yet, and the caller was never held
+    gate.set()
+    events.flush()
+    written = sorted(api.events(), key=lambda e: e["eventTime"])
+    assert [e["message"][-2:] for e in written] == ["n0", "n1", "n2"]
+    # each Event carries the instant it was recorded at, not the instant it was written
+    assert [e["eventTime"] for e in written] == [f"2026-11-30T01:02:03.00000{i}Z" for i in (1, 2, 3)]
+    events.close()
+    assert not any(t.is_alive() for t in events._threads)  # noqa: SLF001
+
+
+def wait_for(condition: Any, what: str, deadline: float = 10.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
 
 
 # ---------------------------------------------------------------- node lifecycle
