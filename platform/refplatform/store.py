@@ -37,6 +37,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from refplatform import jsoncodec
 from refplatform.errors import RefPlatformError
 
 Obj = dict[str, Any]
@@ -138,7 +139,7 @@ def _key(obj: Obj) -> ObjKey:
 
 
 def _dumps(obj: Obj) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+    return jsoncodec.dumps(obj, sort_keys=True).decode()
 
 
 class Store:

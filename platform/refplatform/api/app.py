@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from refplatform import jsoncodec
 from refplatform.api import discovery, leakreport, protobuf, tokenreview
 from refplatform.api import errors as E
 from refplatform.api.audit import AuditLog, AuditMiddleware, AuditNote, note_of
@@ -381,7 +382,7 @@ class ApiServer:
             if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
                 obj = table(rt, [obj], self._table_context(rt), obj["metadata"]["resourceVersion"],
                             include_columns=first)
-            return (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
+            return jsoncodec.dumps({"type": kind, "object": obj}) + b"\n"
 
         async def stream() -> AsyncIterator[bytes]:
             loop = asyncio.get_running_loop()
@@ -559,5 +560,5 @@ def with_warnings(response: Response, warnings: list[str]) -> Response:
 
 
 def json_response(obj: Any, code: int = 200) -> Response:
-    return Response(json.dumps(obj, separators=(",", ":")).encode(), status_code=code,
+    return Response(jsoncodec.dumps(obj), status_code=code,
                     media_type="application/json")
