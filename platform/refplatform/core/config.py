@@ -57,8 +57,9 @@ DEFAULT_PLUGINS: tuple[PluginSpec, ...] = (
     PluginSpec("topology", weight=1.0),
 )
 PLACEMENT_POLICIES: tuple[str, ...] = (
-    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd+bestfit")
-"""The six policies of the FGD paper (docs/SCHEDULER.md, Placement policies) and our hybrid ``fgd+bestfit``."""
+    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd+bestfit", "fgd+pack")
+"""The six policies of the FGD paper (docs/SCHEDULER.md, Placement policies) and our hybrids ``fgd+bestfit`` and
+``fgd+pack``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class SchedulerConfig:
     """Node-scoring policy of the ``placement`` plugin, one of :data:`PLACEMENT_POLICIES`."""
     profile: Profile = Profile.GANG
     typical_pods: TypicalPods | None = None
-    """The workload's typical-pod distribution for ``fgd`` and ``fgd+bestfit``; derived from the snapshot's
+    """The workload's typical-pod distribution for the ``fgd`` policies; derived from the snapshot's
     pods when ``None``."""
     fgd_packing_weight: float = 0.02
     """``fgd+bestfit`` only: weight of the unrounded best-fit score (0..100) added to FGD's integer score: it

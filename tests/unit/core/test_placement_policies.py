@@ -1,4 +1,4 @@
-"""The FGD paper's placement policies as the authors' plugins score them, the hybrid, and TieBreak.ORDER."""
+"""The FGD paper's placement policies as the authors' plugins score them, the hybrids, and TieBreak.ORDER."""
 
 from __future__ import annotations
 
@@ -82,6 +82,13 @@ CASES = [
     Case("fgd+bestfit breaks FGD's tie by best-fit", [node("empty"), node("half")], config=cfg("fgd+bestfit"),
          pods=[pod("u", gpus=4, on="half", gpu_indices=(0, 1, 2, 3)), pod("new", gpus=1)],
          binds={"new": "half"}),
+    # fgd+pack: the same tie goes to the node in use, even one emptier than best-fit would choose.
+    Case("fgd+pack breaks FGD's tie away from an idle node", [node("empty"), node("half")], config=cfg("fgd+pack"),
+         pods=[pod("u", gpus=4, on="half", gpu_indices=(0, 1, 2, 3)), pod("new", gpus=1)],
+         binds={"new": "half"}),
+    Case("fgd+pack counts a node with only CPU in use as in use", [node("empty"), node("cpu")],
+         config=cfg("fgd+pack"), pods=[pod("c", cpu=1000, on="cpu"), pod("new", gpus=1)],
+         binds={"new": "cpu"}),
 ]
 
 
@@ -134,6 +141,23 @@ def test_fgd_score_is_the_integer_part_of_the_sigmoid() -> None:
     delta = policy.deltas(t, state, np.arange(1))
     assert delta[0] == -200  # the share goes on the fragment, which shrinks by 200
     assert policy.score(t, state, np.arange(1))[0] == int(100 / (1 + np.exp(-0.2)))
+
+
+def test_fgd_pack_only_breaks_fgd_ties() -> None:
+    # a: 300 free on GPU 0 (a fragment for the 1-GPU typical pod); b: in use, no fragment; c: idle.
+    state = ClusterState([node("a", gpus=2), node("b", gpus=2), node("c", gpus=2)])
+    state.allocate(0, 0, 0, (0,), 700)
+    state.allocate(1, 0, 0, (0,), 1000)
+    idx = np.arange(3)
+    share, whole = task_of(pod("p", milli=200)), task_of(pod("q", gpus=1))
+    for t in (share, whole):
+        fgd = FGDPolicy(ONE_GPU).score(t, state, idx)
+        pack = FGDPolicy(ONE_GPU, keep_idle_nodes=True).score(t, state, idx)
+        assert pack.tolist() == [fgd[0], fgd[1], fgd[2] - 0.5], "half a point off the idle node only"
+    assert np.argmax(FGDPolicy(ONE_GPU, keep_idle_nodes=True).score(share, state, idx)) == 0, \
+        "the share still fills the fragment: FGD's lead is kept"
+    pack = FGDPolicy(ONE_GPU, keep_idle_nodes=True).score(whole, state, idx)
+    assert pack[1] > pack[2], "a whole GPU, an FGD tie between b and c, goes to b, in use"
 
 
 def test_order_tie_break_is_seeded_and_outlives_snapshots() -> None:

@@ -26,7 +26,7 @@ from refplatform.core.policies import (
     RandomPolicy,
 )
 
-FGD_POLICIES = ("fgd", "fgd+bestfit")
+FGD_POLICIES = ("fgd", "fgd+bestfit", "fgd+pack")
 
 
 def pod_gpu_models(pod: Pod, label: str) -> tuple[str, ...]:
@@ -57,6 +57,8 @@ def make_policy(config: SchedulerConfig, rng: np.random.Generator,
         return GpuPackingPolicy()
     if name == "gpu-clustering":
         return GpuClusteringPolicy()
+    if name == "fgd+pack":
+        return FGDPolicy(typical, keep_idle_nodes=True)
     return FGDPolicy(typical, config.fgd_packing_weight if name == "fgd+bestfit" else None)
 
 

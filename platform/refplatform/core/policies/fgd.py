@@ -1,4 +1,4 @@
-"""Fragmentation Gradient Descent (Weng et al., USENIX ATC'23) and our hybrid ``fgd+bestfit``.
+"""Fragmentation Gradient Descent (Weng et al., USENIX ATC'23) and our hybrids ``fgd+bestfit`` and ``fgd+pack``.
 
 - ``fgd``: the node (and, for a share, the GPU) where the expected fragmentation under the
   typical-pod distribution (:mod:`refplatform.core.fragmentation`) grows least.  The score is the
@@ -7,6 +7,9 @@
   as in the authors' simulator) packs them.
 - ``fgd+bestfit``: FGD's integer score plus ``SchedulerConfig.fgd_packing_weight`` (0.02) x the unrounded
   best-fit score (0..100): best-fit breaks FGD's ties and can overturn a one-point FGD difference.
+- ``fgd+pack``: FGD's integer score minus :data:`IDLE_NODE_PENALTY` (half a point) on a node with nothing
+  on it (every GPU idle, no CPU in use): FGD's ties go to nodes already in use, and idle nodes stay whole
+  for the pods that need a whole node.  Under one point, so it never overturns an FGD difference.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ from refplatform.core.resources import MILLI_PER_GPU
 from refplatform.core.state import ClusterState
 
 
+IDLE_NODE_PENALTY = 0.5
+"""``fgd+pack``: subtracted from FGD's integer score on an idle node.  Any value in (0, 1) ranks nodes the same
+(a tie-break only); chosen on seeds 0..19, disjoint from the evaluation seeds 42..51 (docs/SCHEDULER.md)."""
+
+
 class _ShapeCache:
     __slots__ = ("delta", "choice", "seen")
 
@@ -35,12 +43,15 @@ class FGDPolicy:
     """Per pod shape, fragmentation deltas are cached per node and recomputed only
     for nodes whose version changed since (one node changes per placement).
 
-    ``packing_weight`` ``None`` is pure ``fgd``; a number is ``fgd+bestfit``."""
+    ``packing_weight`` ``None`` and ``keep_idle_nodes`` false is pure ``fgd``; a weight is ``fgd+bestfit``;
+    ``keep_idle_nodes`` is ``fgd+pack``."""
 
-    def __init__(self, typical: TypicalPods | None, packing_weight: float | None = None) -> None:
+    def __init__(self, typical: TypicalPods | None, packing_weight: float | None = None,
+                 keep_idle_nodes: bool = False) -> None:
         self.typical = typical
         self.packing_weight = packing_weight
-        self.name = "fgd" if packing_weight is None else "fgd+bestfit"
+        self.keep_idle_nodes = keep_idle_nodes
+        self.name = "fgd+pack" if keep_idle_nodes else "fgd" if packing_weight is None else "fgd+bestfit"
         self._packing = BestFitPolicy(integer=False)
         self._trackers: dict[int, tuple[ClusterState, FragmentationTracker, dict]] = {}
 
@@ -72,6 +83,9 @@ class FGDPolicy:
         score = kube_int(MAX_NODE_SCORE / (1.0 + np.exp(delta / MILLI_PER_GPU)))
         if self.packing_weight:
             score = score + self.packing_weight * self._packing.score(task, state, idx)
+        if self.keep_idle_nodes:
+            idle = (state.full_free[idx] == state.gpu_count[idx]) & (state.cpu_free[idx] == state.cpu_alloc[idx])
+            score = score - IDLE_NODE_PENALTY * idle
         return score
 
     def pick_gpus(self, task: Task, state: ClusterState, node: int) -> tuple[int, ...] | None:
