@@ -316,7 +316,7 @@ def summarize(observer: Observer, nodes: int, first: float, last_sent: float, pr
 
 def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per_node: int, creators: int,
               profile: str, nice: int, timeout: float, log: Any = print, rate: float = 0.0,
-              server_http: str = "h11") -> RoundResult:
+              server_http: str = "httptools") -> RoundResult:
     """One cluster from scratch: API server, scheduler, hollow fleet; the workload; the figures."""
     if pods % gang_size:
         raise SystemExit(f"--pods {pods} is not a multiple of --gang {gang_size}")
@@ -391,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="create at most this many pods a second (0: as fast as the creators go, the default)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the hollow fleet (the platform's own)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every pod Running")
-    p.add_argument("--server-http", choices=["h11", "httptools"], default="h11",
-                   help="the API server's HTTP implementation (httptools: an experiment, not a dependency)")
+    p.add_argument("--server-http", choices=["httptools", "h11"], default="httptools",
+                   help="the API server's HTTP implementation (default httptools, as the server's own default)")
     args = p.parse_args(argv)
     results = []
     for r in range(args.rounds):

@@ -65,10 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "serve HTTPS, which kubectl needs before it sends a bearer token")
     p.add_argument("--tls-private-key-file", type=Path, help="the serving certificate's private key (PEM)")
     p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body accepted")
-    p.add_argument("--http", choices=["h11", "httptools"], default="h11",
-                   help="uvicorn's HTTP/1.1 implementation: h11 (pure Python, the default) or httptools (C; "
-                        "needs the httptools package, not a dependency of this project; see docs/SCHEDULER.md, "
-                        "End-to-end throughput)")
+    p.add_argument("--http", choices=["httptools", "h11"], default="httptools",
+                   help="uvicorn's HTTP/1.1 implementation: httptools (C, the default: about a fifth less server "
+                        "CPU a request; see docs/SCHEDULER.md, End-to-end throughput) or h11 (pure Python)")
     add_defect_argument(p)
     return p
 
@@ -102,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import httptools  # noqa: F401
         except ImportError:
-            print("error: --http httptools needs the httptools package (pip install httptools); "
-                  "or leave --http at h11", file=sys.stderr)
+            print("error: --http httptools needs the httptools package (pip install httptools, a dependency "
+                  "of firedrill); or run the API server with --http h11", file=sys.stderr)
             return 2
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("error: give both --tls-cert-file and --tls-private-key-file, or neither", file=sys.stderr)
