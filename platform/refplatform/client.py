@@ -19,7 +19,6 @@ The client never retries on its own; callers decide (the agent uses tenacity).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -29,6 +28,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from urllib3.exceptions import HTTPError as _Urllib3Error
 
+from refplatform import jsoncodec
 from refplatform.errors import RefPlatformError
 
 __all__ = [
@@ -243,7 +243,7 @@ class WatchStream:
         if not line:
             return None
         try:
-            data = json.loads(line)
+            data = jsoncodec.loads(line)
         except ValueError as err:
             raise ApiUnreachable(self._url, f"malformed watch line {line[:120]!r}") from err
         etype = str(data.get("type", ""))
@@ -409,7 +409,7 @@ class RestClient:
         if not resp.data:
             return {}
         try:
-            data = json.loads(resp.data)
+            data = jsoncodec.loads(resp.data)
         except ValueError as err:
             raise ApiStatusError(
                 resp.status, "InvalidResponse", f"not JSON: {resp.data[:120]!r}", method=method, url=self._url(path, params)
@@ -436,7 +436,7 @@ class RestClient:
             headers["Accept"] = accept
         payload = None
         if body is not None:
-            payload = json.dumps(body, separators=(",", ":")).encode()
+            payload = jsoncodec.dumps(body)
             headers["Content-Type"] = content_type
         t = self.timeout if timeout is None else timeout
         try:
@@ -473,7 +473,7 @@ def _param(v: str | int | float | bool) -> str:
 
 def _status_error(http_code: int, http_reason: str, data: bytes, method: str, url: str) -> ApiStatusError:
     try:
-        body = json.loads(data) if data else None
+        body = jsoncodec.loads(data) if data else None
     except ValueError:
         body = None
     if isinstance(body, dict) and body.get("kind") == "Status":

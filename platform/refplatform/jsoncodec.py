@@ -8,7 +8,9 @@ in what they mean: non-ASCII text is UTF-8 rather than ``\\u`` escapes, and NaN 
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from typing import Any
 
 import orjson
@@ -20,3 +22,30 @@ def dumps(obj: Any, *, sort_keys: bool = False) -> bytes:
         return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
     except (TypeError, orjson.JSONEncodeError):
         return json.dumps(obj, separators=(",", ":"), sort_keys=sort_keys).encode()
+
+
+_LONG_NUMBER = re.compile(rb"\d{19}")
+"""19 digits in a row: maybe an integer orjson would read as a float (beyond 64 bits), maybe digits in a string."""
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """JSON text to Python values, exactly as :func:`json.loads` reads them.  orjson reads them, except
+    where the standard library must: a text with 19 digits in a row (orjson reads an integer beyond 64
+    bits as a float), or one orjson refuses (NaN); a malformed text gets the standard library's
+    ``ValueError``, which names what and where."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if _LONG_NUMBER.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, strings, numbers, booleans, None) by a round trip
+    through orjson, several times faster than :func:`copy.deepcopy`; anything else is deep-copied."""
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except (TypeError, orjson.JSONEncodeError, orjson.JSONDecodeError):
+        return copy.deepcopy(obj)

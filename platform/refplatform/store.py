@@ -25,7 +25,6 @@ server restarts too.  Older versions raise :class:`ChangesCompacted` (HTTP 410).
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import sqlite3
 import threading
@@ -243,7 +242,7 @@ class Store:
             key = _key(obj)
             if key in self._objects.get(type_key, {}):
                 raise ObjectExists(key[1])
-            obj = copy.deepcopy(obj)
+            obj = jsoncodec.clone(obj)
             meta = obj.setdefault("metadata", {})
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now
@@ -261,7 +260,7 @@ class Store:
                 raise VersionConflict(
                     f"the object has been modified; please apply your changes to the latest "
                     f"version and try again (have {expect_rv}, current {current['metadata']['resourceVersion']})")
-            obj = copy.deepcopy(obj)
+            obj = jsoncodec.clone(obj)
             meta = obj.setdefault("metadata", {})
             for kept in ("uid", "creationTimestamp"):
                 meta[kept] = current["metadata"][kept]
@@ -273,7 +272,7 @@ class Store:
         object (or None for "no change").  The basis for patches, status updates and bindings."""
         with self._lock:
             current = self.get(type_key, namespace, name)
-            new = fn(copy.deepcopy(current))
+            new = fn(jsoncodec.clone(current))
             if new is None or new == current:
                 return current
             return self.update(type_key, new, expect_rv=current["metadata"]["resourceVersion"])
@@ -290,7 +289,7 @@ class Store:
                 raise VersionConflict(
                     f"Precondition failed: ResourceVersion in precondition: {expect_rv}, "
                     f"ResourceVersion in object meta: {current['metadata'].get('resourceVersion')}")
-            last = copy.deepcopy(current)
+            last = jsoncodec.clone(current)
             return self._commit(type_key, EventType.DELETED, last, current)
 
     def _commit(self, type_key: str, event: EventType, obj: Obj, prev: Obj | None) -> Obj:

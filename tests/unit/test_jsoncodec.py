@@ -24,3 +24,27 @@ def test_what_orjson_refuses_is_written_by_the_standard_library() -> None:
     huge = {"value": 2 ** 70, "list": [2 ** 65]}  # beyond 64 bits: valid JSON all the same
     assert json.loads(jsoncodec.dumps(huge)) == huge
     assert json.loads(jsoncodec.dumps({1: "one"}, sort_keys=True)) == {"1": "one"}
+
+
+def test_loads_reads_what_the_standard_library_reads_and_fails_where_it_fails() -> None:
+    assert jsoncodec.loads(b'{"a":[1,2.5,"\\u00e9",null]}') == {"a": [1, 2.5, "é", None]}
+    assert jsoncodec.loads('{"n": 123456789012345678901234567890}') == {"n": 123456789012345678901234567890}
+    nan = jsoncodec.loads('{"x": NaN}')["x"]
+    assert nan != nan  # the standard library's NaN, which orjson refuses
+    for bad in (b'{"a":', b"", b"\xff"):
+        try:
+            jsoncodec.loads(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was read")
+
+
+def test_clone_is_a_deep_copy() -> None:
+    obj = {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "c", "ports": [80]}]}}
+    copy = jsoncodec.clone(obj)
+    assert copy == obj
+    copy["metadata"]["labels"]["a"] = "2"
+    copy["spec"]["containers"][0]["ports"].append(81)
+    assert obj == {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "c", "ports": [80]}]}}
+    odd = {"when": {1, 2}}  # not JSON: deep-copied all the same
+    assert jsoncodec.clone(odd) == odd and jsoncodec.clone(odd)["when"] is not odd["when"]

@@ -543,7 +543,7 @@ def parse_json(raw: bytes) -> Any:
     if not raw.strip():
         raise E.bad_request("the request has no body; send a JSON object")
     try:
-        return json.loads(raw)
+        return jsoncodec.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise E.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 

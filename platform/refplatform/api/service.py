@@ -10,7 +10,6 @@ the event filtering behind watch.  Store errors become Status errors here.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import secrets
 import uuid
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from refplatform import jsoncodec
 from refplatform.api import errors as E
 from refplatform.api.auth import Identity
 from refplatform.api.errors import ApiError, Cause
@@ -206,7 +206,7 @@ class ApiService:
     # ------------------------------------------------------------------- writes
     def create(self, rt: ResourceType, namespace: str, body: Any, by: Identity | None = None) -> Obj:
         """Create an object; ``by`` is the caller (None: in-process, not restricted by identity)."""
-        obj = self._check_kind(rt, copy.deepcopy(body), namespace, None)
+        obj = self._check_kind(rt, jsoncodec.clone(body), namespace, None)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(secrets.choice(GENERATE_ALPHABET) for _ in range(5))
@@ -242,7 +242,7 @@ class ApiService:
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "",
                by: Identity | None = None) -> Obj:
-        obj = self._check_kind(rt, copy.deepcopy(body), namespace, name)
+        obj = self._check_kind(rt, jsoncodec.clone(body), namespace, name)
         expect_rv = obj["metadata"].get("resourceVersion")
         if not expect_rv:
             # Upstream allows an unconditional update; it is then a plain replace.
@@ -278,11 +278,11 @@ class ApiService:
         object-level restrictions (refplatform.api.restrictions)."""
         has_status = "status" in rt.subresources
         if subresource == "status":
-            result = copy.deepcopy(current)
+            result = jsoncodec.clone(current)
             result["status"] = new.get("status", {})
             new = result
         elif has_status:
-            new["status"] = copy.deepcopy(current.get("status", {}))
+            new["status"] = jsoncodec.clone(current.get("status", {}))
         meta, old_meta = new["metadata"], current["metadata"]
         for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if kept in old_meta:
@@ -301,7 +301,7 @@ class ApiService:
 
     def _check_pod_spec_update(self, current: Obj, new: Obj) -> None:
         def mutable_stripped(spec: Obj) -> Obj:
-            spec = copy.deepcopy(spec or {})
+            spec = jsoncodec.clone(spec or {})
             for c in spec.get("containers") or []:
                 c.pop("image", None)
             for k in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
@@ -442,7 +442,7 @@ class ApiService:
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
                 raise E.invalid(rt, name, [Cause("spec.replicas", f"Invalid value: {replicas!r}: must be greater "
                                                                   "than or equal to 0")])
-            new = copy.deepcopy(current)
+            new = jsoncodec.clone(current)
             new.setdefault("spec", {})["replicas"] = replicas
             return self._merge_update(rt, current, new, "")
         return scale_of(self._write(rt, namespace, name, scaled, None))
@@ -472,7 +472,7 @@ class ApiService:
             current = (pod.get("spec") or {}).get("nodeName")
             if current:
                 raise E.conflict(PODS, name, f"pod {name} is already assigned to node \"{current}\"")
-            before = copy.deepcopy(pod) if annotations and by is not None else None
+            before = jsoncodec.clone(pod) if annotations and by is not None else None
             if annotations:
                 pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **annotations}
             pod["spec"]["nodeName"] = node

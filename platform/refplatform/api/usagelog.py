@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from refplatform import jsoncodec
 from refplatform.core.accounting import LeakReport, Window, account
 from refplatform.core.usage import PROGRESS_ANNOTATIONS, Observation, PendingNow, Resource, UsageTracker, project
 from refplatform.resources import EVENTS, NODES, PODGROUPS, PODS, VCJOBS
@@ -60,7 +61,7 @@ TYPES: dict[str, Resource] = {NODES.key: Resource.NODE, PODS.key: Resource.POD, 
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+    return jsoncodec.dumps(obj, sort_keys=True).decode()
 
 
 class UsageRecorder:
