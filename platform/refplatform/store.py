@@ -173,8 +173,11 @@ class Store:
         for type_key, data in self._db.execute("SELECT type, data FROM objects"):
             obj = json.loads(data)
             self._objects.setdefault(type_key, {})[_key(obj)] = obj
+        # The newest version is the newest change's (the change log always keeps it), or the one written to
+        # meta when the log was last trimmed, whichever is larger: a commit need not write meta as well.
         row = self._db.execute("SELECT value FROM meta WHERE key='rv'").fetchone()
-        self._rv = int(row[0]) if row else 0
+        newest = self._db.execute("SELECT MAX(rv) FROM changes").fetchone()
+        self._rv = max(int(row[0]) if row else 0, int(newest[0] or 0) if newest else 0)
         for rv, type_key, event, data, prev in self._db.execute(
                 "SELECT rv, type, event, data, prev FROM changes ORDER BY rv"):
             self._log.append(Change(rv, type_key, EventType(event), json.loads(data),
@@ -308,9 +311,9 @@ class Store:
                            "VALUES (?,?,?,?,?)", (type_key, namespace, name, rv, data))
             db.execute("INSERT INTO changes(rv, type, event, data, prev) VALUES (?,?,?,?,?)",
                        (rv, type_key, event.value, data, _dumps(prev) if prev else None))
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('rv', ?)", (str(rv),))
             trim_to = rv - self.changelog_limit
             if trim_to > self._compacted_rv and rv % 256 == 0:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('rv', ?)", (str(rv),))
                 db.execute("DELETE FROM changes WHERE rv <= ?", (trim_to,))
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compacted_rv', ?)",
                            (str(trim_to),))
