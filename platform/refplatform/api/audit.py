@@ -24,7 +24,6 @@ defect (docs/DEFECTS.md) drops the lines of refused requests.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from refplatform import jsoncodec
 from refplatform.api.auth import UNAUTHENTICATED, Identity
 from refplatform.api.errors import ApiError
 from refplatform.resources import ResourceType
@@ -52,7 +52,9 @@ STATE_KEY = "audit"
 
 def micro_time(when: datetime) -> str:
     """RFC 3339 in UTC with microseconds, as upstream stamps audit events."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if when.tzinfo is not timezone.utc:
+        when = when.astimezone(timezone.utc)
+    return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @dataclass
@@ -99,7 +101,7 @@ class AuditLog:
         return verb in MUTATING_VERBS or self.include_reads
 
     def append(self, event: Obj) -> None:
-        line = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        line = jsoncodec.dumps(event) + b"\n"
         view = memoryview(line)
         while view:
             written = os.write(self._fd, view)
