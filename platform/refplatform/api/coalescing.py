@@ -67,7 +67,10 @@ class CoalescingTransport:
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size() + sum(map(len, self._held))
 
-    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause/resume_reading, ...
+    def is_closing(self) -> bool:  # asked before every write: spared the __getattr__ detour
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:  # get_extra_info, pause/resume_reading, set_protocol, ...
         return getattr(self._transport, name)
 
 
