@@ -89,6 +89,8 @@ class SchedulerController:
 
     # ----------------------------------------------------------------- cycle
     def reconcile(self, cache: Cache) -> None:
+        if self._scheduled_events is None:  # here, on the one reconcile thread: never two of them
+            self._scheduled_events = BackgroundEvents(self.events)
         pods = cache.list(PODS)
         pods = self._with_assumed(pods)
         self._note_arrivals(pods)
@@ -205,8 +207,7 @@ class SchedulerController:
             return str(exc)
         self._unschedulable.pop(pod["metadata"]["uid"], None)
         gpus = f" (GPUs {','.join(map(str, bind.gpu_indices))})" if bind.gpu_indices else ""
-        if self._scheduled_events is None:
-            self._scheduled_events = BackgroundEvents(self.events)
+        assert self._scheduled_events is not None  # made by reconcile, before any bind thread runs
         self._scheduled_events.record(pod, "Pod", "Normal", "Scheduled",
                                       f"Successfully assigned {ns}/{name} to {bind.node}{gpus}")
         return None
