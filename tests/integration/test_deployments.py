@@ -142,7 +142,10 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, t
     wait_until(lambda: slice_ips(cluster) == (ips, [8000]), 30, f"the slice to list {ips} port 8000")
 
     # status written by the controllers
-    wait_until(lambda: (apps.read_namespaced_deployment("infer", NS).status.ready_replicas or 0) == 2, 30,
+    def ready() -> int:
+        status = apps.read_namespaced_deployment("infer", NS).status  # None until the controller's first write
+        return status and status.ready_replicas or 0
+    wait_until(lambda: ready() == 2, 30,
                "the Deployment's readyReplicas to reach 2")
     d = apps.read_namespaced_deployment("infer", NS)
     assert d.status.available_replicas == 2 and d.status.observed_generation == d.metadata.generation
@@ -197,7 +200,7 @@ def test_deployment_service_and_load_balancer_serve_and_heal(cluster: Cluster, t
                    if r.metadata.owner_references[0].name == "infer"}
         new = [r for n, r in by_name.items() if n != rs.metadata.name]
         return (len(new) == 1 and by_name[rs.metadata.name].spec.replicas == 0
-                and (new[0].status.ready_replicas or 0) == 2
+                and (new[0].status and new[0].status.ready_replicas or 0) == 2  # no status until its first write
                 and {p.metadata.owner_references[0].name for p in running_pods(core)} == {new[0].metadata.name})
     wait_until(rolled, 60, "the new ReplicaSet to run both pods and the old one to scale to 0")
     d = apps.read_namespaced_deployment("infer", NS)
