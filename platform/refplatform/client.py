@@ -298,6 +298,22 @@ class RestClient:
             if ca_file is not None:
                 tls["ca_certs"] = os.fspath(ca_file)
         self._pool = urllib3.PoolManager(maxsize=maxsize, block=False, retries=False, **tls)
+        self._host_pool: urllib3.HTTPConnectionPool | None = None
+        self._timeouts: dict[float, urllib3.Timeout] = {}
+
+    def _connections(self) -> urllib3.HTTPConnectionPool:
+        """The server's connection pool, looked up once (not per request: the pool manager parses the URL and
+        normalises its key every time it is asked), and again after :meth:`close`."""
+        pool = self._host_pool
+        if pool is None or pool.pool is None:
+            pool = self._host_pool = self._pool.connection_from_url(self.base_url)
+        return pool
+
+    def _timeout(self, read: float) -> urllib3.Timeout:
+        timeout = self._timeouts.get(read)
+        if timeout is None:
+            timeout = self._timeouts[read] = urllib3.Timeout(connect=min(read, self.timeout), read=read)
+        return timeout
 
     def close(self) -> None:
         self._pool.clear()
@@ -389,7 +405,12 @@ class RestClient:
     # -- plumbing ----------------------------------------------------------
 
     def _url(self, path: str, params: Params | None) -> str:
-        url = self.base_url + (path if path.startswith("/") else "/" + path)
+        return self.base_url + self._target(path, params)
+
+    @staticmethod
+    def _target(path: str, params: Params | None) -> str:
+        """The request target: the path and its query."""
+        url = path if path.startswith("/") else "/" + path
         if params:
             pairs = [(k, _param(v)) for k, v in params.items() if v is not None]
             if pairs:
@@ -430,7 +451,8 @@ class RestClient:
         stream: bool = False,
         accept: str | None = None,
     ) -> urllib3.BaseHTTPResponse:
-        url = self._url(path, params)
+        target = self._target(path, params)
+        url = self.base_url + target
         headers = dict(self._headers)
         if accept:
             headers["Accept"] = accept
@@ -440,12 +462,12 @@ class RestClient:
             headers["Content-Type"] = content_type
         t = self.timeout if timeout is None else timeout
         try:
-            resp = self._pool.request(
+            resp = self._connections().urlopen(
                 method,
-                url,
+                target,
                 body=payload,
                 headers=headers,
-                timeout=urllib3.Timeout(connect=min(t, self.timeout), read=t),
+                timeout=self._timeout(t),
                 preload_content=not stream,
                 redirect=False,
             )

@@ -140,6 +140,20 @@ def test_verbs_send_json_token_and_content_types(server: tuple[str, Recorder]) -
     assert all(r["headers"]["Authorization"] == "Bearer s3cret" for r in rec.requests)
 
 
+def test_a_closed_client_connects_again_and_copies_share_its_connections(server: tuple[str, Recorder]) -> None:
+    url, rec = server
+    c = RestClient(url, "a")
+    other = c.with_token("b")
+    assert c.get("/api/v1/nodes/n1")["kind"] == "Pod"
+    assert other.get("/api/v1/nodes/n2")["kind"] == "Pod"
+    c.close()  # closes the connections both use; each connects again on its next request
+    assert other.get("/api/v1/nodes/n3")["kind"] == "Pod"
+    assert c.get("/api/v1/nodes/n4")["kind"] == "Pod"
+    assert [(r["path"], r["headers"]["Authorization"]) for r in rec.requests] == [
+        ("/api/v1/nodes/n1", "Bearer a"), ("/api/v1/nodes/n2", "Bearer b"),
+        ("/api/v1/nodes/n3", "Bearer b"), ("/api/v1/nodes/n4", "Bearer a")]
+
+
 def test_status_errors_carry_code_reason_message(server: tuple[str, Recorder]) -> None:
     url, _ = server
     c = RestClient(url)
