@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -28,18 +29,20 @@ _LONG_NUMBER = re.compile(rb"\d{19}")
 """19 digits in a row: maybe an integer orjson would read as a float (beyond 64 bits), maybe digits in a string."""
 
 
-def loads(data: bytes | bytearray | memoryview | str) -> Any:
+def loads(data: bytes | bytearray | memoryview | str, *,
+          parse_constant: Callable[[str], Any] | None = None) -> Any:
     """JSON text to Python values, exactly as :func:`json.loads` reads them.  orjson reads them, except
     where the standard library must: a text with 19 digits in a row (orjson reads an integer beyond 64
-    bits as a float), or one orjson refuses (NaN); a malformed text gets the standard library's
-    ``ValueError``, which names what and where."""
+    bits as a float), or one orjson refuses (NaN, which ``parse_constant`` may refuse too, as
+    :func:`json.loads`'s does); a malformed text gets the standard library's ``ValueError``, which names
+    what and where."""
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if _LONG_NUMBER.search(raw) is None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw)
+    return json.loads(raw, parse_constant=parse_constant)
 
 
 def clone(obj: Any) -> Any:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
+from refplatform import jsoncodec
 from refplatform.errors import RefPlatformError
 
 __all__ = [
@@ -173,7 +173,7 @@ def apply_patch(obj: dict[str, Any], patch_body: bytes | str | Any, content_type
     """
     patch_type = PatchType.from_content_type(content_type, custom_resource=custom_resource)
     patch = _decode(patch_body)
-    doc = copy.deepcopy(obj)
+    doc = jsoncodec.clone(obj)
     if patch_type is PatchType.JSON:
         return _json_patch(doc, patch)
     if not isinstance(patch, dict):
@@ -202,9 +202,9 @@ def _decode(body: bytes | str | Any) -> Any:
         except UnicodeDecodeError as exc:
             raise PatchError(f"invalid JSON in patch body: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     if not isinstance(body, str):
-        return copy.deepcopy(body)
+        return jsoncodec.clone(body)
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        return jsoncodec.loads(body, parse_constant=_reject_constant)
     except ValueError as exc:
         raise PatchError(f"invalid JSON in patch body: {exc}") from None
 
