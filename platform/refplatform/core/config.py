@@ -57,9 +57,10 @@ DEFAULT_PLUGINS: tuple[PluginSpec, ...] = (
     PluginSpec("topology", weight=1.0),
 )
 PLACEMENT_POLICIES: tuple[str, ...] = (
-    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd+bestfit", "fgd+pack")
-"""The six policies of the FGD paper (docs/SCHEDULER.md, Placement policies) and our hybrids ``fgd+bestfit`` and
-``fgd+pack``."""
+    "random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd+bestfit", "fgd+pack",
+    "fgd+headroom")
+"""The six policies of the FGD paper (docs/SCHEDULER.md, Placement policies) and our hybrids ``fgd+bestfit``,
+``fgd+pack`` and ``fgd+headroom``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from refplatform.core.framework import Session
 from refplatform.core.jobs import Job, Task
 from refplatform.core.node_order import order_keys
 from refplatform.core.placer import Placer
+from refplatform.core.policies.fgd import CpuHeadroom
 from refplatform.core.policies import (
     BestFitPolicy,
     DotProductPolicy,
@@ -89,6 +90,18 @@ CASES = [
     Case("fgd+pack counts a node with only CPU in use as in use", [node("empty"), node("cpu")],
          config=cfg("fgd+pack"), pods=[pod("c", cpu=1000, on="cpu"), pod("new", gpus=1)],
          binds={"new": "cpu"}),
+    # fgd+headroom: a CPU-heavy pod is an FGD tie between a node with idle GPUs and one whose GPUs are all taken
+    # (1 core left per idle GPU suffices for the typical pod either way); it goes where no idle GPU loses its CPU.
+    Case("fgd+pack sends a CPU-heavy pod to the first of the tied nodes", [node("gpus", gpus=4, cpu=8000),
+         node("full", gpus=4, cpu=8000)], config=cfg("fgd+pack"),
+         pods=[pod("g", gpus=1, cpu=0, on="gpus", gpu_indices=(0,)), pod("f", gpus=4, cpu=0, on="full",
+               gpu_indices=(0, 1, 2, 3)), pod("new", cpu=6000)],
+         binds={"new": "gpus"}),
+    Case("fgd+headroom keeps CPU beside idle GPUs", [node("gpus", gpus=4, cpu=8000),
+         node("full", gpus=4, cpu=8000)], config=cfg("fgd+headroom"),
+         pods=[pod("g", gpus=1, cpu=0, on="gpus", gpu_indices=(0,)), pod("f", gpus=4, cpu=0, on="full",
+               gpu_indices=(0, 1, 2, 3)), pod("new", cpu=6000)],
+         binds={"new": "full"}),
 ]
 
 
@@ -158,6 +171,43 @@ def test_fgd_pack_only_breaks_fgd_ties() -> None:
         "the share still fills the fragment: FGD's lead is kept"
     pack = FGDPolicy(ONE_GPU, keep_idle_nodes=True).score(whole, state, idx)
     assert pack[1] > pack[2], "a whole GPU, an FGD tie between b and c, goes to b, in use"
+
+
+def test_fgd_headroom_only_breaks_fgd_ties() -> None:
+    # One typical pod: 1 core with each whole GPU.  a: 3 idle GPUs, 4 cores free; b: every GPU taken, 4 cores free.
+    state = ClusterState([node("a", gpus=4, cpu=4000), node("b", gpus=4, cpu=4000)])
+    state.allocate(0, 0, 0, (0,), 1000)
+    state.allocate(1, 0, 0, (0, 1, 2, 3), 1000)
+    idx = np.arange(2)
+    t = task_of(pod("p", cpu=3000))
+    pack = FGDPolicy(ONE_GPU, keep_idle_nodes=True).score(t, state, idx)
+    head = FGDPolicy(ONE_GPU, keep_cpu_headroom=True).score(t, state, idx)
+    assert pack[0] == pack[1], "an FGD tie: 1 core is left beside a's idle GPUs, enough for the typical pod"
+    assert head.tolist() == pytest.approx([pack[0] - 0.2, pack[1]]), "0.1 a point per idle GPU left without its core"
+    assert np.argmax(head) == 1
+    share = task_of(pod("s", milli=500, cpu=0))
+    assert FGDPolicy(ONE_GPU, keep_cpu_headroom=True).headroom_penalty(share, state, idx).tolist() == [0, 0], \
+        "taking GPU without CPU strands nothing"
+    many = ClusterState([node("m", gpus=8, cpu=8000)])
+    assert FGDPolicy(ONE_GPU, keep_cpu_headroom=True).headroom_penalty(
+        task_of(pod("r", cpu=8000)), many, np.arange(1))[0] == 0.45, "capped: with the idle-node half point under 1"
+    assert FGDPolicy(ONE_GPU, keep_cpu_headroom=True).name == "fgd+headroom"
+
+
+def test_cpu_headroom_is_the_expected_stranded_gpus_over_the_typical_gpu_pods() -> None:
+    typical = TypicalPods((PodShape(12000, 1000, 1), PodShape(3000, 500, 1), PodShape(16000, 1000, 4),
+                           PodShape(0, 1000, 1), PodShape(8000, 0, 0)), (0.4, 0.2, 0.1, 0.1, 0.2))
+    gpu = [(12000, 0.4), (6000, 0.2), (4000, 0.1), (0, 0.1)]  # CPU milli per whole GPU; the CPU-only shape drops out
+    total = sum(w for _, w in gpu)
+    headroom = CpuHeadroom(typical)
+    rng = np.random.default_rng(3)
+    idle = rng.integers(0, 8001, 200)
+    cpu = rng.integers(0, 100_000, 200)
+    idle[:3], cpu[:3] = (0, 2000, 8000), (5000, 0, 96000)
+    literal = [sum(w / total * max(0.0, i / 1000 - c / r) if r else 0.0 for r, w in gpu) for i, c in zip(idle, cpu)]
+    assert headroom.stranded(idle, cpu) == pytest.approx(literal)
+    assert headroom.stranded(np.array([2000]), np.array([0]))[0] == pytest.approx(2 * 0.7 / 0.8), \
+        "no CPU free: both idle GPUs are stranded for every GPU shape that brings CPU"
 
 
 def test_order_tie_break_is_seeded_and_outlives_snapshots() -> None:

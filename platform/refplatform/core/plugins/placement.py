@@ -26,7 +26,7 @@ from refplatform.core.policies import (
     RandomPolicy,
 )
 
-FGD_POLICIES = ("fgd", "fgd+bestfit", "fgd+pack")
+FGD_POLICIES = ("fgd", "fgd+bestfit", "fgd+pack", "fgd+headroom")
 
 
 def pod_gpu_models(pod: Pod, label: str) -> tuple[str, ...]:
@@ -59,6 +59,8 @@ def make_policy(config: SchedulerConfig, rng: np.random.Generator,
         return GpuClusteringPolicy()
     if name == "fgd+pack":
         return FGDPolicy(typical, keep_idle_nodes=True)
+    if name == "fgd+headroom":
+        return FGDPolicy(typical, keep_idle_nodes=True, keep_cpu_headroom=True)
     return FGDPolicy(typical, config.fgd_packing_weight if name == "fgd+bestfit" else None)
 
 

@@ -2,7 +2,7 @@
 
 The six policies of the FGD paper (Weng et al., USENIX ATC'23), scored as the
 authors' kube-scheduler plugins score them (integers 0..100, the framework's
-score type), plus our hybrids ``fgd+bestfit`` and ``fgd+pack``.  The ``placement`` plugin
+score type), plus our hybrids ``fgd+bestfit``, ``fgd+pack`` and ``fgd+headroom``.  The ``placement`` plugin
 (:mod:`refplatform.core.plugins.placement`) picks one by name; see
 ``docs/SCHEDULER.md``, Placement policies.
 """
