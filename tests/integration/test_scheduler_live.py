@@ -4,6 +4,8 @@ server refuses in the middle of a gang undoes the gang's other binds."""
 from __future__ import annotations
 
 import json
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -243,4 +245,49 @@ def test_a_volcano_job_whose_bind_was_refused_is_created_again_and_runs_whole(tm
             job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "default", "jobs", "canary")
             assert job["status"]["retryCount"] >= 1  # PodEvicted -> RestartJob: the new ranks are a new epoch
     finally:
+        cluster.stop()
+
+
+class HoldsABinding(RestClient):
+    """A real client of the real server that holds the Binding of pod ``held`` until ``release`` is set (a slow
+    bind), and counts the Binding POSTs of each pod."""
+
+    def __init__(self, cluster: Cluster, held: str) -> None:
+        super().__init__(cluster.url, cluster.token, ca_file=cluster.ca_file)
+        self.held = held
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.posts: Counter[str] = Counter()
+
+    def create(self, path: str, body: dict, params: dict | None = None) -> dict:
+        if path.endswith("/binding"):
+            name = path.split("/")[-2]
+            self.posts[name] += 1
+            if name == self.held:
+                self.holding.set()
+                self.release.wait(60)
+        return super().create(path, body, params)
+
+
+def test_a_slow_bind_holds_up_neither_the_next_cycles_nor_other_gangs_and_each_pod_is_bound_once(
+        tmp_path: Path) -> None:
+    cluster = without_scheduler(tmp_path / "c")
+    api = HoldsABinding(cluster, "first-worker-0")
+    manager = ControllerManager(api, [SchedulerController(api, core.SchedulerConfig())])
+    try:
+        manager.start()
+        submit_gang(cluster, "first", workers=2)
+        wait_until(api.holding.is_set, 30, "the scheduler to reach the held bind")
+        submit_gang(cluster, "second", workers=2)
+        wait_until(lambda: len(bound(cluster, "second-")) == 2, 30, "the second gang bound while a bind is held")
+        assert bound(cluster, "first-") == {}  # the first gang's binds stay in order behind the held one
+        api.release.set()
+        wait_until(lambda: len(bound(cluster, "first-")) == 2, 30, "the first gang bound once its bind went through")
+        placed = {**bound(cluster, "first-"), **bound(cluster, "second-")}
+        assert len(set(placed.values())) == 4  # four 8-GPU pods on four nodes: no GPU booked twice
+        assert dict(api.posts) == {"first-worker-0": 1, "first-worker-1": 1, "second-worker-0": 1, "second-worker-1": 1}
+    finally:
+        api.release.set()
+        manager.stop()
+        api.close()
         cluster.stop()

@@ -42,7 +42,8 @@ class Controller(Protocol):
     name: str
     watches: tuple[ResourceType, ...]
     resync: float
-    """Longest sleep between reconciles, in seconds, when nothing changes."""
+    """Longest sleep between reconciles, in seconds, when nothing changes.  A controller may also set
+    ``min_interval``, the shortest pause after a reconcile (the manager's own when it does not)."""
 
     def reconcile(self, cache: Cache) -> None: ...
 
@@ -86,7 +87,7 @@ class ControllerManager:
             except Exception:  # noqa: BLE001 - a controller bug must not stop the others
                 log.exception("controller %s failed a reconcile; retrying", controller.name)
                 self._stop.wait(0.5)
-            self._stop.wait(self.min_interval)
+            self._stop.wait(getattr(controller, "min_interval", self.min_interval))
             wake.wait(controller.resync)
 
     def stop(self) -> None:

@@ -7,9 +7,13 @@ asks the pure core for decisions, and applies them through the API:
   the Binding's annotation (the API server copies a Binding's annotations
   onto the pod, as upstream's does: one write a pod), with a ``Scheduled``
   Event written in the background (off the bind's path, as upstream's event
-  broadcaster writes it); the gangs of one cycle are committed in parallel
-  (``binders`` threads), each gang's binds in order, and so are the cycle's
-  PodGroup status patches;
+  broadcaster writes it); gangs are committed by ``binders`` threads, each
+  gang's binds in order, beside the cycles: a cycle assumes its binds and
+  hands them over without waiting (as upstream's binding cycles run beside its
+  scheduling cycles), and so it does with its status patches, one at a time
+  for a pod or a PodGroup, and a pod's earlier status patch lands before its
+  bind; a cycle's CPU time sets the pause before the next
+  (:data:`CYCLE_CPU_SHARE`);
 - a preemption victim (kube-scheduler's way) gets the condition
   ``DisruptionTarget=True, reason PreemptionByScheduler`` in a status patch, then
   a plain ``DELETE`` (graceful: its ``terminationGracePeriodSeconds``, so the
@@ -41,9 +45,11 @@ docs/SCHEDULER.md, "Committing a gang through the API".
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,8 +67,28 @@ Obj = dict[str, Any]
 
 
 
+def _status_summary(status: Obj) -> tuple[Any, ...]:
+    """What decides whether a PodGroup's status needs writing: its phase and counts, and its conditions' type,
+    status and message (not their times)."""
+    return (status.get("phase"), status.get("running"), status.get("succeeded"), status.get("failed"),
+            tuple((c.get("type"), c.get("status"), c.get("message")) for c in status.get("conditions") or []))
+
+
 def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+MIN_PERIOD = 0.02
+"""Seconds at least between two scheduling cycles (the controller manager's own pause)."""
+BINDERS = 16
+"""Threads that commit gangs (each gang's binds in order) and write statuses, beside the cycles: a bind is a
+round trip to the API server, so more of them in flight keep binding up with pods being created (8 left the
+end-to-end benchmark's binds behind its creates; docs/SCHEDULER.md, "End-to-end throughput")."""
+CYCLE_CPU_SHARE = 0.2
+"""The most CPU the scheduling cycles take, as a share of one core: the pause after a cycle is at least the
+CPU time it took divided by this share.  A cycle looks at every pod, so on a large cluster it costs the same
+however few pods are new, and back-to-back cycles would take CPU from the binds, the API server and the
+nodes; binds go on between cycles.  (Volcano's scheduler runs a cycle every ``schedule-period``, 1 s.)"""
 
 
 class SchedulerController:
@@ -71,10 +97,14 @@ class SchedulerController:
     resync = 1.0
 
     def __init__(self, client: RestClient, config: core.SchedulerConfig,
-                 clock: Callable[[], float] = time.time, *, binders: int = 8) -> None:
-        """``binders``: how many gangs of one cycle are committed at once (each gang's binds stay in order;
-        the cycle ends when every gang's commit has)."""
+                 clock: Callable[[], float] = time.time, *, binders: int = BINDERS,
+                 cpu_share: float = CYCLE_CPU_SHARE) -> None:
+        """``binders``: how many gangs are committed at once (each gang's binds stay in order); ``cpu_share``:
+        see :data:`CYCLE_CPU_SHARE`."""
         self.client = client
+        self.cpu_share = cpu_share
+        self.min_interval = MIN_PERIOD
+        """The pause the controller manager makes after this cycle (see :data:`CYCLE_CPU_SHARE`)."""
         self.config = config
         self.clock = clock
         self.binders = max(1, binders)
@@ -82,8 +112,15 @@ class SchedulerController:
         self._convert = Converter()  # unchanged pods and nodes are not converted again each cycle
         self.events = EventRecorder(client, "volcano" if config.profile is core.Profile.GANG else "no-gang-scheduler")
         self._scheduled_events: BackgroundEvents | None = None  # each bind's Scheduled Event, off the bind's path
+        # The cycle and the binder threads share these; ``_lock`` guards them (held only for dict operations).
+        self._lock = threading.Lock()
         self._assumed: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, gpu indices)
         self._unschedulable: dict[str, tuple[str, str]] = {}  # pod uid -> last (message, pending reason) written
+        self._pod_writes: dict[str, Future[None]] = {}  # pod uid -> its unschedulable status write in flight
+        self._status_writes: dict[str, Future[None]] = {}  # PodGroup key -> its status write in flight
+        # PodGroup key -> (the status written, the version it made): not written again before the watch shows it
+        self._status_written: dict[str, tuple[tuple[Any, ...], int]] = {}
+        self._pending: set[Future[None]] = set()  # every write the cycles handed to the binders, not yet done
         self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
         self._arrivals = 0
 
@@ -91,6 +128,7 @@ class SchedulerController:
     def reconcile(self, cache: Cache) -> None:
         if self._scheduled_events is None:  # here, on the one reconcile thread: never two of them
             self._scheduled_events = BackgroundEvents(self.events)
+        started = time.thread_time()
         pods = cache.list(PODS)
         pods = self._with_assumed(pods)
         self._note_arrivals(pods)
@@ -107,10 +145,15 @@ class SchedulerController:
         for nomination in decisions.nominations:
             self._nominate(by_key.get(nomination.pod.key), nomination)
         groups = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in cache.list(PODGROUPS)}
-        self._commit_all([(c, groups.get(c.gang) if c.group else None) for c in decisions.commits], by_key)
+        with self._lock:
+            for key in [k for k in self._status_written if k not in groups]:
+                del self._status_written[key]
         for failure in decisions.failures:
             self._unschedulable_pod(by_key.get(failure.pod.key), failure)
-        self._in_parallel([(self._pod_group_status, groups.get(status.key), status) for status in decisions.pod_groups])
+        self._commit_all([(c, groups.get(c.gang) if c.group else None) for c in decisions.commits], by_key)
+        for status in decisions.pod_groups:
+            self._pod_group_status(groups.get(status.key), status)
+        self.min_interval = max(MIN_PERIOD, (time.thread_time() - started) / self.cpu_share)
 
     def _note_arrivals(self, pods: list[Obj]) -> None:
         """Number pods in the order they reached the scheduler (new ones by creation resourceVersion)."""
@@ -123,18 +166,26 @@ class SchedulerController:
             self._arrival[pod["metadata"]["uid"]] = (self._arrivals % 100_000) / 100_000
 
     def _with_assumed(self, pods: list[Obj]) -> list[Obj]:
-        """Overlay binds this scheduler made that the informer has not shown yet."""
+        """Overlay binds this scheduler made (or is making) that the informer has not shown yet."""
         live = {p["metadata"].get("uid") for p in pods}
-        for uid in [u for u in self._assumed if u not in live]:
-            del self._assumed[uid]
+        with self._lock:
+            for uid in [u for u in self._assumed if u not in live]:
+                del self._assumed[uid]
+            for uid in [u for u, f in self._pod_writes.items() if f.done()]:
+                del self._pod_writes[uid]
+            for key in [k for k, f in self._status_writes.items() if f.done()]:
+                del self._status_writes[key]
+            for pod in pods:
+                uid = pod["metadata"].get("uid")
+                if uid in self._assumed and (pod.get("spec") or {}).get("nodeName"):
+                    del self._assumed[uid]
+            assumed = dict(self._assumed)
         out = []
         for pod in pods:
             uid = pod["metadata"].get("uid")
-            if uid in self._assumed:
-                if (pod.get("spec") or {}).get("nodeName"):
-                    del self._assumed[uid]
-                else:
-                    node, indices = self._assumed[uid]
+            if uid in assumed:
+                if not (pod.get("spec") or {}).get("nodeName"):
+                    node, indices = assumed[uid]
                     pod = {**pod, "spec": {**pod["spec"], "nodeName": node},
                            "metadata": {**pod["metadata"], "annotations": {
                                **(pod["metadata"].get("annotations") or {}),
@@ -144,50 +195,75 @@ class SchedulerController:
 
     # --------------------------------------------------------------- effects
     def _commit_all(self, commits: list[tuple[core.GangCommit, Obj | None]], by_key: dict[str, Obj]) -> None:
-        """Commit every gang of the cycle, up to ``binders`` gangs at once (a bind is a round trip to the API
-        server; gangs are independent: each holds GPUs the others' decisions left free), and return when all
-        are done, so the next cycle's snapshot sees every bind of this one as made or undone."""
-        self._in_parallel([(self._commit, commit, by_key, group) for commit, group in commits])
+        """Assume every gang's pods now, on the cycle's thread, so the next snapshot holds their GPUs whatever the
+        watch shows yet; then hand each gang's binds to the binder threads, up to ``binders`` gangs at once (a
+        bind is a round trip to the API server; gangs are independent: each holds GPUs the others' decisions
+        left free).  The cycle does not wait for them: the next one starts while they go on, as upstream's
+        binding cycles run beside its scheduling cycles."""
+        for commit, group in commits:
+            pods = [(by_key.get(b.pod.key), b) for b in commit.binds]
+            with self._lock:
+                for pod, bind in pods:
+                    if pod is not None:
+                        self._assumed[pod["metadata"]["uid"]] = (bind.node, bind.gpu_indices)
+            self._submit(self._commit, commit, pods, group)
 
-    def _in_parallel(self, calls: list[tuple[Any, ...]]) -> None:
-        """Run independent calls (``(fn, *args)``: one gang's commit, one PodGroup's status) on up to ``binders``
-        threads, and return when all are done."""
-        if len(calls) <= 1 or self.binders == 1:
-            for fn, *args in calls:
-                fn(*args)
-            return
+    def _submit(self, fn: Callable[..., None], *args: Any) -> Future[None]:
+        """Hand one write to the binder threads (first in, first out); the cycle does not wait for it."""
         if self._binder_pool is None:
             self._binder_pool = ThreadPoolExecutor(max_workers=self.binders, thread_name_prefix="scheduler-bind")
-        futures = [self._binder_pool.submit(*call) for call in calls]
-        for future in futures:
-            future.result()  # a bug in one call is raised here (the manager logs it and retries the cycle)
+        future = self._binder_pool.submit(fn, *args)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._written)
+        return future
 
-    def _commit(self, commit: core.GangCommit, by_key: dict[str, Obj], group: Obj | None) -> None:
-        """Bind one gang's pods of this cycle whole: assume them all, bind them in order, and when a bind fails
-        and the gang can no longer reach minMember, undo the binds made (see the module docstring)."""
-        pods = [(by_key.get(b.pod.key), b) for b in commit.binds]
-        for pod, bind in pods:  # assume: the next snapshot holds these GPUs whatever the watch shows yet
-            if pod is not None:
-                self._assumed[pod["metadata"]["uid"]] = (bind.node, bind.gpu_indices)
+    def _written(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("a scheduler write failed", exc_info=future.exception())
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for every write the cycles handed to the binder threads; whether all were done in time."""
+        with self._lock:
+            pending = list(self._pending)
+        return not futures_wait(pending, timeout).not_done
+
+    def close(self) -> None:
+        """Let the writes in flight finish, then stop the binder threads."""
+        if self._binder_pool is not None:
+            self._binder_pool.shutdown(wait=True)
+
+    def _commit(self, commit: core.GangCommit, pods: list[tuple[Obj | None, core.Bind]], group: Obj | None) -> None:
+        """Bind one gang's pods of a cycle whole (the cycle assumed them all): bind them in order, and when a bind
+        fails and the gang can no longer reach minMember, undo the binds made (see the module docstring)."""
         atomic = self.config.profile is core.Profile.GANG and not self.config.partial_gang_bind
         bound: list[tuple[Obj, core.Bind]] = []
         failure: tuple[core.Bind, str] | None = None
         attempted = 0
         for pod, bind in pods:
             attempted += 1
+            if pod is not None:  # a status write of an earlier cycle lands first, never over the bind's
+                with self._lock:
+                    earlier = self._pod_writes.get(pod["metadata"]["uid"])
+                if earlier is not None:
+                    futures_wait([earlier])
             error = "the pod is no longer in the scheduler's cache" if pod is None else self._bind(pod, bind)
             if error is None:
                 assert pod is not None
                 bound.append((pod, bind))
                 continue
             if pod is not None:
-                self._assumed.pop(pod["metadata"]["uid"], None)
+                with self._lock:
+                    self._assumed.pop(pod["metadata"]["uid"], None)
             failure = failure or (bind, error)
             if atomic and not commit.whole_with(len(bound) + len(pods) - attempted):
                 break  # the gang cannot be whole any more: bind no further pod of it
-        for pod, _ in pods[attempted:]:  # never attempted: no longer assumed, pending again
-            if pod is not None:
-                self._assumed.pop(pod["metadata"]["uid"], None)
+        with self._lock:
+            for pod, _ in pods[attempted:]:  # never attempted: no longer assumed, pending again
+                if pod is not None:
+                    self._assumed.pop(pod["metadata"]["uid"], None)
         if failure is not None and atomic and not commit.whole_with(len(bound)):
             self._undo(commit, bound, failure, group)
 
@@ -205,7 +281,8 @@ class SchedulerController:
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, bind.node, exc)
             return str(exc)
-        self._unschedulable.pop(pod["metadata"]["uid"], None)
+        with self._lock:
+            self._unschedulable.pop(pod["metadata"]["uid"], None)
         gpus = f" (GPUs {','.join(map(str, bind.gpu_indices))})" if bind.gpu_indices else ""
         assert self._scheduled_events is not None  # made by reconcile, before any bind thread runs
         self._scheduled_events.record(pod, "Pod", "Normal", "Scheduled",
@@ -310,9 +387,10 @@ class SchedulerController:
         # Written again when the kube message or the pending reason changes (not for every change of the
         # numbers in the pending message: free GPUs move with every bind).
         written = (failure.message, failure.pending_reason)
-        last = self._unschedulable.get(uid)
-        if last == written:
-            return
+        with self._lock:
+            last = self._unschedulable.get(uid)
+            if last == written or uid in self._pod_writes:  # written, or being written: the next cycle looks again
+                return
         now = _rfc3339(self.clock())
         current = (pod.get("status") or {}).get("conditions") or []
         previous = next((c for c in current if c.get("type") == UNPLACED_CONDITION), {})
@@ -324,15 +402,23 @@ class SchedulerController:
                            "message": failure.message, "lastTransitionTime": now})
         conditions.append({"type": UNPLACED_CONDITION, "status": "True", "reason": failure.pending_reason,
                            "message": failure.pending_message, "lastTransitionTime": since or now})
+        future = self._submit(self._write_unschedulable, pod, conditions, written,
+                              last is None or last[0] != failure.message, failure.message)
+        with self._lock:
+            self._pod_writes[uid] = future
+
+    def _write_unschedulable(self, pod: Obj, conditions: list[Obj], written: tuple[str, str], event: bool,
+                             message: str) -> None:
         try:
             self.client.patch(resource_path("", "v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"],
                                             "status"), {"status": {"conditions": conditions}}, MERGE_PATCH)
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("could not mark %s unschedulable: %s", pod["metadata"]["name"], exc)
             return
-        self._unschedulable[uid] = written
-        if last is None or last[0] != failure.message:
-            self.events.record(pod, "Pod", "Warning", "FailedScheduling", failure.message)
+        with self._lock:
+            self._unschedulable[pod["metadata"]["uid"]] = written
+        if event:
+            self.events.record(pod, "Pod", "Warning", "FailedScheduling", message)
 
     def _pod_group_status(self, group: Obj | None, status: core.PodGroupStatus) -> None:
         if group is None:
@@ -348,17 +434,33 @@ class SchedulerController:
                                    "lastTransitionTime") else _rfc3339(cond.transition_time or self.clock())})
         wanted = {"phase": status.phase.value, "running": status.running, "succeeded": status.succeeded,
                   "failed": status.failed, "conditions": conditions or current.get("conditions") or []}
-        if all(current.get(k) == v for k, v in wanted.items() if k != "conditions") and \
-                [(c.get("type"), c.get("status"), c.get("message")) for c in current.get("conditions") or []] == \
-                [(c["type"], c["status"], c["message"]) for c in wanted["conditions"]]:
+        if _status_summary(current) == _status_summary(wanted):
             return
         meta = group["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        with self._lock:
+            if key in self._status_writes:  # one write a group at a time: the next cycle looks again
+                return
+            last = self._status_written.get(key)
+            if last is not None and last[0] == _status_summary(wanted) and \
+                    int(meta.get("resourceVersion") or 0) < last[1]:
+                return  # written already; the watch has not shown it yet
+        future = self._submit(self._write_pod_group_status, group, status, wanted)
+        with self._lock:
+            self._status_writes[key] = future
+
+    def _write_pod_group_status(self, group: Obj, status: core.PodGroupStatus, wanted: Obj) -> None:
+        current, meta = group.get("status") or {}, group["metadata"]
         try:
-            self.client.patch(resource_path(PODGROUPS.group, PODGROUPS.version, PODGROUPS.plural, meta["namespace"],
-                                            meta["name"], "status"), {"status": wanted}, MERGE_PATCH)
+            written = self.client.patch(resource_path(PODGROUPS.group, PODGROUPS.version, PODGROUPS.plural,
+                                                      meta["namespace"], meta["name"], "status"),
+                                        {"status": wanted}, MERGE_PATCH)
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("could not update podgroup %s status: %s", meta["name"], exc)
             return
+        version = int(((written or {}).get("metadata") or {}).get("resourceVersion") or 0)
+        with self._lock:
+            self._status_written[f"{meta.get('namespace')}/{meta['name']}"] = (_status_summary(wanted), version)
         if status.phase is PodGroupPhase.RUNNING and current.get("phase") != PodGroupPhase.RUNNING.value:
             self.events.record(group, "PodGroup", "Normal", "Scheduled",
                                f"pod group {meta['name']} has {status.running} of its minMember pods placed")

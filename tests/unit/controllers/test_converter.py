@@ -50,3 +50,17 @@ def test_a_new_version_an_assumed_bind_or_a_new_arrival_is_converted_again() -> 
     assert later.pods[0].created_at == bound.pods[0].created_at + 0.25
     gone = convert.snapshot([node("n0", "5")], [], [], [], 1.0)
     assert gone.pods == () and len(convert._pods) == 0  # only what the last snapshot held is remembered
+
+
+def test_the_very_same_object_is_recognised_by_identity_and_a_new_arrival_or_scheduler_still_counts() -> None:
+    convert = Converter()
+    objs = [pod("a", "3"), pod("b", "4", "n0", "0")]
+    first = convert.snapshot([node("n0", "1")], objs, [], [], 1.0)
+    assert [p.name for p in convert.snapshot([node("n0", "1")], objs, [], [], 2.0).pods] == ["a", "b"]
+    assert all(x is y for x, y in zip(first.pods, convert.snapshot([node("n0", "1")], objs, [], [], 3.0).pods))
+    # the same object with an arrival it did not have: converted again, and its uid entry kept for later
+    arrived = convert.snapshot([node("n0", "1")], objs, [], [], 4.0, arrival={"uid-a": 0.5})
+    assert arrived.pods[0].created_at == first.pods[0].created_at + 0.5 and set(convert._pods) == {"uid-a", "uid-b"}
+    # another scheduler's names: the unbound pod is not this scheduler's any more, the bound one still holds room
+    other = convert.snapshot([node("n0", "1")], objs, [], [], 5.0, frozenset({"someone-else"}))
+    assert [p.name for p in other.pods] == ["b"]
