@@ -43,7 +43,7 @@ class Controller(Protocol):
     watches: tuple[ResourceType, ...]
     resync: float
     """Longest sleep between reconciles, in seconds, when nothing changes.  A controller may also set
-    ``min_interval``, the shortest pause after a reconcile (the manager's own when it does not)."""
+    ``min_interval``, a longer pause than the manager's own after its reconcile."""
 
     def reconcile(self, cache: Cache) -> None: ...
 
@@ -87,7 +87,7 @@ class ControllerManager:
             except Exception:  # noqa: BLE001 - a controller bug must not stop the others
                 log.exception("controller %s failed a reconcile; retrying", controller.name)
                 self._stop.wait(0.5)
-            self._stop.wait(getattr(controller, "min_interval", self.min_interval))
+            self._stop.wait(max(self.min_interval, getattr(controller, "min_interval", 0.0)))
             wake.wait(controller.resync)
 
     def stop(self) -> None:

@@ -74,12 +74,16 @@ def _status_summary(status: Obj) -> tuple[Any, ...]:
             tuple((c.get("type"), c.get("status"), c.get("message")) for c in status.get("conditions") or []))
 
 
+def _log_failure(future: Future[None]) -> None:
+    """A bug in a write the binder threads ran is logged (nobody waits for its result)."""
+    if not future.cancelled() and future.exception() is not None:
+        log.error("a scheduler write failed", exc_info=future.exception())
+
+
 def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-MIN_PERIOD = 0.02
-"""Seconds at least between two scheduling cycles (the controller manager's own pause)."""
 BINDERS = 16
 """Threads that commit gangs (each gang's binds in order) and write statuses, beside the cycles: a bind is a
 round trip to the API server, so more of them in flight keep binding up with pods being created (8 left the
@@ -103,8 +107,9 @@ class SchedulerController:
         see :data:`CYCLE_CPU_SHARE`."""
         self.client = client
         self.cpu_share = cpu_share
-        self.min_interval = MIN_PERIOD
-        """The pause the controller manager makes after this cycle (see :data:`CYCLE_CPU_SHARE`)."""
+        self.min_interval = 0.0
+        """The pause this cycle asks of the controller manager (see :data:`CYCLE_CPU_SHARE`); the manager
+        pauses at least its own as well."""
         self.config = config
         self.clock = clock
         self.binders = max(1, binders)
@@ -120,7 +125,6 @@ class SchedulerController:
         self._status_writes: dict[str, Future[None]] = {}  # PodGroup key -> its status write in flight
         # PodGroup key -> (the status written, the version it made): not written again before the watch shows it
         self._status_written: dict[str, tuple[tuple[Any, ...], int]] = {}
-        self._pending: set[Future[None]] = set()  # every write the cycles handed to the binders, not yet done
         self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
         self._arrivals = 0
 
@@ -129,6 +133,7 @@ class SchedulerController:
         if self._scheduled_events is None:  # here, on the one reconcile thread: never two of them
             self._scheduled_events = BackgroundEvents(self.events)
         started = time.thread_time()
+        self._forget_finished_writes()
         pods = cache.list(PODS)
         pods = self._with_assumed(pods)
         self._note_arrivals(pods)
@@ -153,7 +158,15 @@ class SchedulerController:
         self._commit_all([(c, groups.get(c.gang) if c.group else None) for c in decisions.commits], by_key)
         for status in decisions.pod_groups:
             self._pod_group_status(groups.get(status.key), status)
-        self.min_interval = max(MIN_PERIOD, (time.thread_time() - started) / self.cpu_share)
+        self.min_interval = (time.thread_time() - started) / self.cpu_share
+
+    def _forget_finished_writes(self) -> None:
+        """Writes the binder threads have finished no longer hold back their pod's or PodGroup's next one."""
+        with self._lock:
+            for uid in [u for u, f in self._pod_writes.items() if f.done()]:
+                del self._pod_writes[uid]
+            for key in [k for k, f in self._status_writes.items() if f.done()]:
+                del self._status_writes[key]
 
     def _note_arrivals(self, pods: list[Obj]) -> None:
         """Number pods in the order they reached the scheduler (new ones by creation resourceVersion)."""
@@ -171,10 +184,6 @@ class SchedulerController:
         with self._lock:
             for uid in [u for u in self._assumed if u not in live]:
                 del self._assumed[uid]
-            for uid in [u for u, f in self._pod_writes.items() if f.done()]:
-                del self._pod_writes[uid]
-            for key in [k for k, f in self._status_writes.items() if f.done()]:
-                del self._status_writes[key]
             for pod in pods:
                 uid = pod["metadata"].get("uid")
                 if uid in self._assumed and (pod.get("spec") or {}).get("nodeName"):
@@ -213,27 +222,8 @@ class SchedulerController:
         if self._binder_pool is None:
             self._binder_pool = ThreadPoolExecutor(max_workers=self.binders, thread_name_prefix="scheduler-bind")
         future = self._binder_pool.submit(fn, *args)
-        with self._lock:
-            self._pending.add(future)
-        future.add_done_callback(self._written)
+        future.add_done_callback(_log_failure)
         return future
-
-    def _written(self, future: Future[None]) -> None:
-        with self._lock:
-            self._pending.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("a scheduler write failed", exc_info=future.exception())
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait for every write the cycles handed to the binder threads; whether all were done in time."""
-        with self._lock:
-            pending = list(self._pending)
-        return not futures_wait(pending, timeout).not_done
-
-    def close(self) -> None:
-        """Let the writes in flight finish, then stop the binder threads."""
-        if self._binder_pool is not None:
-            self._binder_pool.shutdown(wait=True)
 
     def _commit(self, commit: core.GangCommit, pods: list[tuple[Obj | None, core.Bind]], group: Obj | None) -> None:
         """Bind one gang's pods of a cycle whole (the cycle assumed them all): bind them in order, and when a bind
