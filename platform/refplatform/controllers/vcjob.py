@@ -300,11 +300,14 @@ class VolcanoJobController:
         body = build_pod(job, spec, rank, epoch)
         ns = job["metadata"].get("namespace", "default")
         try:
-            self.client.create(resource_path("", "v1", "pods", ns), body)
+            created = self.client.create(resource_path("", "v1", "pods", ns), body)
         except ApiStatusError as exc:
             if not exc.conflict:
                 log.info("could not create pod %s/%s: %s", ns, rank.name, exc)
             return
+        # Seen from now on: a pod deleted by someone else before this controller's cache showed it has vanished
+        # all the same (upstream's job controller learns that from the pod's delete event).
+        self._seen.setdefault(job["metadata"]["uid"], {})[rank.name] = created["metadata"].get("uid", "")
         log.info("job %s/%s: created %s (rank %d, epoch %d)", ns, spec.name, rank.name, rank.rank, epoch)
 
     def _ensure_pod_group(self, job: Obj, spec: JobSpec) -> None:

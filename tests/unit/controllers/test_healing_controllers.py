@@ -27,7 +27,7 @@ from refplatform.core.vcjob import ranks_of
 from refplatform.profiles import K8S_DEFAULTS, TUNED, ProfileError, get_profile
 from refplatform.resources import LEASES, NODES, PODGROUPS, PODS, VCJOBS
 
-from .fakes import FakeApi
+from .fakes import FakeApi, path_of
 
 T0 = 1_800_000_000.0
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -452,3 +452,18 @@ def test_the_health_prober_answers_off_thread_and_never_probes_beyond_loopback()
         assert prober.check("n0", node("n0", port=4343)) is None
     finally:
         prober.close()
+
+
+def test_a_pod_deleted_by_someone_else_before_the_controller_saw_it_counts_as_evicted() -> None:
+    api, clock = FakeApi(), Clock()
+    job = canary_job()
+    job["spec"]["tasks"][0]["replicas"] = 2
+    api.put(VCJOBS, job)
+    ctrl = run_job_controller(api, clock)  # creates both ranks; its cache has not shown them yet
+    # Deleted by another client (a scheduler undoing a gang, a user) before the controller's next look.
+    del api.objects[path_of(PODS, "default", "canary-worker-1")]
+    ctrl.reconcile(api.cache())
+    stored = api.find(VCJOBS, "default", "canary")
+    assert stored is not None
+    assert (stored["status"]["state"]["phase"], stored["status"]["retryCount"]) == ("Restarting", 1)
+    assert ("Job", "RestartJob") in [(e["involvedObject"]["kind"], e["reason"]) for e in api.events()]
