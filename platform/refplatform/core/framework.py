@@ -21,6 +21,7 @@ from refplatform.core.decisions import (
     Bind,
     ConditionType,
     Decisions,
+    Evict,
     FailedScheduling,
     GangCommit,
     Nomination,
@@ -30,6 +31,7 @@ from refplatform.core.decisions import (
 )
 from refplatform.core.errors import ConfigError, SnapshotError
 from refplatform.core.jobs import Hold, Job, Task, TaskStatus
+from refplatform.core.node_filter import NodeFilter
 from refplatform.core.node_order import order_keys
 from refplatform.core.pending import cluster_free_gpus, unplaced
 from refplatform.core.pod import PodPhase
@@ -76,16 +78,6 @@ class ExtensionPoint(Enum):
     """``fn(job) -> list of node masks``: groups to try, in preference order, before all nodes."""
     GPU_PICK = "gpuPick"
     """``fn(task, state, node) -> gpu indices``: which GPUs of the chosen node (first wins)."""
-
-
-class NodeFilter(Protocol):
-    """A vectorised predicate over all nodes of a :class:`ClusterState`."""
-
-    name: str
-
-    def mask(self, task: Task, state: ClusterState) -> np.ndarray: ...
-
-    def explain(self, task: Task, state: ClusterState) -> list[tuple[str, np.ndarray]]: ...
 
 
 class Plugin:
@@ -155,8 +147,8 @@ class Session:
         self.jobs: dict[str, Job] = {}
         self.job_list: list[Job] = []
         self.tasks: dict[str, Task] = {}
-        self.binds: list = []
-        self.evictions: list = []
+        self.binds: list[Bind] = []
+        self.evictions: list[Evict] = []
         self.reservations: list[Reservation] = []
         self.nominations: list[Nomination] = []
         self.reserved_by = np.full(self.state.size, -1, dtype=np.int64)

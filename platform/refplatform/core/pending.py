@@ -29,17 +29,14 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from refplatform.core.accounting import PendingReason
 from refplatform.core.jobs import Hold, Job, Task
+from refplatform.core.node_filter import NodeFilter
 from refplatform.core.resources import MILLI_PER_GPU
 from refplatform.core.state import ClusterState
-
-if TYPE_CHECKING:
-    from refplatform.core.framework import NodeFilter
 
 __all__ = ["RESOURCE_FILTERS", "Unplaced", "cluster_free_gpus", "unplaced"]
 

@@ -1,19 +1,34 @@
 """A transaction over a session: tentative allocations and evictions, committed
-whole or discarded whole (Volcano's ``framework/statement.go``)."""
+whole or discarded whole (Volcano's ``framework/statement.go``).
+
+The session is typed by :class:`StatementSession`, the few members a statement
+uses, so this module does not import :mod:`refplatform.core.framework` (whose
+``Session`` satisfies it).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from refplatform.core.decisions import Bind, Evict, EvictReason
 from refplatform.core.jobs import Task, TaskStatus
+from refplatform.core.state import ClusterState
 
-if TYPE_CHECKING:
-    from refplatform.core.framework import Session
+
+class StatementSession(Protocol):
+    """What a :class:`Statement` needs of its session (``framework.Session`` has it)."""
+
+    state: ClusterState
+    binds: list[Bind]
+    evictions: list[Evict]
+
+    def on_allocate(self, task: Task) -> None: ...
+
+    def on_deallocate(self, task: Task) -> None: ...
 
 
 class Statement:
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: StatementSession) -> None:
         self.ssn = ssn
         self.ops: list[tuple[str, Task, TaskStatus]] = []
 
