@@ -241,7 +241,7 @@ def run(
 
     Exit codes: 0 all passed, 1 a promise was broken (FAIL), 2 bad input, 3 inconclusive, 4 harness error.
     """
-    from drills.run import ExitCode, RunOptions, run as run_features
+    from drills.bdd.run import ExitCode, RunOptions, run as run_features
 
     if kubeconfig is not None and profile is None:
         err.print("error: a real cluster needs --profile FILE (flavor, queue, fault method, safety); "
@@ -268,7 +268,7 @@ def steps(
 ) -> None:
     """List every step sentence a feature file may use."""
     from drills.bdd import steps as _registered  # noqa: F401 - registers the vocabulary
-    from drills.bdd.vocabulary import VOCABULARY, markdown as render
+    from drills.scenario.vocabulary import VOCABULARY, markdown as render
 
     if markdown:
         console.print(render(), end="")
@@ -283,8 +283,8 @@ def keygen(
                                            "firedrill-signing.pub (public).")] = Path(".firedrill/keys"),
 ) -> None:
     """Make an Ed25519 key pair for signing run archives; refuses to overwrite an existing key."""
-    from drills.evidence.errors import EvidenceError
-    from drills.evidence.signing import generate_keypair, keyid_of, load_public_key
+    from drills.records.evidence.errors import EvidenceError
+    from drills.records.evidence.signing import generate_keypair, keyid_of, load_public_key
 
     try:
         private, public = generate_keypair(out)
@@ -311,8 +311,8 @@ def verify(
 
     Exit codes: 0 verified, 1 does not verify, 2 cannot read (missing path, not an archive, bad key or ledger file).
     """
-    from drills.evidence.errors import VerifyReadError
-    from drills.evidence.verify import verify as verify_archive
+    from drills.records.evidence.errors import VerifyReadError
+    from drills.records.evidence.verify import verify as verify_archive
 
     try:
         report = verify_archive(run, key, ledger)
@@ -333,9 +333,9 @@ def archive(
 
     Exit codes: 0 packed and verified, 1 the run does not verify (nothing packed), 2 cannot read RUN.
     """
-    from drills.evidence.archive import make_tarball
-    from drills.evidence.errors import EvidenceError, VerifyReadError
-    from drills.evidence.verify import verify as verify_archive
+    from drills.records.evidence.archive import make_tarball
+    from drills.records.evidence.errors import EvidenceError, VerifyReadError
+    from drills.records.evidence.verify import verify as verify_archive
 
     try:
         report = verify_archive(run)
@@ -370,7 +370,7 @@ def report(
 
     Exit codes: 0 written (or already identical), 2 cannot read the archive or refused to overwrite.
     """
-    from drills.evidence.report import ReportError, find_archive, write_report
+    from drills.records.evidence.report import ReportError, find_archive, write_report
 
     try:
         path, changed = write_report(find_archive(run, reports_dir), output, force=force)
@@ -418,8 +418,8 @@ def baseline(
 
     Exit codes: 0 sealed, 2 bad input, 3 the window could not be observed, 4 the harness could not run.
     """
-    from drills.baseline.command import BaselineExit, BaselineOptions, parse_span, take_baseline
-    from drills.baseline.errors import BaselineUsageError
+    from drills.kinds.baseline.command import BaselineExit, BaselineOptions, parse_span, take_baseline
+    from drills.kinds.baseline.errors import BaselineUsageError
 
     try:
         seconds, warm = parse_span(window, "--window"), parse_span(warmup, "--warmup", zero=True)
@@ -454,7 +454,7 @@ def compare(
     Exit codes: 0 compared (every clause PASSed), 1 a clause FAILed, 2 bad input, 3 a clause INCONCLUSIVE,
     4 refused: different methods, 5 refused: a signature or digest does not verify.
     """
-    from drills.baseline.command import run_compare
+    from drills.kinds.baseline.command import run_compare
 
     raise typer.Exit(int(run_compare(baseline, run, clause or [], key, as_json, console, err)))
 
@@ -480,7 +480,7 @@ def conformance(
     Exit codes: 0 written, 1 RUN does not verify (nothing written), 2 bad input (unknown --version, RUN not a run
     archive, OUT not empty, bad metadata).
     """
-    from drills.conformance.submission import run_conformance
+    from drills.records.evidence.submission import run_conformance
 
     raise typer.Exit(int(run_conformance(run, out, version, metadata, key, ledger, sign_key, console, err)))
 
@@ -511,7 +511,7 @@ def trend(
     ledger does not verify (left out), 6 REGRESSED, 7 FLAKY (no regression). When several hold, the first of
     2, 5, 6, 7.
     """
-    from drills.trend import TrendOptions, run_trend
+    from drills.records.trend import TrendOptions, run_trend
 
     raise typer.Exit(int(run_trend(TrendOptions(reports_dir, since, baseline_nights, last, html, key), console, err)))
 

@@ -1,7 +1,8 @@
-"""The Gherkin side of the harness: step vocabulary, pytest plugin, and the collected test module.
+"""Running the contract: feature files checked and run through pytest-bdd.
 
-``firedrill run`` runs pytest over ``drills/bdd/test_contract.py`` with
-``drills.bdd.plugin`` loaded; the test module turns every ``.feature`` file of
-the chosen directory into tests (pytest-bdd ``scenarios``), and the steps of
-``drills.bdd.steps`` perform the drills.
+``firedrill run`` (:mod:`drills.bdd.run`) checks every ``.feature`` file first (:mod:`drills.bdd.features`),
+then runs pytest over ``drills/bdd/test_contract.py`` with :mod:`drills.bdd.plugin` (the scenario context, its
+rollback, live lines and verdicts) and :mod:`drills.bdd.steps` (every drill kind's sentences, found by
+:func:`drills.scenario.drill.discover`) loaded; the test module turns every scenario of the chosen directory
+into a test (pytest-bdd ``scenarios``).
 """

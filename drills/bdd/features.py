@@ -5,7 +5,7 @@ reported the way a compiler would: the file, the line, what is wrong, and for
 an unknown step the closest sentences the vocabulary knows; for a value a
 placeholder cannot take (a unit, a hole, a fault method, a count of zero, a
 layout the GPU model cannot hold) the values it can.  The values are checked
-by the very parsers the steps run with (:func:`drills.bdd.vocabulary.check`).
+by the very parsers the steps run with (:func:`drills.scenario.vocabulary.check`).
 Nothing is started (no platform, no cluster connection) until every file
 checks out: ``firedrill run`` and ``firedrill run --dry-run`` both begin here.
 """
@@ -21,9 +21,9 @@ from gherkin.errors import CompositeParserException, ParserError, ParserExceptio
 from gherkin.parser import Parser
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import Checked, check, check_scenario, keyword_of, matches, sentence_of, suggest
 from drills.errors import FiredrillError, PlaceholderError
-from drills.score import SEVERITY_TAG, SeverityError, parse_severity
+from drills.records.score import SEVERITY_TAG, SeverityError, parse_severity
+from drills.scenario.vocabulary import Checked, check, check_scenario, keyword_of, matches, sentence_of, suggest
 
 
 class FeatureError(FiredrillError):

@@ -1,6 +1,6 @@
 """The pytest plugin behind ``firedrill run``: the scenario fixture, live progress, verdicts, outcomes.
 
-- ``drill`` (fixture): a :class:`~drills.bdd.context.ScenarioContext` per scenario, rolled back on every
+- ``drill`` (fixture): a :class:`~drills.scenario.context.ScenarioContext` per scenario, rolled back on every
   exit path (pass, fail, error, Ctrl-C) by its finalizer.
 - After a scenario's last step its verdict is delivered: FAIL fails the test with every missed threshold
   named; INCONCLUSIVE skips it with the reason (JUnit shows it as skipped, the run's exit code says 3).
@@ -18,11 +18,10 @@ from typing import Any
 import allure
 import pytest
 
-from drills.bdd.context import ScenarioContext
-from drills.bdd.vocabulary import suggest
-from drills.connect import Target
-from drills.gang import DrillInconclusive
-from drills.verdict import DrillResult, Verdict
+from drills.records.verdict import DrillInconclusive, DrillResult, Verdict
+from drills.scenario.context import ScenarioContext
+from drills.scenario.vocabulary import suggest
+from drills.target.connect import Target
 
 CONTEXT = pytest.StashKey[ScenarioContext]()
 

@@ -26,19 +26,19 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
+from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
-from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
-from drills.evidence.archive import seal
-from drills.evidence.collect import build_record, new_run_id, scenario_record
-from drills.evidence.report import SignatureStatus, render_report
-from drills.evidence.signing import Signer
-from drills.features import FeatureError, FeatureInfo, load_features
 from drills.kube.flavors import valid_dns_label
-from drills.leak.source import run_window_report, source_for
-from drills.score import explain as explain_score, run_score, scored_from_record
-from drills.target import TargetProfile, load_profile, reference_profile
-from drills.verdict import Verdict
+from drills.records.evidence.archive import seal
+from drills.records.evidence.collect import build_record, new_run_id, scenario_record
+from drills.records.evidence.report import SignatureStatus, render_report
+from drills.records.evidence.signing import Signer
+from drills.records.score import explain as explain_score, run_score, scored_from_record
+from drills.records.verdict import Verdict
+from drills.target.connect import Target, cluster_target, embedded_target
+from drills.target.leakreport.source import run_window_report, source_for
+from drills.target.profile import TargetProfile, load_profile, reference_profile
 
 
 DEFECT_NOTE = ("  NOTE: the reference platform runs with defect(s) {defects} from the defect zoo (docs/DEFECTS.md): "
@@ -177,7 +177,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
                              features_dir=options.features.resolve())
     run_dir.mkdir(parents=True, exist_ok=False)
-    args = [str(Path(__file__).parent / "bdd" / "test_contract.py"), "-c", os.devnull,
+    args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
             "-p", "no:terminal", "-p", "no:randomly", "--capture=no",
             f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_suite_name=firedrill", "-o", "junit_family=xunit2",

@@ -14,7 +14,7 @@ The formula (docs/TRENDS.md, "The resilience score"):
 * the run's score is ``100 x sum(weight x credit) / sum(weight)`` over its scenario runs (each repeat counts
   once), rounded to one decimal; a run with no scenario has no score (None).
 
-The inputs are the verdicts and judgements a run records (:class:`~drills.evidence.record.ScenarioRecord`) or
+The inputs are the verdicts and judgements a run records (:class:`~drills.records.evidence.record.ScenarioRecord`) or
 its signed scenario statements carry (their ``predicate``), so the report and ``firedrill trend`` compute the
 same number from the same evidence.
 """
@@ -106,7 +106,7 @@ def _severity_or_default(tags: Iterable[str], where: str) -> Severity:
 
 
 def scored_from_record(scenario: Any) -> ScoredScenario:
-    """From a :class:`~drills.evidence.record.ScenarioRecord` (the run's own record)."""
+    """From a :class:`~drills.records.evidence.record.ScenarioRecord` (the run's own record)."""
     held = sum(1 for j in scenario.judgements if j.verdict == "PASS" and _finite(j.measured))
     return ScoredScenario(f"{scenario.feature} > {scenario.scenario}",
                           _severity_or_default(scenario.tags, scenario.scenario), scenario.verdict, held,

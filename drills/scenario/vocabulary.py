@@ -11,7 +11,9 @@ parser below, which pytest-bdd calls when the step runs and the pre-flight
 check calls before anything starts; it raises :class:`PlaceholderError` (a
 usage error) saying what is wrong and what to write instead.  A step whose
 rule spans several placeholders (a layout a GPU model can hold) registers a
-``check`` that its body calls too.
+``check`` that its body calls too.  A drill kind adds the placeholder types
+only its sentences use with :func:`placeholder`, and a sentence that needs an
+earlier one (a load needs its service) says so with ``requires`` and ``sets``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from drills.errors import PlaceholderError
-from drills.isolation import MIG_PROFILES, MODEL_ALIASES, parse_scope
-from drills.leak.model import Hole
-from drills.target import FaultMethod
+from drills.target.leakreport.model import Hole
+from drills.target.profile import FaultMethod
 
 DURATION_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "second": 1.0,
                   "seconds": 1.0, "min": 60.0, "minute": 60.0, "minutes": 60.0}
@@ -124,16 +125,10 @@ def parse_method(text: str) -> FaultMethod | None:
 parse_method.pattern = r"[A-Za-z][A-Za-z -]*"  # type: ignore[attr-defined]
 
 
-def parse_outcome(text: str) -> str:
-    """Who failed in a probe: 'only that tenant', 'every tenant on that GPU' or 'no tenant'."""
-    return parse_scope(text)
-
-
-parse_outcome.pattern = r".+"  # type: ignore[attr-defined]
-
 TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole, "Workers": parse_workers,
-         "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method, "Outcome": parse_outcome}
-"""Placeholder type -> its one parser (its ``pattern`` says which text the sentence hands it)."""
+         "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method}
+"""Placeholder type -> its one parser (its ``pattern`` says which text the sentence hands it); a drill kind adds
+its own with :func:`placeholder`."""
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 READABLE = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers"}
 """How docs/STEPS.md writes a typed placeholder; the others are written by their name (``<nodes>``)."""
@@ -148,6 +143,20 @@ def _raw(pattern: str) -> Callable[[str], str]:
 
 
 SHAPES = {name: _raw(fn.pattern) for name, fn in TYPES.items()}  # type: ignore[attr-defined]
+PLACEHOLDER_DOCS: list[str] = []
+"""docs/STEPS.md's lines on the placeholders the drill kinds add, after the common ones (:func:`placeholder`)."""
+
+
+def placeholder(type_name: str, parser: Callable[[str], Any] | None = None, *, doc: Sequence[str] = ()) -> None:
+    """A drill kind's placeholder type: its ``parser`` (with a ``pattern`` attribute, as the common ones) for
+    ``{name:TYPE}``, and the lines docs/STEPS.md says about the placeholders its sentences use.  Call it before
+    the sentences that use the type are registered."""
+    if parser is not None:
+        if type_name in TYPES and TYPES[type_name] is not parser:
+            raise ValueError(f"placeholder type {type_name!r} is registered twice")
+        TYPES[type_name] = parser
+        SHAPES[type_name] = _raw(parser.pattern)  # type: ignore[attr-defined]
+    PLACEHOLDER_DOCS.extend(line for line in doc if line not in PLACEHOLDER_DOCS)
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,16 @@ class StepDoc:
     def readable(self) -> str:
         """The pattern with placeholders as <name> (<duration>, <number> for typed ones), for people."""
         return PLACEHOLDER.sub(lambda m: f"<{READABLE.get(m.group(2) or '', m.group(1))}>", self.pattern)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What a sentence needs an earlier sentence of its scenario to have set up: one of the marks in ``after``
+    (another sentence's ``sets``), or the feature check reports ``problem`` and ``fix`` at this step."""
+
+    after: tuple[str, ...]
+    problem: str
+    fix: str
 
 
 @dataclass(frozen=True)
@@ -178,6 +197,10 @@ class Sentence:
     """(name, type) of each placeholder in order; type "" for an untyped one (any text)."""
     check: Callable[..., Any] | None
     """Rules across placeholders, called with every converted value; the step function calls it too."""
+    requires: tuple[Requires, ...] = ()
+    """What earlier sentences of the scenario must have set up, checked in order."""
+    sets: tuple[str, ...] = ()
+    """The marks this sentence sets up for later ones (``Requires.after``)."""
 
 
 VOCABULARY: list[StepDoc] = []
@@ -186,20 +209,25 @@ _DECORATORS = {"Given": given, "When": when, "Then": then}
 
 
 def step(keyword: str, pattern: str, example: str, target_fixture: str | None = None,
-         check: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         check: Callable[..., Any] | None = None, requires: Sequence[Requires] = (),
+         sets: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a step for pytest-bdd and for the documented vocabulary.  ``example`` must match ``pattern``.
 
     ``check`` (optional) takes the step's converted placeholders as keyword arguments and raises
-    :class:`PlaceholderError` for a combination the step cannot take."""
+    :class:`PlaceholderError` for a combination the step cannot take.  ``requires`` and ``sets`` order the
+    sentences of a scenario (:class:`Requires`)."""
     parser = parsers.parse(pattern, extra_types=TYPES)
     if not parser.is_matching(example):
         raise ValueError(f"step example {example!r} does not match its pattern {pattern!r}")
     fields = tuple((m.group(1), m.group(2) or "") for m in PLACEHOLDER.finditer(pattern))
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if any(s.name == fn.__name__ for s in SENTENCES):
+            raise ValueError(f"a step named {fn.__name__!r} is registered twice (scenario rules tell sentences "
+                             "apart by their function's name): rename one")
         VOCABULARY.append(StepDoc(keyword, pattern, (fn.__doc__ or "").strip(), example))
         SENTENCES.append(Sentence(keyword, fn.__name__, parser, parsers.parse(pattern, extra_types=SHAPES), fields,
-                                  check))
+                                  check, tuple(requires), tuple(sets)))
         kwargs = {"target_fixture": target_fixture} if target_fixture else {}
         return _DECORATORS[keyword](parser, stacklevel=2, **kwargs)(fn)
     return register
@@ -276,6 +304,21 @@ def scenario_rule(rule: ScenarioRule) -> ScenarioRule:
     return rule
 
 
+@scenario_rule
+def _requirements_in_order(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
+    """Each sentence's ``requires``, against the marks the sentences before it ``sets``."""
+    by_name = {s.name: s for s in SENTENCES}
+    seen: set[str] = set()
+    for i, st in enumerate(steps):
+        sentence = by_name.get(st.step)
+        if sentence is None:
+            continue
+        for need in sentence.requires:
+            if not seen.intersection(need.after):
+                yield i, PlaceholderError(st.text or st.step, need.problem, need.fix)
+        seen.update(sentence.sets)
+
+
 def check_scenario(steps: Sequence[Checked]) -> list[tuple[int, PlaceholderError]]:
     """Every registered scenario rule's objections to one scenario's checked steps."""
     return [found for rule in SCENARIO_RULES for found in rule(steps)]
@@ -292,12 +335,8 @@ def markdown() -> str:
              "- counts of things (`<nodes>`, `<gpus>`, `<count>`, `<every>`, `<n workers>`): whole numbers of at",
              "  least 1; `<rank>` and the steps of work lost: whole numbers of at least 0;",
              f"- `<method>`: {', '.join(f'`{m.value}`' for m in FaultMethod)} or `{CONFIGURED_METHOD}`;",
-             f"- `<hole>`: {', '.join(f'`{h.words}`' for h in Hole)};",
-             f"- `<model>`: {', '.join(f'`{m}`' for m in MIG_PROFILES)}, or an alias: "
-             + ", ".join(f"`{a}` means `{c}`" for a, c in MODEL_ALIASES.items()) + ";",
-             "- `<layout>`: a partitioning the model can hold (its MIG profiles: docs/PARTITIONING.md), as the",
-             "  partitioned node's sentence below describes;",
-             "- `<words>`: `only that tenant`, `every tenant on that GPU` or `no tenant`.", "",
+             f"- `<hole>`: {', '.join(f'`{h.words}`' for h in Hole)}" + (";" if PLACEHOLDER_DOCS else "."),
+             *PLACEHOLDER_DOCS, "",
              "Use each sentence with its keyword: `Given` sets up, `When` acts, `Then` judges;",
              "`And` and `But` continue the keyword before them.", "",
              "`firedrill run --dry-run --features DIR` checks every sentence and every value of a folder of",

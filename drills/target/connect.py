@@ -19,13 +19,13 @@ from typing import Any
 import yaml
 
 from drills.errors import FiredrillError
-from drills.faults import ClusterFaults, FaultRecord, ReferenceFaults
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.kube.fingerprint import Fingerprint, fingerprint
 from drills.kube.flavors import flavor_apis
-from drills.safety import require_preflight
 from drills.kube.timeline import Timeline
-from drills.target import FaultMethod, TargetProfile, reference_profile
+from drills.target.faults import ClusterFaults, FaultRecord, ReferenceFaults
+from drills.target.profile import FaultMethod, TargetProfile, reference_profile
+from drills.target.safety import require_preflight
 
 log = logging.getLogger(__name__)
 NAMESPACE = RESOURCES[("v1", "Namespace")]

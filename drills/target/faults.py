@@ -17,7 +17,7 @@ the kubelet is stopped) nor the command's exit code (a BMC that accepted a
 request) is taken as the confirmation: ``kubelet-stop`` and ``command`` are
 confirmed by the node itself, its Lease no longer renewed or its Ready
 condition leaving True, within ``fault.timeout_seconds``
-(:mod:`drills.confirm` has the rule).
+(:mod:`drills.target.confirm` has the rule).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from drills.confirm import NodeConfirmation, NodeDownWatch
 from drills.errors import FiredrillError
 from drills.kube.timeline import SystemClock
-from drills.target import FaultMethod, FaultSettings
+from drills.target.confirm import NodeConfirmation, NodeDownWatch
+from drills.target.profile import FaultMethod, FaultSettings
 
 
 class FaultError(FiredrillError):

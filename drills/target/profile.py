@@ -207,7 +207,7 @@ def _xid_template_problems(path: str, template: str | None, *, required: tuple[s
 class XidSettings:
     """``fault.xid``: how the partition isolation drill injects an Xid on a real cluster (docs/PROFILE.md).
 
-    Every injection first passes the same blast-radius check as a node fault (:mod:`drills.safety`)."""
+    Every injection first passes the same blast-radius check as a node fault (:mod:`drills.target.safety`)."""
 
     command_template: str
     """A shell command with ``{node}`` and ``{xid}``, optionally ``{gpu}`` and ``{instance}``."""
@@ -295,7 +295,7 @@ def _allow_label_problems(allow_label: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class SafetySettings:
-    """What a drill on a real cluster may touch; see :mod:`drills.safety` for the checks."""
+    """What a drill on a real cluster may touch; see :mod:`drills.target.safety` for the checks."""
 
     allow_label: str = "firedrill.dev/chaos=allowed"
     """``key=value``: only nodes carrying this label are ever faulted."""

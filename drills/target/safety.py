@@ -3,7 +3,7 @@
 Pulling a node on a real cluster is destructive, so before any fault a drill
 asks three questions, answered here by pure functions over the objects as the
 API returns them (node and pod dicts) and the profile's
-:class:`~drills.target.SafetySettings`:
+:class:`~drills.target.profile.SafetySettings`:
 
 - :func:`eligible_nodes`: which nodes may be touched at all: they carry the
   allow label, are not control-plane nodes, and are Ready (a node that is
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from drills.errors import FiredrillError
-from drills.target import SafetySettings
+from drills.target.profile import SafetySettings
 
 __all__ = [
     "CONTROL_PLANE_LABELS",

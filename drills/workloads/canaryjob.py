@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from drills.kube.flavors import JOB_COMPLETION_INDEX_ANNOTATION, WORKER_INDEX_LABEL, GangSpec
-from drills.target import TargetProfile
-from drills.verdict import DrillInconclusive
+from drills.records.verdict import DrillInconclusive
+from drills.target.profile import TargetProfile
 
 __all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec", "gpu_taint_toleration"]
 
@@ -126,5 +126,5 @@ def gpu_taint_toleration(gpu_resource: str) -> tuple[dict[str, Any], ...]:
     """Tolerate a ``<gpu_resource>:NoSchedule`` taint (``nvidia.com/gpu=present:NoSchedule`` is common on GPU
     nodes): the toleration Kubernetes' ExtendedResourceToleration admission plugin adds to a pod that requests
     the resource, written here so the ranks land on such nodes on a cluster without that plugin too, as the
-    free-capacity count (``drills.gang.free_gpus_per_node``) assumes.  NoSchedule only, like the plugin."""
+    free-capacity count (``drills.kinds.gang.drill.free_gpus_per_node``) assumes.  NoSchedule only, like the plugin."""
     return ({"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"},)

@@ -1,4 +1,6 @@
-"""The node pull drill: a node dies under a training job; time detect, evict, replace, resume.
+"""A canary training job the harness starts and follows, and the node under one of its ranks pulled: detect,
+evict, replace, resume, each timed.  The node pull drill (:mod:`drills.kinds.nodepull`) is this run judged; the
+leak drill runs it to open its stall and fault-tolerance holes, the serving drill as the low-priority training.
 
 Steady state before (a canary job running whole, a checkpoint written) ->
 act (pull the node hosting one rank, confirm the fault) -> observe (each
@@ -21,7 +23,7 @@ clock, with the wall clock and the platform's stamp beside them):
   follows every rank's log through ``pods/log``; the instant is when the harness received that line).
 
 Truth comes from the workload, never from the platform: the instants come from the harness's own watches and
-the canary's log lines (:mod:`drills.canarylog`); the platform's Events are shown beside them as its claim.
+the canary's log lines (:mod:`drills.workloads.canarylog`); the platform's Events are shown beside them as its claim.
 The resume point must be the last checkpoint the canary completed before the fault, or the scenario FAILs
 naming both steps (a platform that loses a checkpoint restarts training from further back); lost steps =
 the highest step any rank logged before the fault - the step the job resumed from.  A rank of the replaced
@@ -38,18 +40,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.canarylog import CanaryLine, CanaryLog, Resumption, parse_line
-from drills.connect import Target
-from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource
 from drills.kube.flavors import (JOB_COMPLETION_INDEX_ANNOTATION, TRAINING_JOB_FLAVORS, WORKER_INDEX_LABEL, GangFlavor,
                                  GangSpec, VolcanoForm, gang_manifests, indexed_job, run_selector)
 from drills.kube.logs import LogFollower, LogLine
 from drills.kube.timeline import parse_time, wait_for
-from drills.safety import check_blast_radius, eligible_nodes
-from drills.target import FaultMethod
-from drills.verdict import DrillResult, Measurement
+from drills.records.verdict import DrillInconclusive, DrillResult, Measurement
+from drills.target.connect import Target
+from drills.target.profile import FaultMethod
+from drills.target.safety import check_blast_radius, eligible_nodes
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
+from drills.workloads.canarylog import CanaryLine, CanaryLog, Resumption, parse_line
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -98,7 +99,7 @@ class Instant:
 
 
 @dataclass
-class NodePullDrill:
+class TrainingRun:
     target: Target
     result: DrillResult
     run_id: str

@@ -6,7 +6,7 @@ Run on demand (not part of the test suite), from the repository root:
     python tests/bench/bench_nodepull.py --pulls 3
     python tests/bench/bench_nodepull.py --k8s-pull      # also one REAL pull on k8s-defaults (about 6 minutes)
 
-Each pull is one run of the node-pull drill (``drills.nodepull.NodePullDrill``, the code ``firedrill run``
+Each pull is one run of the node-pull drill (``drills.workloads.training.NodePullDrill``, the code ``firedrill run``
 uses) against the embedded reference platform with the ``tuned`` healing profile (4 nodes + 1 spare,
 8 simulated GPUs each): it starts the training canary (``drills/canary``, docs/WORKLOAD.md) as a Volcano Job
 of 2 ranks x 4 GPUs (0.1 s steps, a checkpoint every 5 steps), waits for a checkpoint, pulls the node of
@@ -36,12 +36,13 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from drills.connect import EmbeddedPlatform, Target
+from drills.kinds.nodepull.drill import NodePullDrill
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
 from drills.kube.timeline import Timeline
-from drills.nodepull import PHASES, NodePullDrill
-from drills.target import FaultMethod, reference_profile
-from drills.verdict import DrillResult
+from drills.records.verdict import DrillResult
+from drills.target.connect import EmbeddedPlatform, Target
+from drills.target.profile import FaultMethod, reference_profile
+from drills.workloads.training import PHASES
 from refplatform.cluster import wait_until
 from refplatform.profiles import K8S_DEFAULTS, TUNED, Profile
 

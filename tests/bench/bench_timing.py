@@ -18,10 +18,10 @@ import argparse
 import statistics
 import sys
 
-from drills.connect import embedded_target
-from drills.nodepull import NodePullDrill
-from drills.target import FaultMethod
-from drills.verdict import DrillResult
+from drills.kinds.nodepull.drill import NodePullDrill
+from drills.records.verdict import DrillResult
+from drills.target.connect import embedded_target
+from drills.target.profile import FaultMethod
 
 BUDGET_MS = 50.0
 INSTANTS = ("detect", "evict", "replace", "resume")

@@ -2,7 +2,7 @@
 
     python tests/bench/bench_trend.py [--runs 1000] [--repeats 3] [--keep DIR]
 
-Generates ``--runs`` nightly runs in the real archive format, each sealed by ``drills.evidence.archive.seal``
+Generates ``--runs`` nightly runs in the real archive format, each sealed by ``drills.records.evidence.archive.seal``
 (signed statements, manifest and its signature, one ledger line each, one signing key), so the trend verifies
 every one of them exactly as ``firedrill verify`` would. Each run is shaped like a real nightly run of the two
 scenarios recorded in ``tests/unit/trend/honest_runs.json`` (a node pull and a gang placement): their recorded
@@ -32,9 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
-from drills.evidence.record import RunRecord, ScenarioRecord, TargetRecord  # noqa: E402
-from drills.evidence.report import SignatureStatus, render_report  # noqa: E402
-from drills.evidence.signing import Signer  # noqa: E402
+from drills.records.evidence.record import RunRecord, ScenarioRecord, TargetRecord  # noqa: E402
+from drills.records.evidence.report import SignatureStatus, render_report  # noqa: E402
+from drills.records.evidence.signing import Signer  # noqa: E402
 from tests.unit.trend.synthetic import (  # noqa: E402
     from_fixture, honest_fixture, night, run_id, seal_run,
 )

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drills.cli import app
-from drills.evidence.canonical import canonical_digest
-from drills.evidence.signing import PAYLOAD_TYPE, Signer, generate_keypair
+from drills.records.evidence.canonical import canonical_digest
+from drills.records.evidence.signing import PAYLOAD_TYPE, Signer, generate_keypair
 
 pytestmark = pytest.mark.integration
 

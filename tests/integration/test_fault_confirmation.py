@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from drills.confirm import ConfirmedBy
-from drills.faults import ClusterFaults
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
-from drills.target import FaultMethod, FaultSettings
+from drills.target.confirm import ConfirmedBy
+from drills.target.faults import ClusterFaults
+from drills.target.profile import FaultMethod, FaultSettings
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
 
 pytestmark = pytest.mark.integration

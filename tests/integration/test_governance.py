@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from drills.connect import Target, embedded_target
-from drills.governance import Chain, GovernanceDrill
-from drills.target import reference_profile
-from drills.verdict import DrillResult, Verdict
+from drills.kinds.governance import Chain, GovernanceDrill
+from drills.records.verdict import DrillResult, Verdict
+from drills.target.connect import Target, embedded_target
+from drills.target.profile import reference_profile
 from tests.integration.test_run import REPO, features_copy, firedrill
 
 pytestmark = pytest.mark.integration

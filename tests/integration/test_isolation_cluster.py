@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
-from drills.connect import Target, cluster_target
-from drills.isolation import EVERY_ON_GPU, IsolationDrill, partition_config
-from drills.target import load_profile
-from drills.verdict import DrillResult, Verdict
+from drills.kinds.isolation.drill import EVERY_ON_GPU, IsolationDrill, partition_config
+from drills.records.verdict import DrillResult, Verdict
+from drills.target.connect import Target, cluster_target
+from drills.target.profile import load_profile
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
 from tests.unit.drills import fakegpu
 

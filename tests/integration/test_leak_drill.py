@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from drills.connect import EmbeddedPlatform
-from drills.target import reference_profile
+from drills.target.connect import EmbeddedPlatform
+from drills.target.profile import reference_profile
 
 pytestmark = pytest.mark.integration
 

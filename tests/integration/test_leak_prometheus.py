@@ -27,14 +27,14 @@ import httpx
 import pytest
 import yaml
 
-from drills.connect import EmbeddedPlatform, Target
-from drills.gang import DrillInconclusive
+from drills.kinds.leak.drill import LeakDrill
 from drills.kube.driver import KubeDriver
 from drills.kube.timeline import Timeline
-from drills.leak.drill import LeakDrill
-from drills.leak.model import Hole
-from drills.target import load_profile, reference_profile
-from drills.verdict import DrillResult, Verdict
+from drills.records.verdict import DrillInconclusive
+from drills.records.verdict import DrillResult, Verdict
+from drills.target.connect import EmbeddedPlatform, Target
+from drills.target.leakreport.model import Hole
+from drills.target.profile import load_profile, reference_profile
 from refplatform.cluster import wait_until
 
 pytestmark = pytest.mark.integration

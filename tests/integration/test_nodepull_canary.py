@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from drills.canarylog import CanaryEvent
-from drills.connect import Target, embedded_target
-from drills.nodepull import NodePullDrill
-from drills.target import FaultMethod
-from drills.verdict import DrillResult, Verdict
+from drills.kinds.nodepull.drill import NodePullDrill
+from drills.records.verdict import DrillResult, Verdict
+from drills.target.connect import Target, embedded_target
+from drills.target.profile import FaultMethod
+from drills.workloads.canarylog import CanaryEvent
 
 pytestmark = pytest.mark.integration
 

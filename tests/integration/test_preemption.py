@@ -83,7 +83,7 @@ def _field(path: str) -> dict[str, Any]:
 
 def training_job() -> dict[str, Any]:
     """A Volcano Job of 2 canary ranks x 1 GPU, checkpoints on the reference platform's nfs, rank and generation
-    from Volcano's annotations (as drills/canaryjob.py writes them), restarted whole when a rank is evicted."""
+    from Volcano's annotations (as drills/workloads/canaryjob.py writes them), restarted whole when a rank is evicted."""
     root = "/firedrill/preemption/train"
     container = {
         "name": "main", "image": "firedrill/canary", "command": ["python", "-m", "drills.canary"],

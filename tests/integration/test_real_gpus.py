@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.connect import EmbeddedPlatform
+from drills.target.connect import EmbeddedPlatform
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
 from tests.integration.test_cli import FIREDRILL, down, start_up
 

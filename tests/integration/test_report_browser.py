@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from drills.evidence.report import SignatureStatus, render_report
+from drills.records.evidence.report import SignatureStatus, render_report
 from tests.unit.evidence.test_report import KEYID, gang_deadlock, gang_fits, make_record, node_pull
 
 pytestmark = pytest.mark.integration

@@ -38,21 +38,21 @@ from typing import Any
 
 from rich.console import Console
 
-from drills.baseline.compare import ClauseVerdict, compare, parse_clause
-from drills.baseline.errors import BaselineUsageError, MethodMismatch, NotVerified, ObservationError
-from drills.baseline.method import Method, observed_workload, window_method
-from drills.baseline.mix import DEFAULT_MIX, MixRunner, WorkloadMix, load_mix
-from drills.baseline.observe import Clock, SystemClock, Window, observe, source_method
-from drills.baseline.runarchive import is_run_archive, load_run
-from drills.baseline.slices import HOLES, LAYERS, summary
-from drills.baseline.statement import load, predicate, seal
-from drills.connect import Target, cluster_target, embedded_target
 from drills.errors import FiredrillError
-from drills.evidence.signing import Signer
+from drills.kinds.baseline.compare import ClauseVerdict, compare, parse_clause
+from drills.kinds.baseline.errors import BaselineUsageError, MethodMismatch, NotVerified, ObservationError
+from drills.kinds.baseline.method import Method, observed_workload, window_method
+from drills.kinds.baseline.mix import DEFAULT_MIX, MixRunner, WorkloadMix, load_mix
+from drills.kinds.baseline.observe import Clock, SystemClock, Window, observe, source_method
+from drills.kinds.baseline.runarchive import is_run_archive, load_run
+from drills.kinds.baseline.slices import HOLES, LAYERS, summary
+from drills.kinds.baseline.statement import load, predicate, seal
 from drills.kube.flavors import valid_dns_label
-from drills.leak.model import Hole
-from drills.leak.source import ApiServerSource, LeakSource, PrometheusSource, UrlSource, rfc3339
-from drills.target import TargetProfile, load_profile, reference_profile
+from drills.records.evidence.signing import Signer
+from drills.target.connect import Target, cluster_target, embedded_target
+from drills.target.leakreport.model import Hole
+from drills.target.leakreport.source import ApiServerSource, LeakSource, PrometheusSource, UrlSource, rfc3339
+from drills.target.profile import TargetProfile, load_profile, reference_profile
 
 __all__ = ["BaselineExit", "BaselineOptions", "CompareExit", "parse_span", "run_compare", "take_baseline"]
 

@@ -1,8 +1,8 @@
 """Compare two observations made with the same method, and judge contract clauses against the comparison (pure).
 
-:func:`compare` refuses (:class:`~drills.baseline.errors.MethodMismatch`) unless the methods are equal, then gives
+:func:`compare` refuses (:class:`~drills.kinds.baseline.errors.MethodMismatch`) unless the methods are equal, then gives
 one :class:`Row` per layer and per hole: both estimates, the change and its uncertainty
-(:mod:`drills.baseline.stats`).  Improvement is signed so that more is better: a layer's share going up (in
+(:mod:`drills.kinds.baseline.stats`).  Improvement is signed so that more is better: a layer's share going up (in
 percentage points of healthy capacity), a hole's GPU-hours going down.
 
 A :class:`Clause` is one contract sentence (:data:`TEMPLATES`)::
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from drills.baseline.errors import BaselineUsageError
-from drills.baseline.method import require_same
-from drills.baseline.slices import HOLES, LAYERS, hole_estimate, layer_estimate
-from drills.baseline.stats import CONFIDENCE, Change, Estimate, change
-from drills.baseline.statement import Observed
-from drills.leak.model import Hole
+from drills.kinds.baseline.errors import BaselineUsageError
+from drills.kinds.baseline.method import require_same
+from drills.kinds.baseline.slices import HOLES, LAYERS, hole_estimate, layer_estimate
+from drills.kinds.baseline.statement import Observed
+from drills.kinds.baseline.stats import CONFIDENCE, Change, Estimate, change
+from drills.target.leakreport.model import Hole
 
 __all__ = ["TEMPLATES", "Clause", "ClauseVerdict", "Comparison", "Judgement", "Row", "compare", "parse_clause"]
 

@@ -16,19 +16,20 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from drills.baseline.compare import ClauseVerdict, Comparison, compare, parse_clause
-from drills.baseline.errors import BaselineError, MethodMismatch
-from drills.baseline.method import Method, differences
-from drills.baseline.mix import MixRunner, parse_mix
-from drills.baseline.observe import SystemClock, Window, observe, source_method
-from drills.baseline.runarchive import DETAILS_KEY
-from drills.baseline.statement import Observed, load
-from drills.connect import Target
-from drills.evidence.canonical import sha256_hex
-from drills.leak.source import rfc3339, source_for
-from drills.verdict import Comparison as Direction
-from drills.verdict import DrillInconclusive, DrillResult, Measurement, Threshold
+from drills.kinds.baseline.compare import ClauseVerdict, Comparison, compare, parse_clause
+from drills.kinds.baseline.errors import BaselineError, MethodMismatch
+from drills.kinds.baseline.method import differences
+from drills.kinds.baseline.mix import MixRunner, parse_mix
+from drills.kinds.baseline.observe import SystemClock, Window, observe, source_method
+from drills.kinds.baseline.runarchive import DETAILS_KEY
+from drills.kinds.baseline.statement import Observed, load
+from drills.records.evidence.canonical import sha256_hex
+from drills.records.verdict import Comparison as Direction
+from drills.records.verdict import DrillInconclusive, Measurement, Threshold
+from drills.scenario.drill import Drill, register
+from drills.target.leakreport.source import rfc3339, source_for
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ def resolve(text: str) -> Path:
     return path
 
 
+@register
 @dataclass
-class BaselineDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class BaselineDrill(Drill):
+    kind: ClassVar[str] = "baseline-comparison"
+
     baseline: Observed | None = None
     comparison: Comparison | None = None
     runner: MixRunner | None = None

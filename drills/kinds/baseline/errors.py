@@ -10,7 +10,7 @@ from drills.errors import FiredrillError
 
 
 class BaselineError(FiredrillError):
-    """Root of every deliberate error in :mod:`drills.baseline`."""
+    """Root of every deliberate error in :mod:`drills.kinds.baseline`."""
 
 
 class BaselineUsageError(BaselineError):

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from drills.baseline.errors import BaselineUsageError, MethodMismatch
-from drills.baseline.stats import CONFIDENCE
-from drills.leak.model import API_VERSION
+from drills.kinds.baseline.errors import BaselineUsageError, MethodMismatch
+from drills.kinds.baseline.stats import CONFIDENCE
+from drills.target.leakreport.model import API_VERSION
 
 __all__ = ["DEFINITIONS", "ESTIMATOR", "Method", "differences", "leak_report_source", "observed_workload",
            "prometheus_source", "require_same", "window_method"]

@@ -33,13 +33,13 @@ from typing import Any
 
 import yaml
 
-from drills.baseline.errors import BaselineUsageError, ObservationError
-from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.connect import Target
+from drills.kinds.baseline.errors import BaselineUsageError, ObservationError
 from drills.kube.driver import POD, RESOURCES, KubeError
 from drills.kube.flavors import (RUN_LABEL, TRAINING_JOB_FLAVORS, GangFlavor, VolcanoForm, gang_manifests,
                                  indexed_job, run_selector, valid_dns_label)
-from drills.target import API_VERSION
+from drills.target.connect import Target
+from drills.target.profile import API_VERSION
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from drills.baseline.errors import ObservationError
-from drills.baseline.method import leak_report_source, prometheus_source
-from drills.baseline.slices import HOLES, LAYERS, Slice, slice_from_reading
-from drills.leak import promql
-from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
-from drills.leak.source import LeakSource, PrometheusSource, rfc3339
+from drills.kinds.baseline.errors import ObservationError
+from drills.kinds.baseline.method import leak_report_source, prometheus_source
+from drills.kinds.baseline.slices import HOLES, LAYERS, Slice, slice_from_reading
+from drills.target.leakreport import promql
+from drills.target.leakreport.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target.leakreport.source import LeakSource, PrometheusSource, rfc3339
 
 __all__ = ["Clock", "SystemClock", "Window", "observe", "slice_line", "source_method"]
 

@@ -1,6 +1,6 @@
 """A run archive (``reports/<run-id>/``, docs/EVIDENCE.md) as the other side of a comparison.
 
-The archive is verified first (``drills.evidence.verify``: manifest signature, every file's digest, every
+The archive is verified first (``drills.records.evidence.verify``: manifest signature, every file's digest, every
 statement); only then is ``record.json`` read.  Two things in it can be compared with a baseline:
 
 1. a scenario that re-measured the cluster with a baseline's method (the steps "Given the signed baseline ..."
@@ -20,15 +20,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from drills.baseline.errors import BaselineUsageError, NotVerified
-from drills.baseline.method import Method, leak_report_source, prometheus_source
-from drills.baseline.slices import slice_from_reading
-from drills.baseline.statement import Observed, observed_from_predicate
-from drills.evidence.archive import read_tree
-from drills.evidence.errors import ArchiveError, VerifyReadError
-from drills.evidence.statements import contract_digest
-from drills.evidence.verify import verify
-from drills.leak.model import LeakReading, ReportMalformed
+from drills.kinds.baseline.errors import BaselineUsageError, NotVerified
+from drills.kinds.baseline.method import Method, leak_report_source, prometheus_source
+from drills.kinds.baseline.slices import slice_from_reading
+from drills.kinds.baseline.statement import Observed, observed_from_predicate
+from drills.records.evidence.archive import read_tree
+from drills.records.evidence.errors import ArchiveError, VerifyReadError
+from drills.records.evidence.statements import contract_digest
+from drills.records.evidence.verify import verify
+from drills.target.leakreport.model import LeakReading, ReportMalformed
 
 __all__ = ["is_run_archive", "load_run"]
 

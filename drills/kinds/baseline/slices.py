@@ -3,7 +3,7 @@
 A window ``[start, end)`` is cut into equal slices; each :class:`Slice` keeps what the leak report said for it:
 healthy capacity, the three layers and the four holes in GPU-hours (a hole the source cannot measure is None,
 never 0), and the SHA-256 of the report's canonical JSON.  :func:`layer_estimate` and :func:`hole_estimate`
-turn the slices into a value with a standard error (:mod:`drills.baseline.stats`).
+turn the slices into a value with a standard error (:mod:`drills.kinds.baseline.stats`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drills.baseline.errors import BaselineUsageError
-from drills.baseline.stats import Estimate, share_estimate, total_estimate
-from drills.evidence.canonical import canonical_digest
-from drills.leak.model import LAYERS, Hole, LeakReading
+from drills.kinds.baseline.errors import BaselineUsageError
+from drills.kinds.baseline.stats import Estimate, share_estimate, total_estimate
+from drills.records.evidence.canonical import canonical_digest
+from drills.target.leakreport.model import LAYERS, Hole, LeakReading
 
 __all__ = ["HOLES", "LAYERS", "Slice", "hole_estimate", "layer_estimate", "slice_from_reading", "summary"]
 

@@ -1,9 +1,9 @@
-"""The signed baseline statement: an in-toto Statement v1 in a DSSE envelope, Ed25519 (drills.evidence.signing).
+"""The signed baseline statement: an in-toto Statement v1 in a DSSE envelope, Ed25519 (drills.records.evidence.signing).
 
 Predicate type :data:`PREDICATE_TYPE` (versioned in its URI: the shape changes only with the version)::
 
-    method        the method (drills.baseline.method): definitions, source, workload, window, estimator
-    observation   window {start, end} (RFC 3339), source {kind, where}, slices [...] (drills.baseline.slices),
+    method        the method (drills.kinds.baseline.method): definitions, source, workload, window, estimator
+    observation   window {start, end} (RFC 3339), source {kind, where}, slices [...] (drills.kinds.baseline.slices),
                   unmeasured {hole: why}, notes [...] (what changed in the workload during the window)
     summary       each layer's share and each hole's GPU-hours with standard errors (recomputed when read)
     target        what was observed: kind, description, fingerprint digest, nodes, GPUs (shown, never compared)
@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from drills import __version__
-from drills.baseline.errors import BaselineUsageError, NotVerified
-from drills.baseline.method import Method
-from drills.baseline.slices import Slice, summary
-from drills.evidence.canonical import canonical_digest
-from drills.evidence.collect import harness_commit
-from drills.evidence.errors import EnvelopeError, KeyFileError
-from drills.evidence.signing import (ALGORITHM, PAYLOAD_TYPE, Envelope, Signer, keyid_of, load_public_key,
+from drills.kinds.baseline.errors import BaselineUsageError, NotVerified
+from drills.kinds.baseline.method import Method
+from drills.kinds.baseline.slices import Slice, summary
+from drills.records.evidence.canonical import canonical_digest
+from drills.records.evidence.collect import harness_commit
+from drills.records.evidence.errors import EnvelopeError, KeyFileError
+from drills.records.evidence.signing import (ALGORITHM, PAYLOAD_TYPE, Envelope, Signer, keyid_of, load_public_key,
                                      public_key_from_pem, verify_envelope)
-from drills.evidence.statements import HARNESS_NAME, Statement, Subject
+from drills.records.evidence.statements import HARNESS_NAME, Statement, Subject
 
 __all__ = ["PREDICATE_TYPE", "Observed", "load", "observed_from_predicate", "predicate", "seal"]
 

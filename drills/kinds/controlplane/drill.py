@@ -27,19 +27,19 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
-from drills.connect import Target
 from drills.kube.driver import NODE, POD, KubeDriver, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank
-from drills.safety import check_blast_radius, eligible_nodes
-from drills.serving.judge import series
-from drills.target import FaultMethod
-from drills.verdict import DrillInconclusive, DrillResult, Measurement
+from drills.load.series import series
+from drills.records.verdict import DrillInconclusive, Measurement
+from drills.scenario.drill import Drill, register
+from drills.target.profile import FaultMethod
+from drills.target.safety import check_blast_radius, eligible_nodes
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -120,11 +120,11 @@ class PodStart:
     node: str | None = None
 
 
+@register
 @dataclass
-class ControlPlaneDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class ControlPlaneDrill(Drill):
+    kind: ClassVar[str] = "control-plane"
+
     load: LoadRun | None = None
     load_started: float | None = None
     rate: float = 0.0

@@ -18,14 +18,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.connect import Target
-from drills.holds import Gang, PodChange, partial_hold
+from drills.kinds.gang.holds import Gang, PodChange, partial_hold
 from drills.kube.driver import POD, KubeError, resource_for
 from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
-from drills.verdict import DrillInconclusive, DrillResult, Measurement
+from drills.records.verdict import DrillInconclusive, Measurement
+from drills.scenario.drill import Drill, register
+from drills.target.capacity import free_gpus_per_node
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -34,42 +35,6 @@ ROLLBACK_GONE_TIMEOUT = 30.0
 """Seconds the rollback waits for the drill's pods to be gone, so the next scenario finds their GPUs free."""
 GANG_STEP_SECONDS = 0.1
 """The canary step time of a gang's ranks (a gang that runs N seconds takes N / this many steps)."""
-
-
-def _repels(taint: Obj, gpu: str) -> bool:
-    """Does ``taint`` keep the drill's GPU pods off its node?  NoSchedule and NoExecute do, except a NoSchedule
-    taint whose key is the GPU resource the pods request (``nvidia.com/gpu:NoSchedule``, common on GPU nodes):
-    Kubernetes' ExtendedResourceToleration admission plugin gives every pod that requests that resource a
-    toleration for it (key, Exists, NoSchedule only), and the canary's ranks carry the same toleration themselves
-    (``drills.canaryjob.gpu_taint_toleration``), so the count holds on a cluster without that plugin too.
-    Without it such a node would count here while the ranks stayed Pending, and the gang drill would FAIL
-    with "never ran whole", blaming the scheduler for the taint."""
-    effect = taint.get("effect")
-    if effect == "NoSchedule" and taint.get("key") == gpu:
-        return False
-    return effect in ("NoSchedule", "NoExecute")
-
-
-def free_gpus_per_node(target: Target) -> dict[str, int]:
-    """Free GPUs on each schedulable, Ready node the drill may use (taints as :func:`_repels` reads them)."""
-    gpu = target.profile.gpu_resource
-    nodes = target.driver.list(resource_for({"apiVersion": "v1", "kind": "Node"}))
-    pods = target.driver.list(POD)
-    used: dict[str, int] = {}
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        if node and (p.get("status") or {}).get("phase") not in TERMINAL:
-            for c in (p.get("spec") or {}).get("containers") or []:
-                used[node] = used.get(node, 0) + int(((c.get("resources") or {}).get("limits") or {}).get(gpu, 0))
-    free = {}
-    for n in nodes:
-        spec, status = n.get("spec") or {}, n.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        blocked = spec.get("unschedulable") or any(_repels(t, gpu) for t in spec.get("taints") or [])
-        if ready and not blocked:
-            name = n["metadata"]["name"]
-            free[name] = int((status.get("allocatable") or {}).get(gpu, 0)) - used.get(name, 0)
-    return free
 
 
 @dataclass
@@ -83,11 +48,11 @@ class PodTrack:
     phase: str = "Pending"
 
 
+@register
 @dataclass
-class GangDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class GangDrill(Drill):
+    kind: ClassVar[str] = "gang-submission"
+
     specs: list[GangSpec] = field(default_factory=list)
     pods: dict[str, PodTrack] = field(default_factory=dict)
     changes: list[PodChange] = field(default_factory=list)
@@ -383,4 +348,4 @@ class GangDrill:
             time.sleep(0.2)
 
 
-__all__ = ["DrillInconclusive", "GangDrill", "GangFlavor", "free_gpus_per_node"]
+__all__ = ["GangDrill"]

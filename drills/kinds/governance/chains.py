@@ -1,6 +1,6 @@
 """The four control chains, an attempt to cross one, and how an attempt is judged.
 
-Pure: no I/O, no clock.  The drill (:mod:`drills.governance.drill`) makes the attempts and fills in what it
+Pure: no I/O, no clock.  The drill (:mod:`drills.kinds.governance.drill`) makes the attempts and fills in what it
 saw; :func:`judge_attempt` says what each one means, and :func:`judge_chain` what a chain's attempts add up
 to.  An attempt PASSes only when its gate stopped it AND the record of that is found in the audit log.
 """
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from drills.governance.audit import AuditRecord, RecordQuery
-from drills.verdict import Verdict
+from drills.kinds.governance.audit import AuditRecord, RecordQuery
+from drills.records.verdict import Verdict
 
 __all__ = ["LIMITED_SCOPE_REFUSAL", "Answer", "Attempt", "Chain", "ChainTally", "Gate", "Judged", "classify",
            "judge_attempt", "judge_chain", "refused_by_limited_scope"]

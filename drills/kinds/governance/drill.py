@@ -27,23 +27,23 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import urllib3
 from kubernetes.client.rest import ApiException
 
-from drills.connect import Target
-from drills.governance.audit import (
+from drills.kinds.governance.audit import (
     REFUSED, REFUSED_BY_ADMISSION, SUCCEEDED, AuditLog, AuditLogError, RecordQuery, find,
 )
-from drills.governance.chains import (
+from drills.kinds.governance.chains import (
     Answer, Attempt, Chain, Gate, classify, judge_chain, refused_by_limited_scope,
 )
-from drills.governance.identities import ConnectError, Identity, Missing, Resolved, connect, resolve
+from drills.kinds.governance.identities import ConnectError, Identity, Missing, Resolved, connect, resolve
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError, Resource
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
-from drills.safety import eligible_nodes
-from drills.verdict import DrillResult, Measurement, Threshold
+from drills.records.verdict import Measurement, Threshold
+from drills.scenario.drill import Drill, register
+from drills.target.safety import eligible_nodes
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -160,11 +160,11 @@ class Pending:
     names: dict[str, str] = field(default_factory=dict)
 
 
+@register
 @dataclass
-class GovernanceDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class GovernanceDrill(Drill):
+    kind: ClassVar[str] = "governance"
+
     attempts: list[Attempt] = field(default_factory=list)
     resolved: Resolved | None = None
     tenant: KubeDriver | None = None

@@ -21,7 +21,7 @@ from kubernetes.config.config_exception import ConfigException
 from drills.errors import FiredrillError
 from drills.kube.driver import KubeDriver
 from drills.kube.timeline import Timeline
-from drills.target import GovernanceSettings
+from drills.target.profile import GovernanceSettings
 
 __all__ = ["EMBEDDED_TENANT", "ConnectError", "Identity", "Missing", "Resolved", "connect", "resolve"]
 

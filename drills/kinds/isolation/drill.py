@@ -17,7 +17,7 @@ naming it; so does a tenant that survived a fault the mode says must kill it.
 Probes that cannot be performed (a real cluster with no injection method) are
 INCONCLUSIVE, never PASS.
 
-On a real cluster the tenant program is the probe (:mod:`drills.probe`): each
+On a real cluster the tenant program is the probe (:mod:`drills.workloads.probe`): each
 tenant pod runs it in ``canary_image``; it holds GPU memory through the CUDA
 driver API and reports through its pod log, which the drill follows through
 ``pods/log``.  The memory probe's victim really allocates, until the driver
@@ -40,19 +40,19 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from drills.connect import Target
 from drills.errors import PlaceholderError
-from drills.faults import FaultError, FaultRecord, run_command
-from drills.gang import DrillInconclusive
 from drills.kube.driver import EVENT, NODE, POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.logs import LogFollower, LogLine
-from drills.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
-from drills.safety import SafetyError, check_blast_radius
-from drills.target import FaultMethod
-from drills.verdict import DrillResult, Measurement
+from drills.records.verdict import DrillInconclusive
+from drills.records.verdict import Measurement
+from drills.scenario.drill import Drill, register
+from drills.target.faults import FaultError, FaultRecord, run_command
+from drills.target.profile import FaultMethod
+from drills.target.safety import SafetyError, check_blast_radius
+from drills.workloads.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -498,11 +498,11 @@ class Tenant:
 TERMINAL = ("Succeeded", "Failed")
 
 
+@register
 @dataclass
-class IsolationDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class IsolationDrill(Drill):
+    kind: ClassVar[str] = "partition-isolation"
+
     layout: Layout | None = None
     node: str = ""
     embedded_node: bool = False
@@ -517,7 +517,7 @@ class IsolationDrill:
     probe_timeout: float = 20.0
     run_timeout: float = 30.0
     probe_period: float = 0.5
-    """Real clusters: seconds between a tenant probe's working-set allocations (:mod:`drills.probe`)."""
+    """Real clusters: seconds between a tenant probe's working-set allocations (:mod:`drills.workloads.probe`)."""
     probe_linger: float = 5.0
     """Real clusters: seconds a failed tenant probe keeps its memory before it exits."""
     reports: dict[str, list[ProbeReport]] = field(default_factory=dict)

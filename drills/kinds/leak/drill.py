@@ -25,18 +25,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from drills.connect import Target
-from drills.gang import DrillInconclusive, free_gpus_per_node
+from drills.kinds.leak.judge import judge_naming, judge_size, unmeasurable
+from drills.kinds.leak.truth import Truth, fault_truth, fragmentation_truth, measured_stall_truth
 from drills.kube.driver import POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
-from drills.leak.judge import judge_naming, judge_size, unmeasurable
-from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
-from drills.leak.source import LeakSource, rfc3339, source_for
-from drills.leak.truth import Truth, fault_truth, fragmentation_truth, measured_stall_truth
-from drills.nodepull import NodePullDrill
-from drills.verdict import Comparison, DrillResult, Measurement, Threshold
+from drills.records.verdict import DrillInconclusive
+from drills.records.verdict import Comparison, Measurement, Threshold
+from drills.scenario.drill import Drill, register
+from drills.target.capacity import free_gpus_per_node
+from drills.target.leakreport.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target.leakreport.source import LeakSource, rfc3339, source_for
+from drills.workloads.training import TrainingRun
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -60,11 +61,11 @@ SIZE = "hole size error"
 """The measurement judged against the feature's tolerance: |reported - injected| / injected, in %."""
 
 
+@register
 @dataclass
-class LeakDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class LeakDrill(Drill):
+    kind: ClassVar[str] = "leak-identification"
+
     source: LeakSource | None = None
     hole: Hole | None = None
     truth: Truth | None = None
@@ -73,7 +74,7 @@ class LeakDrill:
     specs: list[GangSpec] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
     """Names of the plain pods the drill created (fragmentation)."""
-    node_pull: NodePullDrill | None = None
+    node_pull: TrainingRun | None = None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -130,7 +131,7 @@ class LeakDrill:
         shares = {Hole.DATA_PIPELINE: (STALL_SHARE, OTHER_SHARE), Hole.COMMUNICATION: (OTHER_SHARE, STALL_SHARE)}
         input_share, comm_share = shares[hole]
         compute_share = 1.0 - input_share - comm_share
-        npd = NodePullDrill(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS * compute_share)
+        npd = TrainingRun(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS * compute_share)
         self.node_pull = npd
         npd.start_canary(WORKERS, GPUS_PER_WORKER, 0, input_seconds=STEP_SECONDS * input_share,
                          comm_seconds=STEP_SECONDS * comm_share)
@@ -214,7 +215,7 @@ class LeakDrill:
 
     def _fault(self, seconds: float) -> None:
         self._need_volcano()
-        npd = NodePullDrill(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS)
+        npd = TrainingRun(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS)
         self.node_pull = npd
         npd.start_canary(WORKERS, GPUS_PER_WORKER, CHECKPOINT_EVERY)
         npd.wait_checkpoint(READY_TIMEOUT)

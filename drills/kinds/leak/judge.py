@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drills.leak.model import Hole, LeakReading, gpu_hours_text
-from drills.leak.truth import Truth
+from drills.kinds.leak.truth import Truth
+from drills.target.leakreport.model import Hole, LeakReading, gpu_hours_text
 
 
 @dataclass(frozen=True)

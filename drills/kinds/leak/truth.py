@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drills.canarylog import StallTotals
-from drills.leak.model import Hole
+from drills.target.leakreport.model import Hole
+from drills.workloads.canarylog import StallTotals
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ each asking for G GPUs so replicas land on different nodes, behind a Service of 
 replica Ready and the service answering through its load balancer. Load: locust's ``InferenceUser`` (docs/LOAD.md)
 with the retry policy the feature states. Act: the node of one replica is **drained** (cordoned, then each of
 the drill's pods on it evicted through the Eviction API, as ``kubectl drain`` does) or **pulled** with a fault
-method (:mod:`drills.faults`). Observe: the load goes on for the stated time, then stops; every request's fate
+method (:mod:`drills.target.faults`). Observe: the load goes on for the stated time, then stops; every request's fate
 comes from locust's samples, the harness's own client: nothing is read from the platform.
 
 Measured, over every request the users sent (docs/STEPS.md):
@@ -21,14 +21,14 @@ is INCONCLUSIVE when the service was not serving before the act (no request answ
 already missed), since then the act proves nothing.
 """
 
-from drills.serving.drill import ServingDrill
-from drills.serving.judge import lost_findings, series, sla_back
-from drills.serving.manifests import (BURST_SHAPE, INFERENCE_COMMAND, LB_PORTS_ANNOTATION, PORT, SERVICE_NAME, Autoscale,
-                                      ServiceShape, hpa_manifest, inference_manifests, service_url)
-from drills.serving.replicas import (Reading, first_served_by_new, metric_value, pod_ready, prometheus_readings,
-                                     queue_crossing, ready_endpoint_addresses)
+from drills.kinds.serving.drill import ServingDrill
+from drills.kinds.serving.judge import lost_findings, sla_back
+from drills.kinds.serving.manifests import (BURST_SHAPE, INFERENCE_COMMAND, LB_PORTS_ANNOTATION, PORT, SERVICE_NAME,
+                                            Autoscale, ServiceShape, hpa_manifest, inference_manifests, service_url)
+from drills.kinds.serving.replicas import (Reading, first_served_by_new, metric_value, pod_ready, prometheus_readings,
+                                           queue_crossing, ready_endpoint_addresses)
 
 __all__ = ["BURST_SHAPE", "INFERENCE_COMMAND", "LB_PORTS_ANNOTATION", "PORT", "SERVICE_NAME", "Autoscale", "Reading",
            "ServiceShape", "ServingDrill", "first_served_by_new", "hpa_manifest", "inference_manifests",
            "lost_findings", "metric_value", "pod_ready", "prometheus_readings", "queue_crossing",
-           "ready_endpoint_addresses", "series", "service_url", "sla_back"]
+           "ready_endpoint_addresses", "service_url", "sla_back"]

@@ -10,25 +10,26 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from drills.canarylog import CanaryEvent
-from drills.connect import Target
+from drills.kinds.serving.judge import lost_findings, sla_back
+from drills.kinds.serving.manifests import (BURST_SHAPE, DEPLOYMENT, HPA, LOW_PRIORITY, PORT, PRIORITY_CLASS,
+                                            QUEUE_METRIC, SERVICE, SERVICE_NAME, Autoscale, ServiceShape, hpa_manifest,
+                                            inference_manifests, service_url)
+from drills.kinds.serving.replicas import (ENDPOINT_SLICE, SERVED_METRIC, SCRAPE_EVERY, Reading, first_served_by_new,
+                                           metric_value, pod_ready, prometheus_readings, queue_crossing,
+                                           ready_endpoint_addresses)
 from drills.kube.driver import NODE, POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
-from drills.nodepull import NodePullDrill
-from drills.safety import check_blast_radius, eligible_nodes
-from drills.serving.judge import lost_findings, series, sla_back
-from drills.serving.manifests import (BURST_SHAPE, DEPLOYMENT, HPA, LOW_PRIORITY, PORT, PRIORITY_CLASS, QUEUE_METRIC,
-                                      SERVICE, SERVICE_NAME, Autoscale, ServiceShape, hpa_manifest,
-                                      inference_manifests, service_url)
-from drills.serving.replicas import (ENDPOINT_SLICE, SERVED_METRIC, SCRAPE_EVERY, Reading, first_served_by_new,
-                                     metric_value, pod_ready, prometheus_readings, queue_crossing,
-                                     ready_endpoint_addresses)
-from drills.target import FaultMethod
-from drills.verdict import DrillInconclusive, DrillResult, Measurement
+from drills.load.series import series
+from drills.records.verdict import DrillInconclusive, Measurement
+from drills.scenario.drill import Drill, register
+from drills.target.profile import FaultMethod
+from drills.target.safety import check_blast_radius, eligible_nodes
+from drills.workloads.canarylog import CanaryEvent
+from drills.workloads.training import TrainingRun
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -45,11 +46,11 @@ BASELINE_MIN_S = 1.0
 """The load runs at least this long before the act, so a steady state can be checked."""
 
 
+@register
 @dataclass
-class ServingDrill:
-    target: Target
-    result: DrillResult
-    run_id: str
+class ServingDrill(Drill):
+    kind: ClassVar[str] = "serving"
+
     name: str = ""
     service_name: str = ""
     replicas: int = 0
@@ -72,7 +73,7 @@ class ServingDrill:
     readings: list[Reading] = field(default_factory=list)
     ready_series: list[tuple[float, int]] = field(default_factory=list)
     """(harness monotonic instant, Ready replicas) at each change, for the evidence's scale events."""
-    training: NodePullDrill | None = None
+    training: TrainingRun | None = None
     """Low-priority canary training sharing the cluster (it runs the canary and follows its log)."""
     low_class: str | None = None
     burst_samples: list[Sample] = field(default_factory=list)
@@ -316,7 +317,7 @@ class ServingDrill:
                        "metadata": {"name": self.low_class, "labels": {RUN_LABEL: self.run_id}},
                        "value": LOW_PRIORITY, "preemptionPolicy": "Never",
                        "description": "Firedrill: training that fills idle GPUs and yields to inference"})
-        self.training = NodePullDrill(self.target, self.result, self.run_id)
+        self.training = TrainingRun(self.target, self.result, self.run_id)
         self.training.start_canary(workers, gpus, every, priority_class=self.low_class, checkpoint_on_sigterm=True)
         self.result.details["training"] = {"workers": workers, "gpus_per_worker": gpus, "checkpoint_every": every,
                                            "priority_class": self.low_class, "priority": LOW_PRIORITY}

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from drills.canaryjob import gpu_taint_toleration
 from drills.kube.driver import RESOURCES
 from drills.kube.flavors import RUN_LABEL
+from drills.workloads.canaryjob import gpu_taint_toleration
 
 Obj = dict[str, Any]
 

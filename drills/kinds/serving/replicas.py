@@ -11,8 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from drills.kinds.serving.manifests import QUEUE_METRIC
 from drills.kube.driver import RESOURCES
-from drills.serving.manifests import QUEUE_METRIC
 
 Obj = dict[str, Any]
 

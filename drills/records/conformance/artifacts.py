@@ -7,7 +7,7 @@ same three shapes from the run's signed scenario statements:
 
 - ``junit.xml``: ``<testsuites>``, one ``<testsuite>`` per requirement that a scenario speaks to, one
   ``<testcase>`` per tagged scenario run named ``<requirement id>/<scenario slug>`` (see
-  :func:`~drills.conformance.judge.testcase_name`), with ``<failure>`` (FAIL), ``<error>`` (ERROR) or
+  :func:`~drills.records.conformance.judge.testcase_name`), with ``<failure>`` (FAIL), ``<error>`` (ERROR) or
   ``<skipped>`` (INCONCLUSIVE: no claim either way), and properties naming the signed statement it came from;
 - ``e2e.log``: ``go test -v``'s layout (``=== RUN``, indented detail, ``--- PASS: name (1.23s)``);
 - ``results.json``: ``go test -json``'s test2json events, one JSON object a line (``Time``, ``Action``,
@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from drills.conformance.judge import Judgement, RequirementOutcome, ScenarioRun
-from drills.conformance.versions import METADATA_FIELDS, Checklist
+from drills.records.conformance.judge import Judgement, RequirementOutcome, ScenarioRun
+from drills.records.conformance.versions import METADATA_FIELDS, Checklist
 
 __all__ = ["E2E_LOG", "JUNIT", "PRODUCT", "RESULTS", "Source", "e2e_log", "evidence_entries", "junit_xml",
            "product_yaml", "results_json"]

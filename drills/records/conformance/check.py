@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from drills.conformance.artifacts import E2E_LOG, JUNIT, PRODUCT, RESULTS
-from drills.conformance.versions import CHECKLISTS, METADATA_FIELDS, Checklist, Level, Status
+from drills.records.conformance.artifacts import E2E_LOG, JUNIT, PRODUCT, RESULTS
+from drills.records.conformance.versions import CHECKLISTS, METADATA_FIELDS, Checklist, Level, Status
 
 __all__ = ["ALLOWED_STATUSES", "GO_TEST_ACTIONS", "check_submission", "junit_cases"]
 

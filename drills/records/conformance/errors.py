@@ -9,7 +9,7 @@ from drills.errors import FiredrillError
 
 
 class ConformanceError(FiredrillError):
-    """Root of every deliberate error in :mod:`drills.conformance`."""
+    """Root of every deliberate error in :mod:`drills.records.conformance`."""
 
 
 class ConformanceUsageError(ConformanceError):

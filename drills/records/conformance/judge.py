@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drills.conformance.versions import Checklist, Requirement, Status
+from drills.records.conformance.versions import Checklist, Requirement, Status
 
 __all__ = ["Judgement", "RequirementOutcome", "ScenarioRun", "TAG_PREFIX", "judge", "testcase_name"]
 
@@ -68,7 +68,7 @@ class ScenarioRun:
 
     @classmethod
     def from_predicate(cls, evidence: str, evidence_sha256: str, predicate: Mapping[str, Any]) -> "ScenarioRun":
-        """Read Firedrill's scenario predicate (``drills.evidence.statements.scenario_predicate``)."""
+        """Read Firedrill's scenario predicate (``drills.records.evidence.statements.scenario_predicate``)."""
         scenario = predicate.get("scenario") or {}
         return cls(evidence=evidence, evidence_sha256=evidence_sha256, feature=str(scenario.get("feature", "")),
                    feature_file=str((predicate.get("featureFile") or {}).get("path", "")),

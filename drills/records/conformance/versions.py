@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from drills.conformance.errors import ConformanceUsageError
+from drills.records.conformance.errors import ConformanceUsageError
 
 __all__ = ["CHECKLISTS", "METADATA_FIELDS", "Checklist", "Level", "Requirement", "Status", "checklist"]
 
@@ -185,5 +185,5 @@ def checklist(version: str) -> Checklist:
         raise ConformanceUsageError(
             f"--version {version!r}: Firedrill knows the CNCF Kubernetes AI Conformance checklist of "
             f"{', '.join(CHECKLISTS)} only; pass one of those (a new version is added in "
-            "drills/conformance/versions.py from the program's frozen template)")
+            "drills/records/conformance/versions.py from the program's frozen template)")
     return CHECKLISTS[key]

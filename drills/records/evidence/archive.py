@@ -38,11 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from drills.evidence.canonical import canonical_json, sha256_hex
-from drills.evidence.errors import ArchiveError, SecretLeakError
-from drills.evidence.record import RunRecord
-from drills.evidence.signing import PAYLOAD_TYPE, Signer
-from drills.evidence.statements import (
+from drills.records.evidence.canonical import canonical_json, sha256_hex
+from drills.records.evidence.errors import ArchiveError, SecretLeakError
+from drills.records.evidence.record import RunRecord
+from drills.records.evidence.signing import PAYLOAD_TYPE, Signer
+from drills.records.evidence.statements import (
     ALLURE_DIR,
     ARTIFACTS,
     Subject,

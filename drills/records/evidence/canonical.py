@@ -24,7 +24,7 @@ import json
 import math
 from typing import Any
 
-from drills.evidence.errors import CanonicalError
+from drills.records.evidence.errors import CanonicalError
 
 __all__ = ["canonical_json", "sha256_hex", "canonical_digest", "check_json_ready"]
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from drills import __version__
-from drills.evidence.record import (
+from drills.records.evidence.record import (
     JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord, TargetRecord, ThresholdRecord,
 )
-from drills.verdict import DrillResult, Verdict
+from drills.records.verdict import DrillResult, Verdict
 
 
 class Outcome(Protocol):

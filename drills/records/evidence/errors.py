@@ -9,7 +9,7 @@ from drills.errors import FiredrillError
 
 
 class EvidenceError(FiredrillError):
-    """Root of every deliberate error in :mod:`drills.evidence`."""
+    """Root of every deliberate error in :mod:`drills.records.evidence`."""
 
 
 class CanonicalError(EvidenceError):
@@ -25,7 +25,7 @@ class EnvelopeError(EvidenceError):
 
 
 class SecretLeakError(EvidenceError):
-    """A secret given to :func:`drills.evidence.archive.seal` appears in a file that would enter the archive."""
+    """A secret given to :func:`drills.records.evidence.archive.seal` appears in a file that would enter the archive."""
 
     def __init__(self, message: str, files: tuple[str, ...] = ()) -> None:
         super().__init__(message)

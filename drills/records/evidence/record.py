@@ -1,6 +1,6 @@
 """The run record: what one ``firedrill run`` established, as JSON-ready typed data.
 
-Built by :mod:`drills.run` from the scenario outcomes, the timeline, the target fingerprint and the
+Built by :mod:`drills.bdd.run` from the scenario outcomes, the timeline, the target fingerprint and the
 inputs (feature files, target profile); consumed by the statement builder, the signer, the archive
 writer and the HTML report.  Nothing here may hold a secret: the record is built from allow-listed
 fields only (the timeline keeps summaries, never whole objects; the fingerprint keeps allow-listed labels).

@@ -1,11 +1,11 @@
 """The HTML report: one self-contained file a customer opens from disk and reads.
 
-:func:`render_report` turns a :class:`~drills.evidence.record.RunRecord` (and what is known about its
+:func:`render_report` turns a :class:`~drills.records.evidence.record.RunRecord` (and what is known about its
 signature) into a single HTML document: inline CSS, inline SVG charts, no script, no font, no image and
 no URL fetched (a Content-Security-Policy of ``default-src 'none'`` says so to the browser).  Every name
 that comes from the cluster or a feature file goes through Jinja's autoescaping.
 
-Top to bottom: the verdict (with the run's resilience score, :mod:`drills.score`); findings; the contract clauses traced to scenarios, judgements and evidence
+Top to bottom: the verdict (with the run's resilience score, :mod:`drills.records.score`); findings; the contract clauses traced to scenarios, judgements and evidence
 files; a timeline per node pull; a placement chart per gang submission; a tenant x probe matrix per partition
 isolation scenario; latency and requests per second around the act of each serving and control-plane scenario,
 with the Ready replica count on the same axis; where the GPU time went (the run's leak report: layers, ranked
@@ -34,9 +34,9 @@ from typing import Any
 import jinja2
 
 from drills import __version__
-from drills.evidence.errors import EvidenceError
-from drills.evidence.record import JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord
-from drills.score import explain as explain_score, run_score, scored_from_record
+from drills.records.evidence.errors import EvidenceError
+from drills.records.evidence.record import JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord
+from drills.records.score import explain as explain_score, run_score, scored_from_record
 
 __all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "write_report"]
 
@@ -1234,7 +1234,7 @@ def _grouped(views: list[tuple[ScenarioRecord, Any]]) -> list[list[Any]]:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("drills.evidence", "templates"), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("drills.records.evidence", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
     env.filters["n"] = lambda v: f"{v:.1f}"

@@ -39,8 +39,8 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from drills.evidence.canonical import canonical_json, sha256_hex
-from drills.evidence.errors import EnvelopeError, KeyFileError
+from drills.records.evidence.canonical import canonical_json, sha256_hex
+from drills.records.evidence.errors import EnvelopeError, KeyFileError
 
 __all__ = [
     "ALGORITHM",

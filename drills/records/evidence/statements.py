@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drills.evidence.canonical import canonical_digest, canonical_json
-from drills.evidence.errors import EnvelopeError, EvidenceError
-from drills.evidence.record import RunRecord, ScenarioRecord
+from drills.records.evidence.canonical import canonical_digest, canonical_json
+from drills.records.evidence.errors import EnvelopeError, EvidenceError
+from drills.records.evidence.record import RunRecord, ScenarioRecord
 
 __all__ = [
     "ARTIFACTS",

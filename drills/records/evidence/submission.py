@@ -15,7 +15,7 @@ evidence pointers in PRODUCT.yaml carry). It holds::
     manifest.dsse.json    a DSSE envelope over manifest.json's bytes
 
 ``firedrill verify OUT/`` checks the signature and every digest as for a run archive, then the submission itself
-(:mod:`drills.conformance.check`). Nothing is written unless the RUN verifies, is an honest run (no defect from
+(:mod:`drills.records.conformance.check`). Nothing is written unless the RUN verifies, is an honest run (no defect from
 the zoo), and OUT is new or empty.
 """
 
@@ -33,7 +33,7 @@ import yaml
 from rich.console import Console
 
 from drills import __version__
-from drills.conformance.artifacts import (
+from drills.records.conformance.artifacts import (
     E2E_LOG,
     JUNIT,
     PRODUCT,
@@ -44,10 +44,10 @@ from drills.conformance.artifacts import (
     product_yaml,
     results_json,
 )
-from drills.conformance.errors import ConformanceError, ConformanceUsageError, RunNotVerifiedError
-from drills.conformance.judge import Judgement, ScenarioRun, judge
-from drills.conformance.versions import METADATA_FIELDS, Checklist, checklist
-from drills.evidence.archive import (
+from drills.records.conformance.errors import ConformanceError, ConformanceUsageError, RunNotVerifiedError
+from drills.records.conformance.judge import Judgement, ScenarioRun, judge
+from drills.records.conformance.versions import METADATA_FIELDS, Checklist, checklist
+from drills.records.evidence.archive import (
     EVIDENCE_DIR,
     MANIFEST,
     MANIFEST_PAYLOAD_TYPE,
@@ -58,11 +58,11 @@ from drills.evidence.archive import (
     SIGNER,
     read_tree,
 )
-from drills.evidence.canonical import canonical_json, sha256_hex
-from drills.evidence.errors import ArchiveError, EnvelopeError, EvidenceError, VerifyReadError
-from drills.evidence.signing import Envelope, Signer
-from drills.evidence.statements import SCENARIO_PREDICATE_TYPE, Statement
-from drills.evidence.verify import verify
+from drills.records.evidence.canonical import canonical_json, sha256_hex
+from drills.records.evidence.errors import ArchiveError, EnvelopeError, EvidenceError, VerifyReadError
+from drills.records.evidence.signing import Envelope, Signer
+from drills.records.evidence.statements import SCENARIO_PREDICATE_TYPE, Statement
+from drills.records.evidence.verify import verify
 
 __all__ = ["CONFORMANCE_KIND", "ConformanceExit", "Submission", "load_metadata", "read_run", "run_conformance",
            "write_submission"]

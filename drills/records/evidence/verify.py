@@ -16,7 +16,7 @@
 
 A folder whose signed manifest says ``"kind": "conformance"`` is a CNCF Kubernetes AI Conformance submission
 made by ``firedrill conformance`` from a run archive: checks 1-3 hold as they are, it has no statements of its own
-(4), the submission itself is checked by :func:`drills.conformance.check.check_submission` (PRODUCT.yaml against
+(4), the submission itself is checked by :func:`drills.records.conformance.check.check_submission` (PRODUCT.yaml against
 the program's checklist, the JUnit file, every evidence pointer), and with a ledger (5) the line checked is the
 source run's, against the source manifest digest and keyid the signed manifest names.
 
@@ -35,7 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from drills.evidence.archive import (
+from drills.records.evidence.archive import (
     EVIDENCE_DIR,
     FINGERPRINT,
     MANIFEST,
@@ -49,9 +49,9 @@ from drills.evidence.archive import (
     UNLISTED,
     read_tree,
 )
-from drills.evidence.canonical import sha256_hex
-from drills.evidence.errors import ArchiveError, EnvelopeError, KeyFileError, VerifyReadError
-from drills.evidence.signing import (
+from drills.records.evidence.canonical import sha256_hex
+from drills.records.evidence.errors import ArchiveError, EnvelopeError, KeyFileError, VerifyReadError
+from drills.records.evidence.signing import (
     PAYLOAD_TYPE,
     Envelope,
     keyid_of,
@@ -59,7 +59,7 @@ from drills.evidence.signing import (
     public_key_from_pem,
     verify_envelope,
 )
-from drills.evidence.statements import SCENARIO_PREDICATE_TYPE, TEST_RESULT_PREDICATE_TYPE, Statement
+from drills.records.evidence.statements import SCENARIO_PREDICATE_TYPE, TEST_RESULT_PREDICATE_TYPE, Statement
 
 __all__ = ["EnvelopeCheck", "LedgerChain", "Problem", "VerifyReport", "check_chain", "check_files",
            "check_ledger_entry", "read_archive", "verify"]
@@ -511,7 +511,7 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
     if report.archive_kind == "run":
         _check_statements(files, public_key, report)
     elif report.archive_kind == "conformance":
-        from drills.conformance.check import check_submission  # the conformance layer builds on this one
+        from drills.records.conformance.check import check_submission
 
         _check_statements(files, public_key, report, require_run=False)
         check_submission(files, manifest, report.problem)

@@ -6,6 +6,6 @@ Modules: ``archives`` (the ledger and its verified archives), ``model`` (what is
 ``text`` and ``html`` with ``chart`` (the two renderings), ``command`` (the CLI's work and exit codes).
 """
 
-from drills.trend.command import TrendExit, TrendOptions, run_trend
+from drills.records.trend.command import TrendExit, TrendOptions, run_trend
 
 __all__ = ["TrendExit", "TrendOptions", "run_trend"]

@@ -1,7 +1,7 @@
 """Reading a reports folder for a trend: the ledger once, then every archive it names, each verified.
 
 The ledger (``REPORTS/ledger.jsonl``) gives the runs and their order; its hash chain is checked once
-(:func:`drills.evidence.verify.check_chain`). Each run's archive, ``REPORTS/<run-id>/`` or
+(:func:`drills.records.evidence.verify.check_chain`). Each run's archive, ``REPORTS/<run-id>/`` or
 ``REPORTS/<run-id>.tar.gz``, is read once and verified with the same checks as ``firedrill verify`` (manifest
 signature, every file's digest and size, every statement's signature and subjects) plus its ledger line
 (manifest digest, keyid, verdict). Only a run that verifies enters the trend; one that does not is left out
@@ -20,16 +20,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from drills.evidence.archive import EVIDENCE_DIR, LEDGER_NAME, RUN_ENVELOPE
-from drills.evidence.errors import EnvelopeError, VerifyReadError
-from drills.evidence.signing import Envelope
-from drills.evidence.statements import SCENARIO_PREDICATE_TYPE
-from drills.evidence.verify import (
+from drills.records.evidence.archive import EVIDENCE_DIR, LEDGER_NAME, RUN_ENVELOPE
+from drills.records.evidence.errors import EnvelopeError, VerifyReadError
+from drills.records.evidence.signing import Envelope
+from drills.records.evidence.statements import SCENARIO_PREDICATE_TYPE
+from drills.records.evidence.verify import (
     LedgerChain, Problem, VerifyReport, check_chain, check_files, check_ledger_entry, read_archive,
 )
-from drills.score import run_score, scored_from_predicate
-from drills.trend.errors import TrendUsageError
-from drills.trend.model import Run, Sample, ScenarioKey, ScenarioRun, Threshold
+from drills.records.score import run_score, scored_from_predicate
+from drills.records.trend.errors import TrendUsageError
+from drills.records.trend.model import Run, Sample, ScenarioKey, ScenarioRun, Threshold
 
 __all__ = ["Loaded", "load_runs", "parse_since", "run_from_statements"]
 

@@ -13,11 +13,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from drills.evidence.report import COMPARISON, fmt_limit, fmt_tick, fmt_value, nice_axis
-from drills.trend.model import Run
-from drills.trend.rules import worse_direction
-from drills.trend.series import MeasureSeries
-from drills.trend.text import change_words
+from drills.records.evidence.report import COMPARISON, fmt_limit, fmt_tick, fmt_value, nice_axis
+from drills.records.trend.model import Run
+from drills.records.trend.rules import worse_direction
+from drills.records.trend.series import MeasureSeries
+from drills.records.trend.text import change_words
 
 __all__ = ["Chart", "measure_chart", "score_chart", "verdict_strip"]
 

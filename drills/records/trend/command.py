@@ -23,12 +23,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from drills.trend.archives import load_runs, parse_since
-from drills.trend.errors import TrendError
-from drills.trend.html import render_html
-from drills.trend.rules import RegressionRule
-from drills.trend.series import build_trend
-from drills.trend.text import text_lines
+from drills.records.trend.archives import load_runs, parse_since
+from drills.records.trend.errors import TrendError
+from drills.records.trend.html import render_html
+from drills.records.trend.rules import RegressionRule
+from drills.records.trend.series import build_trend
+from drills.records.trend.text import text_lines
 
 __all__ = ["TrendExit", "TrendOptions", "run_trend"]
 

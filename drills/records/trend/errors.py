@@ -10,7 +10,7 @@ from drills.errors import FiredrillError
 
 
 class TrendError(FiredrillError):
-    """Root of every deliberate error in :mod:`drills.trend`."""
+    """Root of every deliberate error in :mod:`drills.records.trend`."""
 
 
 class TrendUsageError(TrendError):

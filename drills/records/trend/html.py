@@ -1,7 +1,7 @@
 """The trend as one self-contained HTML page: the result and its findings, the resilience score by run, and per
-scenario a verdict strip, a table of its measures and one chart per measure (drills.trend.chart).
+scenario a verdict strip, a table of its measures and one chart per measure (drills.records.trend.chart).
 
-Like the run report (drills.evidence.report): inline CSS and SVG, no script, no font, no URL fetched (a
+Like the run report (drills.records.evidence.report): inline CSS and SVG, no script, no font, no URL fetched (a
 Content-Security-Policy of ``default-src 'none'``), every label autoescaped, and deterministic: the same
 archives give the same bytes.
 """
@@ -15,11 +15,11 @@ from typing import Any
 import jinja2
 
 from drills import __version__
-from drills.evidence.report import fmt_time, fmt_value
-from drills.trend.archives import Loaded
-from drills.trend.chart import WIDTH, Chart, StripCell, anchor, measure_chart, score_chart, verdict_strip
-from drills.trend.series import Trend
-from drills.trend.text import change_words, rule_words, short_platform, threshold_words
+from drills.records.evidence.report import fmt_time, fmt_value
+from drills.records.trend.archives import Loaded
+from drills.records.trend.chart import WIDTH, Chart, StripCell, anchor, measure_chart, score_chart, verdict_strip
+from drills.records.trend.series import Trend
+from drills.records.trend.text import change_words, rule_words, short_platform, threshold_words
 
 __all__ = ["render_html"]
 
@@ -51,7 +51,7 @@ class ScenarioView:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("drills.trend", "templates"), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("drills.records.trend", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
     env.filters["n"] = lambda v: f"{v:.1f}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from drills.score import ScoredScenario
+from drills.records.score import ScoredScenario
 
 __all__ = ["Run", "Sample", "ScenarioKey", "ScenarioRun", "Threshold"]
 
@@ -67,5 +67,5 @@ class Run:
     verdict: str
     scenarios: tuple[ScenarioRun, ...] = ()
     score: float | None = None
-    """The resilience score (drills.score) of its scenario statements."""
+    """The resilience score (drills.records.score) of its scenario statements."""
     defects: tuple[str, ...] = field(default=())

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from drills.evidence.report import fmt_value
-from drills.trend.model import Threshold
+from drills.records.evidence.report import fmt_value
+from drills.records.trend.model import Threshold
 
 __all__ = ["MAD_TO_SIGMA", "Assessment", "Flakiness", "RegressionRule", "Status", "assess", "combine",
            "find_flaky", "worse_direction"]

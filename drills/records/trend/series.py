@@ -1,7 +1,7 @@
 """From verified runs to series: for every scenario and every measure it carries, one point per run, judged.
 
 A run that repeated a scenario (``--repeat``) gives one point per measure: the median of its repeats, where a
-repeat with no value ranks worst (:func:`drills.trend.rules.combine`), and the worst judgement of the repeats.
+repeat with no value ranks worst (:func:`drills.records.trend.rules.combine`), and the worst judgement of the repeats.
 The regression rule judges each measure on the last K runs; the flakiness rule each scenario on the last N + K.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from drills.trend.model import Run, ScenarioKey, ScenarioRun, Threshold
-from drills.trend.rules import (
+from drills.records.trend.model import Run, ScenarioKey, ScenarioRun, Threshold
+from drills.records.trend.rules import (
     Assessment, Flakiness, RegressionRule, Status, assess, combine, find_flaky, worse_direction,
 )
 

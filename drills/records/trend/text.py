@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from drills.evidence.report import COMPARISON, fmt_limit, fmt_time, fmt_value
-from drills.trend.archives import Loaded
-from drills.trend.rules import Assessment
-from drills.trend.series import MeasureSeries, ScenarioTrend, Trend
+from drills.records.evidence.report import COMPARISON, fmt_limit, fmt_time, fmt_value
+from drills.records.trend.archives import Loaded
+from drills.records.trend.rules import Assessment
+from drills.records.trend.series import MeasureSeries, ScenarioTrend, Trend
 
 __all__ = ["change_words", "rule_words", "short_platform", "text_lines", "threshold_words"]
 

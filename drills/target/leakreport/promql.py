@@ -9,7 +9,7 @@ says what each number means and where it is only a bound.
 
 communication and faultTolerance cannot be told from these metrics (DCGM has no "stalled on a collective"
 signal, kube-state-metrics no fault-to-resume time): a reading carries them in
-:attr:`~drills.leak.model.LeakReading.unmeasured` with the reason, never as zero.
+:attr:`~drills.target.leakreport.model.LeakReading.unmeasured` with the reason, never as zero.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from drills.leak.model import API_VERSION, KIND, LAYERS, Hole, LeakReading, ReportUnavailable
+from drills.target.leakreport.model import API_VERSION, KIND, LAYERS, Hole, LeakReading, ReportUnavailable
 
 MAX_POINTS = 10_000
 """At most this many evaluation instants per query (Prometheus refuses more than 11,000)."""

@@ -5,10 +5,10 @@
 - :class:`UrlSource`: profile ``leakReport: {url: ...}``, an absolute URL that serves the contract
   (``start`` and ``end`` are added as query parameters).
 - :class:`PrometheusSource`: profile ``prometheus: {url: ...}``, layers and holes computed from DCGM exporter
-  and kube-state-metrics series (:mod:`drills.leak.promql`); communication and fault tolerance are not
+  and kube-state-metrics series (:mod:`drills.target.leakreport.promql`); communication and fault tolerance are not
   measurable there, so a scenario opening either is INCONCLUSIVE, naming the source.
 
-Every source answers a :class:`~drills.leak.model.LeakReading` or raises :class:`ReportUnavailable` (no claim
+Every source answers a :class:`~drills.target.leakreport.model.LeakReading` or raises :class:`ReportUnavailable` (no claim
 either way: the message says how to configure a source) or :class:`ReportMalformed` (the platform answered
 with something that does not follow the contract).
 """
@@ -24,9 +24,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import urllib3
 
 from drills.kube.driver import KubeDriver, KubeError, TargetUnreachable
-from drills.leak import promql
-from drills.leak.model import PATH, LeakReading, ReportMalformed, ReportUnavailable
-from drills.target import TargetProfile
+from drills.target.leakreport import promql
+from drills.target.leakreport.model import PATH, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target.profile import TargetProfile
 
 SETTLE = 3.0
 """Seconds after a window's end before its report is read: the reference platform's agents publish progress
@@ -134,7 +134,7 @@ Fetch = Callable[[str, Mapping[str, str]], tuple[int, bytes]]
 
 class PrometheusSource:
     """Layers and holes computed from a Prometheus scraping dcgm-exporter and kube-state-metrics
-    (``prometheus.url`` in the target profile; the queries and arithmetic: :mod:`drills.leak.promql`).
+    (``prometheus.url`` in the target profile; the queries and arithmetic: :mod:`drills.target.leakreport.promql`).
 
     communication and fault tolerance are not measurable from those metrics: the reading carries them in
     ``unmeasured`` and a scenario opening either is INCONCLUSIVE.  Any ``user:password@`` in the URL is sent

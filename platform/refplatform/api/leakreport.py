@@ -1,7 +1,7 @@
 """``GET /apis/firedrill.dev/v1alpha1/leakreport`` and the scheduler's ``GET /metrics``.
 
 ``/metrics`` also carries the few kube-state-metrics series (KSM's names and labels) that a leak report
-computed from Prometheus needs (drills.leak.promql), so the reference platform can be drilled that way too.
+computed from Prometheus needs (drills.target.leakreport.promql), so the reference platform can be drilled that way too.
 
 Both are served from the API server's :class:`~refplatform.api.usagelog.UsageRecorder`
 and are for cluster-admins only (they show every tenant); a tenant token gets

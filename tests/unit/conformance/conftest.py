@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from drills.evidence.archive import seal
-from drills.evidence.record import JudgementRecord, RunRecord, ScenarioRecord, ThresholdRecord
-from drills.evidence.signing import Signer
+from drills.records.evidence.archive import seal
+from drills.records.evidence.record import JudgementRecord, RunRecord, ScenarioRecord, ThresholdRecord
+from drills.records.evidence.signing import Signer
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 
 RUN_ID = "20260501T120000Z-conf"

@@ -15,15 +15,15 @@ from junitparser import JUnitXml
 from typer.testing import CliRunner
 
 from drills.cli import app
-from drills.evidence.archive import seal
-from drills.evidence.signing import Signer
+from drills.records.evidence.archive import seal
+from drills.records.evidence.signing import Signer
 from tests.unit.conformance.conftest import RUN_ID, tagged_record
 from tests.unit.evidence.conftest import NOW, make_run_dir
 
 runner = CliRunner()
 
 # --- the program's facts (cncf/k8s-ai-conformance: docs/AIConformance-1.37.yaml, instructions.md, scripts/validate.go),
-# written down here independently of drills.conformance so the check below is not the code checking itself.
+# written down here independently of drills.records.conformance so the check below is not the code checking itself.
 V1_37 = {
     "accelerators": {"driver_runtime_management": "SHOULD", "gpu_sharing": "SHOULD",
                      "virtualized_accelerator": "SHOULD"},

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from drills.baseline.compare import ClauseVerdict, compare, parse_clause
-from drills.baseline.errors import BaselineUsageError, MethodMismatch
-from drills.baseline.method import Method, differences, leak_report_source, observed_workload, prometheus_source, \
-    window_method
-from drills.baseline.mix import DEFAULT_MIX
-from drills.baseline.slices import HOLES, Slice, summary
-from drills.baseline.statement import Observed
+from drills.kinds.baseline.compare import ClauseVerdict, compare, parse_clause
+from drills.kinds.baseline.errors import BaselineUsageError, MethodMismatch
+from drills.kinds.baseline.method import (Method, differences, leak_report_source, observed_workload, prometheus_source,
+                                          window_method)
+from drills.kinds.baseline.mix import DEFAULT_MIX
+from drills.kinds.baseline.slices import HOLES, Slice, summary
+from drills.kinds.baseline.statement import Observed
 
 CAPACITY = 10.0  # GPU-hours per slice
 

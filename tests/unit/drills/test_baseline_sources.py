@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from drills.baseline.compare import ClauseVerdict, compare, parse_clause
-from drills.baseline.errors import MethodMismatch
-from drills.baseline.method import Method, leak_report_source, window_method
-from drills.baseline.mix import DEFAULT_MIX
-from drills.baseline.observe import Window, observe, source_method
-from drills.baseline.runarchive import _run_window
-from drills.baseline.statement import Observed
 from drills.cli import app
-from drills.leak import promql
-from drills.leak.source import PrometheusSource
+from drills.kinds.baseline.compare import ClauseVerdict, compare, parse_clause
+from drills.kinds.baseline.errors import MethodMismatch
+from drills.kinds.baseline.method import Method, leak_report_source, window_method
+from drills.kinds.baseline.mix import DEFAULT_MIX
+from drills.kinds.baseline.observe import Window, observe, source_method
+from drills.kinds.baseline.runarchive import _run_window
+from drills.kinds.baseline.statement import Observed
+from drills.target.leakreport import promql
+from drills.target.leakreport.source import PrometheusSource
 
 VALUES = {promql.Series.CAPACITY: 8.0, promql.Series.GPUS_SEEN: 8.0, promql.Series.ALLOCATED: 4.0,
           promql.Series.ACTIVE: 3.0, promql.Series.EFFECTIVE: 1.0, promql.Series.NVIDIA_SMI: 3.5,

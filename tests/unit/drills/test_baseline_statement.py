@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from drills.baseline.errors import BaselineUsageError, NotVerified, ObservationError
-from drills.baseline.method import Method, leak_report_source, window_method
-from drills.baseline.mix import DEFAULT_MIX, parse_mix
-from drills.baseline.observe import Window, observe
-from drills.baseline.slices import HOLES, Slice
-from drills.baseline.statement import PREDICATE_TYPE, load, predicate, seal
-from drills.evidence.signing import PAYLOAD_TYPE, Signer, generate_keypair
-from drills.leak.model import LeakReading, ReportUnavailable
+from drills.kinds.baseline.errors import BaselineUsageError, NotVerified, ObservationError
+from drills.kinds.baseline.method import Method, leak_report_source, window_method
+from drills.kinds.baseline.mix import DEFAULT_MIX, parse_mix
+from drills.kinds.baseline.observe import Window, observe
+from drills.kinds.baseline.slices import HOLES, Slice
+from drills.kinds.baseline.statement import PREDICATE_TYPE, load, predicate, seal
+from drills.records.evidence.signing import PAYLOAD_TYPE, Signer, generate_keypair
+from drills.target.leakreport.model import LeakReading, ReportUnavailable
 
 METHOD = Method(source=leak_report_source(), workload={"kind": "mix", "mix": DEFAULT_MIX.to_dict()},
                 window=window_method(60, 3, 5))

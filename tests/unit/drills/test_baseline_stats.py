@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from drills.baseline.stats import Estimate, change, share_estimate, t_quantile, total_estimate
+from drills.kinds.baseline.stats import Estimate, change, share_estimate, t_quantile, total_estimate
 
 
 @pytest.mark.parametrize("dof, expected", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (5, 2.5706), (10, 2.2281),

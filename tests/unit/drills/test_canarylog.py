@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from drills.canarylog import CanaryEvent, CanaryLog, parse_line
+from drills.workloads.canarylog import CanaryEvent, CanaryLog, parse_line
 
 T0 = 1_800_000_000.0
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from drills.confirm import (ConfirmedBy, NodeDownWatch, ready_status, renew_interval, stale_after)
+from drills.target.confirm import (ConfirmedBy, NodeDownWatch, ready_status, renew_interval, stale_after)
 
 
 def node(ready: str | None = "True") -> dict[str, Any]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from drills.controlplane import acknowledged_creates, kubeconfig_for, mutating_series, startup_p99, worst_p99
+from drills.kinds.controlplane.drill import (acknowledged_creates, kubeconfig_for, mutating_series, startup_p99,
+                                             worst_p99)
 from drills.kube.driver import KubeDriver
 from drills.load.run import Outcome, Sample
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from drills.faults import FaultError, ReferenceFaults, kubelet_stop_pod, run_command
-from drills.target import FaultMethod
+from drills.target.faults import FaultError, ReferenceFaults, kubelet_stop_pod, run_command
+from drills.target.profile import FaultMethod
 from refplatform.cluster import wait_until
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from drills.gang import GangDrill
+from drills.kinds.gang.drill import GangDrill
 from drills.kube.driver import KubeError, resource_for
 from drills.kube.flavors import (GANG_LABEL, RUN_LABEL, WORKER_INDEX_LABEL, GangFlavor, GangSpec, flavor_apis,
                                  gang_manifests, locate, native_gang, queue_manifests)
-from drills.target import load_profile
-from drills.verdict import DrillInconclusive, DrillResult
+from drills.records.verdict import DrillInconclusive, DrillResult
+from drills.target.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from drills.governance.audit import (
+from drills.kinds.governance.audit import (
     REFUSED, REFUSED_BY_ADMISSION, SUCCEEDED, AuditLog, AuditLogError, RecordQuery, find, parse_line,
 )
 

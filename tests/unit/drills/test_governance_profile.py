@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from drills.target import GovernanceSettings, load_profile, reference_profile
+from drills.target.profile import GovernanceSettings, load_profile, reference_profile
 from tests.unit.drills.test_target import MINIMAL, problems_of, write
 
 REPO = Path(__file__).resolve().parents[3]

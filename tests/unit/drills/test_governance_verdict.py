@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from drills.bdd.vocabulary import Checked, check, check_scenario, sentence_of
-from drills.governance.audit import REFUSED, REFUSED_BY_ADMISSION, RecordQuery, parse_line
-from drills.governance.chains import (
+from drills.kinds.governance.audit import REFUSED, REFUSED_BY_ADMISSION, RecordQuery, parse_line
+from drills.kinds.governance.chains import (
     Answer, Attempt, Chain, Gate, classify, judge_attempt, judge_chain, refused_by_limited_scope,
 )
-from drills.governance.drill import free_gpus, gpu_quota
-from drills.governance.identities import Missing, resolve
-from drills.target import GovernanceSettings
-from drills.verdict import Verdict
+from drills.kinds.governance.drill import free_gpus, gpu_quota
+from drills.kinds.governance.identities import Missing, resolve
+from drills.records.verdict import Verdict
+from drills.scenario.vocabulary import Checked, check, check_scenario, sentence_of
+from drills.target.profile import GovernanceSettings
 from tests.unit.drills.test_governance_audit import event, line
 
 import drills.bdd.steps  # noqa: F401 - registers the sentences

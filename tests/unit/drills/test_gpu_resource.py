@@ -18,15 +18,15 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client
 
-from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.connect import Target
-from drills.gang import free_gpus_per_node
+from drills.kinds.nodepull.drill import NodePullDrill
 from drills.kube.driver import KubeDriver
 from drills.kube.flavors import GangFlavor, VolcanoForm, gang_manifests, indexed_job
-from drills.nodepull import NodePullDrill
-from drills.safety import SafetyError
-from drills.target import FaultMethod, FaultSettings, SafetySettings, reference_profile
-from drills.verdict import DrillResult
+from drills.records.verdict import DrillResult
+from drills.target.capacity import free_gpus_per_node
+from drills.target.connect import Target
+from drills.target.profile import FaultMethod, FaultSettings, SafetySettings, reference_profile
+from drills.target.safety import SafetyError
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 
 MIG = "nvidia.com/mig-1g.10gb"
 ALLOW = {"firedrill.dev/chaos": "allowed"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drills.holds import Gang, PodChange, partial_hold
+from drills.kinds.gang.holds import Gang, PodChange, partial_hold
 
 A, B = Gang("a", 3, 8), Gang("b", 3, 8)
 

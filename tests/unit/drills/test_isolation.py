@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from drills.errors import PlaceholderError
-from drills.isolation import (
+from drills.kinds.isolation.drill import (
     EVERY_ON_GPU,
     NO_TENANT,
     ONLY_IT,
@@ -159,8 +159,8 @@ def test_describe_affected_in_customer_words() -> None:
 def _drill_after_probe(mode: str, failed: set[str], embedded: bool = True) -> Any:
     from types import SimpleNamespace
 
-    from drills.isolation import IsolationDrill, Layout, SliceKind
-    from drills.verdict import DrillResult
+    from drills.kinds.isolation.drill import IsolationDrill, Layout, SliceKind
+    from drills.records.verdict import DrillResult
 
     target = SimpleNamespace(embedded=object() if embedded else None)
     drill = IsolationDrill(target, DrillResult("partition-isolation"), "fdtest")  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from drills.isolation import discover_layout, failure_reason, not_holding
-from drills.probe import parse_probe_line
+from drills.kinds.isolation.drill import discover_layout, failure_reason, not_holding
+from drills.workloads.probe import parse_probe_line
 
 IMAGE = "registry.example.com/firedrill-canary:0.1.0"
 

@@ -1,5 +1,5 @@
 """The credentials a kubeconfig holds are known secrets: the governance drill's tenant and node kubeconfigs on a
-real cluster must never reach an archive (drills.connect.kubeconfig_secrets)."""
+real cluster must never reach an archive (drills.target.connect.kubeconfig_secrets)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from drills.connect import kubeconfig_secrets
+from drills.target.connect import kubeconfig_secrets
 
 
 def test_tokens_passwords_and_client_keys_are_found(tmp_path: Path) -> None:

@@ -14,16 +14,16 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from drills.canarylog import StallTotals
+from drills.workloads.canarylog import StallTotals
 
-from drills.kube.timeline import parse_time
-from drills.leak.judge import judge_naming, judge_size
-from drills.leak.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
-from drills.leak.source import ApiServerSource, PrometheusSource, UrlSource, rfc3339, source_for
-from drills.leak.truth import (
+from drills.kinds.leak.judge import judge_naming, judge_size
+from drills.kinds.leak.truth import (
     Truth, fault_truth, fragmentation_truth, measured_stall_truth, stall_truth,
 )
-from drills.target import LeakReportSettings, ProfileError, load_profile, reference_profile
+from drills.kube.timeline import parse_time
+from drills.target.leakreport.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target.leakreport.source import ApiServerSource, PrometheusSource, UrlSource, rfc3339, source_for
+from drills.target.profile import LeakReportSettings, ProfileError, load_profile, reference_profile
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -365,8 +365,8 @@ def test_profile_source_mistakes(tmp_path: Path, extra: dict[str, Any], problem:
 
 # ------------------------------------------------------------------------ the drill's verdicts
 def drill_with(reading: LeakReading | None, truth: Truth = FRAG) -> Any:
-    from drills.leak.drill import LeakDrill
-    from drills.verdict import DrillResult
+    from drills.kinds.leak.drill import LeakDrill
+    from drills.records.verdict import DrillResult
     drill = LeakDrill(target=None, result=DrillResult("leak-identification"), run_id="fd0001")  # type: ignore[arg-type]
     drill.hole, drill.truth, drill.reading = truth.hole, truth, reading
     drill.source = UrlSource("http://user:secret@127.0.0.1:9/leakreport")
@@ -375,7 +375,7 @@ def drill_with(reading: LeakReading | None, truth: Truth = FRAG) -> Any:
 
 
 def test_the_drill_fails_naming_expected_reported_and_the_source() -> None:
-    from drills.verdict import Verdict
+    from drills.records.verdict import Verdict
     drill = drill_with(reading_with(fragmentation=0.0133, dataPipeline=0.02))
     drill.judge_named(Hole.FRAGMENTATION)
     drill.judge_size(Hole.FRAGMENTATION, 10)
@@ -391,7 +391,7 @@ def test_the_drill_fails_naming_expected_reported_and_the_source() -> None:
 
 
 def test_the_drill_passes_a_right_report() -> None:
-    from drills.verdict import Verdict
+    from drills.records.verdict import Verdict
     drill = drill_with(reading_with(fragmentation=0.0134, dataPipeline=0.001))
     drill.judge_named(Hole.FRAGMENTATION)
     drill.judge_size(Hole.FRAGMENTATION, 10)
@@ -400,7 +400,7 @@ def test_the_drill_passes_a_right_report() -> None:
 
 
 def test_a_size_off_by_more_than_the_tolerance_fails_with_both_numbers() -> None:
-    from drills.verdict import Verdict
+    from drills.records.verdict import Verdict
     drill = drill_with(reading_with(fragmentation=0.02))
     drill.judge_named(Hole.FRAGMENTATION)
     drill.judge_size(Hole.FRAGMENTATION, 10)
@@ -410,7 +410,7 @@ def test_a_size_off_by_more_than_the_tolerance_fails_with_both_numbers() -> None
 
 
 def test_no_reading_is_never_a_pass() -> None:
-    from drills.verdict import Verdict
+    from drills.records.verdict import Verdict
     drill = drill_with(None)
     drill.judge_size(Hole.FRAGMENTATION, 10)
     assert drill.result.verdict is Verdict.FAIL and "never measured" in drill.result.judgements[0].message

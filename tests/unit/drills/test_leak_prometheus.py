@@ -1,4 +1,4 @@
-"""The leak report computed from Prometheus (drills.leak.promql, PrometheusSource) from canned query answers,
+"""The leak report computed from Prometheus (drills.target.leakreport.promql, PrometheusSource) from canned query answers,
 and the kube-state-metrics series the reference API server adds to its /metrics."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from drills.gang import DrillInconclusive
-from drills.leak.judge import judge_naming, unmeasurable
-from drills.leak.model import Hole, LeakReading, ReportUnavailable
-from drills.leak.promql import MAX_POINTS, Series, grid
-from drills.leak.source import PrometheusSource
-from drills.leak.truth import fragmentation_truth, stall_truth
+from drills.kinds.leak.judge import judge_naming, unmeasurable
+from drills.kinds.leak.truth import fragmentation_truth, stall_truth
+from drills.records.verdict import DrillInconclusive
+from drills.target.leakreport.model import Hole, LeakReading, ReportUnavailable
+from drills.target.leakreport.promql import MAX_POINTS, Series, grid
+from drills.target.leakreport.source import PrometheusSource
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 BASE = "http://127.0.0.1:9090"
@@ -171,8 +171,8 @@ def test_the_judge_ranks_only_among_measurable_holes_and_says_so() -> None:
     (fragmentation_truth(4, 8, 12), False),
 ])
 def test_the_drill_is_inconclusive_for_a_hole_prometheus_cannot_measure(truth: Any, inconclusive: bool) -> None:
-    from drills.leak.drill import LeakDrill
-    from drills.verdict import DrillResult, Verdict
+    from drills.kinds.leak.drill import LeakDrill
+    from drills.records.verdict import DrillResult, Verdict
     clock = SimpleNamespace(wall=lambda: T0 + 1000, mono=lambda: 0.0)
     drill = LeakDrill(target=SimpleNamespace(timeline=SimpleNamespace(clock=clock)),  # type: ignore[arg-type]
                       result=DrillResult("leak-identification"), run_id="fd0001")

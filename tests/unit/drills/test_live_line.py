@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from drills.bdd.plugin import ScenarioOutcome, live_line, summarize
-from drills.verdict import Comparison, DrillResult, Measurement, Threshold, Verdict
+from drills.records.verdict import Comparison, DrillResult, Measurement, Threshold, Verdict
 
 
 def outcome(result: DrillResult | None, verdict: Verdict | None, error: str = "") -> ScenarioOutcome:

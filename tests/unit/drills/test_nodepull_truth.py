@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from drills.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
-from drills.canarylog import CanaryLog, parse_line
+from drills.kinds.nodepull.drill import NodePullDrill
 from drills.kube.flavors import FlavorError, GangFlavor, VolcanoForm, gang_manifests, indexed_job
-from drills.nodepull import Instant, NodePullDrill, rank_of
-from drills.target import CanarySettings, reference_profile
-from drills.verdict import DrillInconclusive, DrillResult, Verdict
+from drills.records.verdict import DrillInconclusive, DrillResult, Verdict
+from drills.target.profile import CanarySettings, reference_profile
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
+from drills.workloads.canarylog import CanaryLog, parse_line
+from drills.workloads.training import Instant, rank_of
 
 T0 = 1_800_000_000.0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from drills.probe import (
+from drills.workloads.probe import (
     DRIVER_CAPABILITIES, ProbeEvent, ProbeReport, parse_probe_line, parse_probe_lines, parse_probe_output,
     probe_pod, program_source, tenant_args,
 )

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from drills.errors import FiredrillError
-from drills.safety import (
+from drills.target.profile import SafetySettings
+from drills.target.safety import (
     SafetyError, check_blast_radius, eligible_nodes, ineligible_reasons, is_control_plane, is_ready, preflight,
     require_preflight,
 )
-from drills.target import SafetySettings
 
 ALLOW = {"firedrill.dev/chaos": "allowed"}
 NOW = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -1,15 +1,15 @@
-"""The resilience score (drills.score, docs/TRENDS.md): the formula as a table, severities, and where it shows."""
+"""The resilience score (drills.records.score, docs/TRENDS.md): the formula as a table, severities, and where it shows."""
 
 from __future__ import annotations
 
 import pytest
 
-from drills.evidence.record import JudgementRecord, ScenarioRecord, ThresholdRecord
-from drills.evidence.report import SignatureStatus, render_report
-from drills.score import (
+from drills.records.evidence.record import JudgementRecord, ScenarioRecord, ThresholdRecord
+from drills.records.evidence.report import SignatureStatus, render_report
+from drills.records.evidence.statements import scenario_predicate
+from drills.records.score import (
     ScoredScenario, Severity, SeverityError, parse_severity, run_score, scored_from_predicate, scored_from_record,
 )
-from drills.evidence.statements import scenario_predicate
 from tests.unit.evidence.conftest import make_record
 
 CRIT, MAJ, MIN = Severity.CRITICAL, Severity.MAJOR, Severity.MINOR
@@ -99,7 +99,7 @@ Feature: Node pull
 ])
 def test_the_feature_check_refuses_a_severity_it_cannot_read(tmp_path, feature_tag: str, scenario_tag: str,
                                                               message: str) -> None:
-    from drills.features import FeatureError, load_features
+    from drills.bdd.features import FeatureError, load_features
 
     (tmp_path / "node_pull.feature").write_text(FEATURE.format(feature_tag=feature_tag, scenario_tag=scenario_tag))
     with pytest.raises(FeatureError) as caught:
@@ -113,8 +113,8 @@ def test_the_run_summary_prints_the_score() -> None:
     from rich.console import Console
 
     from drills.bdd.plugin import ScenarioOutcome
-    from drills.run import summary
-    from drills.verdict import DrillResult, Measurement, Threshold, Verdict
+    from drills.bdd.run import summary
+    from drills.records.verdict import DrillResult, Measurement, Threshold, Verdict
 
     result = DrillResult("node-pull")
     result.measure(Measurement("detect", None, "s"))

@@ -8,12 +8,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from drills.kinds.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
+                                  hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready,
+                                  prometheus_readings, ready_endpoint_addresses, queue_crossing, service_url, sla_back)
 from drills.load.run import Outcome, Sample
-from drills.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
-                            hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready, prometheus_readings,
-                            ready_endpoint_addresses,
-                            queue_crossing,
-                            series, service_url, sla_back)
+from drills.load.series import series
 
 
 def sample(rid: str, start: float, outcome: Outcome = Outcome.ANSWERED, ttft: float | None = 0.05,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from drills.kube.flavors import GangFlavor
-from drills.target import (
+from drills.target.profile import (
     FaultMethod, FaultSettings, ProfileError, SafetySettings, TargetProfile, load_profile, reference_profile,
 )
 

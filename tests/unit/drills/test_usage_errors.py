@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import SENTENCES, sentence_of
 from drills.cli import app
+from drills.scenario.vocabulary import SENTENCES, sentence_of
 
 REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
@@ -293,7 +293,7 @@ def test_a_value_an_earlier_step_decides_is_checked_too(tmp_path: Path, steps: l
 
 def test_a_node_on_the_cluster_is_judged_when_the_scenario_runs() -> None:
     """'Given a partitioned node' reads its mode from the cluster: any outcome words pass the check."""
-    from drills.bdd.vocabulary import Checked, check_scenario
+    from drills.scenario.vocabulary import Checked, check_scenario
     steps = [Checked("any_partitioned_node", {}), Checked("contained_probe", {}),
              Checked("tenants_affected", {"words": "only that tenant"})]
     assert check_scenario(steps) == []
@@ -302,8 +302,8 @@ def test_a_node_on_the_cluster_is_judged_when_the_scenario_runs() -> None:
 def test_every_shipped_step_binds_to_one_step_function_that_receives_the_checked_values() -> None:
     """What pytest-bdd does when the scenario runs (the converting parser of each step definition) agrees with the
     check: one definition matches each shipped step, and it receives the values the check returned."""
-    from drills.bdd.vocabulary import check
-    from drills.features import load_features
+    from drills.scenario.vocabulary import check
+    from drills.bdd.features import load_features
 
     seen = 0
     for feature in load_features(REPO / "features"):

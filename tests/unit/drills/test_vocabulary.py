@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
-from drills.bdd.vocabulary import SENTENCES, VOCABULARY, check, markdown, matches, parse_duration, suggest
 from drills.errors import PlaceholderError
+from drills.scenario.vocabulary import SENTENCES, VOCABULARY, check, markdown, matches, parse_duration, suggest
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -46,8 +46,8 @@ def test_every_example_is_one_sentence_and_its_values_pass_the_steps_own_parsers
 
 
 def test_checked_values_are_what_the_step_receives() -> None:
-    from drills.leak.model import Hole
-    from drills.target import FaultMethod
+    from drills.target.leakreport.model import Hole
+    from drills.target.profile import FaultMethod
     assert check("I pull the node of worker 1 with hang") == {"rank": 1, "method": FaultMethod.HANG}
     assert check("I pull the node of worker 0 with the configured fault method")["method"] is None
     assert check("a workload mix that leaks GPU time through fault tolerance for 2 minutes") == {
@@ -55,7 +55,7 @@ def test_checked_values_are_what_the_step_receives() -> None:
 
 
 def test_a_step_used_with_the_wrong_keyword_is_named(tmp_path: Path) -> None:
-    from drills.features import FeatureError, load_features
+    from drills.bdd.features import FeatureError, load_features
     (tmp_path / "f.feature").write_text("Feature: x\n  Scenario: y\n    Given I submit a gang of 4 workers with 8 GPUs each\n")
     with pytest.raises(FeatureError) as exc:
         load_features(tmp_path)
@@ -63,7 +63,7 @@ def test_a_step_used_with_the_wrong_keyword_is_named(tmp_path: Path) -> None:
 
 
 def test_each_examples_row_of_an_outline_is_a_scenario_with_its_own_steps(tmp_path: Path) -> None:
-    from drills.features import load_features
+    from drills.bdd.features import load_features
     (tmp_path / "f.feature").write_text(
         "Feature: x\n  Scenario Outline: the <hole> hole\n"
         "    Given a workload mix that leaks GPU time through <hole> for 12 seconds\n"
@@ -76,7 +76,7 @@ def test_each_examples_row_of_an_outline_is_a_scenario_with_its_own_steps(tmp_pa
 
 
 def test_an_outline_row_naming_no_known_hole_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    from drills.features import FeatureError, load_features
+    from drills.bdd.features import FeatureError, load_features
     (tmp_path / "f.feature").write_text(
         "Feature: x\n  Scenario Outline: y\n    Then it names <hole> as the largest hole\n"
         "    Examples:\n      | hole |\n      | fragmentation |\n      | the kitchen sink |\n")

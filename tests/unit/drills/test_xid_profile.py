@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from drills.target import FaultMethod, FaultSettings, ProfileError, XidSettings, load_profile
+from drills.target.profile import FaultMethod, FaultSettings, ProfileError, XidSettings, load_profile
 
 BASE: dict[str, Any] = {"name": "staging", "flavor": "volcano", "namespace": "firedrill", "queue": "default",
                         "canary_image": "registry.example.com/firedrill-canary:0.1.0",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from drills.evidence.archive import SealResult, seal
-from drills.evidence.canonical import canonical_digest, sha256_hex
-from drills.evidence.record import (
+from drills.records.evidence.archive import SealResult, seal
+from drills.records.evidence.canonical import canonical_digest, sha256_hex
+from drills.records.evidence.record import (
     JudgementRecord,
     MeasurementRecord,
     RunRecord,
@@ -17,7 +17,7 @@ from drills.evidence.record import (
     TargetRecord,
     ThresholdRecord,
 )
-from drills.evidence.signing import Signer
+from drills.records.evidence.signing import Signer
 
 FEATURE = b"Feature: Gang scheduling\n  Scenario: A gang gets all its GPUs or none\n"
 FINGERPRINT = {"schema": "https://firedrill.dev/target-fingerprint/v1", "nodes": {"count": 4, "software": {}},

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from drills.evidence.archive import SealResult, make_tarball, read_tree, seal
-from drills.evidence.canonical import canonical_json, sha256_hex
-from drills.evidence.errors import ArchiveError, CanonicalError, SecretLeakError
-from drills.evidence.record import RunRecord
-from drills.evidence.signing import Envelope, Signer, generate_keypair
-from drills.evidence.statements import Statement
-from drills.evidence.verify import verify
+from drills.records.evidence.archive import SealResult, make_tarball, read_tree, seal
+from drills.records.evidence.canonical import canonical_json, sha256_hex
+from drills.records.evidence.errors import ArchiveError, CanonicalError, SecretLeakError
+from drills.records.evidence.record import RunRecord
+from drills.records.evidence.signing import Envelope, Signer, generate_keypair
+from drills.records.evidence.statements import Statement
+from drills.records.evidence.verify import verify
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 
 OURS = {"record.json", "timeline.jsonl", "fingerprint.json", "public-key.pem", "signer.json", "manifest.json",

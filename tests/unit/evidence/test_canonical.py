@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from drills.evidence.canonical import canonical_digest, canonical_json, sha256_hex
-from drills.evidence.errors import CanonicalError, EvidenceError
 from drills.errors import FiredrillError
 from drills.kube.fingerprint import fingerprint
+from drills.records.evidence.canonical import canonical_digest, canonical_json, sha256_hex
+from drills.records.evidence.errors import CanonicalError, EvidenceError
 
 
 def test_keys_sorted_no_whitespace_utf8() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from drills.cli import app
-from drills.evidence.archive import SealResult, seal
-from drills.evidence.signing import Signer
+from drills.records.evidence.archive import SealResult, seal
+from drills.records.evidence.signing import Signer
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 
 runner = CliRunner()

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from drills.bdd.run import RunOptions, check_defects
 from drills.errors import FiredrillError
-from drills.evidence import statements as st
-from drills.evidence.archive import seal
-from drills.evidence.record import RunRecord
-from drills.evidence.report import SignatureStatus, render_report
-from drills.evidence.signing import Signer
-from drills.evidence.verify import verify
-from drills.run import RunOptions, check_defects
+from drills.records.evidence import statements as st
+from drills.records.evidence.archive import seal
+from drills.records.evidence.record import RunRecord
+from drills.records.evidence.report import SignatureStatus, render_report
+from drills.records.evidence.signing import Signer
+from drills.records.evidence.verify import verify
 from tests.unit.evidence.conftest import make_record, make_run_dir
 
 SIG = SignatureStatus("k" * 64, ephemeral=True)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from drills.evidence.archive import SealResult, seal
-from drills.evidence.canonical import sha256_hex
-from drills.evidence.signing import Signer
-from drills.evidence.verify import verify
+from drills.records.evidence.archive import SealResult, seal
+from drills.records.evidence.canonical import sha256_hex
+from drills.records.evidence.signing import Signer
+from drills.records.evidence.verify import verify
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 from tests.unit.evidence.test_verify import _flip_in_field
 

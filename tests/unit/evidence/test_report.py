@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drills.cli import app
-from drills.evidence.record import (
+from drills.records.evidence.record import (
     JudgementRecord,
     MeasurementRecord,
     RunRecord,
@@ -24,7 +24,7 @@ from drills.evidence.record import (
     TargetRecord,
     ThresholdRecord,
 )
-from drills.evidence.report import (
+from drills.records.evidence.report import (
     ReportError,
     SignatureStatus,
     find_archive,
@@ -460,9 +460,9 @@ def test_cli_report(tmp_path: Path) -> None:
 def test_a_sealed_archive_re_renders_to_the_same_bytes(tmp_path: Path) -> None:
     """`firedrill run` renders the report before sealing; `firedrill report` on the sealed archive must give
     the same bytes (record.json is canonical JSON), so the archive still verifies."""
-    from drills.evidence.archive import seal
-    from drills.evidence.signing import Signer
-    from drills.evidence.verify import verify
+    from drills.records.evidence.archive import seal
+    from drills.records.evidence.signing import Signer
+    from drills.records.evidence.verify import verify
 
     record = make_record()
     signer = Signer.generate_ephemeral()

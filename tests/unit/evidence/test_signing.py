@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
-from drills.evidence.canonical import sha256_hex
-from drills.evidence.errors import EnvelopeError, KeyFileError
-from drills.evidence.signing import (
+from drills.records.evidence.canonical import sha256_hex
+from drills.records.evidence.errors import EnvelopeError, KeyFileError
+from drills.records.evidence.signing import (
     PAYLOAD_TYPE,
     PRIVATE_KEY_NAME,
     PUBLIC_KEY_NAME,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from drills.evidence import statements as st
-from drills.evidence.canonical import canonical_digest, sha256_hex
-from drills.evidence.errors import EnvelopeError, EvidenceError
+from drills.records.evidence import statements as st
+from drills.records.evidence.canonical import canonical_digest, sha256_hex
+from drills.records.evidence.errors import EnvelopeError, EvidenceError
 from tests.unit.evidence.conftest import FINGERPRINT, make_record
 
 SUBJECTS = [st.Subject("junit.xml", "a" * 64), st.Subject("report.html", "b" * 64)]

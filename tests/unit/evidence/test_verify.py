@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from drills.evidence.archive import SealResult, make_tarball, seal
-from drills.evidence.errors import VerifyReadError
-from drills.evidence.signing import Signer, generate_keypair
-from drills.evidence.verify import VerifyReport, verify
+from drills.records.evidence.archive import SealResult, make_tarball, seal
+from drills.records.evidence.errors import VerifyReadError
+from drills.records.evidence.signing import Signer, generate_keypair
+from drills.records.evidence.verify import VerifyReport, verify
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 
 RUN = "evidence/run.dsse.json"

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from drills.evidence.verify import verify
+from drills.records.evidence.verify import verify
 
 
 def main(reports: Path, how: str) -> dict:

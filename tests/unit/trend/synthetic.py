@@ -1,4 +1,4 @@
-"""Synthetic runs sealed as real archives (``drills.evidence.archive.seal``: signed statements, manifest, ledger
+"""Synthetic runs sealed as real archives (``drills.records.evidence.archive.seal``: signed statements, manifest, ledger
 line), so ``firedrill trend`` verifies them exactly as it verifies a real run's.
 
 Used by the trend tests and by ``tests/bench/bench_trend.py``.
@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from drills.evidence.archive import seal
-from drills.evidence.canonical import canonical_digest
-from drills.evidence.record import (
+from drills.records.evidence.archive import seal
+from drills.records.evidence.canonical import canonical_digest
+from drills.records.evidence.record import (
     JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord, TargetRecord, ThresholdRecord,
 )
-from drills.evidence.signing import Signer
+from drills.records.evidence.signing import Signer
 
 HERE = Path(__file__).resolve().parent
 HONEST = HERE / "honest_runs.json"

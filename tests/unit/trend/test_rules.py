@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drills.trend.model import Threshold
-from drills.trend.rules import RegressionRule, Status, assess, combine, find_flaky
+from drills.records.trend.model import Threshold
+from drills.records.trend.rules import RegressionRule, Status, assess, combine, find_flaky
 
 LOWER_IS_BETTER = Threshold(5.0, "<=", "s")
 HIGHER_IS_BETTER = Threshold(100.0, ">=", "req/s")

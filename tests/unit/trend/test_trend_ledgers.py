@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from drills.evidence.signing import Signer, generate_keypair
-from drills.trend import TrendExit, TrendOptions, run_trend
-from drills.trend.archives import load_runs, parse_since
-from drills.trend.errors import TrendUsageError
-from drills.trend.rules import RegressionRule
-from drills.trend.series import build_trend
+from drills.records.evidence.signing import Signer, generate_keypair
+from drills.records.trend import TrendExit, TrendOptions, run_trend
+from drills.records.trend.archives import load_runs, parse_since
+from drills.records.trend.errors import TrendUsageError
+from drills.records.trend.rules import RegressionRule
+from drills.records.trend.series import build_trend
 from tests.unit.trend.synthetic import (
     from_fixture, honest_fixture, node_pull, run_id, scenario, seal_nights, seal_run, night,
 )
@@ -193,7 +193,7 @@ def test_archives_signed_by_another_key_are_refused_with_key(tmp_path: Path) -> 
 
 
 def test_tarballs_and_missing_archives(tmp_path: Path) -> None:
-    from drills.evidence.archive import make_tarball
+    from drills.records.evidence.archive import make_tarball
 
     dirs = seal_nights(tmp_path, [[node_pull(HONEST)]] * 5)
     make_tarball(dirs[0])

@@ -1,0 +1,22 @@
+"""The node pull drill: a node dies under a training job; time detect, evict, replace, resume.
+
+Steady state before (a canary job running whole, a checkpoint written) -> act (pull the node hosting one rank,
+confirm the fault) -> observe (each phase instant, from the harness's watches and the canary's own log) -> judge
+(each phase against its threshold; the resume point; lost steps; split brain) -> rollback (the fault undone,
+everything the drill made deleted).  The run itself, and what each instant means, is
+:class:`drills.workloads.training.TrainingRun`; this kind is that run as a scenario's drill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from drills.scenario.drill import Drill, register
+from drills.workloads.training import TrainingRun
+
+
+@register
+@dataclass
+class NodePullDrill(TrainingRun, Drill):
+    kind: ClassVar[str] = "node-pull"

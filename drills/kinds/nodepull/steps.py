@@ -1,0 +1,104 @@
+"""The node pull drill's sentences (docs/STEPS.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from drills.errors import PlaceholderError
+from drills.kinds.nodepull.drill import NodePullDrill
+from drills.records.verdict import Comparison, Threshold
+from drills.scenario.context import ScenarioContext
+from drills.scenario.drill import observe_window
+from drills.scenario.vocabulary import Checked, scenario_rule, step
+from drills.target.profile import FaultMethod
+
+@step("Given", "a canary training job of {workers:Workers} with {gpus:Count} GPUs each, "
+               "checkpointing every {every:Count} steps",
+      "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps")
+def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
+    """Start the canary: a synchronous data-parallel job (one rank per worker) that checkpoints every N steps."""
+    drill.drill(NodePullDrill).start_canary(workers, gpus, every)
+
+
+@step("Given", "the job has written a checkpoint within {limit:Duration}",
+      "the job has written a checkpoint within 60 seconds")
+def checkpoint_written(drill: ScenarioContext, limit: float) -> None:
+    """Wait until the canary job has recorded a checkpoint (so resumption can be checked)."""
+    drill.drill(NodePullDrill).wait_checkpoint(limit)
+
+
+@step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
+      "I pull the node of worker 0 with kill")
+def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
+    """Pull the node hosting a worker (ranks count from 0, below the canary job's worker count): kill, hang or
+    partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured
+    fault method" from the target profile."""
+    drill.drill(NodePullDrill).pull(rank, drill.target.profile.fault.method if method is None else method)
+
+
+@step("Then", "the platform detects the failure within {limit:Duration}",
+      "the platform detects the failure within 5 seconds")
+def detected(drill: ScenarioContext, limit: float) -> None:
+    """detect = t_detect - t_fault: the node's Ready condition leaves True or an unreachable/not-ready taint appears."""
+    _phase(drill, "detect", limit)
+
+
+@step("Then", "the job's pods are off the failed node within {limit:Duration} of detection",
+      "the job's pods are off the failed node within 5 seconds of detection")
+def evicted(drill: ScenarioContext, limit: float) -> None:
+    """evict = t_evict - t_detect: no pod of the job remains bound to the pulled node in a non-terminal phase."""
+    _phase(drill, "evict", limit)
+
+
+@step("Then", "the job runs again on healthy nodes within {limit:Duration} of eviction",
+      "the job runs again on healthy nodes within 10 seconds of eviction")
+def replaced(drill: ScenarioContext, limit: float) -> None:
+    """replace = t_replace - t_evict: minMember pods Running again, all on healthy nodes."""
+    _phase(drill, "replace", limit)
+
+
+@step("Then", "training resumes beyond the checkpoint within {limit:Duration} of replacement",
+      "training resumes beyond the checkpoint within 10 seconds of replacement")
+def resumed(drill: ScenarioContext, limit: float) -> None:
+    """resume = t_resume - t_replace: the workload reports a step beyond the checkpoint it resumed from."""
+    _phase(drill, "resume", limit)
+
+
+@step("Then", "the whole recovery takes at most {limit:Duration}", "the whole recovery takes at most 20 seconds")
+def total(drill: ScenarioContext, limit: float) -> None:
+    """total = t_resume - t_fault."""
+    _phase(drill, "total", limit)
+
+
+@step("Then", "at most {limit:Whole} steps of work are lost", "at most 10 steps of work are lost")
+def lost_steps(drill: ScenarioContext, limit: int) -> None:
+    """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
+    drill.drill(NodePullDrill).observe_until("resume", observe_window(60.0))
+    drill.result.check(Threshold("lost steps", float(limit), "steps", Comparison.AT_MOST))
+
+
+@step("Then", "no rank of the replaced job trains after the job resumes",
+      "no rank of the replaced job trains after the job resumes")
+def fenced(drill: ScenarioContext) -> None:
+    """Split brain: for a few seconds after the resume, no pod of the job as it was at the fault may log a
+    training step (the canary's own log); a partitioned node's old ranks must be fenced, not left training."""
+    drill.drill(NodePullDrill).judge_fenced()
+
+
+def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:
+    drill.drill(NodePullDrill).observe_until(phase, observe_window(limit))
+    drill.result.check(Threshold(phase, limit, "s"))
+
+
+@scenario_rule
+def _pulled_rank_exists(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
+    """A value an earlier step decides, checked before anything runs: a pulled worker's rank must be one the
+    canary job has."""
+    workers: int | None = None
+    for i, st in enumerate(steps):
+        values = st.values
+        if st.step == canary_job.__name__:
+            workers = values["workers"]
+        elif st.step == pull_node.__name__ and workers is not None and values["rank"] >= workers:
+            yield i, PlaceholderError(str(values["rank"]), f"the canary job has {workers} worker(s), ranked 0 to "
+                                      f"{workers - 1}", f"write a rank from 0 to {workers - 1}", placeholder="rank")

@@ -1,0 +1,107 @@
+"""One shape for every drill: the lifecycle each kind follows, and the registry that finds the kinds.
+
+A drill kind is a package under :mod:`drills.kinds` with two modules:
+
+- ``drill.py``: a dataclass subclass of :class:`Drill`, decorated with :func:`register`, naming its ``kind``
+  (the name the verdict table and the evidence give the scenario's drill);
+- ``steps.py``: its sentences (:func:`drills.scenario.vocabulary.step`), each of which asks the scenario
+  context for the drill (``ctx.drill(GangDrill)``) and calls one of its methods.
+
+Every drill goes through the same lifecycle, one stage per kind of sentence:
+
+``steady state`` (Given)
+    the drill checks, or sets up, what must hold before the act: enough free capacity, a canary training,
+    a partitioned node, a service under load; a steady state that cannot be had makes the scenario
+    INCONCLUSIVE (:class:`~drills.records.verdict.DrillInconclusive`), since the act would then prove nothing.
+``act`` (When)
+    the drill does the one thing the promise is about: submit gangs, pull a node, overrun a slice.
+``observe`` and ``judge`` (Then)
+    the drill measures from its own watches, the workloads' logs and its clocks, and each sentence judges a
+    measurement against the threshold it states (:class:`~drills.records.verdict.DrillResult`).
+``rollback`` (every exit path)
+    :meth:`Drill.rollback` undoes what the drill made, pass, fail, error or Ctrl-C alike; the scenario context
+    calls it, newest drill first.
+
+The context starts a drill on first use and holds the drills of its scenario (a scenario may use more than
+one: a capacity check before a node pull), so nothing central names a kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
+
+from drills.records.verdict import DrillResult
+from drills.target.connect import Target
+
+KINDS_PACKAGE = "drills.kinds"
+STEPS_MODULE = "steps"
+OBSERVE_FACTOR, OBSERVE_MARGIN = 2.0, 10.0
+"""Waiting longer than a threshold tells "missed by a little" from "never": a Then sentence observes for this
+many times its threshold, plus a fixed margin, before calling it never."""
+
+
+def observe_window(limit: float) -> float:
+    """Seconds a Then sentence with threshold ``limit`` observes before it calls the measurement never."""
+    return limit * OBSERVE_FACTOR + OBSERVE_MARGIN
+
+
+@dataclass
+class Drill(ABC):
+    """A drill of one kind, in one scenario: it acts on ``target`` and records into ``result``; ``run_id``
+    labels everything it creates, so its rollback (and an operator) can find it."""
+
+    kind: ClassVar[str]
+    """The drill's name in the verdict table and the evidence (``node-pull``, ``gang-submission``, ...)."""
+
+    target: Target
+    result: DrillResult
+    run_id: str
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Undo every fault and delete everything the drill made; called once, on every exit path."""
+
+
+D = TypeVar("D", bound=Drill)
+
+KINDS: dict[str, type[Drill]] = {}
+"""Registered drill kinds by name (:func:`register`)."""
+
+
+def register(cls: type[D]) -> type[D]:
+    """Class decorator: register a drill kind under its ``kind`` name (each name once)."""
+    name = getattr(cls, "kind", "")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__qualname__} names no kind: give it `kind: ClassVar[str] = \"...\"`")
+    known = KINDS.get(name)
+    if known is not None and known is not cls:
+        raise ValueError(f"drill kind {name!r} is registered twice: {known.__module__}.{known.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__}")
+    KINDS[name] = cls
+    return cls
+
+
+def discover() -> list[str]:
+    """Import every drill kind's sentences (``drills.kinds.<kind>.steps``), in the order of the kinds' package
+    names; importing a kind's steps registers its sentences and, through its ``drill.py``, the kind itself.
+    Returns the modules' names (the pytest plugins ``firedrill run`` loads)."""
+    package = importlib.import_module(KINDS_PACKAGE)
+    names = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.ispkg:
+            name = f"{KINDS_PACKAGE}.{info.name}.{STEPS_MODULE}"
+            importlib.import_module(name)
+            names.append(name)
+    return names
+
+
+@runtime_checkable
+class Loaded(Protocol):
+    """A drill that runs a load (users of a service, or of the control plane) until told how long it goes on."""
+
+    def go_on(self, seconds: float) -> None:
+        """Keep the load running ``seconds`` after the act, then stop it and read every request's fate."""
