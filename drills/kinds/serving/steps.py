@@ -45,8 +45,10 @@ def _autoscale_range(replicas: int, most: int) -> None:
 
 
 @step("Given", "the service scales in {window:Duration} after its queue empties",
-      "the service scales in 5 seconds after its queue empties")
-def scale_inobserve_window(drill: ScenarioContext, window: float) -> None:
+      "the service scales in 5 seconds after its queue empties",
+      requires=(Requires(("autoscaled",), "no autoscaled service to scale in",
+                         "put 'Given an inference service of ..., scaling out to ...' before it"),))
+def scale_in_window(drill: ScenarioContext, window: float) -> None:
     """The autoscaler's scale-down stabilization window (upstream's default: 300 s): how long the queue must
     stay low before replicas are removed."""
     drill.drill(ServingDrill).scale_in_after(window)

@@ -178,6 +178,30 @@ def test_requirements_are_declared_on_the_sentences_across_kinds() -> None:
         (1, "the load is still running here, so there is nothing to judge yet")]
     assert _problems(["control_plane_load", "load_goes_on", "p99_ttft"]) == [
         (2, "no inference service in this scenario")]
+    assert _problems(["inference_service", "scale_in_window"]) == [(1, "no autoscaled service to scale in")]
+    assert _problems(["autoscaled_service", "scale_in_window"]) == []
+
+
+def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_is_kept() -> None:
+    """The marks each sentence needs, as the table that named them before the kinds were split."""
+    needs = {s.name: [r.after for r in s.requires] for s in SENTENCES if s.requires}
+    assert needs == {
+        "scale_in_window": [("autoscaled",)], "low_priority_training": [("service",)],
+        "steady_load": [("service",)], "steady_load_with_timeout": [("service",)],
+        "drain_replica_node": [("serving_load",)], "pull_replica_node": [("serving_load",)],
+        "load_jumps": [("serving_load",)], "burst_ends": [("jumped",)],
+        "load_goes_on": [("serving_load", "cp_load")],
+        "p99_ttft": [("stopped",), ("service",)], "new_replica_serves": [("autoscaled",), ("jumped",), ("stopped",)],
+        "sla_holds_again": [("jumped",), ("stopped",)], "training_resumes": [("training",), ("stopped",)],
+        "training_lost": [("training",), ("stopped",)], "sla_back_after_pull": [("pulled",), ("stopped",), ("service",)],
+        "error_rate": [("stopped",), ("service",)], "requests_lost": [("stopped",), ("service",)],
+        "pods_started": [("cp_load",)], "pull_any_node": [("cp_load",)], "mutating_p99": [("stopped",)],
+        "startup_p99": [("startup",), ("stopped",)], "acknowledged_found": [("stopped",)]}
+    sets = {s.name: s.sets for s in SENTENCES if s.sets}
+    assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
+                    "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
+                    "pull_replica_node": ("pulled",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
+                    "control_plane_load": ("cp_load",), "pods_started": ("startup",), "load_goes_on": ("stopped",)}
 
 
 def test_a_step_name_is_registered_once() -> None:
