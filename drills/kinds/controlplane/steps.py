@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 from drills.kinds.controlplane.drill import ControlPlaneDrill
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
@@ -18,7 +19,9 @@ def control_plane_load(drill: ScenarioContext, users: int) -> None:
 
 
 @step("Given", "{rate:Count} pods are started every second", "2 pods are started every second",
-      requires=(Requires(('cp_load',), 'no control-plane load runs', "put 'Given steady control-plane load from ...' before it"),), sets=('startup',))
+      requires=(Requires(("cp_load",), "no control-plane load runs",
+                         "put 'Given steady control-plane load from ...' before it"),),
+      sets=("startup",))
 def pods_started(drill: ScenarioContext, rate: int) -> None:
     """Small schedulable pods (`sleep` in the profile's canary image) are created at that rate, each timed from
     its create call to the harness's watch seeing it Running with every container started."""
@@ -27,7 +30,8 @@ def pods_started(drill: ScenarioContext, rate: int) -> None:
 
 @step("When", "a node is pulled with {method:FaultMethod} after {after:Duration} of load",
       "a node is pulled with kill after 3 seconds of load",
-      requires=(Requires(('cp_load',), 'no control-plane load runs to disturb', "put 'Given steady control-plane load from ...' before it"),))
+      requires=(Requires(("cp_load",), "no control-plane load runs to disturb",
+                         "put 'Given steady control-plane load from ...' before it"),))
 def pull_any_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
     """One eligible node (the first by name that takes pods) is pulled with a fault method, as in the node-pull
     drill; on a real cluster the profile's safety checks apply."""
@@ -36,7 +40,8 @@ def pull_any_node(drill: ScenarioContext, method: FaultMethod | None, after: flo
 
 @step("Then", "mutating API calls have a p99 latency within {limit:Duration}",
       "mutating API calls have a p99 latency within 1 second",
-      requires=(Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def mutating_p99(drill: ScenarioContext, limit: float) -> None:
     """The Kubernetes SLO, per verb: the worst of the create and update p99 latencies the users measured."""
     drill.result.check(Threshold("mutating API call p99", limit, "s"))
@@ -44,7 +49,10 @@ def mutating_p99(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "pod startup has a p99 latency within {limit:Duration}",
       "pod startup has a p99 latency within 5 seconds",
-      requires=(Requires(('startup',), 'no pods are started to time', "put 'Given <rate> pods are started every second' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("startup",), "no pods are started to time",
+                         "put 'Given <rate> pods are started every second' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def startup_p99(drill: ScenarioContext, limit: float) -> None:
     """The Kubernetes SLO for schedulable stateless pods: create call to Running with every container started,
     as the harness's watch saw it. Pods bound to the pulled node are shown, not judged; a pod that never
@@ -54,7 +62,8 @@ def startup_p99(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "every write the API acknowledged is found afterwards",
       "every write the API acknowledged is found afterwards",
-      requires=(Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def acknowledged_found(drill: ScenarioContext) -> None:
     """Each pod whose create the API acknowledged to a load user is listed afterwards; each missing one is
     named."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 from collections.abc import Iterator, Sequence
 
 from drills.errors import PlaceholderError

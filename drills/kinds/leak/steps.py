@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 from drills.kinds.leak.drill import LeakDrill
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import step
