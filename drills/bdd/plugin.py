@@ -18,7 +18,7 @@ from typing import Any
 import allure
 import pytest
 
-from drills.records.verdict import DrillInconclusive, DrillResult, Verdict
+from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Verdict
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import suggest
 from drills.target.connect import Target
@@ -94,6 +94,7 @@ class FiredrillPlugin:
     def drill(self, request: pytest.FixtureRequest) -> Iterator[ScenarioContext]:
         ctx = ScenarioContext(self.target, DrillResult("scenario"))
         request.node.stash[CONTEXT] = ctx
+        ctx.watch_invariants()
         try:
             yield ctx
         finally:
@@ -127,6 +128,9 @@ class FiredrillPlugin:
 
     def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
                                step_func: Any) -> None:
+        ctx = request.node.stash.get(CONTEXT, None)
+        if ctx is not None:
+            ctx.result.raise_if_halted()  # a halted scenario runs no further step
         self._say(f"  {step.keyword} {step.name}")
         cm = allure.step(f"{step.keyword} {step.name}")
         cm.__enter__()
@@ -156,6 +160,7 @@ class FiredrillPlugin:
         ctx = request.node.stash.get(CONTEXT, None)
         if ctx is None:
             return
+        ctx.stop_invariants()
         result = ctx.result
         if result.verdict is Verdict.FAIL:
             raise ScenarioFailed(summarize(result))
@@ -195,6 +200,9 @@ class FiredrillPlugin:
         elif call.excinfo is not None and call.excinfo.errisinstance(ScenarioFailed):
             out.verdict = Verdict.FAIL
             out.error = str(call.excinfo.value)
+        elif call.excinfo is not None and call.excinfo.errisinstance(ScenarioHalted) and ctx is not None:
+            out.verdict = Verdict.FAIL  # ended early: what it rests on is in the result's findings
+            out.error = summarize(ctx.result)
         else:
             out.verdict = None
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)

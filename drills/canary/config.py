@@ -86,6 +86,9 @@ class Config:
     device_socket: str | None
     checkpoint_on_sigterm: bool = False
     """Rank 0 checkpoints the last completed step when SIGTERM arrives (a preempted job keeps its work)."""
+    gpus: tuple[str, ...] | None = None
+    """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes); None when
+    the variable is unset (the ``start`` line's ``gpus``, which the harness checks no other pod holds)."""
 
     @property
     def rendezvous(self) -> RendezvousMode:
@@ -266,4 +269,11 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         stall_after=args.stall_after, peer_timeout=args.peer_timeout, payload_bytes=args.payload_bytes,
         rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
-        device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm)
+        device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
+        gpus=visible_gpus(env))
+
+
+def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), None when it is unset or empty."""
+    raw = _env(env, "NVIDIA_VISIBLE_DEVICES")
+    return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())

@@ -22,7 +22,7 @@ class Event(enum.Enum):
     """The ``event`` of a line."""
 
     START = "start"
-    """The process started: ``pid``, ``config``."""
+    """The process started: ``pid``, ``config``, ``gpus`` (the devices ``NVIDIA_VISIBLE_DEVICES`` names, or null)."""
     RENDEZVOUS = "rendezvous"
     """The world is complete: ``master`` ("addr:port", null for a world of one), ``seconds``."""
     RESUMED = "resumed"

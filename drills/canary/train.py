@@ -87,7 +87,8 @@ class Trainer:
 
     def _run(self) -> None:
         cfg = self.cfg
-        self.log.emit(Event.START, pid=os.getpid(), config=cfg.as_log())
+        self.log.emit(Event.START, pid=os.getpid(), config=cfg.as_log(),
+                      gpus=None if cfg.gpus is None else list(cfg.gpus))
         self.device.send(DeviceState.IDLE)
         resume = find_resume(cfg.checkpoint_dir) if cfg.rank == 0 else Resume.fresh()
         self.world = world = rendezvous(cfg, resume, self.interrupts, self.clock)

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = EventLog(sys.stdout)
     device = Device(cfg.device_socket)
     service = Service(cfg, log, device)
-    log.emit(Event.START, pid=os.getpid(), config=cfg.as_log())
+    log.emit(Event.START, pid=os.getpid(), config=cfg.as_log(), gpus=None if cfg.gpus is None else list(cfg.gpus))
     device.send(DeviceState.IDLE)
     server = None
     try:

@@ -65,6 +65,8 @@ class Config:
     warmup_seconds: float
     port_file: Path | None
     device_socket: str | None
+    gpus: tuple[str, ...] | None = None
+    """The GPUs this replica was given, as ``NVIDIA_VISIBLE_DEVICES`` names them; None when it is unset."""
 
     def as_log(self) -> dict[str, Any]:
         """The settings as the ``start`` line's ``config``."""
@@ -187,4 +189,10 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         host=host, host_from=host_from, port=args.port, model=args.model, ttft_seconds=args.ttft_seconds,
         tpot_seconds=args.tpot_seconds, max_batch=args.max_batch, max_queue=args.max_queue,
         warmup_seconds=args.warmup_seconds, port_file=None if args.port_file is None else Path(args.port_file),
-        device_socket=device or None)
+        device_socket=device or None, gpus=visible_gpus(env))
+
+
+def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The devices ``NVIDIA_VISIBLE_DEVICES`` names, None when it is unset or empty."""
+    raw = _env(env, "NVIDIA_VISIBLE_DEVICES")
+    return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())

@@ -25,7 +25,7 @@ class Event(enum.Enum):
     """The ``event`` of a line."""
 
     START = "start"
-    """The process started: ``pid``, ``config``."""
+    """The process started: ``pid``, ``config``, ``gpus`` (the devices ``NVIDIA_VISIBLE_DEVICES`` names, or null)."""
     LISTENING = "listening"
     """The socket is bound: ``host``, ``port`` (the real one when ``--port 0``)."""
     READY = "ready"

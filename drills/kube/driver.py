@@ -237,8 +237,10 @@ class KubeDriver:
 
     # ---------------------------------------------------------------- watch
     def watch(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
-              field_selector: str | None = None, on_event: Callable[[str, Obj], None] | None = None) -> None:
-        """Watch in the background until :meth:`stop_watches`, recording each event in the timeline.
+              field_selector: str | None = None, on_event: Callable[[str, Obj], None] | None = None,
+              record: bool = True) -> None:
+        """Watch in the background until :meth:`stop_watches`, recording each event in the timeline (unless
+        ``record`` is false: a second watch of what a drill already records).
 
         Lists first (recording current objects as ADDED), then watches from the list's version,
         resuming after a dropped stream and relisting on 410 Gone."""
@@ -253,10 +255,11 @@ class KubeDriver:
                         answer = self.request("GET", res.path(namespace), query={
                             "labelSelector": label_selector, "fieldSelector": field_selector})
                         for obj in answer.get("items") or []:
-                            self._observe(res, "ADDED", obj, on_event)
+                            self._observe(res, "ADDED", obj, on_event, record)
                         rv = (answer.get("metadata") or {}).get("resourceVersion", "")
                         synced.set()
-                    rv = self._watch_stream(res, namespace, label_selector, field_selector, rv, stop, on_event)
+                    rv = self._watch_stream(res, namespace, label_selector, field_selector, rv, stop, on_event,
+                                            record)
                 except KubeError as exc:
                     if exc.code == 410:
                         rv = ""
@@ -271,7 +274,7 @@ class KubeDriver:
 
     def _watch_stream(self, res: Resource, namespace: str | None, label_selector: str | None,
                       field_selector: str | None, rv: str, stop: threading.Event,
-                      on_event: Callable[[str, Obj], None] | None) -> str:
+                      on_event: Callable[[str, Obj], None] | None, record: bool = True) -> str:
         resp = self._request_once("GET", res.path(namespace), None, {
             "watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": 30,
             "labelSelector": label_selector, "fieldSelector": field_selector}, "application/json",
@@ -287,7 +290,7 @@ class KubeDriver:
                     raise KubeError(obj.get("message", "watch error"), int(obj.get("code") or 500), obj.get("reason", ""))
                 rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                 if kind != "BOOKMARK":
-                    self._observe(res, kind, obj, on_event)
+                    self._observe(res, kind, obj, on_event, record)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if not stop.is_set():
                 log.info("watch %s stream ended: %s; resuming from %s", res.plural, exc, rv)
@@ -296,8 +299,10 @@ class KubeDriver:
             resp.response.release_conn()
         return rv
 
-    def _observe(self, res: Resource, kind: str, obj: Obj, on_event: Callable[[str, Obj], None] | None) -> None:
-        self.timeline.add(res.kind, kind, obj)
+    def _observe(self, res: Resource, kind: str, obj: Obj, on_event: Callable[[str, Obj], None] | None,
+                 record: bool = True) -> None:
+        if record:
+            self.timeline.add(res.kind, kind, obj)
         if on_event is not None:
             on_event(kind, obj)
 

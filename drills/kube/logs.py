@@ -25,7 +25,7 @@ import urllib3
 from drills.kube.driver import POD, KubeDriver, KubeError, _lines
 from drills.kube.timeline import Clock
 
-__all__ = ["LogFollower", "LogLine"]
+__all__ = ["LogFollower", "LogLine", "read_log_head"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -148,6 +148,23 @@ class LogFollower:
         if pod is None or (pod.get("metadata") or {}).get("uid") != f.uid:
             return _State.GONE
         return _State.FINISHED if (pod.get("status") or {}).get("phase") in _TERMINAL else _State.LIVE
+
+
+def read_log_head(driver: KubeDriver, namespace: str, name: str, limit_bytes: int,
+                  container: str | None = None) -> str:
+    """The beginning of a pod's log, at most ``limit_bytes`` of it (``pods/NAME/log?limitBytes=``, no follow);
+    :class:`KubeError` when it cannot be read (not running yet, or its node is gone)."""
+    query: dict[str, Any] = {"limitBytes": limit_bytes}
+    if container:
+        query["container"] = container
+    resp = driver._request_once("GET", POD.path(namespace, name, "log"), None, query, "application/json",
+                                stream=True)
+    try:
+        return resp.response.read(limit_bytes).decode(errors="replace")
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KubeError(f"log of {namespace}/{name}: {exc}") from None
+    finally:
+        resp.response.release_conn()
 
 
 class _State(enum.Enum):

@@ -18,6 +18,11 @@ class DrillInconclusive(Exception):
     """The drill cannot establish the facts on this target (not enough capacity, fault not confirmed)."""
 
 
+class ScenarioHalted(Exception):
+    """The scenario ends here, FAIL: a promise it cannot recover from is already broken (an invariant, or a
+    phase the later ones need never came); what it waited for next is not waited out. Rollback runs as usual."""
+
+
 class Verdict(Enum):
     """The outcome of one scenario, most severe last."""
 
@@ -108,6 +113,8 @@ class DrillResult:
     findings: list[str] = field(default_factory=list)
     """Plain-language facts a customer should read (e.g. "deadlock: gang a holds 16 GPUs with 2/3 workers")."""
     details: dict[str, Any] = field(default_factory=dict)
+    halted: str = ""
+    """Why the scenario was ended early (:meth:`halt`); empty while it runs its course."""
 
     def measure(self, m: Measurement) -> Measurement:
         self.measurements[m.name] = m
@@ -122,6 +129,17 @@ class DrillResult:
     def fail(self, finding: str) -> None:
         self.findings.append(finding)
         self.verdict = Verdict.FAIL
+
+    def halt(self, reason: str) -> None:
+        """FAIL with ``reason`` and end the scenario: the next wait or step raises :class:`ScenarioHalted`.
+        Safe from another thread (a watch)."""
+        if not self.halted:
+            self.halted = reason
+        self.fail(reason)
+
+    def raise_if_halted(self) -> None:
+        if self.halted:
+            raise ScenarioHalted(self.halted)
 
     def inconclusive(self, finding: str) -> None:
         self.findings.append(finding)

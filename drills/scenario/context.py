@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from drills.records.verdict import DrillResult
 from drills.scenario.drill import KINDS, Drill
+from drills.scenario.watch import InvariantWatch
 from drills.target.connect import Target
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,19 @@ class ScenarioContext:
     run_id: str = field(default_factory=new_run_id)
     drills: list[Drill] = field(default_factory=list)
     """The drills this scenario started, oldest first (most scenarios start one)."""
+    invariants: InvariantWatch | None = None
+    """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
+
+    def watch_invariants(self) -> InvariantWatch:
+        """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md)."""
+        if self.invariants is None:
+            self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()
+        return self.invariants
+
+    def stop_invariants(self) -> None:
+        """Stop watching the invariants (before the verdict is delivered, and before any rollback)."""
+        if self.invariants is not None:
+            self.invariants.stop()
 
     def drill(self, kind: type[D]) -> D:
         """The scenario's drill of this kind, started on first use; the result then takes the kind's name."""
@@ -53,6 +67,7 @@ class ScenarioContext:
     def rollback(self) -> None:
         """Every exit path ends here: undo faults, delete what the drills made (newest drill first), stop
         watching."""
+        self.stop_invariants()
         for drill in reversed(self.drills):
             try:
                 drill.rollback()

@@ -74,6 +74,15 @@ class Defect(enum.Enum):
     """API server: ResourceQuota limits on ``requests.nvidia.com/gpu`` and ``limits.nvidia.com/gpu`` are not
     enforced (usage is still counted and shown), so a namespace takes more GPUs than its quota."""
 
+    DUPLICATE_RANK = "duplicate-rank"
+    """Volcano Job controller: when a job restarts, its last rank is recreated with rank 0's index (its own pod
+    name, ``volcano.sh/task-index`` 0), so the job runs two rank 0s and no rank N-1, as many pods as it should."""
+
+    GPU_DOUBLE_BOOK = "gpu-double-book"
+    """Node agents (the device plugin): the scheduler's books stay right, but every pod is told it holds the
+    node's first GPUs (``NVIDIA_VISIBLE_DEVICES`` with the UUIDs of GPUs 0..n-1, not the ones bound to it) or,
+    on a partitioned node, the first slice of its kind, so two running pods are given the same GPU."""
+
     NODE_WRITES_ANY = "node-writes-any"
     """API server: a node identity may write any Node, any Lease and the status of any pod, as an API server
     without the Node authorizer and NodeRestriction admission lets a kubelet do."""
@@ -101,6 +110,8 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.UNRECORDED_REFUSALS: "the API server refuses but leaves no audit record of the refusal",
     Defect.NO_GPU_QUOTA: "ResourceQuota limits on nvidia.com/gpu are not enforced",
     Defect.NODE_WRITES_ANY: "a node identity may write any Node, any Lease and any pod's status",
+    Defect.DUPLICATE_RANK: "a restarted job's last rank is recreated with rank 0's index",
+    Defect.GPU_DOUBLE_BOOK: "every pod is told it holds the node's first GPUs, whatever was bound",
 }
 
 

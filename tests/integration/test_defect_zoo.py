@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,6 +92,16 @@ MATRIX: list[Catch] = [
     Catch("node-writes-any", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: the gate let it through: node [\w-]+'s identity tried to label node [\w-]+'s Lease in "
           r"kube-node-lease \(HTTP 200"),
+    # The invariants (docs/INVARIANTS.md): watched in every scenario, so a scenario about something else catches them.
+    Catch("gpu-double-book", "node_pull.feature", "survives", "survives losing the node of one worker",
+          r"GPU exclusivity broken: GPUs? GPU-[0-9a-f-]{36}(, GPU-[0-9a-f-]{36})* on node [\w-]+ (each )?serves? 2 "
+          r"running pods at once: canary-[\w-]+, canary-[\w-]+"),
+    Catch("gpu-double-book", "partition_isolation.feature", "7-only", "partitioned as MIG 7 x 1g.18gb",
+          r"GPU exclusivity broken: GPU MIG-[0-9a-f-]{36} on node [\w-]+ serves [2-7] running pods at once: "
+          r"iso-[\w-]+, iso-[\w-]+"),
+    Catch("duplicate-rank", "node_pull.feature", "spare", "needs every working node is moved onto the spare",
+          r"one world per training job broken: rank 0 of generation 1 runs twice at once: canary-[\w-]+, "
+          r"canary-[\w-]+; rank\(s\) 3 missing"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
@@ -212,24 +223,45 @@ def firedrill_run(tmp_path: Path, features: list[str], keyword: str, *defects: s
     return out, json.loads(records[-1].read_text()) if records else {}
 
 
+SLOWER_AT_MOST = 2.0
+"""A broken platform must fail about as fast as an honest one passes (DESIGN.md's budget): the catching scenario
+with the defect takes at most this many times its honest wall time."""
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """One honest run of every catching scenario (the load scenarios are most of its time), shared by the test
+    that it passes and by each defect's timing."""
+    features = sorted({c.feature for c in MATRIX})
+    keywords = sorted({c.keyword for c in MATRIX})
+    return firedrill_run(tmp_path_factory.mktemp("honest"), features, " or ".join(keywords), timeout=580)
+
+
+@pytest.mark.timeout(900)  # the first one also waits for the honest run
 @pytest.mark.parametrize("catch", PARAMS)
-def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(tmp_path: Path, catch: Catch) -> None:
+def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(tmp_path: Path, catch: Catch,
+                                                                      honest: tuple[Any, dict]) -> None:
     out, record = firedrill_run(tmp_path, [catch.feature], catch.keyword, catch.defect)
     text = out.stdout + out.stderr
     assert out.returncode == 1, text
     assert re.search(catch.promise, out.stdout), f"no match for {catch.promise!r} in:\n{text}"
     assert f"WITH DEFECT {catch.defect}" in out.stdout and "no acceptance of any platform" in out.stdout
     assert record["target"]["defects"] == [catch.defect]
-    failed = [s["scenario"] for s in record["scenarios"] if s["verdict"] == "FAIL"]
-    assert any(catch.scenario in name for name in failed), failed
+    failed = [s for s in record["scenarios"] if s["verdict"] == "FAIL" and catch.scenario in s["scenario"]]
+    assert failed, [s["scenario"] for s in record["scenarios"] if s["verdict"] == "FAIL"]
+    passed = [s for s in honest[1].get("scenarios", []) if s["scenario"] == failed[0]["scenario"]]
+    if passed:  # the honest run's own test says why it is missing, when it is
+        ratio = failed[0]["seconds"] / max(passed[0]["seconds"], 1e-9)
+        print(f"{catch.defect}: {failed[0]['seconds']:.1f} s with the defect, {passed[0]['seconds']:.1f} s honest "
+              f"({ratio:.2f}x)")
+        assert ratio <= SLOWER_AT_MOST, (f"{catch.defect} made '{failed[0]['scenario']}' take "
+                                         f"{failed[0]['seconds']:.1f} s to FAIL, {ratio:.2f}x its honest "
+                                         f"{passed[0]['seconds']:.1f} s")
 
 
 @pytest.mark.timeout(600)
-def test_the_honest_platform_passes_every_scenario_of_the_matrix(tmp_path: Path) -> None:
-    """One run of every catching scenario; the load scenarios are most of its time."""
-    features = sorted({c.feature for c in MATRIX})
-    keywords = sorted({c.keyword for c in MATRIX})
-    out, record = firedrill_run(tmp_path, features, " or ".join(keywords), timeout=580)
+def test_the_honest_platform_passes_every_scenario_of_the_matrix(honest: tuple[Any, dict]) -> None:
+    out, record = honest
     assert out.returncode == 0, out.stdout + out.stderr
     assert record["target"]["defects"] == [] and "WITH DEFECT" not in out.stdout
     ran = [s["scenario"] for s in record["scenarios"]]

@@ -213,6 +213,7 @@ class GangDrill(Drill):
                 self._check_deadlock(now)
                 if deadline - now <= 0 or self._hopeless():
                     return False
+                self.result.raise_if_halted()
                 self._lock.wait(min(deadline - now, 0.2))
             return True
 

@@ -693,6 +693,7 @@ class IsolationDrill(Drill):
             pods = self._pods()
             if predicate(pods) or time.monotonic() >= deadline:
                 return pods
+            self.result.raise_if_halted()
             time.sleep(0.25)
 
     def _running_tenants(self) -> list[Tenant]:

@@ -15,8 +15,24 @@ from typing import ClassVar
 from drills.scenario.drill import Drill, register
 from drills.workloads.training import TrainingRun
 
+CHAIN = ("detect", "evict", "replace", "resume")
+"""The phases in order: each starts at the instant the one before it ends."""
+AFTER_RESUME = ("total", "lost steps")
+"""What is measured from the resume."""
+
 
 @register
 @dataclass
 class NodePullDrill(TrainingRun, Drill):
     kind: ClassVar[str] = "node-pull"
+
+    def end_if_never(self, phase: str, waited: float) -> None:
+        """Fail fast: when the instant ``phase`` needs never came within ``waited`` seconds, every later phase
+        starts from it and cannot be measured, so the scenario ends here (FAIL, naming the phase that missed and
+        those never reached) instead of waiting out each later deadline in turn."""
+        needed = "resume" if phase in AFTER_RESUME else phase
+        if "fault" not in self.instants or needed in self.instants or needed not in CHAIN:
+            return
+        later = [*CHAIN[CHAIN.index(needed) + 1:], *AFTER_RESUME]
+        self.result.halt(f"{needed} never came: t_{needed} was not observed within {waited:g} s, so "
+                         f"{', '.join(later)} could never be measured; the scenario ends here")

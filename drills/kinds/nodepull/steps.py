@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 from collections.abc import Iterator, Sequence
 
 from drills.errors import PlaceholderError
@@ -73,8 +74,10 @@ def total(drill: ScenarioContext, limit: float) -> None:
 @step("Then", "at most {limit:Whole} steps of work are lost", "at most 10 steps of work are lost")
 def lost_steps(drill: ScenarioContext, limit: int) -> None:
     """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
-    drill.drill(NodePullDrill).observe_until("resume", observe_window(60.0))
+    node_pull = drill.drill(NodePullDrill)
+    node_pull.observe_until("resume", observe_window(60.0))
     drill.result.check(Threshold("lost steps", float(limit), "steps", Comparison.AT_MOST))
+    node_pull.end_if_never("lost steps", observe_window(60.0))
 
 
 @step("Then", "no rank of the replaced job trains after the job resumes",
@@ -86,8 +89,11 @@ def fenced(drill: ScenarioContext) -> None:
 
 
 def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:
-    drill.drill(NodePullDrill).observe_until(phase, observe_window(limit))
+    """Observe one phase and judge it; a phase that never came ends the scenario (the later ones need it)."""
+    node_pull = drill.drill(NodePullDrill)
+    node_pull.observe_until(phase, observe_window(limit))
     drill.result.check(Threshold(phase, limit, "s"))
+    node_pull.end_if_never(phase, observe_window(limit))
 
 
 @scenario_rule

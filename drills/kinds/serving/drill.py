@@ -510,7 +510,10 @@ class ServingDrill(Drill):
                          for n, p in sorted(self.pods.items())) or "none"
 
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock)
+        """Wait for ``predicate``; a halted scenario ends the wait (:class:`ScenarioHalted`)."""
+        ok = wait_for(self._cond, predicate, timeout, self.target.timeline.clock, abort=lambda: self.result.halted)
+        self.result.raise_if_halted()
+        return ok
 
     def rollback(self) -> None:
         """Stop the load, uncordon a drained node, delete the service, its autoscaler and its pods."""

@@ -3,6 +3,7 @@ shared with the control-plane drill: :mod:`drills.bdd.steps`."""
 
 from __future__ import annotations
 
+
 from drills.errors import PlaceholderError
 from drills.kinds.serving import Autoscale, ServingDrill
 from drills.records.verdict import Threshold
@@ -58,7 +59,9 @@ def scale_in_window(drill: ScenarioContext, window: float) -> None:
                "checkpointing every {every:Count} steps and when preempted",
       "low-priority canary training of 2 workers with 8 GPUs each fills the idle GPUs, checkpointing every 20 steps "
       "and when preempted",
-      requires=(Requires(('service',), 'no inference service to share the cluster with', "put 'Given an inference service of ...' before it"),), sets=('training',))
+      requires=(Requires(("service",), "no inference service to share the cluster with",
+                         "put 'Given an inference service of ...' before it"),),
+      sets=("training",))
 def low_priority_training(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
     """The training canary as a job at a PriorityClass below the default (the drill creates it, value -100,
     never preempting), so inference may preempt it; rank 0 checkpoints every that many steps and, when told to
@@ -68,7 +71,9 @@ def low_priority_training(drill: ScenarioContext, workers: int, gpus: int, every
 
 @step("Given", "steady load from {users:Count} users who retry a refused request up to {retries:Whole} times",
       "steady load from 12 users who retry a refused request up to 2 times",
-      requires=(Requires(('service',), 'no inference service to load', "put 'Given an inference service of ...' before it"),), sets=('serving_load',))
+      requires=(Requires(("service",), "no inference service to load",
+                         "put 'Given an inference service of ...' before it"),),
+      sets=("serving_load",))
 def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
     """Locust's inference users stream completions through the Service's address, each starting its next
     request when one ends. The users' retry policy (docs/LOAD.md): a request refused before the server took it
@@ -81,7 +86,9 @@ def steady_load(drill: ScenarioContext, users: int, retries: int) -> None:
                "giving up on a silent server after {timeout:Duration}",
       "steady load from 12 users who retry a refused request up to 2 times, giving up on a silent server after "
       "1 second",
-      requires=(Requires(('service',), 'no inference service to load', "put 'Given an inference service of ...' before it"),), sets=('serving_load',))
+      requires=(Requires(("service",), "no inference service to load",
+                         "put 'Given an inference service of ...' before it"),),
+      sets=("serving_load",))
 def steady_load_with_timeout(drill: ScenarioContext, users: int, retries: int, timeout: float) -> None:
     """As above, and a user that hears nothing from the server for that long (no status line, or no token)
     gives the attempt up: before a status line that is a refusal, retried under the same policy; mid-stream
@@ -101,7 +108,8 @@ def drain_replica_node(drill: ScenarioContext, after: float) -> None:
 
 @step("When", "the node of one replica is pulled with {method:FaultMethod} after {after:Duration} of load",
       "the node of one replica is pulled with kill after 3 seconds of load",
-      requires=(Requires(('serving_load',), 'no load runs to disturb', "put 'Given steady load from ...' before it"),), sets=('pulled',))
+      requires=(Requires(("serving_load",), "no load runs to disturb", "put 'Given steady load from ...' before it"),),
+      sets=("pulled",))
 def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
     """The node of one replica is pulled with a fault method (as in the node-pull drill). A stream in flight
     on a killed node dies with it, whatever the platform does: promise a loss of 0 only for a drain."""
@@ -110,7 +118,8 @@ def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after:
 
 @step("When", "the load jumps to {factor:Count} times its users after {after:Duration} of load",
       "the load jumps to 4 times its users after 3 seconds of load", check=lambda factor, after: _jump(factor),
-      requires=(Requires(('serving_load',), 'no load runs to jump', "put 'Given steady load from ...' before it"),), sets=('jumped',))
+      requires=(Requires(("serving_load",), "no load runs to jump", "put 'Given steady load from ...' before it"),),
+      sets=("jumped",))
 def load_jumps(drill: ScenarioContext, factor: int, after: float) -> None:
     """A burst: after that much steady load, the extra users (factor - 1 times the steady ones) all arrive at
     once, with the same retry policy."""
@@ -124,7 +133,8 @@ def _jump(factor: int) -> None:
 
 
 @step("When", "the burst ends after {seconds:Duration}", "the burst ends after 12 seconds",
-      requires=(Requires(('jumped',), 'no burst to end', "put 'When the load jumps to ... times its users ...' before it"),))
+      requires=(Requires(("jumped",), "no burst to end",
+                         "put 'When the load jumps to ... times its users ...' before it"),))
 def burst_ends(drill: ScenarioContext, seconds: float) -> None:
     """That long after the jump, the extra users leave (each finishes the request it is in); the steady users go
     on. A following 'the load goes on for ...' counts from here."""
@@ -133,7 +143,10 @@ def burst_ends(drill: ScenarioContext, seconds: float) -> None:
 
 @step("Then", "p99 time to first token stays within {limit:Duration}",
       "p99 time to first token stays within 1 second",
-      requires=(Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"), Requires(('service',), 'no inference service in this scenario', "put 'Given an inference service of ...' first"),))
+      requires=(Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),
+                Requires(("service",), "no inference service in this scenario",
+                         "put 'Given an inference service of ...' first"),))
 def p99_ttft(drill: ScenarioContext, limit: float) -> None:
     """Nearest-rank p99 of the answered requests' time to first token, as the users measured it from their
     first attempt (a refused attempt and its back-off count), over the whole run."""
@@ -142,7 +155,12 @@ def p99_ttft(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "a new replica serves within {limit:Duration} of the queue crossing its threshold",
       "a new replica serves within 10 seconds of the queue crossing its threshold",
-      requires=(Requires(('autoscaled',), 'no autoscaled service, so no new replica is due', "put 'Given an inference service of ..., scaling out to ...' first"), Requires(('jumped',), 'no burst, so no new replica is due', "put 'When the load jumps to ... times its users ...' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("autoscaled",), "no autoscaled service, so no new replica is due",
+                         "put 'Given an inference service of ..., scaling out to ...' first"),
+                Requires(("jumped",), "no burst, so no new replica is due",
+                         "put 'When the load jumps to ... times its users ...' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def new_replica_serves(drill: ScenarioContext, limit: float) -> None:
     """From the first moment the replicas' mean queue (their own /metrics, read by the harness) is above the
     autoscaler's threshold to the first request served by a replica that was not serving when the load jumped
@@ -153,7 +171,10 @@ def new_replica_serves(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "p99 time to first token is back within {sla:Duration} no later than {limit:Duration} after the jump",
       "p99 time to first token is back within 0.5 seconds no later than 12 seconds after the jump",
-      requires=(Requires(('jumped',), 'no jump to measure from', "put 'When the load jumps to ... times its users ...' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("jumped",), "no jump to measure from",
+                         "put 'When the load jumps to ... times its users ...' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def sla_holds_again(drill: ScenarioContext, sla: float, limit: float) -> None:
     """From the jump to the start of the last unbroken run of one-second windows (of request starts) in which
     p99 time to first token is within the SLA and every request was answered; never, if the last second of the
@@ -164,7 +185,10 @@ def sla_holds_again(drill: ScenarioContext, sla: float, limit: float) -> None:
 
 @step("Then", "training resumes from the checkpoint it wrote when preempted within {limit:Duration} of the burst's end",
       "training resumes from the checkpoint it wrote when preempted within 20 seconds of the burst's end",
-      requires=(Requires(('training',), 'no training shares the cluster', "put 'Given low-priority canary training of ...' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("training",), "no training shares the cluster",
+                         "put 'Given low-priority canary training of ...' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def training_resumes(drill: ScenarioContext, limit: float) -> None:
     """From the training canary's own log: a rank of the training's next incarnation resumed and stepped beyond
     its resume point that long after the extra users left; it must have resumed from the checkpoint written on
@@ -175,7 +199,10 @@ def training_resumes(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "at most {limit:Number} GPU-seconds of training are lost",
       "at most 5 GPU-seconds of training are lost",
-      requires=(Requires(('training',), 'no training shares the cluster', "put 'Given low-priority canary training of ...' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"),))
+      requires=(Requires(("training",), "no training shares the cluster",
+                         "put 'Given low-priority canary training of ...' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),))
 def training_lost(drill: ScenarioContext, limit: float) -> None:
     """The work the training must redo: the highest step its preempted incarnation logged minus the step it
     resumed from, times its median step time and its GPUs (the canary's own log)."""
@@ -186,7 +213,12 @@ def training_lost(drill: ScenarioContext, limit: float) -> None:
 
 @step("Then", "p99 time to first token is back within {sla:Duration} no later than {limit:Duration} after the pull",
       "p99 time to first token is back within 0.5 seconds no later than 8 seconds after the pull",
-      requires=(Requires(('pulled',), 'no pull to measure from', "put 'When the node of one replica is pulled with ...' first"), Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"), Requires(('service',), 'no inference service in this scenario', "put 'Given an inference service of ...' first"),))
+      requires=(Requires(("pulled",), "no pull to measure from",
+                         "put 'When the node of one replica is pulled with ...' first"),
+                Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),
+                Requires(("service",), "no inference service in this scenario",
+                         "put 'Given an inference service of ...' first"),))
 def sla_back_after_pull(drill: ScenarioContext, sla: float, limit: float) -> None:
     """As after a jump, from the instant the node of a replica was pulled: the requests the pulled replica held
     are lost or late whatever the platform does; the promise is how soon users stop noticing."""
@@ -195,14 +227,20 @@ def sla_back_after_pull(drill: ScenarioContext, sla: float, limit: float) -> Non
 
 
 @step("Then", "at most {limit:Number} % of requests fail", "at most 1 % of requests fail",
-      requires=(Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"), Requires(('service',), 'no inference service in this scenario', "put 'Given an inference service of ...' first"),))
+      requires=(Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),
+                Requires(("service",), "no inference service in this scenario",
+                         "put 'Given an inference service of ...' first"),))
 def error_rate(drill: ScenarioContext, limit: float) -> None:
     """Requests not answered after the retry policy (refused to the end, or lost), over every request sent."""
     drill.result.check(Threshold("error rate", limit, "%"))
 
 
 @step("Then", "at most {limit:Whole} requests are lost", "at most 0 requests are lost",
-      requires=(Requires(('stopped',), 'the load is still running here, so there is nothing to judge yet', "put 'When the load goes on for <duration>' before it"), Requires(('service',), 'no inference service in this scenario', "put 'Given an inference service of ...' first"),))
+      requires=(Requires(("stopped",), "the load is still running here, so there is nothing to judge yet",
+                         "put 'When the load goes on for <duration>' before it"),
+                Requires(("service",), "no inference service in this scenario",
+                         "put 'Given an inference service of ...' first"),))
 def requests_lost(drill: ScenarioContext, limit: int) -> None:
     """Requests sent and never answered: a stream cut short, a connection that died, no status line after the
     last retry. Each lost request is named (id, error, when it started relative to the act)."""

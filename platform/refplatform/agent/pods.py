@@ -85,7 +85,9 @@ from refplatform.agent.workload import (
     workload_kind,
 )
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
 from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
+from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
 
 __all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
            "XID_EVENT", "parse_xid_entries"]
@@ -230,6 +232,8 @@ class PodWorker:
     """The pod's annotations (latest copy seen), for the metrics collector."""
     gpu_request: int = 0
     """Whole ``nvidia.com/gpu`` the pod asks for (used by the metrics when the node has no device set)."""
+    gpu_indices: tuple[int, ...] = ()
+    """The whole GPUs the pod was given at start (:meth:`PodSync.visible_devices`)."""
     pod_ip: str | None = None
     """The pod's address (from the node's pod range; kept in the status after the pod ended)."""
     grace: float | None = None
@@ -286,6 +290,8 @@ class PodSync:
         host_ip: str = HOST_IP,
         shutdown_grace: float = 2.0,
         ignore_grace: bool = False,
+        gpu_count: int = 0,
+        mistell_gpus: bool = False,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -298,8 +304,13 @@ class PodSync:
         simulated.  ``addresses``: the node's pod range (without it a pod's IP is a hash of its
         uid); ``driver``: the node's simulated GPU driver the processes report to;
         ``shutdown_grace``: how long :meth:`stop` lets processes exit after SIGTERM before SIGKILL;
-        ``ignore_grace``: the ``drop-in-flight`` defect, a deleted pod's processes are killed at once."""
+        ``ignore_grace``: the ``drop-in-flight`` defect, a deleted pod's processes are killed at once.
+        ``gpu_count``: the node's whole GPUs, whose identities a pod is told (:meth:`visible_devices`);
+        ``mistell_gpus``: the ``gpu-double-book`` defect, every pod is told the node's first GPUs (or the first
+        slice of its kind) whatever it was given."""
         self.ignore_grace = ignore_grace
+        self.gpu_count = gpu_count
+        self.mistell_gpus = mistell_gpus
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -748,12 +759,42 @@ class PodSync:
         assert self.dirs is not None
         facts = PodFacts.of(pod, worker.pod_ip or "", self.host_ip)
         socket_path = str(self.driver.path) if self.driver is not None else None
-        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path)
+        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path,
+                              visible_devices=self.visible_devices(worker, pod))
         logs = {name: self.store.open(worker.namespace, worker.name, name, fresh=False, owner=worker.uid)
                 for name in worker.containers}
         annotations = _meta(pod).get("annotations") or {}
         return ProcessWorkload(worker.uid, specs, logs, self.clock, self.driver,
                                publish_step_seconds=ANN_STEP_SECONDS not in annotations)
+
+    def visible_devices(self, worker: PodWorker, pod: Obj) -> str | None:
+        """What the device plugin tells the pod's containers it holds (``NVIDIA_VISIBLE_DEVICES``): its slice's
+        identity on a partitioned node (a MIG instance's UUID, or the GPU's for a shared replica), else the UUIDs
+        of the GPUs the scheduler chose (``firedrill.dev/gpu-index``) or, for a pod another scheduler bound, of
+        the lowest GPUs no other pod of the node holds (as the kubelet's device manager picks); None for a pod
+        given no GPU."""
+        if self.devices is not None:
+            held = self.devices.by_pod.get(worker.key)
+            if held is None:
+                return None
+            if self.mistell_gpus:  # gpu-double-book: the first slice of its kind, whoever holds it
+                held = next(s for s in self.devices.slices if s.resource == held.resource)
+            return visible_devices([gpu_uuid(self.node_name, held.gpu) if held.instance is None
+                                    else mig_uuid(self.node_name, held.gpu, held.instance)])
+        wanted = pod_device_requests(pod).get(GPU, 0)
+        if not wanted:
+            return None
+        indices = [int(i) for i in (_meta(pod).get("annotations") or {}).get(GPU_INDEX_ANNOTATION, "").split(",")
+                   if i.strip().isdigit() and int(i) < self.gpu_count]
+        if not indices:  # bound by another scheduler (kube-scheduler): the kubelet's device manager picks free GPUs
+            taken = {g for w in self.workers.values() if w is not worker for g in w.gpu_indices}
+            indices = [g for g in range(self.gpu_count) if g not in taken][:wanted]
+            if len(indices) < wanted:
+                return None  # more than the node has free: nothing honest to tell
+        worker.gpu_indices = tuple(indices)
+        if self.mistell_gpus:  # gpu-double-book: the books say `indices`, the pod is told the first GPUs
+            indices = list(range(min(len(indices), self.gpu_count)))
+        return visible_devices(gpu_uuid(self.node_name, g) for g in indices)
 
     def _claim_addresses(self, pods: dict[str, Obj]) -> None:
         """Reserve the addresses live pods already report (they ran under a previous agent process)."""

@@ -196,7 +196,12 @@ class Agent:
             driver=self.driver,
             shutdown_grace=config.shutdown_grace,
             ignore_grace=Defect.DROP_IN_FLIGHT in config.defects,
+            gpu_count=self.gpus.count,
+            mistell_gpus=Defect.GPU_DOUBLE_BOOK in config.defects,
         )
+        if Defect.GPU_DOUBLE_BOOK in config.defects:
+            log.warning("defect gpu-double-book: node %s tells every pod it holds its first GPUs (or the first slice "
+                        "of its kind), whatever the books say", config.node)
         if Defect.DROP_IN_FLIGHT in config.defects:
             log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
                         config.node)

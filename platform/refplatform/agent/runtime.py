@@ -68,6 +68,7 @@ from refplatform.agent.workload import (
     LogLine,
     Workload,
 )
+from refplatform.gpu.identity import VISIBLE_DEVICES_ENV
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
@@ -172,8 +173,12 @@ def refuse_host_access(pod: Obj) -> None:
 
 
 def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: str | None,
-                  path: str | None = None, agent_env: Mapping[str, str] | None = None) -> list[ProcessSpec]:
+                  path: str | None = None, agent_env: Mapping[str, str] | None = None,
+                  visible_devices: str | None = None) -> list[ProcessSpec]:
     """Every container's :class:`ProcessSpec`; creates the volume and working directories.
+
+    ``visible_devices``: the GPUs the pod was given, as the device plugin tells a container
+    (``NVIDIA_VISIBLE_DEVICES``, :mod:`refplatform.gpu.identity`); None for a pod given none.
 
     Raises :class:`ContainerSpecError` naming the field for anything the agent cannot run.
     """
@@ -193,6 +198,8 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
                                      "(a pod runs real processes or one simulated workload, not both)")
         mounts = container_mounts(c, where, volumes, problems)
         injected = {DEVICE_SOCKET_ENV: device_socket} if device_socket else {}
+        if visible_devices is not None:
+            injected[VISIBLE_DEVICES_ENV] = visible_devices
         declared = resolve_env(c, where, facts, injected)
         own = {e["name"] for e in c.get("env") or [] if isinstance(e, dict) and isinstance(e.get("name"), str)}
         argv = [rewrite(expand(a, declared.get), mounts) for a in command + args]

@@ -70,7 +70,7 @@ def _tainteviction(client: RestClient, args: argparse.Namespace) -> Controller:
 
 
 def _vcjob(client: RestClient, args: argparse.Namespace) -> Controller:
-    return VolcanoJobController(client)
+    return VolcanoJobController(client, duplicate_rank=Defect.DUPLICATE_RANK in args.defects)
 
 
 def _autoscaler(client: RestClient, args: argparse.Namespace) -> Controller:

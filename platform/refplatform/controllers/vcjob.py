@@ -34,6 +34,7 @@ garbage collector's part).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -137,9 +138,13 @@ class VolcanoJobController:
     watches = (VCJOBS, PODS, PODGROUPS, NODES)
     resync = 1.0
 
-    def __init__(self, client: RestClient, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, client: RestClient, clock: Callable[[], float] = time.time,
+                 duplicate_rank: bool = False) -> None:
+        """``duplicate_rank``: the ``duplicate-rank`` defect (a restarted job's last rank is created with rank 0's
+        index, so the job runs rank 0 twice and never rank N-1)."""
         self.client = client
         self.clock = clock
+        self.duplicate_rank = duplicate_rank
         self.events = EventRecorder(client, "vc-controller-manager",
                                     clock=lambda: datetime.fromtimestamp(self.clock(), timezone.utc))
         self._jobs: dict[str, Obj] = {}          # job uid -> the copy our last write returned
@@ -297,6 +302,8 @@ class VolcanoJobController:
             self.events.record(pod, "Pod", "Normal", "Killing", f"Stopping pod for {reason}", action="Deleting")
 
     def _create_pod(self, job: Obj, spec: JobSpec, rank: Rank, epoch: int) -> None:
+        if self.duplicate_rank and epoch > 0 and rank.rank > 0 and rank.rank == spec.min_available_or_all - 1:
+            rank = dataclasses.replace(rank, index=0, rank=0)  # duplicate-rank: rank 0's index, under its own name
         body = build_pod(job, spec, rank, epoch)
         ns = job["metadata"].get("namespace", "default")
         try:

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,6 +28,9 @@ from refplatform.agent.runtime import ProcessWorkload, grace_seconds, has_comman
 from refplatform.agent.volumes import NodeDirs
 from refplatform.cluster import wait_until
 from refplatform.defects import Defect
+from refplatform.gpu.device import DeviceSet
+from refplatform.gpu.identity import gpu_uuid, mig_uuid
+from refplatform.gpu.partition import parse_partition_config
 
 from .fakeapi import FakeApi
 
@@ -52,7 +56,7 @@ class Env:
         self.events = PodEventRecorder(self.api, NODE)
         self.sync = PodSync(self.api, NODE, self.store, self.clock, dirs=self.dirs,  # type: ignore[arg-type]
                             addresses=PodAddressPool("127.10.0.0/24"), driver=self.driver, shutdown_grace=1.0,
-                            events=self.events)
+                            events=self.events, gpu_count=8, mistell_gpus=Defect.GPU_DOUBLE_BOOK in defects)
 
     def add_pod(self, name: str, containers: list[dict[str, Any]], *, annotations: dict[str, str] | None = None,
                 volumes: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
@@ -384,3 +388,58 @@ def test_a_force_deleted_pods_processes_get_its_grace_period_then_sigkill(env: E
     assert wl.exit is not None and wl.exit.code == 137
     env.step()
     assert env.sync._dying == {}
+
+
+SHOW_GPUS = "import os; print(os.environ.get('NVIDIA_VISIBLE_DEVICES', '<unset>'), flush=True)"
+
+
+@pytest.mark.parametrize("defects,told", [
+    (frozenset(), {"two": [4, 5], "other": [0, 1, 2]}),
+    # the books say 4,5 and 0,1,2; every pod is told the first GPUs
+    (frozenset({Defect.GPU_DOUBLE_BOOK}), {"two": [0, 1], "other": [0, 1, 2]}),
+])
+def test_a_pod_is_told_the_uuids_of_the_gpus_bound_to_it(tmp_path: Path, defects: frozenset[Defect],
+                                                         told: dict[str, list[int]]) -> None:
+    """As the device plugin's Allocate does: NVIDIA_VISIBLE_DEVICES names the UUIDs of the GPUs the scheduler
+    chose (its firedrill.dev/gpu-index), or, for a pod another scheduler bound, the lowest GPUs no other pod of
+    the node holds (the kubelet's device manager); a pod that asks for no GPU is told nothing."""
+    env = Env(tmp_path, defects)
+    try:
+        gpus = {"resources": {"limits": {"nvidia.com/gpu": "2"}}}
+        env.add_pod("two", [python(SHOW_GPUS, **gpus)], annotations={"firedrill.dev/gpu-index": "4,5"})
+        env.add_pod("none", [python(SHOW_GPUS)], annotations={"firedrill.dev/gpu-index": "4,5"})
+        env.until(lambda: env.log("two") != [], "the first pod's line")
+        env.add_pod("other", [python(SHOW_GPUS, resources={"limits": {"nvidia.com/gpu": "3"}})])
+        env.until(lambda: all(env.log(n) for n in ("two", "none", "other")), "every pod's line")
+        for name, indices in told.items():
+            assert env.log(name) == [",".join(gpu_uuid(NODE, g) for g in indices)], name
+        assert env.log("none") == ["<unset>"]
+        assert gpu_uuid(NODE, 4) != gpu_uuid(NODE, 5) != gpu_uuid("gpu-node-1", 5)
+        assert gpu_uuid(NODE, 4) == gpu_uuid(NODE, 4) and gpu_uuid(NODE, 4).startswith("GPU-")
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("config,mistell,told", [
+    ({"mode": "mig-mixed", "layout": [["1g.18gb"] * 7]}, False, ["MIG 0/0", "MIG 0/1", "MIG 0/2"]),
+    ({"mode": "mig-mixed", "layout": [["1g.18gb"] * 7]}, True, ["MIG 0/0", "MIG 0/0", "MIG 0/0"]),
+    ({"mode": "time-slicing", "replicas": 2}, False, ["GPU 0", "GPU 1", "GPU 0"]),  # replicas share, by promise
+])
+def test_a_tenant_of_a_partitioned_node_is_told_its_slice(config: dict[str, Any], mistell: bool,
+                                                          told: list[str]) -> None:
+    """A MIG tenant is told its instance's UUID, a shared replica the UUID of the GPU it shares; with
+    gpu-double-book every tenant is told the first slice of its kind."""
+    devices = DeviceSet(parse_partition_config(config), "H200", 2, 143771)
+    sync = PodSync(FakeApi(), NODE, None, VirtualClock(), devices=devices, gpu_count=2,  # type: ignore[arg-type]
+                   mistell_gpus=mistell)
+    resource = sorted(devices.resources())[0]
+    names = {f"MIG {g}/{i}": mig_uuid(NODE, g, i) for g in range(2) for i in range(7)}
+    names |= {f"GPU {g}": gpu_uuid(NODE, g) for g in range(2)}
+    seen = []
+    for i in range(3):
+        worker = SimpleNamespace(key=f"default/t{i}")
+        pod = {"metadata": {"name": f"t{i}"}, "spec": {"containers": [{"resources": {"limits": {resource: "1"}}}]}}
+        devices.allocate(worker.key, {resource: "1"})
+        seen.append(sync.visible_devices(worker, pod))  # type: ignore[arg-type]
+    assert seen == [names[t] for t in told]
+    assert sync.visible_devices(SimpleNamespace(key="default/none"), {"spec": {}}) is None  # type: ignore[arg-type]

@@ -88,3 +88,15 @@ def test_the_start_line_config_is_plain_json_values() -> None:
 def test_the_console_script_is_declared() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["firedrill-canary"] == "drills.canary.__main__:main"
+
+
+@pytest.mark.parametrize("value,gpus", [
+    (None, None),
+    ("", None),
+    ("GPU-aaaa", ("GPU-aaaa",)),
+    (" GPU-aaaa , MIG-bbbb ,", ("GPU-aaaa", "MIG-bbbb")),
+    ("0,1", ("0", "1")),
+])
+def test_the_gpus_given_come_from_nvidia_visible_devices(value: str | None, gpus: tuple[str, ...] | None) -> None:
+    env = {} if value is None else {"NVIDIA_VISIBLE_DEVICES": value}
+    assert parse_config(["train"], env).gpus == gpus

@@ -467,3 +467,21 @@ def test_a_pod_deleted_by_someone_else_before_the_controller_saw_it_counts_as_ev
     assert stored is not None
     assert (stored["status"]["state"]["phase"], stored["status"]["retryCount"]) == ("Restarting", 1)
     assert ("Job", "RestartJob") in [(e["involvedObject"]["kind"], e["reason"]) for e in api.events()]
+
+
+@pytest.mark.parametrize("defect,epoch,ranks", [
+    (False, "1", {"canary-worker-0": "0", "canary-worker-1": "1"}),
+    (True, "0", {"canary-worker-0": "0", "canary-worker-1": "1"}),  # a first start is left alone
+    (True, "1", {"canary-worker-0": "0", "canary-worker-1": "0"}),  # restarted: the last rank gets rank 0's index
+])
+def test_duplicate_rank_recreates_the_last_rank_with_rank_0s_index(defect: bool, epoch: str,
+                                                                   ranks: dict[str, str]) -> None:
+    api = FakeApi()
+    job = canary_job()
+    job["spec"]["tasks"][0]["replicas"] = 2
+    job["metadata"]["annotations"] = {"firedrill.dev/epoch": epoch}
+    api.put(VCJOBS, job)
+    VolcanoJobController(api, clock=Clock(), duplicate_rank=defect).reconcile(api.cache())  # type: ignore[arg-type]
+    pods = {p["metadata"]["name"]: p["metadata"]["annotations"] for p in api.cache().list(PODS)}
+    assert {n: a["volcano.sh/task-index"] for n, a in pods.items()} == ranks
+    assert {n: a["firedrill.dev/rank"] for n, a in pods.items()} == ranks

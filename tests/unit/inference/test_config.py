@@ -68,3 +68,8 @@ def test_a_bad_pod_ip_names_the_variable() -> None:
 def test_the_command_is_required() -> None:
     with pytest.raises(UsageError, match="serve"):
         parse_config([], {})
+
+
+def test_the_gpus_given_come_from_nvidia_visible_devices() -> None:
+    assert parse_config(["serve"], {}).gpus is None
+    assert parse_config(["serve"], {"NVIDIA_VISIBLE_DEVICES": "GPU-a,GPU-b"}).gpus == ("GPU-a", "GPU-b")
