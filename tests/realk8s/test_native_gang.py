@@ -133,6 +133,10 @@ def test_firedrill_run_passes_the_gang_feature_with_the_real_gang_scheduler(gang
     two = next(s for s in scenarios if s["scenario"].startswith("Two gangs"))
     placed = [pod for pod in two["details"]["bind_report"].values() if pod["node"]]
     assert {pod["node"] for pod in placed} <= set(NODES) and len(placed) == 6  # both gangs ran, one after the other
+    for scenario in scenarios:  # the invariants held, from the canaries' own logs (docs/INVARIANTS.md)
+        assert scenario["details"]["invariants"]["breaches"] == [], scenario["details"]["invariants"]
+    named = [gpu for gpus in two["details"]["invariants"]["identities"].values() for gpu in gpus]
+    assert named and all(gpu.startswith("GPU-") for gpu in named), two["details"]["invariants"]
     leftovers = kubectl(gang_on.cluster.admin_kubeconfig, "-n", NAMESPACE, "get", "podgroups,workloads", "-o", "name")
     assert leftovers.stdout.strip() == "", "the drill's rollback left group objects behind"
 

@@ -162,6 +162,12 @@ def test_the_node_pull_feature_is_judged_on_the_real_controllers(pull_cluster: P
         # detection cannot beat the tuned grace period: the harness really waited for the real controller
         assert measured["detect"]["value"] >= NODE_MONITOR_GRACE_PERIOD_S - 1.5, out
         assert measured["lost steps"]["value"] <= 10, out
+        # The invariants held, judged from the canaries' own logs: each rank named the GPUs the agent (as the
+        # kubelet's device manager) gave it, and no GPU served two running ranks (docs/INVARIANTS.md).
+        invariants = scenario["details"]["invariants"]
+        assert invariants["breaches"] == [], out
+        named = [gpu for gpus in invariants["identities"].values() for gpu in gpus]
+        assert named and all(gpu.startswith("GPU-") for gpu in named), invariants
     else:
         assert proc.returncode == 1 and scenario["verdict"] == "FAIL", out
         assert re.search(r"training resumed from step \d+, but checkpoint \d+ was complete before the fault", out), out
