@@ -151,14 +151,15 @@ class LogFollower:
 
 
 def read_log_head(driver: KubeDriver, namespace: str, name: str, limit_bytes: int,
-                  container: str | None = None) -> str:
+                  container: str | None = None, timeout: float = 5.0) -> str:
     """The beginning of a pod's log, at most ``limit_bytes`` of it (``pods/NAME/log?limitBytes=``, no follow);
-    :class:`KubeError` when it cannot be read (not running yet, or its node is gone)."""
+    :class:`KubeError` when it cannot be read within ``timeout`` seconds (not running yet, or its node is gone
+    or frozen)."""
     query: dict[str, Any] = {"limitBytes": limit_bytes}
     if container:
         query["container"] = container
     resp = driver._request_once("GET", POD.path(namespace, name, "log"), None, query, "application/json",
-                                stream=True)
+                                timeout=timeout, stream=True)
     try:
         return resp.response.read(limit_bytes).decode(errors="replace")
     except (urllib3.exceptions.HTTPError, OSError) as exc:
