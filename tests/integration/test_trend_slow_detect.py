@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +33,13 @@ def firedrill(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 def test_trend_flags_the_slow_detect_regression_with_its_phase_and_size(tmp_path: Path) -> None:
     features = tmp_path / "features"
     features.mkdir()
-    shutil.copy(REPO / "features" / "node_pull.feature", features / "node_pull.feature")
+    # slow-detect declares the node lost some 30 s after the fault. The shipped 5 s detect threshold observes for
+    # 20 s and then ends the scenario (a phase that never came: fail fast, docs/INVARIANTS.md), so the late phases
+    # would have no value to trend. A 15 s threshold observes for 40 s: every phase is measured, late.
+    text = (REPO / "features" / "node_pull.feature").read_text()
+    assert "the platform detects the failure within 5 seconds" in text
+    (features / "node_pull.feature").write_text(text.replace("the platform detects the failure within 5 seconds",
+                                                             "the platform detects the failure within 15 seconds"))
     reports = tmp_path / "reports"
     for defect in ([], [], [], ["--defect", "slow-detect"]):
         run = firedrill("run", "--features", str(features), "-k", "survives", "--reports", str(reports), *defect,
@@ -54,7 +59,7 @@ def test_trend_flags_the_slow_detect_regression_with_its_phase_and_size(tmp_path
     assert total, text
     last, median, worse, ratio = map(float, total.groups())
     assert last > 20 and median < 10 and worse == pytest.approx(last - median, abs=0.011) and ratio > 2
-    # detect: the phase the defect slows, measured late or not at all (a measure with no data counts as worse)
+    # detect: the phase the defect slows, measured late (or not at all: a measure with no data counts as worse)
     assert re.search(rf"^REGRESSION {SCENARIO}: detect: ([\d.]+ s in the last run; .* worse \(x[\d.]+\)|not measured "
                      r"in the last run; .*a measure with no data counts as worse)$", out.stdout, re.M), text
     assert not re.search(rf"^REGRESSION {SCENARIO}: (evict|replace|resume|lost steps):", out.stdout, re.M), text
