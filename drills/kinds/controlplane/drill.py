@@ -87,6 +87,28 @@ def worst_p99(samples: tuple[Sample, ...], kinds: tuple[str, ...] = MUTATING) ->
     return worst, "; ".join(parts) or "no mutating call was answered"
 
 
+REFUSAL_STATUSES = (401, 403, 429)
+"""Answers that are no measurement of the server's latency: the caller was not let in (unauthenticated,
+forbidden, throttled), so the call's time says nothing about how fast the server writes."""
+
+
+def refusals(samples: tuple[Sample, ...], kinds: tuple[str, ...] = MUTATING) -> list[Sample]:
+    """The calls of ``kinds`` the server refused (:data:`REFUSAL_STATUSES`), in the order they were sent."""
+    return sorted((s for s in samples if s.kind in kinds and s.status in REFUSAL_STATUSES),
+                  key=lambda s: s.start_mono)
+
+
+def refused_finding(refused: list[Sample], act_mono: float | None) -> str:
+    """Why the latency measurement is missing evidence: how many calls were refused, and the first of them."""
+    first = refused[0]
+    codes = ", ".join(str(c) for c in sorted({s.status for s in refused if s.status is not None}))
+    when = f"{first.start_mono - act_mono:+.2f} s from the pull" if act_mono is not None else "before any pull"
+    return (f"{len(refused)} mutating call(s) were refused (HTTP {codes}): a refused call is missing evidence, not a "
+            f"fast answer, so the mutating p99 rests on the calls that were let in only; the first: {first.kind} "
+            f"{first.object_name or ''} ({when}): {first.error}. Give the load users create and update on pods in the "
+            "profile's namespace (docs/CONTROL_PLANE.md) and run again")
+
+
 def acknowledged_creates(samples: tuple[Sample, ...]) -> dict[str, Sample]:
     """Object name -> the answered create that acknowledged it."""
     return {s.object_name: s for s in samples
@@ -294,7 +316,11 @@ class ControlPlaneDrill(Drill):
             "startup_pods": len(starts), "startup_on_pulled_node": len(on_pulled)}
         origin = act if act is not None else (self.load_started or 0.0)
         self.result.details["series"] = mutating_series(samples, origin)
-        if failed:
+        refused = refusals(samples)
+        if refused:  # the latency promise cannot be judged on the calls the server never let in
+            self.result.details["requests"]["mutating_refused"] = len(refused)
+            self.result.inconclusive(refused_finding(refused, act))
+        if len(failed) > len(refused):
             self.result.findings.append(f"{len(failed)} mutating call(s) were not answered, e.g. "
                                         f"{failed[0].kind} {failed[0].object_name or ''}: {failed[0].error}")
 

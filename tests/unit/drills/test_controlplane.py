@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from drills.kinds.controlplane.drill import (acknowledged_creates, kubeconfig_for, mutating_series, startup_p99,
-                                             worst_p99)
+from drills.kinds.controlplane.drill import (acknowledged_creates, kubeconfig_for, mutating_series, refusals,
+                                             refused_finding, startup_p99, worst_p99)
 from drills.kube.driver import KubeDriver
 from drills.load.run import Outcome, Sample
 
@@ -66,3 +66,21 @@ def test_the_load_users_kubeconfig_carries_the_drivers_server_ca_and_token(tmp_p
     assert doc["clusters"][0]["cluster"] == {"server": "https://127.0.0.1:6443",
                                              "certificate-authority": str(tmp_path / "ca.crt")}
     assert doc["users"][0]["user"] == {"token": "s3cret"} and oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def refused(kind: str, start: float, status: int) -> Sample:
+    return Sample(f"x{start}", kind, 0.0, start, start + 0.01, 0.01, Outcome.FAILED, status, None,
+                  f"HTTP {status}: Forbidden", f"load-{start:g}")
+
+
+def test_a_refused_call_is_missing_evidence_named_with_its_count_and_the_first() -> None:
+    """A 401/403/429 is not a fast answer: the latency promise cannot rest on it (issue 32). A 5xx or a lost call
+    is the server's own failure and stays a plain finding."""
+    samples = (sample("k8s-create", 0.1, obj="a"), refused("k8s-update", 7.0, 403), refused("k8s-update", 5.0, 403),
+               refused("k8s-create", 6.0, 429), refused("k8s-update", 8.0, 500), refused("k8s-list", 1.0, 403))
+    found = refusals(samples)
+    assert [(s.kind, s.start_mono) for s in found] == [("k8s-update", 5.0), ("k8s-create", 6.0), ("k8s-update", 7.0)]
+    text = refused_finding(found, act_mono=4.0)
+    assert text.startswith("3 mutating call(s) were refused (HTTP 403, 429): a refused call is missing evidence")
+    assert "the first: k8s-update load-5 (+1.00 s from the pull): HTTP 403: Forbidden" in text
+    assert refusals((sample("k8s-create", 0.1), refused("k8s-update", 1.0, 500))) == []
