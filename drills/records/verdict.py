@@ -117,7 +117,17 @@ class DrillResult:
     """Why the scenario was ended early (:meth:`halt`); empty while it runs its course."""
 
     def measure(self, m: Measurement) -> Measurement:
+        """Record a measurement. A threshold already judged on this name without a value (its instant came after
+        the judgement's window) is judged again on it, so the verdict's words never contradict the record: a value
+        that came too late still misses, and says by how much."""
         self.measurements[m.name] = m
+        if m.value is not None:
+            for i, j in enumerate(self.judgements):
+                if j.threshold.name == m.name and (j.measurement is None or j.measurement.value is None):
+                    again = judge(j.threshold, m)
+                    verdict = Verdict.worst([j.verdict, again.verdict])
+                    self.judgements[i] = Judgement(j.threshold, m, verdict, again.message if verdict is again.verdict
+                                                   else f"{again.message}, measured only after its window closed")
         return m
 
     def check(self, threshold: Threshold) -> Judgement:

@@ -61,3 +61,20 @@ def test_a_pass_stays_short_and_a_harness_error_keeps_its_exception() -> None:
 def test_an_inconclusive_without_a_result_says_what_pytest_recorded() -> None:
     assert live_line(outcome(None, Verdict.INCONCLUSIVE, "INCONCLUSIVE: the embedded platform only")) == \
         "  INCONCLUSIVE (3.9 s): INCONCLUSIVE: the embedded platform only"
+
+
+def test_a_phase_measured_after_its_judgement_is_reported_with_its_value() -> None:
+    """Issue 32: node pull under upstream default timers judged detect 'never measured' at the end of its window,
+    while the record measured it 49.45 s later. A late value now replaces the 'never' in the same judgement: still
+    a FAIL, with the measured value; 'never measured' stays only where no instant ever came."""
+    result = DrillResult("node-pull")
+    for phase, limit in (("detect", 8.0), ("evict", 8.0), ("resume", 10.0)):
+        result.measure(Measurement(phase, None, "s", note=f"t_{phase} never observed"))
+        result.check(Threshold(phase, limit, "s"))
+    result.measure(Measurement("detect", 49.45, "s"))
+    result.measure(Measurement("evict", 3.0, "s"))
+    messages = [j.message for j in result.judgements]
+    assert messages[0] == "detect: measured 49.450 s, threshold <= 8 s -- MISSED"
+    assert messages[1] == "evict: measured 3.000 s, threshold <= 8 s, measured only after its window closed"
+    assert messages[2] == "resume: never measured (t_resume never observed); the promise is <= 10 s"
+    assert [j.verdict for j in result.judgements] == [Verdict.FAIL] * 3 and result.verdict is Verdict.FAIL
