@@ -175,7 +175,9 @@ class FiredrillPlugin:
         if call.excinfo is not None and call.excinfo.errisinstance(DrillInconclusive):
             ctx = item.stash.get(CONTEXT, None)
             if ctx is not None:
-                ctx.result.inconclusive(str(call.excinfo.value))
+                why = str(call.excinfo.value)
+                if why not in ctx.result.findings:  # a drill that recorded it before raising: said once
+                    ctx.result.inconclusive(why)
             report.outcome = "skipped"
             report.longrepr = (str(item.path), 0, f"INCONCLUSIVE: {call.excinfo.value}")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
