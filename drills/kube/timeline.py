@@ -38,17 +38,19 @@ class SystemClock:
 
 
 def wait_for(cond: threading.Condition, predicate: Callable[[], bool], timeout: float, clock: Clock,
-             poll: float = 0.5, abort: Callable[[], object] | None = None) -> bool:
+             poll: float = 0.5, check: Callable[[], None] | None = None) -> bool:
     """Wait under ``cond`` until ``predicate()`` holds (True) or ``timeout`` seconds of ``clock`` pass (False).
 
     The drills' watches notify ``cond`` on every change; ``poll`` bounds each wait so a predicate that depends
-    on the clock alone is looked at again.  ``abort`` (optional): a wait that it answers true for ends at once
-    (False): the scenario has been halted, so nothing is worth waiting for."""
+    on the clock alone is looked at again.  ``check`` (optional) is called on every wake and may raise to end
+    the wait at once (a halted scenario: nothing is worth waiting for)."""
     deadline = clock.mono() + timeout
     with cond:
         while not predicate():
             remaining = deadline - clock.mono()
-            if remaining <= 0 or (abort is not None and abort()):
+            if check is not None:
+                check()
+            if remaining <= 0:
                 return False
             cond.wait(min(remaining, poll))
         return True

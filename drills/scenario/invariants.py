@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drills.kube.flavors import GANG_LABEL
+
 __all__ = ["Breach", "Identity", "Invariant", "InvariantBook", "PodView", "identity_from_lines", "node_shares_gpus",
            "pod_view"]
 
@@ -34,8 +36,6 @@ SHARED_MODES = frozenset({"time-slicing", "hami"})
 """``firedrill.dev/partition-mode`` values whose GPUs are shared by promise (docs/PARTITIONING.md)."""
 SHARING_STRATEGIES = frozenset({"time-slicing", "mps"})
 """``nvidia.com/gpu.sharing-strategy`` values of NVIDIA's device plugin under which replicas share a GPU."""
-GANG_LABEL = "firedrill.dev/gang"
-"""A gang's pods carry it (drills.kube.flavors); without an owner, they are one job."""
 
 
 class Invariant(enum.Enum):
@@ -92,19 +92,18 @@ def _controller(meta: Obj) -> str:
     return ""
 
 
-def pod_view(pod: Obj, gpu_prefix: str = "nvidia.com/") -> PodView:
-    """A pod as :class:`InvariantBook` counts it."""
+def pod_view(pod: Obj) -> PodView:
+    """A pod as :class:`InvariantBook` counts it (a pod of a gang without an owner: its gang is its job)."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     node = str(spec.get("nodeName") or "")
     running = bool(node) and status.get("phase") == "Running" and not meta.get("deletionTimestamp")
     gang = (meta.get("labels") or {}).get(GANG_LABEL)
     job = _controller(meta) or (f"gang/{gang}" if gang else "")
-    wanted = False
-    for c in spec.get("containers") or []:
-        res = (c or {}).get("resources") or {}
-        for name, value in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items():
-            if name.startswith(gpu_prefix) and not name.endswith(("gpumem", "gpucores")) and str(value) not in ("0", ""):
-                wanted = True
+    wanted = any(name.startswith("nvidia.com/") and not name.endswith(("gpumem", "gpucores"))
+                 and str(value) not in ("0", "")
+                 for c in spec.get("containers") or []
+                 for res in [(c or {}).get("resources") or {}]
+                 for name, value in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items())
     return PodView(str(meta.get("uid") or ""), str(meta.get("name") or ""), node, running, job, wanted)
 
 

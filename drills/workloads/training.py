@@ -209,10 +209,8 @@ class TrainingRun:
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        """Wait for ``predicate``; a halted scenario ends the wait (:class:`ScenarioHalted`)."""
-        ok = wait_for(self._cond, predicate, timeout, self.target.timeline.clock, abort=lambda: self.result.halted)
-        self.result.raise_if_halted()
-        return ok
+        """Wait for ``predicate``; a halted scenario ends the wait (ScenarioHalted)."""
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock, check=self.result.raise_if_halted)
 
     def _running_pods(self) -> list[Obj]:
         return [p for p in self.pods.values() if (p.get("status") or {}).get("phase") == "Running"

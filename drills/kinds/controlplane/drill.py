@@ -326,10 +326,8 @@ class ControlPlaneDrill(Drill):
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        """Wait for ``predicate``; a halted scenario ends the wait (:class:`ScenarioHalted`)."""
-        ok = wait_for(self._cond, predicate, timeout, self.target.timeline.clock, abort=lambda: self.result.halted)
-        self.result.raise_if_halted()
-        return ok
+        """Wait for ``predicate``; a halted scenario ends the wait (ScenarioHalted)."""
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock, check=self.result.raise_if_halted)
 
     def rollback(self) -> None:
         """Stop the load and the starter, delete every pod the run made (load users' and startup pods)."""

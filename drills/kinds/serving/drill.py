@@ -510,10 +510,8 @@ class ServingDrill(Drill):
                          for n, p in sorted(self.pods.items())) or "none"
 
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        """Wait for ``predicate``; a halted scenario ends the wait (:class:`ScenarioHalted`)."""
-        ok = wait_for(self._cond, predicate, timeout, self.target.timeline.clock, abort=lambda: self.result.halted)
-        self.result.raise_if_halted()
-        return ok
+        """Wait for ``predicate``; a halted scenario ends the wait (ScenarioHalted)."""
+        return wait_for(self._cond, predicate, timeout, self.target.timeline.clock, check=self.result.raise_if_halted)
 
     def rollback(self) -> None:
         """Stop the load, uncordon a drained node, delete the service, its autoscaler and its pods."""
