@@ -119,8 +119,10 @@ class InvariantWatch:
                         self._report(self.book.identity(pod.uid, found))
                     elif self.target.timeline.clock.mono() - self._running_since.get(pod.uid, 0.0) > \
                             IDENTITY_WAIT_SECONDS:
-                        self.silent[pod.name] = f"no identity line in the first {HEAD_BYTES} bytes of its log"
-                        self.book.identity(pod.uid, Identity(None))
+                        self.silent[pod.name] = (f"no identity line in the first {HEAD_BYTES} bytes of its log "
+                                                 f"(or no log to read) within {IDENTITY_WAIT_SECONDS:g} s of running")
+                        # a job's ranks are judged once all have spoken: this may be what they waited for
+                        self._report(self.book.identity(pod.uid, Identity(None)))
 
     def _ask_node(self, name: str) -> None:
         try:

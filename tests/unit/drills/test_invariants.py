@@ -152,3 +152,16 @@ def test_a_halted_result_fails_and_ends_the_next_wait() -> None:
     assert result.findings == ["GPU exclusivity broken: ...", "a second breach"]
     with pytest.raises(ScenarioHalted, match="GPU exclusivity broken"):
         result.raise_if_halted()
+
+
+def test_a_silent_rank_lets_the_rest_of_its_job_be_judged() -> None:
+    """A rank whose workload never names itself is given up on; the job's other ranks are then judged (the
+    answer to that identity carries the breach the job was waiting for)."""
+    job = "Job/uid-1"
+    book = InvariantBook()
+    book.node("n1", False)
+    for uid in ("1", "2", "3"):
+        book.pod(running(uid, "n1", job))
+    assert book.identity("1", Identity((A,), 0, 3, "1")) == [] and book.identity("2", Identity((B,), 0, 3, "1")) == []
+    found = book.identity("3", Identity(None))
+    assert [b.invariant for b in found] == [Invariant.ONE_WORLD]
