@@ -227,7 +227,9 @@ def run(
     repeat: Annotated[int, typer.Option(min=1, max=100, help="Run each scenario N times; report p50/p95.")] = 1,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every sentence and value of the features (a "
                                           "mistake: file:line and what to write instead, exit 2) and print the "
-                                          "plan; start, connect to and touch nothing.")] = False,
+                                          "plan, flagging each scenario that could not run on this target (with "
+                                          "--profile: its flavor, fault stand-ins, images) and why (exit 3); "
+                                          "start, connect to and touch nothing.")] = False,
     keyword: Annotated[str | None, typer.Option("-k", help="Only scenarios matching this pytest -k expression.")] = None,
     scheduler_profile: Annotated[str, typer.Option(help="Embedded platform only: gang or no-gang "
                                                         "(no-gang shows the half-job deadlock).")] = "gang",
@@ -263,6 +265,50 @@ def run(
 
 
 @app.command()
+def rbac(
+    profile: Annotated[Path, typer.Option(help="Target profile YAML (docs/PROFILE.md): its flavor, namespace and "
+                                               "fault method decide what the drills touch.")],
+    features: Annotated[Path, typer.Option(help="Folder of .feature files you will run: only their drills' "
+                                                "permissions are printed.")] = Path("features"),
+    subject: Annotated[str | None, typer.Option(help="Who is granted them: serviceaccount:NAMESPACE:NAME or "
+                                                     "user:NAME (default: serviceaccount:<profile namespace>:"
+                                                     "firedrill).")] = None,
+    namespace: Annotated[str | None, typer.Option(help="The drills' namespace (overrides the profile's, as "
+                                                       "`firedrill run --namespace` does).")] = None,
+) -> None:
+    """Print the least-privilege Role, ClusterRole and bindings the features need on your cluster.
+
+    Every `firedrill run --kubeconfig` checks the same permissions (SelfSubjectAccessReview, as `kubectl auth
+    can-i`) before it creates anything, and refuses naming the missing ones. Apply the output with
+    `kubectl apply -f -` as a cluster admin (docs/REAL_CLUSTERS.md, step 2).
+    Exit codes: 0 printed, 2 bad profile, features or subject.
+    """
+    import dataclasses
+
+    from drills.bdd.features import FeatureError, load_features
+    from drills.bdd.rbac import default_subject, needed, render
+    from drills.errors import FiredrillError
+    from drills.target.access import Subject
+    from drills.target.profile import load_profile
+
+    try:
+        loaded = load_profile(profile)
+        if namespace:
+            loaded = dataclasses.replace(loaded, namespace=namespace)
+        infos = load_features(features)
+        who = Subject.parse(subject) if subject else default_subject(loaded)
+    except FeatureError as exc:
+        err.print(f"error: the features cannot be read ({len(exc.problems)} problem(s)):")
+        for problem in exc.problems:
+            err.print(f"  {problem}")
+        raise typer.Exit(2) from None
+    except FiredrillError as exc:  # a bad profile or subject: the message lists each problem
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    console.print(render(needed(infos, loaded), who, source=f"profile {profile.name}, features {features}"), end="")
+
+
+@app.command()
 def steps(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print docs/STEPS.md (the vocabulary as Markdown).")] = False,
 ) -> None:
@@ -275,6 +321,44 @@ def steps(
         return
     for d in VOCABULARY:
         console.print(f"{d.keyword:5} {d.readable}")
+
+
+@app.command()
+def queues(
+    profile: Annotated[Path, typer.Option(help="Target profile YAML: its flavor, queue, namespace and gpu_resource "
+                                               "name the objects (docs/PROFILE.md).")],
+    features: Annotated[Path, typer.Option(help="Folder of .feature files whose scenarios size the GPU quota: the "
+                                                "largest free capacity a scenario asks for ('at least 4 schedulable "
+                                                "GPU nodes with 8 free GPUs each' is 32), else its largest "
+                                                "workload.")] = Path("features"),
+    gpus: Annotated[int | None, typer.Option(min=1, help="GPU quota to write instead of the one the features "
+                                                         "size. Above the cluster's free GPUs, Kueue admits gangs "
+                                                         "that then wait for nodes holding GPUs "
+                                                         "(docs/QUEUES.md).")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Also create the objects in the cluster of --kubeconfig; "
+                                        "one that exists already is left as it is and reported "
+                                        "'unchanged (exists)'.")] = False,
+    kubeconfig: Annotated[Path | None, typer.Option(help="The cluster --apply creates the objects in.")] = None,
+    context: Annotated[str | None, typer.Option(help="Kubeconfig context to use with --apply.")] = None,
+) -> None:
+    """Print the queue objects the features need for the profile's flavor, as YAML (Kueue ResourceFlavor,
+    ClusterQueue and LocalQueue; a Volcano Queue; KAI queues; none for native), with the GPU quota sized from
+    the scenarios (docs/QUEUES.md).
+
+    Exit codes: 0 printed (and applied), 1 the cluster refused an object, 2 bad input, 4 cluster unreachable.
+    """
+    from drills.bdd.queues import QueuesExit, QueuesOptions, run_queues
+
+    if apply and kubeconfig is None:
+        err.print("error: --apply needs --kubeconfig FILE, the cluster to create the queue objects in; without "
+                  "--apply the objects are only printed (pipe them to `kubectl apply -f -`)")
+        raise typer.Exit(QueuesExit.USAGE)
+    if not apply and (kubeconfig is not None or context is not None):
+        err.print("error: --kubeconfig and --context are used only with --apply; add --apply to create the "
+                  "objects, or drop them to print the objects only")
+        raise typer.Exit(QueuesExit.USAGE)
+    raise typer.Exit(int(run_queues(QueuesOptions(profile, features, gpus, apply, kubeconfig, context),
+                                    console, err)))
 
 
 @app.command()

@@ -8,7 +8,7 @@ Feature: The control plane under chaos
   Scenario: The control plane holds its SLOs while a node is pulled
     Given steady control-plane load from 4 users writing, listing and watching pods
     And 2 pods are started every second
-    When a node is pulled with kill after 3 seconds of load
+    When a node is pulled with the configured fault method after 3 seconds of load
     And the load goes on for 10 seconds
     Then mutating API calls have a p99 latency within 1 second
     And pod startup has a p99 latency within 5 seconds

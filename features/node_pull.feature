@@ -6,7 +6,7 @@ Feature: Node pull
   Scenario: A training job survives losing the node of one worker
     Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps
     And the job has written a checkpoint within 60 seconds
-    When I pull the node of worker 0 with kill
+    When I pull the node of worker 0 with the configured fault method
     Then the platform detects the failure within 5 seconds
     And the job's pods are off the failed node within 5 seconds of detection
     And the job runs again on healthy nodes within 10 seconds of eviction
@@ -28,7 +28,7 @@ Feature: Node pull
   Scenario: A job that needs every working node is moved onto the spare
     Given a canary training job of 4 workers with 8 GPUs each, checkpointing every 5 steps
     And the job has written a checkpoint within 60 seconds
-    When I pull the node of worker 0 with kill
+    When I pull the node of worker 0 with the configured fault method
     Then the platform detects the failure within 5 seconds
     And the job's pods are off the failed node within 5 seconds of detection
     And the job runs again on healthy nodes within 10 seconds of eviction

@@ -19,6 +19,7 @@ import allure
 import pytest
 
 from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Verdict
+from drills.scenario import needs
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import suggest
 from drills.target.connect import Target
@@ -131,10 +132,20 @@ class FiredrillPlugin:
         ctx = request.node.stash.get(CONTEXT, None)
         if ctx is not None:
             ctx.result.raise_if_halted()  # a halted scenario runs no further step
+        if step is scenario.steps[0]:
+            self._can_run([s.name for s in scenario.steps])
         self._say(f"  {step.keyword} {step.name}")
         cm = allure.step(f"{step.keyword} {step.name}")
         cm.__enter__()
         self._open_steps[id(step)] = cm
+
+    def _can_run(self, steps: list[str]) -> None:
+        """Before a scenario's first step: one that cannot run on this target (a flavor with no workload for its
+        drill, a fault with no stand-in, a sentence for the embedded platform alone) is INCONCLUSIVE now, with the
+        reason, before anything is created; the same check ``--dry-run`` prints."""
+        reasons = needs.problems(needs.needs_of(steps), self.target.profile, reference=self.target.embedded is not None)
+        if reasons:
+            raise DrillInconclusive("cannot run on this target: " + "; ".join(reasons))
 
     def pytest_bdd_after_step(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
                               step_func: Any, step_func_args: Any) -> None:

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
+from drills.bdd.rbac import needed, rbac_command
 from drills.errors import FiredrillError
 from drills.kube.flavors import valid_dns_label
 from drills.records.evidence.archive import seal
@@ -36,7 +37,8 @@ from drills.records.evidence.report import SignatureStatus, render_report
 from drills.records.evidence.signing import Signer
 from drills.records.score import explain as explain_score, run_score, scored_from_record
 from drills.records.verdict import Verdict
-from drills.target.connect import Target, cluster_target, embedded_target
+from drills.scenario import needs
+from drills.target.connect import AccessCheck, Target, cluster_target, embedded_target
 from drills.target.leakreport.source import run_window_report, source_for
 from drills.target.profile import TargetProfile, load_profile, reference_profile
 
@@ -76,7 +78,8 @@ class RunOptions:
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
-          options: RunOptions) -> None:
+          options: RunOptions) -> int:
+    """Print the plan; returns how many scenarios could not run on this target."""
     console.print(f"Plan (dry run: nothing is started, created or pulled)\n  target: {target}")
     console.print(f"  flavor {profile.flavor.value}, namespace {profile.namespace}, queue {profile.queue}, "
                   f"fault method {profile.fault.method.value}")
@@ -86,6 +89,8 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
                       f"{s.max_gpu_share:.0%} of GPUs per drill; control plane "
                       f"{'refused' if s.refuse_control_plane else 'allowed'}; "
                       f"{'refuse' if s.require_healthy else 'allow'} a degraded cluster")
+    reference = options.kubeconfig is None and options.context is None
+    cannot = 0
     for f in features:
         console.print(f"  {f.path.name}: {f.name}")
         for sc in f.scenarios:
@@ -93,11 +98,20 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
                                                                       if sc.tags else ""))
             for text in sc.steps:
                 console.print(f"        {text}")
+            reasons = needs.problems(needs.needs_of(sc.steps), profile, reference=reference)
+            cannot += bool(reasons)
+            for reason in reasons:
+                console.print(f"      WOULD BE INCONCLUSIVE here: {reason}")
+    total = sum(len(f.scenarios) for f in features)
+    console.print(f"  {total - cannot} of {total} scenario(s) can run on this target" +
+                  (f"; {cannot} would be INCONCLUSIVE before their first step (reasons above)" if cannot else ""))
+    return cannot
 
 
-def _connect(options: RunOptions, profile: TargetProfile) -> Target:
+def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target:
     if options.kubeconfig is not None or options.context is not None:
-        return cluster_target(options.kubeconfig, options.context, profile)
+        access = AccessCheck(needed(features, profile), rbac_command(options.profile, options.features))
+        return cluster_target(options.kubeconfig, options.context, profile, access)
     return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
                            real_gpus=options.real_gpus)
 
@@ -148,8 +162,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
         (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")")
     if options.dry_run:
-        _plan(console, features, where, profile, options)
-        return ExitCode.PASSED
+        return ExitCode.INCONCLUSIVE if _plan(console, features, where, profile, options) else ExitCode.PASSED
     try:
         signer = _signer(options, err)
     except FiredrillError as exc:
@@ -160,11 +173,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     started = datetime.now(timezone.utc)
     console.print(f"Starting: {where}")
     try:
-        target = _connect(options, profile)
+        target = _connect(options, profile, features)
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         return ExitCode.HARNESS
     console.print(f"Target: {target.description}")
+    if remote:
+        console.print(f"  access: the identity holds every one of the {len(needed(features, profile))} permissions "
+                      "the features need (SelfSubjectAccessReview; `firedrill rbac` lists them)")
     if target.fingerprint is not None:
         fp = target.fingerprint
         models = ", ".join(f"{m.capacity} x {m.product}" for m in fp.gpu_models) or "no GPUs found"

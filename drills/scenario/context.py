@@ -7,10 +7,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from drills.records.verdict import DrillResult
+from drills.records.verdict import DrillInconclusive, DrillResult
 from drills.scenario.drill import KINDS, Drill
 from drills.scenario.watch import InvariantWatch
 from drills.target.connect import Target
+from drills.target.profile import FaultMethod, FaultUnavailable
 
 log = logging.getLogger(__name__)
 D = TypeVar("D", bound=Drill)
@@ -55,6 +56,14 @@ class ScenarioContext:
         self.result.drill = kind.kind
         self.drills.append(started)
         return started
+
+    def fault_method(self, named: FaultMethod | None) -> FaultMethod:
+        """The method that injects the fault a sentence names (None: "the configured fault method") on this
+        target; a fault the target cannot inject makes the scenario INCONCLUSIVE, saying how to map it."""
+        try:
+            return self.target.profile.fault.method_for(named, reference=self.target.embedded is not None)
+        except FaultUnavailable as exc:
+            raise DrillInconclusive(str(exc)) from None
 
     def running_as(self, protocol: type[T], missing: str) -> T:
         """The newest drill of this scenario that is a ``protocol`` (a sentence shared by several kinds acts on

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 from drills.records.verdict import DrillResult
+from drills.target.access import Permission
 from drills.target.connect import Target
+from drills.target.profile import TargetProfile
 
 KINDS_PACKAGE = "drills.kinds"
 STEPS_MODULE = "steps"
@@ -64,6 +66,19 @@ class Drill(ABC):
     @abstractmethod
     def rollback(self) -> None:
         """Undo every fault and delete everything the drill made; called once, on every exit path."""
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        """Why a drill of this kind cannot run on such a target (the reference platform, or a real cluster with
+        this profile), or None.  A scenario that uses it is INCONCLUSIVE with this reason before its first step,
+        and ``firedrill run --dry-run`` flags it; the same reason as the drill itself would give later."""
+        return None
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        """The Kubernetes permissions a drill of this kind needs on a real cluster run with ``profile``
+        (``firedrill rbac`` prints them as a Role; every run checks them before it starts)."""
+        return []
 
 
 D = TypeVar("D", bound=Drill)

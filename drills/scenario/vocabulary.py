@@ -201,6 +201,11 @@ class Sentence:
     """What earlier sentences of the scenario must have set up, checked in order."""
     sets: tuple[str, ...] = ()
     """The marks this sentence sets up for later ones (``Requires.after``)."""
+    module: str = ""
+    """The module that registered it (``drills.kinds.<kind>.steps``): which drill kind the sentence drives."""
+    reference_only: str = ""
+    """Why the sentence can run on the embedded reference platform alone (and what to write instead); empty: it
+    runs on every target.  A scenario using it on a real cluster is INCONCLUSIVE with this reason."""
 
 
 VOCABULARY: list[StepDoc] = []
@@ -210,12 +215,13 @@ _DECORATORS = {"Given": given, "When": when, "Then": then}
 
 def step(keyword: str, pattern: str, example: str, target_fixture: str | None = None,
          check: Callable[..., Any] | None = None, requires: Sequence[Requires] = (),
-         sets: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         sets: Sequence[str] = (), reference_only: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a step for pytest-bdd and for the documented vocabulary.  ``example`` must match ``pattern``.
 
     ``check`` (optional) takes the step's converted placeholders as keyword arguments and raises
     :class:`PlaceholderError` for a combination the step cannot take.  ``requires`` and ``sets`` order the
-    sentences of a scenario (:class:`Requires`)."""
+    sentences of a scenario (:class:`Requires`); ``reference_only`` says why the sentence cannot
+    run on a real cluster, if it cannot (:attr:`Sentence.reference_only`)."""
     parser = parsers.parse(pattern, extra_types=TYPES)
     if not parser.is_matching(example):
         raise ValueError(f"step example {example!r} does not match its pattern {pattern!r}")
@@ -227,7 +233,8 @@ def step(keyword: str, pattern: str, example: str, target_fixture: str | None = 
                              "apart by their function's name): rename one")
         VOCABULARY.append(StepDoc(keyword, pattern, (fn.__doc__ or "").strip(), example))
         SENTENCES.append(Sentence(keyword, fn.__name__, parser, parsers.parse(pattern, extra_types=SHAPES), fields,
-                                  check, tuple(requires), tuple(sets)))
+                                  check, tuple(requires), tuple(sets), fn.__module__,
+                                  reference_only))
         kwargs = {"target_fixture": target_fixture} if target_fixture else {}
         return _DECORATORS[keyword](parser, stacklevel=2, **kwargs)(fn)
     return register

@@ -23,6 +23,7 @@ from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.kube.fingerprint import Fingerprint, fingerprint
 from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
+from drills.target.access import CLUSTER, READ, AccessDenied, Permission, grant, missing_permissions, refusal
 from drills.target.faults import ClusterFaults, FaultRecord, ReferenceFaults
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
@@ -263,10 +264,25 @@ def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int
     return target
 
 
-def cluster_target(kubeconfig: Path | None, context: str | None, profile: TargetProfile) -> Target:
-    """Connect to a real cluster, identify it and check it is healthy enough to drill (raises otherwise)."""
+@dataclass(frozen=True)
+class AccessCheck:
+    """The permissions a run needs, asked of the API server before anything else, and how to grant them."""
+
+    permissions: list[Permission]
+    grant_command: str
+
+
+def cluster_target(kubeconfig: Path | None, context: str | None, profile: TargetProfile,
+                   access: AccessCheck | None = None) -> Target:
+    """Connect to a real cluster, check the identity may do what the run needs (``access``: one
+    SelfSubjectAccessReview per permission, before any other request), identify the cluster and check it is
+    healthy enough to drill (raises otherwise)."""
     target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
     try:
+        if access is not None:
+            missing = missing_permissions(target.driver, access.permissions)
+            if missing:
+                raise AccessDenied(refusal(missing, access.grant_command), missing)
         if target.driver.find(NAMESPACE, profile.namespace) is None:
             raise TargetError(f"namespace {profile.namespace!r} (from the target profile) does not exist on the "
                               f"cluster at {target.driver.host}; create it, or pass --namespace")
@@ -276,3 +292,18 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
         target.driver.close()
         raise
     return target
+
+
+def run_permissions(profile: TargetProfile) -> list[Permission]:
+    """What every run on a real cluster asks of the API, whatever its scenarios: the namespace check, the
+    pre-flight reads (Nodes, and Pods in every namespace), the fingerprint, and every scenario's invariant watch
+    (its pods, their logs and Nodes)."""
+    ns = profile.namespace
+    out = grant(ns, "", "namespaces", ("get",), f"connect: the profile's namespace {ns} must exist")
+    out += grant(CLUSTER, "", "nodes", READ, "pre-flight health, free capacity, the fingerprint, the invariant "
+                                             "watch (which node a pod runs on)")
+    out += grant(CLUSTER, "", "pods", ("list",), "pre-flight (pods stuck terminating) and free capacity (GPUs "
+                                                 "held by pods in every namespace)")
+    out += grant(ns, "", "pods", READ, "the invariant watch over the drills' pods")
+    out += grant(ns, "", "pods", ("get",), "the workloads' own logs: their truth", subresource="log")
+    return out

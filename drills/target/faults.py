@@ -32,8 +32,9 @@ from typing import Any, Protocol
 
 from drills.errors import FiredrillError
 from drills.kube.timeline import SystemClock
+from drills.target.access import CLUSTER, Permission, grant
 from drills.target.confirm import NodeConfirmation, NodeDownWatch
-from drills.target.profile import FaultMethod, FaultSettings
+from drills.target.profile import FaultMethod, FaultSettings, TargetProfile
 
 
 class FaultError(FiredrillError):
@@ -239,3 +240,18 @@ class ClusterFaults:
         record.confirmed = record.confirmation.confirmed
         record.detail = f"{record.detail}; {record.confirmation.detail}"
         return record
+
+
+def fault_permissions(method: FaultMethod, profile: TargetProfile) -> list[Permission]:
+    """What pulling a node with ``method`` asks of the API on a real cluster: every method reads the Node and
+    its Lease to confirm the fault; ``kubelet-stop`` runs a pod in kube-system, ``delete-node`` deletes and
+    recreates the Node."""
+    why = f"the {method.value} fault (confirmed by the node's Lease and Ready condition)"
+    out = grant(CLUSTER, "", "nodes", ("get",), why)
+    out += grant(LEASE_NAMESPACE, "coordination.k8s.io", "leases", ("get",), why)
+    if method is FaultMethod.KUBELET_STOP:
+        out += grant("kube-system", "", "pods", ("get", "create", "delete"),
+                     "the kubelet-stop fault's privileged pod on the node")
+    elif method is FaultMethod.DELETE_NODE:
+        out += grant(CLUSTER, "", "nodes", ("delete", "create"), "the delete-node fault (and the Node's re-creation)")
+    return out

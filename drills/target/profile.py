@@ -151,11 +151,21 @@ class FaultMethod(Enum):
         return self in (FaultMethod.KILL, FaultMethod.HANG, FaultMethod.PARTITION)
 
 
+REFERENCE_METHODS = tuple(m for m in FaultMethod if m.reference_only)
+CLUSTER_METHODS = tuple(m for m in FaultMethod if not m.reference_only)
+
+
+class FaultUnavailable(FiredrillError):
+    """A scenario names a fault this target cannot inject: a reference-platform method on a real cluster that
+    ``fault.stand_ins`` does not map, or a real-cluster method on the reference platform.  The scenario is
+    INCONCLUSIVE with this reason, never a harness error."""
+
+
 def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     if method is not FaultMethod.COMMAND:
         if template is not None:
-            return [f"fault.command_template: set, but fault.method is {method.value}; it is used only with "
-                    "method: command (remove it or set method: command)"]
+            return [f"fault.command_template: set, but neither fault.method ({method.value}) nor a stand-in is "
+                    "command; it is used only with method: command (remove it or use command)"]
         return []
     if template is None or not template.strip():
         return ["fault.command_template: required when fault.method is command; give a shell command with "
@@ -258,11 +268,23 @@ class FaultSettings:
     """Seconds for the fault to be confirmed; past it the drill is INCONCLUSIVE."""
     xid: XidSettings | None = None
     """``fault.xid``: how the isolation drill injects an Xid on a real cluster; None: it cannot (INCONCLUSIVE)."""
+    stand_ins: tuple[tuple[FaultMethod, FaultMethod], ...] = ()
+    """``fault.stand_ins``: (reference method, real-cluster method) pairs.  On a real cluster a scenario that says
+    ``with partition`` pulls the node with the method standing in for ``partition`` (e.g. kubelet-stop: the node
+    stops reporting while its pods run on); a reference method without a stand-in makes the scenario INCONCLUSIVE."""
 
     def __post_init__(self) -> None:
-        problems = _template_problems(self.method, self.command_template)
+        problems = [f"fault.stand_ins.{ref.value}: {ref.value} is not a reference-platform method; stand-ins map "
+                    f"{', '.join(m.value for m in REFERENCE_METHODS)}" for ref, _ in self.stand_ins
+                    if not ref.reference_only]
+        problems += [f"fault.stand_ins.{ref.value}: {real.value} acts on the reference platform too; a stand-in is "
+                     f"one of {', '.join(m.value for m in CLUSTER_METHODS)}" for ref, real in self.stand_ins
+                     if real.reference_only]
+        uses_command = FaultMethod.COMMAND in (self.method, *(real for _, real in self.stand_ins))
+        problems += _template_problems(FaultMethod.COMMAND if uses_command else self.method, self.command_template)
         if self.restore_template is not None:
-            if self.method not in (FaultMethod.COMMAND, FaultMethod.KUBELET_STOP):
+            if not {self.method, *(real for _, real in self.stand_ins)} & {FaultMethod.COMMAND,
+                                                                          FaultMethod.KUBELET_STOP}:
                 problems.append(f"fault.restore_template: set, but fault.method is {self.method.value}; it is used "
                                 "only with command or kubelet-stop (the reference platform restores by itself)")
             else:
@@ -273,6 +295,26 @@ class FaultSettings:
             problems.append(f"fault.timeout_seconds: {self.timeout_seconds} must be above 0")
         if problems:
             raise ProfileError("invalid fault settings: " + "; ".join(problems), problems)
+
+    def method_for(self, named: FaultMethod | None, *, reference: bool) -> FaultMethod:
+        """The method that injects the fault a scenario names (None: "the configured fault method") on the
+        reference platform (``reference``) or a real cluster.  Raises :class:`FaultUnavailable` with the reason
+        and the fix when this target has no such fault."""
+        method = self.method if named is None else named
+        said = "the configured fault method" if named is None else method.value
+        if reference and not method.reference_only:
+            raise FaultUnavailable(f"the scenario pulls a node with {said} ({method.value}), which acts on real "
+                                   "clusters; the reference platform's nodes are processes, pulled with kill, hang "
+                                   "or partition")
+        if reference or not method.reference_only:
+            return method
+        stand_in = dict(self.stand_ins).get(method)
+        if stand_in is None:
+            raise FaultUnavailable(
+                f"the scenario pulls a node with {said}, which signals the reference platform's node processes; "
+                f"this profile names no stand-in for it on a real cluster: set fault.stand_ins.{method.value} to "
+                f"one of {', '.join(m.value for m in CLUSTER_METHODS)} (docs/PROFILE.md, \"Fault methods\")")
+        return stand_in
 
     def command_for(self, node: str) -> str:
         """The command for ``node`` (method ``command`` only)."""
@@ -489,6 +531,8 @@ class TargetProfile:
             fault["restore_template"] = self.fault.restore_template
         if self.fault.xid is not None:
             fault["xid"] = self.fault.xid.to_dict()
+        if self.fault.stand_ins:
+            fault["stand_ins"] = {ref.value: real.value for ref, real in self.fault.stand_ins}
         return {
             "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "flavor": self.flavor.value,
             "namespace": self.namespace, "queue": self.queue, "canary_image": self.canary_image,
@@ -526,7 +570,7 @@ E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
         "safety", "leakReport", "prometheus", "canary", "inference", "governance")
-_FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid")
+_FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
 
@@ -650,13 +694,16 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
     fault_section = top.section("fault", _FAULT, required=True)
     method = template = restore = timeout = _Missing
     xid: XidSettings | None = None
+    stand_ins: tuple[tuple[FaultMethod, FaultMethod], ...] = ()
     if fault_section is not None:
         method = fault_section.choice("method", FaultMethod)
         template = fault_section.optional_string("command_template", "a shell command with {node}")
         restore = fault_section.optional_string("restore_template", "a shell command with {node}")
         timeout = fault_section.number("timeout_seconds", 60.0, above=0)
+        stand_ins = _stand_ins(fault_section, problems)
         if isinstance(method, FaultMethod) and template is not _Missing:
-            problems.extend(_template_problems(method, template))
+            uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
+            problems.extend(_template_problems(FaultMethod.COMMAND if uses_command else method, template))
         xid = _xid(fault_section, problems)
 
     safety_section = top.section("safety", _SAFETY, required=False)
@@ -696,7 +743,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         problems.extend(err.problems)
         return None
     try:
-        fault = FaultSettings(method, template, restore, timeout, xid)
+        fault = FaultSettings(method, template, restore, timeout, xid, stand_ins)
     except ProfileError as err:
         problems.extend(err.problems)
         return None
@@ -704,6 +751,26 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
                          leak_report=leak, canary=canary, inference=inference or InferenceSettings(),
                          governance=governance or GovernanceSettings())
+
+
+def _stand_ins(fault: _Section, problems: list[str]) -> tuple[tuple[FaultMethod, FaultMethod], ...]:
+    """``fault.stand_ins``: a mapping of reference method -> real-cluster method, each name checked."""
+    if fault.data.get("stand_ins") is None:
+        return ()
+    section = fault.section("stand_ins", tuple(m.value for m in REFERENCE_METHODS), required=False)
+    if section is None:
+        return ()
+    pairs = []
+    for ref in REFERENCE_METHODS:
+        if ref.value in section.data:
+            real = section.choice(ref.value, FaultMethod)
+            if isinstance(real, FaultMethod):
+                if real.reference_only:
+                    problems.append(f"{section.where(ref.value)}: {real.value} acts on the reference platform too; "
+                                    f"a stand-in is one of {', '.join(m.value for m in CLUSTER_METHODS)}")
+                else:
+                    pairs.append((ref, real))
+    return tuple(pairs)
 
 
 def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:

@@ -83,6 +83,16 @@ def _field(path: str) -> dict[str, Any]:
     return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
+NO_STORAGE = ("the training canary needs storage every rank reaches for its checkpoints and rendezvous; set "
+              "canary.shared_volume in the target profile (a ReadWriteMany persistentVolumeClaim or an nfs export; "
+              "see docs/PROFILE.md)")
+
+
+def storage_problem(profile: TargetProfile) -> str | None:
+    """Why no training canary can run with ``profile`` (no shared storage), or None."""
+    return NO_STORAGE if profile.canary.shared_volume is None else None
+
+
 def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: CanaryTraining, *,
                     steps_total: int = 0, form: CanaryForm = CanaryForm.VOLCANO_JOB,
                     priority_class: str | None = None) -> GangSpec:
@@ -91,9 +101,7 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
     ``steps_total``: every rank exits 0 after that step (0: trains until stopped)."""
     volume = profile.canary.shared_volume
     if volume is None:
-        raise DrillInconclusive("the training canary needs storage every rank reaches for its checkpoints and "
-                                "rendezvous; set canary.shared_volume in the target profile (a ReadWriteMany "
-                                "persistentVolumeClaim or an nfs export; see docs/PROFILE.md)")
+        raise DrillInconclusive(NO_STORAGE)
     root = f"{MOUNT}/{run_id}/{name}"
     args = ["train", "--compute-seconds", f"{training.compute_seconds:g}",
             "--input-seconds", f"{training.input_seconds:g}", "--comm-seconds", f"{training.comm_seconds:g}",

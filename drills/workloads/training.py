@@ -46,10 +46,11 @@ from drills.kube.flavors import (JOB_COMPLETION_INDEX_ANNOTATION, TRAINING_JOB_F
 from drills.kube.logs import LogFollower, LogLine
 from drills.kube.timeline import parse_time, wait_for
 from drills.records.verdict import DrillInconclusive, DrillResult, Measurement
+from drills.target.access import CLUSTER, READ, Permission, grant
 from drills.target.connect import Target
-from drills.target.profile import FaultMethod
+from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
-from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
+from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
 from drills.workloads.canarylog import CanaryLine, CanaryLog, Resumption, parse_line
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,30 @@ class Instant:
     server: float | None = None
 
 
+def training_job_problem(profile: TargetProfile) -> str | None:
+    """Why ``profile``'s flavor has no training job to run the canary as (kai today), or None; the storage the
+    canary needs is :func:`drills.workloads.canaryjob.storage_problem`."""
+    if profile.flavor is GangFlavor.VOLCANO or profile.flavor in TRAINING_JOB_FLAVORS:
+        return storage_problem(profile)
+    return (f"the training drills run their canary as a Volcano Job (flavor volcano) or a batch/v1 Indexed Job "
+            f"(flavors native and kueue); flavor {profile.flavor.value} has no training job written yet")
+
+
+def training_permissions(profile: TargetProfile, why: str) -> list[Permission]:
+    """What running the training canary asks of the API: its Job (a Volcano Job, or a batch/v1 Indexed Job), its
+    pods and their logs (the truth), the Nodes they run on, and Events of every namespace (the platform's own
+    stamps beside the harness's in the evidence)."""
+    ns = profile.namespace
+    group = "batch.volcano.sh" if profile.flavor is GangFlavor.VOLCANO else "batch"
+    out = grant(ns, group, "jobs", ("create", "delete"), why)
+    out += grant(ns, "", "pods", ("get", "list", "watch", "delete"), why)
+    out += grant(ns, "", "pods", ("get",), f"{why}: the canary's log, the drill's truth", subresource="log")
+    out += grant(CLUSTER, "", "nodes", READ, why)
+    out += grant(CLUSTER, "", "events", ("list", "watch"), "the platform's own stamps in the evidence (Events of "
+                                                           "every namespace)")
+    return out
+
+
 @dataclass
 class TrainingRun:
     target: Target
@@ -110,7 +135,6 @@ class TrainingRun:
     follower: LogFollower | None = None
     pods: dict[str, Obj] = field(default_factory=dict)
     nodes: dict[str, Obj] = field(default_factory=dict)
-    job: Obj = field(default_factory=dict)
     job_resource: Resource = VOLCANO_JOB
     """The kind of the canary's job: a Volcano Job, or a batch/v1 Job (:data:`BATCH_JOB`)."""
     events: list[Obj] = field(default_factory=list)
@@ -141,9 +165,7 @@ class TrainingRun:
             training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds,
                                       peer_timeout=PEER_TIMEOUT, **step)
         else:
-            raise DrillInconclusive(f"the node-pull drill runs its canary as a Volcano Job (flavor volcano) or a "
-                                    f"batch/v1 Indexed Job (flavors native and kueue); flavor {profile.flavor.value} "
-                                    "has no training job written yet")
+            raise DrillInconclusive(training_job_problem(profile) or "")
         self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
                                     priority_class=priority_class)
         driver, ns = self.target.driver, profile.namespace
@@ -151,7 +173,6 @@ class TrainingRun:
         self.follower = LogFollower(driver, self._on_log_line, self.target.timeline.clock)
         driver.watch(NODE, on_event=self._on(self.nodes))
         driver.watch(POD, ns, label_selector=run_selector(self.run_id), on_event=self._on(self.pods))
-        driver.watch(self.job_resource, ns, field_selector=f"metadata.name={self.spec.name}", on_event=self._on_job)
         driver.watch(EVENT, on_event=self._on_event)
         manifests = ([indexed_job(self.spec, profile.flavor)] if form is CanaryForm.INDEXED_JOB
                      else gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB))
@@ -195,11 +216,6 @@ class TrainingRun:
                 self._advance()
                 self._cond.notify_all()
         return handle
-
-    def _on_job(self, event: str, obj: Obj) -> None:
-        with self._cond:
-            self.job = obj if event != "DELETED" else {}
-            self._cond.notify_all()
 
     def _on_event(self, event: str, obj: Obj) -> None:
         """Events are the platform's claim: kept for the stamps shown beside the harness's, never judged."""

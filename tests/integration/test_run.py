@@ -69,6 +69,24 @@ def test_a_new_scenario_from_the_vocabulary_runs_without_python(tmp_path: Path) 
     assert "PASS" in out.stdout and "1 passed" in out.stdout
 
 
+def test_a_fault_this_target_cannot_inject_is_inconclusive_before_anything_starts(tmp_path: Path) -> None:
+    """Issue 32: a real-cluster fault method on the reference platform (and a reference one on a cluster without a
+    stand-in) is a reason, said before the scenario's first step; never a harness error after its Given ran."""
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "cluster_only.feature").write_text(
+        "Feature: A cluster's own fault\n"
+        "  Scenario: The kubelet is stopped on the node of worker 0\n"
+        "    Given a canary training job of 1 worker with 8 GPUs each, checkpointing every 5 steps\n"
+        "    When I pull the node of worker 0 with kubelet-stop\n"
+        "    Then the platform detects the failure within 10 seconds\n")
+    out = firedrill("run", "--features", str(features))
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "INCONCLUSIVE" in out.stdout and "cannot run on this target: the scenario pulls a node with kubelet-stop" \
+        in out.stdout, out.stdout
+    assert "Given a canary training job" not in out.stdout, "the Given ran before the scenario was found unrunnable"
+
+
 def test_a_broken_feature_file_names_the_line(tmp_path: Path) -> None:
     features = tmp_path / "features"
     features.mkdir()
@@ -118,7 +136,7 @@ def test_a_dry_run_prints_the_plan_and_touches_nothing() -> None:
     out = firedrill("run", "--dry-run")
     assert out.returncode == 0
     assert "dry run: nothing is started" in out.stdout
-    assert "I pull the node of worker 0 with kill" in out.stdout and "@clause:5.1" in out.stdout
+    assert "I pull the node of worker 0 with the configured fault method" in out.stdout and "@clause:5.1" in out.stdout
 
 
 def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:

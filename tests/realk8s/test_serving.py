@@ -128,16 +128,15 @@ def test_without_the_inference_image_the_scenario_says_what_to_set(serving_clust
 
 def test_the_control_plane_feature_holds_on_the_real_api_server(serving_cluster: tuple[PullCluster, Path],
                                                                  tmp_path: Path) -> None:
-    """The shipped control-plane scenario, with the one edit a customer makes: the fault is the profile's
-    command (SIGKILL of the agent's process group, as in the node-pull test) instead of the reference
-    platform's kill. The real kube-apiserver and etcd hold the SLOs and keep every write they acknowledged."""
+    """The shipped control-plane scenario, unedited (issue 32): "the configured fault method" is the profile's
+    command (SIGKILL of the agent's process group, as in the node-pull test); on the reference platform it is
+    kill. The real kube-apiserver and etcd hold the SLOs and keep every write they acknowledged."""
     made, _ = serving_cluster
     features = tmp_path / "features"
     features.mkdir()
     text = CONTROL_PLANE_FEATURE.read_text()
-    assert "a node is pulled with kill" in text
-    (features / CONTROL_PLANE_FEATURE.name).write_text(text.replace("a node is pulled with kill",
-                                                                    "a node is pulled with the configured fault method"))
+    assert "a node is pulled with the configured fault method" in text
+    (features / CONTROL_PLANE_FEATURE.name).write_text(text)
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_yaml(fault=f"{sys.executable} {AGENTCTL} kill {made.agents.data_dir} {{node}}"))
     # it runs last in this module: the node it kills stays down (nothing after it needs four nodes)

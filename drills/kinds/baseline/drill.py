@@ -29,7 +29,10 @@ from drills.records.evidence.canonical import sha256_hex
 from drills.records.verdict import Comparison as Direction
 from drills.records.verdict import DrillInconclusive, Measurement, Threshold
 from drills.scenario.drill import Drill, register
+from drills.kube.flavors import GangFlavor
+from drills.target.access import CLUSTER, Permission, grant
 from drills.target.leakreport.source import rfc3339, source_for
+from drills.target.profile import TargetProfile
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,16 @@ def resolve(text: str) -> Path:
 @dataclass
 class BaselineDrill(Drill):
     kind: ClassVar[str] = "baseline-comparison"
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        ns, why = profile.namespace, "baseline comparison: the workload mix"
+        group = "batch.volcano.sh" if profile.flavor is GangFlavor.VOLCANO else "batch"
+        out = grant(ns, group, "jobs", ("create", "delete"), why)
+        out += grant(ns, "", "pods", ("list", "create", "delete"), why)
+        if profile.leak_report.url is None and profile.leak_report.prometheus_url is None:
+            out += grant(CLUSTER, "firedrill.dev", "leakreport", ("list",), "baseline comparison: the leak report")
+        return out
 
     baseline: Observed | None = None
     comparison: Comparison | None = None

@@ -38,7 +38,8 @@ from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sam
 from drills.load.series import series
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
-from drills.target.profile import FaultMethod
+from drills.target.access import CLUSTER, Permission, grant
+from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,12 @@ class PodStart:
 @dataclass
 class ControlPlaneDrill(Drill):
     kind: ClassVar[str] = "control-plane"
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        why = "control-plane load (its users write, update, list and watch pods with the harness's identity)"
+        out = grant(profile.namespace, "", "pods", ("get", "list", "watch", "create", "patch", "delete"), why)
+        return out + grant(CLUSTER, "", "nodes", ("list",), "control plane: choosing the node to pull")
 
     load: LoadRun | None = None
     load_started: float | None = None

@@ -35,7 +35,7 @@ def pods_started(drill: ScenarioContext, rate: int) -> None:
 def pull_any_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
     """One eligible node (the first by name that takes pods) is pulled with a fault method, as in the node-pull
     drill; on a real cluster the profile's safety checks apply."""
-    drill.drill(ControlPlaneDrill).pull(after, drill.target.profile.fault.method if method is None else method)
+    drill.drill(ControlPlaneDrill).pull(after, drill.fault_method(method))
 
 
 @step("Then", "mutating API calls have a p99 latency within {limit:Duration}",

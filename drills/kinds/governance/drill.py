@@ -43,6 +43,8 @@ from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError, Reso
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
 from drills.records.verdict import Measurement, Threshold
 from drills.scenario.drill import Drill, register
+from drills.target.access import CLUSTER, Permission, grant
+from drills.target.profile import TargetProfile
 from drills.target.safety import eligible_nodes
 
 log = logging.getLogger(__name__)
@@ -164,6 +166,40 @@ class Pending:
 @dataclass
 class GovernanceDrill(Drill):
     kind: ClassVar[str] = "governance"
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        gov = profile.governance
+        if reference or ((gov.tenant_kubeconfig or gov.tenant_context) and gov.tenant_namespace):
+            return None
+        return ("the governance drills cross each control chain as a tenant: set governance.tenant_kubeconfig (or "
+                "tenant_context) and governance.tenant_namespace in the target profile (docs/GOVERNANCE.md)")
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        """The harness's own identity: it sets up and undoes each chain's attempt; the tenant's and the node's
+        credentials (``governance``) are the ones whose refusals are judged (docs/GOVERNANCE.md)."""
+        ns, gov, why = profile.namespace, profile.governance, "governance"
+        out = grant(ns, "", "pods", ("get", "create", "delete"), f"{why}: the victim and the higher class's pod")
+        out += grant(CLUSTER, "", "pods", ("list",), f"{why}: free GPUs for the preemption chain")
+        out += grant(CLUSTER, "", "nodes", ("get", "list", "patch"), f"{why}: choosing nodes, undoing a cordon "
+                                                                      "that got through")
+        out += grant(CLUSTER, "scheduling.k8s.io", "priorityclasses", ("get", "create", "delete"),
+                     f"{why}: the priority chains")
+        out += grant("kube-node-lease", "coordination.k8s.io", "leases", ("list", "patch"),
+                     f"{why}: the node-lease chain (and undoing a patch that got through)")
+        if gov.tenant_namespace:
+            tns = gov.tenant_namespace
+            out += grant(tns, "", "namespaces", ("get",), f"{why}: the tenant's namespace exists")
+            out += grant(tns, "", "resourcequotas", ("list",), f"{why}: the tenant's GPU quota")
+            out += grant(tns, "", "pods", ("get", "list", "delete"), f"{why}: the tenant's attempts")
+            group = "batch.volcano.sh" if profile.flavor is GangFlavor.VOLCANO else "batch"
+            out += grant(tns, group, "jobs", ("delete",), f"{why}: the tenant's over-quota job")
+        if gov.other_namespace:
+            ons = gov.other_namespace
+            out += grant(ons, "", "namespaces", ("get",), f"{why}: the neighbour's namespace exists")
+            out += grant(ons, "", "pods", ("delete",), f"{why}: undoing a cross-namespace create that got through")
+        return out
 
     attempts: list[Attempt] = field(default_factory=list)
     resolved: Resolved | None = None

@@ -50,7 +50,8 @@ from drills.records.verdict import DrillInconclusive
 from drills.records.verdict import Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.faults import FaultError, FaultRecord, run_command
-from drills.target.profile import FaultMethod
+from drills.target.access import CLUSTER, Permission, grant
+from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius
 from drills.workloads.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
 
@@ -503,6 +504,14 @@ TERMINAL = ("Succeeded", "Failed")
 class IsolationDrill(Drill):
     kind: ClassVar[str] = "partition-isolation"
 
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        ns, why = profile.namespace, "partition isolation: the tenant probes"
+        out = grant(ns, "", "pods", ("get", "list", "create", "delete"), why)
+        out += grant(ns, "", "pods", ("get",), f"{why}' own reports", subresource="log")
+        out += grant(ns, "", "events", ("list",), f"{why}: why a probe stays Pending")
+        return out + grant(CLUSTER, "", "nodes", ("list",), "partition isolation: the partitioned node")
+
     layout: Layout | None = None
     node: str = ""
     embedded_node: bool = False
@@ -535,6 +544,7 @@ class IsolationDrill(Drill):
         if self.target.embedded is None:
             raise DrillInconclusive("this step starts a partitioned reference node, which only the embedded "
                                     "platform can do; on a real cluster write 'Given a partitioned node'")
+            # the run checks the sentence first (Sentence.reference_only); this guards a direct call
         name = f"part-{self.run_id}"
         try:
             self.target.embedded.start_partitioned_node(name, gpus, model, config)

@@ -48,6 +48,11 @@ def _node_of_one(model: str, layout: str) -> dict[str, Any]:
     return partition_config(layout, model)
 
 
+EMBEDDED_NODE = ("this sentence starts a partitioned node of the reference platform, which only the embedded platform "
+                 "can do; on a real cluster write 'Given a partitioned node' (a node of yours, labelled for its "
+                 "partitioning: docs/PARTITIONING.md)")
+
+
 def _tenant_cap(count: int) -> None:
     if count > MAX_TENANTS:
         raise PlaceholderError(str(count), f"more than {MAX_TENANTS} tenants", f"write 1 to {MAX_TENANTS}",
@@ -55,7 +60,7 @@ def _tenant_cap(count: int) -> None:
 
 
 @step("Given", "a node of {gpus:Count} {model} GPUs partitioned as {layout}",
-      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb", check=_node_of)
+      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb", check=_node_of, reference_only=EMBEDDED_NODE)
 def partitioned_node(drill: ScenarioContext, gpus: int, model: str, layout: str) -> None:
     """Embedded platform: start an extra node of that many GPUs of that model, partitioned as described:
     `MIG 7 x 1g.18gb` (one profile), `MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb` (a mixed layout, every
@@ -66,7 +71,7 @@ def partitioned_node(drill: ScenarioContext, gpus: int, model: str, layout: str)
 
 
 @step("Given", "a node of one {model} GPU partitioned as {layout}",
-      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb", check=_node_of_one)
+      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb", check=_node_of_one, reference_only=EMBEDDED_NODE)
 def partitioned_node_one(drill: ScenarioContext, model: str, layout: str) -> None:
     """The same, with a single GPU (the layout descriptions are the same)."""
     config = _node_of_one(model, layout)

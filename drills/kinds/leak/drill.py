@@ -37,7 +37,11 @@ from drills.scenario.drill import Drill, register
 from drills.target.capacity import free_gpus_per_node
 from drills.target.leakreport.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
 from drills.target.leakreport.source import LeakSource, rfc3339, source_for
-from drills.workloads.training import TrainingRun
+from drills.target.access import CLUSTER, Permission, grant
+from drills.target.faults import fault_permissions
+from drills.target.profile import TargetProfile
+from drills.workloads.canaryjob import storage_problem
+from drills.workloads.training import TrainingRun, training_permissions
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -65,6 +69,25 @@ SIZE = "hole size error"
 @dataclass
 class LeakDrill(Drill):
     kind: ClassVar[str] = "leak-identification"
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        if profile.flavor is not GangFlavor.VOLCANO:
+            return (f"the leak drill runs its training ranks as a Volcano Job; flavor {profile.flavor.value} is "
+                    "not supported by this drill yet")
+        return storage_problem(profile)
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        ns, why = profile.namespace, "leak identification"
+        out = training_permissions(profile, why)
+        out += grant(ns, "", "pods", ("create",), f"{why}: the fragmentation fill")
+        out += grant(CLUSTER, "", "pods", ("list",), f"{why}: free capacity (GPUs held in every namespace)")
+        if profile.leak_report.url is None and profile.leak_report.prometheus_url is None:
+            out += grant(CLUSTER, "firedrill.dev", "leakreport", ("list",), f"{why}: the platform's leak report")
+        if not profile.fault.method.reference_only:  # the fault-tolerance hole pulls with the profile's method
+            out += fault_permissions(profile.fault.method, profile)
+        return out
 
     source: LeakSource | None = None
     hole: Hole | None = None
@@ -118,9 +141,9 @@ class LeakDrill(Drill):
                                     end=rfc3339(self.window[1]))
 
     def _need_volcano(self) -> None:
-        if self.target.profile.flavor is not GangFlavor.VOLCANO:
-            raise DrillInconclusive("the leak drill runs its training ranks as a Volcano Job; flavor "
-                                    f"{self.target.profile.flavor.value} is not supported by this drill yet")
+        why = self.unsupported(self.target.profile, reference=self.target.embedded is not None)
+        if why:
+            raise DrillInconclusive(why)
 
     def _stalls(self, hole: Hole, seconds: float) -> None:
         self._need_volcano()

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from drills.scenario.drill import Drill, register
-from drills.workloads.training import TrainingRun
+from drills.target.profile import TargetProfile
+from drills.target.access import Permission
+from drills.workloads.training import TrainingRun, training_job_problem, training_permissions
 
 CHAIN = ("detect", "evict", "replace", "resume")
 """The phases in order: each starts at the instant the one before it ends."""
@@ -25,6 +27,14 @@ AFTER_RESUME = ("total", "lost steps")
 @dataclass
 class NodePullDrill(TrainingRun, Drill):
     kind: ClassVar[str] = "node-pull"
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        return training_job_problem(profile)
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        return training_permissions(profile, "node pull")  # the fault's own: drills.target.faults
 
     def end_if_never(self, phase: str, waited: float) -> None:
         """Fail fast: when the instant ``phase`` needs never came within ``waited`` seconds, every later phase

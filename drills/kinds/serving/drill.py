@@ -26,10 +26,11 @@ from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sam
 from drills.load.series import series
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
-from drills.target.profile import FaultMethod
+from drills.target.access import CLUSTER, READ, Permission, grant
+from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
 from drills.workloads.canarylog import CanaryEvent
-from drills.workloads.training import TrainingRun
+from drills.workloads.training import TrainingRun, training_permissions
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -46,10 +47,35 @@ BASELINE_MIN_S = 1.0
 """The load runs at least this long before the act, so a steady state can be checked."""
 
 
+NO_IMAGE = ("the serving drills need the inference canary's image on a real cluster; build it from "
+            "drills/inference/Containerfile and set inference.image in the target profile (docs/PROFILE.md)")
+
+
 @register
 @dataclass
 class ServingDrill(Drill):
     kind: ClassVar[str] = "serving"
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        if profile.inference.image is None and not reference:
+            return NO_IMAGE
+        return None
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        ns, why = profile.namespace, "serving"
+        out = grant(ns, "", "pods", READ, why)
+        out += grant(ns, "apps", "deployments", ("create", "delete"), f"{why}: the inference canary")
+        out += grant(ns, "", "services", ("get", "create", "delete"), f"{why}: the inference canary's Service")
+        out += grant(ns, "autoscaling", "horizontalpodautoscalers", ("create", "patch", "delete"),
+                     f"{why}: scaling out and in")
+        out += grant(ns, "discovery.k8s.io", "endpointslices", ("list",), f"{why}: why no request was answered")
+        out += grant(CLUSTER, "", "nodes", ("list", "patch"), f"{why}: draining a replica's node (cordon, uncordon)")
+        out += grant(ns, "", "pods", ("create",), f"{why}: draining a replica's node", subresource="eviction")
+        out += grant(CLUSTER, "scheduling.k8s.io", "priorityclasses", ("create", "delete"),
+                     f"{why}: the low class of the training that shares the cluster")
+        return out + training_permissions(profile, f"{why}: training that shares the cluster")
 
     name: str = ""
     service_name: str = ""
@@ -93,9 +119,7 @@ class ServingDrill(Drill):
         self.name, self.replicas, self.autoscale = f"infer-{self.run_id}"[:40], replicas, autoscale
         image = profile.inference.image or (profile.canary_image if self.target.embedded is not None else None)
         if image is None:
-            raise DrillInconclusive("the serving drills need the inference canary's image on a real cluster; build "
-                                    "it from drills/inference/Containerfile and set inference.image in the target "
-                                    "profile (docs/PROFILE.md)")
+            raise DrillInconclusive(NO_IMAGE)
         if autoscale is not None:
             self.shape = BURST_SHAPE
         driver.watch(POD, profile.namespace, label_selector=f"{run_selector(self.run_id)},app={self.name}",

@@ -113,7 +113,7 @@ def drain_replica_node(drill: ScenarioContext, after: float) -> None:
 def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
     """The node of one replica is pulled with a fault method (as in the node-pull drill). A stream in flight
     on a killed node dies with it, whatever the platform does: promise a loss of 0 only for a drain."""
-    drill.drill(ServingDrill).pull(after, drill.target.profile.fault.method if method is None else method)
+    drill.drill(ServingDrill).pull(after, drill.fault_method(method))
 
 
 @step("When", "the load jumps to {factor:Count} times its users after {after:Duration} of load",

@@ -11,7 +11,8 @@ import yaml
 
 from drills.kube.flavors import GangFlavor
 from drills.target.profile import (
-    FaultMethod, FaultSettings, ProfileError, SafetySettings, TargetProfile, load_profile, reference_profile,
+    FaultMethod, FaultSettings, FaultUnavailable, ProfileError, SafetySettings, TargetProfile, load_profile,
+    reference_profile,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -130,7 +131,14 @@ ERRORS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("command template with a stray brace", with_(fault={"method": "command", "command_template": "x {node"}),
      ["fault.command_template: 'x {node' is not a valid template"]),
     ("template with another method", with_(fault={"method": "kill", "command_template": "x {node}"}),
-     ["fault.command_template: set, but fault.method is kill"]),
+     ["fault.command_template: set, but neither fault.method (kill) nor a stand-in is command"]),
+    ("stand-in that is a reference method", with_(fault={"method": "kubelet-stop", "stand_ins": {"kill": "hang"}}),
+     ["fault.stand_ins.kill: hang acts on the reference platform too; a stand-in is one of kubelet-stop"]),
+    ("stand-in for a real-cluster method", with_(fault={"method": "kubelet-stop",
+                                                        "stand_ins": {"command": "kubelet-stop"}}),
+     ["fault.stand_ins.command: unknown field; known fields here: kill, hang, partition"]),
+    ("command stand-in without a template", with_(fault={"method": "kubelet-stop", "stand_ins": {"kill": "command"}}),
+     ["fault.command_template: required when fault.method is command"]),
     ("non-positive timeout", with_(fault={"method": "kill", "timeout_seconds": 0}),
      ["fault.timeout_seconds: 0 must be above 0"]),
     ("share above one", with_(safety={"max_gpu_share": 1.5}), ["safety.max_gpu_share: 1.5 must be above 0 and at "
@@ -208,3 +216,24 @@ def test_the_inference_section_reads_its_command_image_and_url(tmp_path: Path) -
 def test_a_bad_inference_section_names_the_field(tmp_path: Path, section: dict[str, Any], problem: str) -> None:
     found = problems_of(tmp_path, {**MINIMAL, "inference": section})
     assert any(problem in p for p in found), found
+
+
+def test_stand_ins_map_the_reference_faults_a_feature_names_onto_the_cluster(tmp_path: Path) -> None:
+    """Issue 32: the shipped features say `with kill` or `with partition`; a profile maps them to what the cluster
+    supports, and a fault with no stand-in is a reason (INCONCLUSIVE), never a harness error."""
+    profile = load_profile(write(tmp_path, with_(fault={
+        "method": "kubelet-stop", "command_template": "ipmitool -H {node}-bmc chassis power off",
+        "stand_ins": {"kill": "command", "partition": "kubelet-stop"}})))
+    fault = profile.fault
+    assert fault.method_for(FaultMethod.KILL, reference=False) is FaultMethod.COMMAND
+    assert fault.method_for(FaultMethod.PARTITION, reference=False) is FaultMethod.KUBELET_STOP
+    assert fault.method_for(None, reference=False) is FaultMethod.KUBELET_STOP
+    assert fault.method_for(FaultMethod.DELETE_NODE, reference=False) is FaultMethod.DELETE_NODE
+    with pytest.raises(FaultUnavailable, match=r"with hang, .* set fault.stand_ins.hang to one of kubelet-stop"):
+        fault.method_for(FaultMethod.HANG, reference=False)
+    assert profile.to_dict()["fault"]["stand_ins"] == {"kill": "command", "partition": "kubelet-stop"}
+    # the reference platform pulls its own nodes with its own signals, whatever the stand-ins say
+    assert fault.method_for(FaultMethod.KILL, reference=True) is FaultMethod.KILL
+    with pytest.raises(FaultUnavailable, match=r"the configured fault method \(kubelet-stop\), which acts on real"):
+        fault.method_for(None, reference=True)
+    assert reference_profile().fault.method_for(None, reference=True) is FaultMethod.KILL

@@ -223,8 +223,8 @@ def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path
     shutil.copytree(REPO / "features", features)
     pull = features / "node_pull.feature"
     lines = pull.read_text().splitlines()
-    at = next(i for i, ln in enumerate(lines) if "with kill" in ln)
-    lines[at] = lines[at].replace("with kill", "with reboot")
+    at = next(i for i, ln in enumerate(lines) if "with the configured fault method" in ln)
+    lines[at] = lines[at].replace("with the configured fault method", "with reboot")
     pull.write_text("\n".join(lines) + "\n")
     iso = features / "partition_isolation.feature"
     rows = iso.read_text().splitlines()
