@@ -341,7 +341,9 @@ def markdown() -> str:
              "- `<number>`: a number, decimals allowed (`2.5`);",
              "- counts of things (`<nodes>`, `<gpus>`, `<count>`, `<every>`, `<n workers>`): whole numbers of at",
              "  least 1; `<rank>` and the steps of work lost: whole numbers of at least 0;",
-             f"- `<method>`: {', '.join(f'`{m.value}`' for m in FaultMethod)} or `{CONFIGURED_METHOD}`;",
+             f"- `<method>`: {', '.join(f'`{m.value}`' for m in FaultMethod)} or `{CONFIGURED_METHOD}`",
+             "  (the profile's `fault.method`; on a real cluster `kill`, `hang` and `partition` mean what the",
+             "  profile's `fault.stand_ins` maps them to, docs/PROFILE.md);",
              f"- `<hole>`: {', '.join(f'`{h.words}`' for h in Hole)}" + (";" if PLACEHOLDER_DOCS else "."),
              *PLACEHOLDER_DOCS, "",
              "Use each sentence with its keyword: `Given` sets up, `When` acts, `Then` judges;",
@@ -351,9 +353,11 @@ def markdown() -> str:
              "instead, and the command exits 2 (as `firedrill run` does, before it starts anything).", ""]
     for keyword in ("Given", "When", "Then"):
         lines += [f"## {keyword}", ""]
-        for d in VOCABULARY:
+        for d, sentence in zip(VOCABULARY, SENTENCES, strict=True):
             if d.keyword != keyword:
                 continue
-            lines += [f"### {d.keyword} {d.readable}", "", d.doc, "", "```gherkin", f"{d.keyword} {d.example}",
-                      "```", ""]
+            only = [f"Embedded reference platform only: {sentence.reference_only}.", ""] if sentence.reference_only \
+                else []
+            lines += [f"### {d.keyword} {d.readable}", "", d.doc, "", *only, "```gherkin",
+                      f"{d.keyword} {d.example}", "```", ""]
     return "\n".join(lines).rstrip() + "\n"
