@@ -243,9 +243,11 @@ class KubeDriver:
         ``record`` is false: a second watch of what a drill already records).
 
         Lists first (recording current objects as ADDED), then watches from the list's version,
-        resuming after a dropped stream and relisting on 410 Gone."""
+        resuming after a dropped stream and relisting on 410 Gone.  A first list the server refuses (401,
+        403) raises :class:`KubeError` here: a watch that can never see anything must not wait silently."""
         stop = threading.Event()
         synced = threading.Event()
+        refused: list[KubeError] = []
 
         def run() -> None:
             rv = ""
@@ -264,6 +266,10 @@ class KubeDriver:
                     if exc.code == 410:
                         rv = ""
                         continue
+                    if exc.code in (401, 403) and not synced.is_set():
+                        refused.append(exc)
+                        synced.set()
+                        return
                     log.warning("watch %s: %s; retrying", res.plural, exc)
                     stop.wait(0.2)
         t = threading.Thread(target=run, name=f"watch-{res.plural}", daemon=True)
@@ -271,6 +277,10 @@ class KubeDriver:
         self._stops.append(stop)
         self._threads.append(t)
         synced.wait(self.request_timeout)
+        if refused:
+            raise KubeError(f"cannot watch {res.plural}: {refused[0]} (the identity needs list and watch on "
+                            f"{res.plural}; `firedrill rbac` prints every permission a run needs)",
+                            refused[0].code, refused[0].reason)
 
     def _watch_stream(self, res: Resource, namespace: str | None, label_selector: str | None,
                       field_selector: str | None, rv: str, stop: threading.Event,

@@ -91,3 +91,18 @@ def test_an_unreachable_cluster_is_a_clear_error(apiserver: Cluster, tmp_path: P
     with pytest.raises(TargetUnreachable) as exc:
         KubeDriver.connect(tmp_path / "missing-kubeconfig")
     assert "cannot load kubeconfig" in str(exc.value)
+
+
+def test_a_watch_the_server_refuses_raises_at_once_instead_of_waiting_silently(apiserver: Cluster) -> None:
+    """Issue 32: without list on a resource a watch waited its 15 s and then retried the refused list five times
+    a second, unseen; now the refusal is the caller's, naming what the identity lacks."""
+    tenant = apiserver.spec.data_dir / "tenant-a.kubeconfig"
+    assert tenant.is_file(), "the reference platform writes a tenant's kubeconfig"
+    driver = KubeDriver.connect(tenant)
+    try:
+        started = time.monotonic()
+        with pytest.raises(KubeError, match="cannot watch pods: .*403.*needs list and watch on pods") as caught:
+            driver.watch(POD, "firedrill-neighbour")
+        assert caught.value.code == 403 and time.monotonic() - started < 5
+    finally:
+        driver.close()
