@@ -47,6 +47,7 @@ from drills.kube.logs import LogFollower, LogLine
 from drills.kube.timeline import parse_time, wait_for
 from drills.records.verdict import DrillInconclusive, DrillResult, Measurement
 from drills.target.access import CLUSTER, READ, Permission, grant
+from drills.target.capacity import free_gpus_per_node
 from drills.target.connect import Target
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
@@ -166,6 +167,12 @@ class TrainingRun:
                                       peer_timeout=PEER_TIMEOUT, **step)
         else:
             raise DrillInconclusive(training_job_problem(profile) or "")
+        free = free_gpus_per_node(self.target)
+        room = sum(g // gpus for g in free.values()) if gpus else workers
+        if room < workers:  # it could never start whole: say so now, not after the start timeout
+            raise DrillInconclusive(f"the cluster has room for {room} of the canary job's {workers} workers of {gpus} "
+                                    f"GPUs (free GPUs per schedulable node: {free or 'none'}), so it cannot start "
+                                    "whole; free capacity, or lower the numbers in your copy of the feature")
         self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
                                     priority_class=priority_class)
         driver, ns = self.target.driver, profile.namespace

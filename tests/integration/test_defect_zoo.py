@@ -106,6 +106,8 @@ MATRIX: list[Catch] = [
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
 ]
+FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
+"""How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
 PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRIX) == 1 else f"{c.defect}-{c.keyword}")
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
@@ -244,10 +246,15 @@ def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(tmp_path: 
     assert record["target"]["defects"] == [catch.defect]
     failed = [s for s in record["scenarios"] if s["verdict"] == "FAIL" and catch.scenario in s["scenario"]]
     assert failed, [s["scenario"] for s in record["scenarios"] if s["verdict"] == "FAIL"]
-    passed = [s for s in honest[1].get("scenarios", []) if s["scenario"] == failed[0]["scenario"]]
-    if passed:  # how much longer the FAIL took than the honest PASS (shown with -s; not yet a budget: issue 25)
-        print(f"{catch.defect}: '{failed[0]['scenario']}' FAILed in {failed[0]['seconds']:.1f} s, "
-              f"{passed[0]['seconds']:.1f} s honest ({failed[0]['seconds'] / max(passed[0]['seconds'], 1e-9):.1f}x)")
+    (passed,) = [s for s in honest[1].get("scenarios", []) if s["scenario"] == failed[0]["scenario"]]
+    broken, fine = failed[0]["seconds"], passed["seconds"]
+    print(f"{catch.defect}: '{failed[0]['scenario']}' FAILed in {broken:.1f} s, {fine:.1f} s honest "
+          f"({broken / max(fine, 1e-9):.1f}x)")
+    # Fail fast (issue 25): a broken platform ends about as fast as an honest one passes. The bound is twice the
+    # honest time plus FAIL_FAST_SLACK_S for this machine's noise (medians per feature: docs/BENCHMARKS.md);
+    # a drill that waits out its deadlines after the promise already broke (525 s where 26 s passed) is far past it.
+    assert broken <= FAIL_FAST_FACTOR * fine + FAIL_FAST_SLACK_S, (
+        f"{catch.defect} took {broken:.1f} s to FAIL where the honest platform passes in {fine:.1f} s")
 
 
 @pytest.mark.timeout(600)

@@ -9,7 +9,6 @@ from drills.errors import PlaceholderError
 from drills.kinds.nodepull.drill import NodePullDrill
 from drills.records.verdict import Comparison, Threshold
 from drills.scenario.context import ScenarioContext
-from drills.scenario.drill import observe_window
 from drills.scenario.vocabulary import Checked, scenario_rule, step
 from drills.target.profile import FaultMethod
 
@@ -71,13 +70,17 @@ def total(drill: ScenarioContext, limit: float) -> None:
     _phase(drill, "total", limit)
 
 
+RESUME_BOUND_S = 60.0
+"""Lost steps are counted at the resume; a scenario that states no resume window waits this long for it."""
+
+
 @step("Then", "at most {limit:Whole} steps of work are lost", "at most 10 steps of work are lost")
 def lost_steps(drill: ScenarioContext, limit: int) -> None:
     """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
     node_pull = drill.drill(NodePullDrill)
-    node_pull.observe_until("resume", observe_window(60.0))
+    node_pull.observe_phase("total", RESUME_BOUND_S)
     drill.result.check(Threshold("lost steps", float(limit), "steps", Comparison.AT_MOST))
-    node_pull.end_if_never("lost steps", observe_window(60.0))
+    node_pull.end_if_never("lost steps", RESUME_BOUND_S)
 
 
 @step("Then", "no rank of the replaced job trains after the job resumes",
@@ -91,9 +94,9 @@ def fenced(drill: ScenarioContext) -> None:
 def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:
     """Observe one phase and judge it; a phase that never came ends the scenario (the later ones need it)."""
     node_pull = drill.drill(NodePullDrill)
-    node_pull.observe_until(phase, observe_window(limit))
+    node_pull.observe_phase(phase, limit)
     drill.result.check(Threshold(phase, limit, "s"))
-    node_pull.end_if_never(phase, observe_window(limit))
+    node_pull.end_if_never(phase, limit)
 
 
 @scenario_rule

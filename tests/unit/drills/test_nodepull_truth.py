@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from drills.kinds.nodepull.drill import NodePullDrill
 from drills.kube.flavors import FlavorError, GangFlavor, VolcanoForm, gang_manifests, indexed_job
-from drills.records.verdict import DrillInconclusive, DrillResult, Verdict
+from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Threshold, Verdict
 from drills.target.profile import CanarySettings, reference_profile
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec
 from drills.workloads.canarylog import CanaryLog, parse_line
@@ -153,3 +154,48 @@ def test_no_indexed_job_is_written_for_a_flavor_with_its_own_job_controller() ->
 ])
 def test_the_pulled_rank_is_found_by_what_its_job_controller_wrote(meta: dict[str, Any], rank: int | None) -> None:
     assert rank_of({"metadata": meta}) == rank
+
+
+class JumpingClock:
+    """A harness clock that moves 4 s each time it is read: a phase's deadline passes without real waiting."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def mono(self) -> float:
+        self.t += 4.0
+        return self.t
+
+    def wall(self) -> float:
+        return T0 + self.t
+
+
+def pulled(**instants: float) -> NodePullDrill:
+    target = SimpleNamespace(timeline=SimpleNamespace(clock=JumpingClock()))
+    drill = NodePullDrill(target=target, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    drill.instants = {name: Instant(at, T0 + at) for name, at in instants.items()}
+    return drill
+
+
+def test_a_phase_that_never_comes_ends_the_scenario_at_its_threshold_and_grace() -> None:
+    """Issue 25, fail fast: detect within 5 s is waited for 5 s and 1.25 s of grace from the fault, not for twice
+    the threshold and ten seconds more; then the scenario ends, naming what it never reached."""
+    drill = pulled(fault=0.0)
+    drill.observe_phase("detect", 5.0)
+    drill.result.check(Threshold("detect", 5.0, "s"))
+    drill.end_if_never("detect", 5.0)
+    with pytest.raises(ScenarioHalted):
+        drill.result.raise_if_halted()
+    assert drill.target.timeline.clock.t <= 16.0, "it waited well past the threshold and grace"
+    assert any("detect never came: t_detect was not observed within 6.25 s of t_fault (the promise of 5 s and "
+               "1.25 s of grace), so evict, replace, resume, total, lost steps could never be measured" in f
+               for f in drill.result.findings), drill.result.findings
+
+
+def test_a_phase_missed_by_a_little_is_reported_with_its_value() -> None:
+    drill = pulled(fault=0.0, detect=1.0, evict=1.5, replace=13.0)
+    drill.observe_phase("replace", 10.0)
+    drill.result.check(Threshold("replace", 10.0, "s"))
+    drill.end_if_never("replace", 10.0)
+    drill.result.raise_if_halted()  # it came: nothing halts
+    assert [j.message for j in drill.result.judgements] == ["replace: measured 11.500 s, threshold <= 10 s -- MISSED"]
