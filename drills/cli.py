@@ -298,9 +298,8 @@ def rbac(
         infos = load_features(features)
         who = Subject.parse(subject) if subject else default_subject(loaded)
     except FeatureError as exc:
-        err.print(f"error: the features cannot be read ({len(exc.problems)} problem(s)):")
-        for problem in exc.problems:
-            err.print(f"  {problem}")
+        for line in exc.lines("the features cannot be read"):
+            err.print(line)
         raise typer.Exit(2) from None
     except FiredrillError as exc:  # a bad profile or subject: the message lists each problem
         err.print(f"error: {exc}")

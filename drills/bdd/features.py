@@ -35,6 +35,10 @@ class FeatureError(FiredrillError):
         self.problems = problems
         self.placeholders = placeholders or []
 
+    def lines(self, what: str = "the features cannot run") -> list[str]:
+        """How a command reports it: a heading with the count, then one indented line per problem."""
+        return [f"error: {what} ({len(self.problems)} problem(s)):", *(f"  {p}" for p in self.problems)]
+
 
 @dataclass(frozen=True)
 class ScenarioInfo:

@@ -295,9 +295,8 @@ def run_queues(options: QueuesOptions, console: Console, err: Console) -> int:
             plan = QuotaPlan(options.gpus, None) if options.gpus is not None else \
                 quota_for(load_features(options.features))
         except FeatureError as exc:
-            err.print(f"error: the features cannot be read ({len(exc.problems)} problem(s)):")
-            for p in exc.problems:
-                err.print(f"  {p}")
+            for line in exc.lines("the features cannot be read"):
+                err.print(line)
             return QueuesExit.USAGE
         except FiredrillError as exc:
             err.print(f"error: {exc}")

@@ -148,9 +148,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
             raise FiredrillError("--real-gpus: only the embedded reference platform simulates GPUs; a real "
                                  "cluster's GPUs are always its own (drop --real-gpus)")
     except FeatureError as exc:
-        err.print(f"error: the features cannot run ({len(exc.problems)} problem(s)):")
-        for p in exc.problems:
-            err.print(f"  {p}")
+        for line in exc.lines():
+            err.print(line)
         return ExitCode.USAGE
     except FiredrillError as exc:
         err.print(f"error: {exc}")
