@@ -52,7 +52,7 @@ from drills.target.connect import Target
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
-from drills.workloads.canarylog import CanaryLine, CanaryLog, Resumption, parse_line
+from drills.workloads.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -98,6 +98,10 @@ class Instant:
     mono: float
     wall: float
     server: float | None = None
+
+
+RENDEZVOUS_GRACE = 10.0
+"""Seconds after the last rank of a canary job started within which its world must have formed."""
 
 
 def training_job_problem(profile: TargetProfile) -> str | None:
@@ -185,9 +189,27 @@ class TrainingRun:
                      else gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB))
         for obj in manifests:
             driver.create(obj)
-        if not self._wait(lambda: len(self._training()) >= self.spec.min_available, 60):
+        if not self._wait(lambda: len(self._training()) >= self.spec.min_available or self._never_met(), 60):
             raise DrillInconclusive(f"the canary job {self.spec.name} was not training whole within 60 s (by its "
                                     f"own log), so no node can be pulled under it; pods: {self._pod_summary()}")
+        if len(self._training()) < self.spec.min_available:
+            raise DrillInconclusive(
+                f"the canary job {self.spec.name}'s {self.spec.min_available} ranks all started, the last "
+                f"{RENDEZVOUS_GRACE:g} s ago or more, but never completed their rendezvous (rank 0 publishes its "
+                "address on the shared volume and the others read it there), so it cannot train; ranks that "
+                "cannot see each other's files have storage that is not shared between their nodes "
+                f"(canary.shared_volume); pods: {self._pod_summary()}")
+
+    def _never_met(self) -> bool:
+        """Fail fast on a world that cannot form: every rank runs and has logged its start, none has completed
+        the rendezvous, and the last start was RENDEZVOUS_GRACE seconds ago (a rendezvous takes a second)."""
+        uids = [p["metadata"]["uid"] for p in self._running_pods()]
+        if self.spec is None or len(uids) < self.spec.min_available or self.spec.min_available < 2:
+            return False
+        started = self.canary.of(CanaryEvent.START, uids)
+        if {line.uid for line in started} != set(uids) or self.canary.of(CanaryEvent.RENDEZVOUS, uids):
+            return False
+        return self.target.timeline.clock.mono() - max(line.mono for line in started) >= RENDEZVOUS_GRACE
 
     def wait_checkpoint(self, limit: float) -> None:
         if not self._wait(lambda: bool(self.canary.checkpoints() - {0}), limit):

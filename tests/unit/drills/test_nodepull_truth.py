@@ -199,3 +199,31 @@ def test_a_phase_missed_by_a_little_is_reported_with_its_value() -> None:
     drill.end_if_never("replace", 10.0)
     drill.result.raise_if_halted()  # it came: nothing halts
     assert [j.message for j in drill.result.judgements] == ["replace: measured 11.500 s, threshold <= 10 s -- MISSED"]
+
+
+class FixedClock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def mono(self) -> float:
+        return self.t
+
+
+def ranks_started(at: float, now: float, *, met: bool = False) -> NodePullDrill:
+    target = SimpleNamespace(timeline=SimpleNamespace(clock=FixedClock(now)))
+    drill = NodePullDrill(target=target, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    drill.spec = SimpleNamespace(min_available=2)  # type: ignore[assignment]
+    for i, uid in enumerate(("a", "b")):
+        drill.pods[f"w{i}"] = {"metadata": {"name": f"w{i}", "uid": uid}, "status": {"phase": "Running"}}
+        add(drill.canary, uid, 1, "start", T0 + at, at, rank=i, pid=1, config={}, gpus=None)
+        if met:
+            add(drill.canary, uid, 2, "rendezvous", T0 + at + 1, at + 1, rank=i, master="x:1", seconds=1.0)
+    return drill
+
+
+def test_a_world_that_never_forms_is_given_up_soon_after_its_last_rank_started() -> None:
+    """Fail fast at the start too: ranks that run and started but never met (storage not shared between nodes)
+    are told apart from a slow start within seconds, not after the minute a start may take."""
+    assert ranks_started(at=100.0, now=111.0)._never_met()
+    assert not ranks_started(at=100.0, now=105.0)._never_met()  # still within the rendezvous grace
+    assert not ranks_started(at=100.0, now=200.0, met=True)._never_met()  # they met: training is what counts
