@@ -75,6 +75,8 @@ class RunOptions:
     """Embedded platform only: defects from the zoo to start it with (docs/DEFECTS.md)."""
     real_gpus: bool = False
     """Embedded platform only: report this machine's GPUs instead of simulating them (``--real-gpus``)."""
+    keep_measuring: float = 0.0
+    """Seconds a phase that missed its threshold is still waited for (0: fail fast)."""
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -176,6 +178,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         return ExitCode.HARNESS
+    target.keep_measuring = options.keep_measuring
     console.print(f"Target: {target.description}")
     if remote:
         console.print(f"  access: the identity holds every one of the {len(needed(features, profile))} permissions "

@@ -167,6 +167,9 @@ class Target:
     faults_done: list[FaultRecord] = field(default_factory=list)
     fingerprint: Fingerprint | None = None
     warnings: list[str] = field(default_factory=list)
+    keep_measuring: float = 0.0
+    """Seconds a phase that missed its threshold is still waited for, so the evidence holds its value
+    (``firedrill run --keep-measuring``); 0: fail fast, a grace of a quarter of the threshold."""
 
     def identify(self) -> Fingerprint:
         """What the target is (server version, GPU models, driver and flavor CRD versions), for the evidence."""

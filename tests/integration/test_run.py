@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +87,22 @@ def test_a_fault_this_target_cannot_inject_is_inconclusive_before_anything_start
     assert "INCONCLUSIVE" in out.stdout and "cannot run on this target: the scenario pulls a node with kubelet-stop" \
         in out.stdout, out.stdout
     assert "Given a canary training job" not in out.stdout, "the Given ran before the scenario was found unrunnable"
+
+
+def test_keep_measuring_reports_every_phase_of_a_slow_platform_with_its_value(tmp_path: Path) -> None:
+    """Issue 32, Done-when 4: a platform with slow timers FAILs node pull; with --keep-measuring the verdict shows
+    each phase with the value it took (detect missed, the later phases measured), as the record holds them."""
+    features = features_copy(tmp_path, "node_pull.feature")
+    out = firedrill("run", "--features", str(features), "-k", "survives", "--defect", "slow-detect",
+                    "--keep-measuring", "60")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert re.search(r"detect: measured [0-9.]+ s, threshold <= 5 s -- MISSED", out.stdout), out.stdout
+    (run_dir,) = re.findall(r"^Evidence: (\S+) ", out.stdout, re.M)
+    (scenario,) = json.loads((Path(run_dir) / "record.json").read_text())["scenarios"]
+    measured = {m["name"]: m["value"] for m in scenario["measurements"]}
+    assert measured["detect"] > 5 and all(measured[p] is not None for p in ("evict", "replace", "resume")), measured
+    judged = " ".join([*(j["message"] for j in scenario["judgements"]), *scenario["findings"]])
+    assert "never measured" not in judged and "never came" not in judged, judged
 
 
 def test_a_broken_feature_file_names_the_line(tmp_path: Path) -> None:

@@ -47,11 +47,15 @@ class NodePullDrill(TrainingRun, Drill):
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return training_permissions(profile, "node pull")  # the fault's own: drills.target.faults
 
+    def _grace(self, limit: float) -> float:
+        """The grace past a threshold: :func:`grace`, or the run's ``--keep-measuring`` where that is longer."""
+        return max(grace(limit), getattr(self.target, "keep_measuring", 0.0) or 0.0)
+
     def observe_phase(self, phase: str, limit: float) -> None:
         """Wait for ``phase``'s end instant until its threshold plus :func:`grace` past its start instant (the
         start itself waited for as long, should it not have come yet), then record the phase measurements."""
         start, end = STARTS[phase], "resume" if phase == "total" else phase
-        allowed = limit + grace(limit)
+        allowed = limit + self._grace(limit)
         clock = self.target.timeline.clock
 
         def over() -> bool:
@@ -68,8 +72,8 @@ class NodePullDrill(TrainingRun, Drill):
         if "fault" not in self.instants or needed in self.instants or needed not in CHAIN:
             return
         later = [*CHAIN[CHAIN.index(needed) + 1:], *AFTER_RESUME]
-        since = STARTS["total" if phase in AFTER_RESUME else needed]
-        why = (f"the promise of {limit:g} s and {grace(limit):g} s of grace" if phase != "lost steps" else
-               f"lost steps are counted at the resume, waited for {limit:g} s and {grace(limit):g} s of grace")
-        self.result.halt(f"{needed} never came: t_{needed} was not observed within {limit + grace(limit):g} s of "
+        since, more = STARTS["total" if phase in AFTER_RESUME else needed], self._grace(limit)
+        why = (f"the promise of {limit:g} s and {more:g} s of grace" if phase != "lost steps" else
+               f"lost steps are counted at the resume, waited for {limit:g} s and {more:g} s of grace")
+        self.result.halt(f"{needed} never came: t_{needed} was not observed within {limit + more:g} s of "
                          f"t_{since} ({why}), so {', '.join(later)} could never be measured; the scenario ends here")

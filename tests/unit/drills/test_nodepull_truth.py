@@ -227,3 +227,11 @@ def test_a_world_that_never_forms_is_given_up_soon_after_its_last_rank_started()
     assert ranks_started(at=100.0, now=111.0)._never_met()
     assert not ranks_started(at=100.0, now=105.0)._never_met()  # still within the rendezvous grace
     assert not ranks_started(at=100.0, now=200.0, met=True)._never_met()  # they met: training is what counts
+
+
+def test_keep_measuring_waits_past_the_threshold_so_the_value_is_recorded() -> None:
+    """Issue 32: on acceptance day a cluster with slow timers still gets each phase's value in its evidence."""
+    drill = pulled(fault=0.0)
+    assert drill._grace(5.0) == 1.25
+    drill.target.keep_measuring = 60.0  # type: ignore[attr-defined]
+    assert drill._grace(5.0) == 60.0 and drill._grace(400.0) == 100.0
