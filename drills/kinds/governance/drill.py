@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 import urllib3
 from kubernetes.client.rest import ApiException
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from drills.kinds.governance.audit import (
     REFUSED, REFUSED_BY_ADMISSION, SUCCEEDED, AuditLog, AuditLogError, RecordQuery, find,
@@ -160,6 +161,21 @@ class Pending:
 
     attempt: Attempt
     names: dict[str, str] = field(default_factory=dict)
+
+
+CLASS_UNKNOWN = "no PriorityClass with name"
+"""kube-apiserver's Priority admission looks a class up in an informer cache that may lag its create by
+milliseconds: a pod of a class created just before is refused 403 with this message until the cache has it."""
+
+
+def create_once_class_known(driver: KubeDriver, body: dict[str, Any], within: float = 10.0) -> None:
+    """Create a pod of a PriorityClass the drill has just made, again while the API server's admission does not
+    know the class yet (that refusal only, for ``within`` seconds); any other answer is the answer."""
+    for attempt in Retrying(stop=stop_after_delay(within), wait=wait_fixed(0.2), reraise=True,
+                            retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.code == 403
+                                                     and CLASS_UNKNOWN in str(e))):
+        with attempt:
+            driver.create(body)
 
 
 @register
@@ -648,8 +664,9 @@ class GovernanceDrill(Drill):
                        "description": "Firedrill governance drill: the class the tenant's pod must not preempt"})
         self._delete_later(PRIORITY_CLASS, high_class, None)
         high = f"gov-high-{self.run_id}"
-        driver.create(_pod(high, profile.namespace, profile.canary_image, self.run_id, gpus=free, gpu_resource=gpu,
-                           node_selector={HOSTNAME_LABEL: host}, priority_class=high_class))
+        create_once_class_known(driver, _pod(high, profile.namespace, profile.canary_image, self.run_id, gpus=free,
+                                             gpu_resource=gpu, node_selector={HOSTNAME_LABEL: host},
+                                             priority_class=high_class))
         self._delete_later(POD, high, profile.namespace)
         started = self._wait_running(high, profile.namespace, START_TIMEOUT)
         if started is None:
