@@ -91,6 +91,8 @@ class GangDrill(Drill):
     partial_since: float | None = None
     """Since when two or more gangs have held GPUs while none of them was whole (a deadlock in the making)."""
     deadlock: str = ""
+    room_for_all: str = ""
+    """Why gangs submitted together to contend need not (the cluster had room for all of them), or ""."""
     _lock: threading.Condition = field(default_factory=threading.Condition)
 
     # ------------------------------------------------------- steady state
@@ -118,6 +120,8 @@ class GangDrill(Drill):
                  for n in names]
         if first:
             self._must_wait(specs)
+        elif gangs > 1:
+            self.room_for_all = self._room_for_all(specs)
         manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in specs]
         with self._lock:
             self.specs.extend(specs)
@@ -140,6 +144,18 @@ class GangDrill(Drill):
         for i in range(workers):  # interleaved, as jobs submitted together reach the scheduler
             for pods in pod_lists:
                 self.target.driver.create(pods[i])
+
+    def _room_for_all(self, specs: list[GangSpec]) -> str:
+        """Gangs submitted together to contend: where the cluster has room for every one of them at once, none
+        waits, and 'exactly one runs while the others hold nothing' cannot be shown; returns why, or ""."""
+        free = free_gpus_per_node(self.target)
+        gpus = max(s.gpus_per_worker for s in specs)
+        room, need = sum(g // gpus for g in free.values()), sum(s.workers for s in specs)
+        if room < need:
+            return ""
+        return (f"the cluster has room for all {len(specs)} gangs at once ({need} workers of {gpus} GPUs; free GPUs "
+                f"per node: {free}), so none has to wait and contention cannot be shown; run it where the gangs "
+                "together need more than the free GPUs, or make them bigger in your copy of the feature")
 
     def _must_wait(self, specs: list[GangSpec]) -> None:
         """A gang submitted while this drill's earlier gangs run is there to wait for them: if the cluster has room
@@ -265,6 +281,8 @@ class GangDrill(Drill):
 
     def wait_one_whole_others_empty(self, timeout: float) -> Measurement:
         """Exactly one gang runs whole, and while it does the others hold no GPU at all."""
+        if self.room_for_all:
+            raise DrillInconclusive(self.room_for_all)
         ok = self._wait(lambda: any(self._whole(s.name) for s in self.specs), timeout)
         name = "time until one gang runs whole"
         with self._lock:
