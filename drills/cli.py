@@ -284,7 +284,7 @@ def rbac(
 
     Every `firedrill run --kubeconfig` checks the same permissions (SelfSubjectAccessReview, as `kubectl auth
     can-i`) before it creates anything, and refuses naming the missing ones. Apply the output with
-    `kubectl apply -f -` as a cluster admin (docs/REAL_CLUSTERS.md, step 2).
+    `kubectl apply -f -` as a cluster admin (docs/REAL_CLUSTERS.md, step 4).
     Exit codes: 0 printed, 2 bad profile, features or subject.
     """
     import dataclasses

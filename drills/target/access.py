@@ -183,5 +183,5 @@ def refusal(missing: Sequence[Permission], rbac_command: str) -> str:
              "nothing was created:"]
     for p in missing:
         lines.append(f"  - {p.describe()}: {p.why}  (check: {p.can_i()})")
-    lines.append(f"grant them with: {rbac_command} | kubectl apply -f -   (docs/REAL_CLUSTERS.md, step 2)")
+    lines.append(f"grant them with: {rbac_command} | kubectl apply -f -   (docs/REAL_CLUSTERS.md, step 4)")
     return "\n".join(lines)

@@ -309,4 +309,8 @@ def run_permissions(profile: TargetProfile) -> list[Permission]:
                                                  "held by pods in every namespace)")
     out += grant(ns, "", "pods", READ, "the invariant watch over the drills' pods")
     out += grant(ns, "", "pods", ("get",), "the workloads' own logs: their truth", subresource="log")
+    if profile.leak_report.url is None and profile.leak_report.prometheus_url is None:
+        out += grant(CLUSTER, "firedrill.dev", "leakreport", ("list",), "the run's leak report in the evidence (the "
+                                                                        "API server's path; set leakReport.url or "
+                                                                        "prometheus.url for another source)")
     return out

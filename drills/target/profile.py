@@ -559,8 +559,10 @@ def reference_profile() -> TargetProfile:
         canary_image=REFERENCE_IMAGE, fault=FaultSettings(FaultMethod.KILL, timeout_seconds=10.0),
         safety=SafetySettings(allow_label="nvidia.com/gpu.present=true", max_nodes=1, max_gpu_share=0.5),
         canary=CanarySettings(shared_volume=REFERENCE_SHARED_VOLUME),
+        # The embedded API server writes each audit record before its response starts (refplatform.api.audit),
+        # so a record is there when the answer is: a second covers reading the file back.
         governance=GovernanceSettings(tenant_namespace="firedrill-tenant", other_namespace="firedrill-neighbour",
-                                      restricted_priority_class="firedrill-critical"))
+                                      restricted_priority_class="firedrill-critical", record_wait_seconds=1.0))
 
 
 # --- loading -----------------------------------------------------------------------------------------------

@@ -54,6 +54,8 @@ class RefAgent:
     log_path: Path
     log_file: IO[bytes]
     data_dir: Path
+    argv: tuple[str, ...] = ()
+    """The command line it was started with (to start it again the same way, e.g. from a restore command)."""
 
     @property
     def pid(self) -> int:
@@ -126,7 +128,7 @@ class RefAgents:
         log_file.flush()
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                  start_new_session=True)
-        agent = self.agents[name] = RefAgent(name, index, popen, log_path, log_file, self.data_dir)
+        agent = self.agents[name] = RefAgent(name, index, popen, log_path, log_file, self.data_dir, tuple(argv))
         if wait_ready:
             self.wait_ready(name)
         return agent

@@ -116,11 +116,15 @@ def test_the_role_follows_flavor_and_fault_method(profile_file: Path) -> None:
     cluster = rules_of(native, "ClusterRole")
     assert cluster["pods"] == {"list"} and {"get", "list", "watch"} <= cluster["nodes"]
     assert "delete" not in cluster["nodes"] and not rules_of(native, "Role", "kube-system")
-    assert "jobs.batch.volcano.sh" not in role and "leakreport.firedrill.dev" not in cluster  # leak cannot run here
+    assert "jobs.batch.volcano.sh" not in role  # the leak drill cannot run here
+    assert cluster["leakreport.firedrill.dev"] == {"list"}  # the run's own leak report, from the API server's path
 
     volcano = role_manifests(needed(FEATURES, dataclasses.replace(profile, flavor=GangFlavor.VOLCANO)), subject)
     assert rules_of(volcano, "Role", "firedrill")["jobs.batch.volcano.sh"] == {"create", "delete"}
-    assert rules_of(volcano, "ClusterRole")["leakreport.firedrill.dev"] == {"list"}  # now the leak drill runs
+    assert rules_of(volcano, "Role", "firedrill")["pods"] >= {"create"}  # now the leak drill fills nodes too
+    url = dataclasses.replace(profile, leak_report=dataclasses.replace(profile.leak_report,
+                                                                        url="https://leaks.example/report"))
+    assert "leakreport.firedrill.dev" not in rules_of(role_manifests(needed(FEATURES, url), subject), "ClusterRole")
 
     stop = dataclasses.replace(profile, fault=FaultSettings(FaultMethod.KUBELET_STOP))
     assert rules_of(role_manifests(needed(FEATURES, stop), subject), "Role", "kube-system")["pods"] == {
