@@ -96,12 +96,18 @@ MATRIX: list[Catch] = [
     Catch("gpu-double-book", "node_pull.feature", "survives", "survives losing the node of one worker",
           r"GPU exclusivity broken: GPUs? GPU-[0-9a-f-]{36}(, GPU-[0-9a-f-]{36})* on node [\w-]+ (each )?serves? 2 "
           r"running pods at once: canary-[\w-]+, canary-[\w-]+"),
+    Catch("gpu-double-book", "leak_identification.feature", "data", "names the data pipeline hole",
+          r"GPU exclusivity broken: GPUs? GPU-[0-9a-f-]{36}(, GPU-[0-9a-f-]{36})* on node [\w-]+ (each )?serves? 2 "
+          r"running pods at once: canary-[\w-]+, canary-[\w-]+"),
     Catch("gpu-double-book", "partition_isolation.feature", "7-only", "partitioned as MIG 7 x 1g.18gb",
           r"GPU exclusivity broken: GPU MIG-[0-9a-f-]{36} on node [\w-]+ serves [2-7] running pods at once: "
           r"iso-[\w-]+, iso-[\w-]+"),
     Catch("duplicate-rank", "node_pull.feature", "spare", "needs every working node is moved onto the spare",
           r"one world per training job broken: rank 0 of generation 1 runs twice at once: canary-[\w-]+, "
           r"canary-[\w-]+; rank\(s\) 3 missing"),
+    Catch("duplicate-rank", "leak_identification.feature", "tolerance", "names the fault tolerance hole",
+          r"one world per training job broken: rank 0 of generation 1 runs twice at once: canary-[\w-]+, "
+          r"canary-[\w-]+; rank\(s\) 1 missing"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
