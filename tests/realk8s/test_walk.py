@@ -483,6 +483,15 @@ def test_step_8_the_shipped_features_run_as_the_service_account(walk: Walk, tmp_
     partitioned = next(s for s in scenarios if s["scenario"] == PARTITIONED_PULL)
     assert "set fault.stand_ins.partition" in reason(partitioned), partitioned
 
+    # The invariants held in every scenario that ran (issue 25), judged from the canaries' own logs: each training
+    # rank named the GPUs the device plugin's stand-in gave it, and no GPU served two running pods.
+    for s in scenarios:
+        if s["verdict"] == "PASS":
+            assert s["details"]["invariants"]["breaches"] == [], (s["scenario"], s["details"]["invariants"])
+    named = [gpu for s in scenarios if s["verdict"] == "PASS" and s["drill"] in ("gang-submission", "node-pull")
+             for gpus in s["details"]["invariants"]["identities"].values() for gpu in gpus]
+    assert named and all(gpu.startswith("GPU-") for gpu in named), named[:8]
+
     # The ServiceAccount was refused nothing the features need: what it asked, from the API server's own audit log,
     # against what the printed Role grants.
     events = service_account_requests(walk.customer.audit_log, started)
