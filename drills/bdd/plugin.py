@@ -25,6 +25,8 @@ from drills.scenario.vocabulary import suggest
 from drills.target.connect import Target
 
 CONTEXT = pytest.StashKey[ScenarioContext]()
+UNSTARTED = pytest.StashKey[DrillResult]()
+"""The result of a scenario that ended before any drill started (it cannot run on this target)."""
 
 
 class ScenarioFailed(AssertionError):
@@ -185,10 +187,14 @@ class FiredrillPlugin:
         report = outcome.get_result()
         if call.excinfo is not None and call.excinfo.errisinstance(DrillInconclusive):
             ctx = item.stash.get(CONTEXT, None)
+            why = str(call.excinfo.value)
             if ctx is not None:
-                why = str(call.excinfo.value)
                 if why not in ctx.result.findings:  # a drill that recorded it before raising: said once
                     ctx.result.inconclusive(why)
+            else:  # before its first step: no drill started, the reason is the scenario's one finding
+                early = DrillResult("scenario")
+                early.inconclusive(why)
+                item.stash[UNSTARTED] = early
             report.outcome = "skipped"
             report.longrepr = (str(item.path), 0, f"INCONCLUSIVE: {call.excinfo.value}")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
@@ -205,6 +211,8 @@ class FiredrillPlugin:
                                                             len(self.target.timeline)))
         if ctx is not None:
             out.result = ctx.result
+        elif UNSTARTED in item.stash:
+            out.result = item.stash[UNSTARTED]
         if report.passed:
             out.verdict = Verdict.PASS
         elif report.skipped:

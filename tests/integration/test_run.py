@@ -87,6 +87,9 @@ def test_a_fault_this_target_cannot_inject_is_inconclusive_before_anything_start
     assert "INCONCLUSIVE" in out.stdout and "cannot run on this target: the scenario pulls a node with kubelet-stop" \
         in out.stdout, out.stdout
     assert "Given a canary training job" not in out.stdout, "the Given ran before the scenario was found unrunnable"
+    (run_dir,) = re.findall(r"^Evidence: (\S+) ", out.stdout, re.M)
+    (scenario,) = json.loads((Path(run_dir) / "record.json").read_text())["scenarios"]
+    assert scenario["verdict"] == "INCONCLUSIVE" and "with kubelet-stop" in " ".join(scenario["findings"]), scenario
 
 
 def test_keep_measuring_reports_every_phase_of_a_slow_platform_with_its_value(tmp_path: Path) -> None:
