@@ -180,7 +180,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         return ExitCode.HARNESS
     target.keep_measuring = options.keep_measuring
     console.print(f"Target: {target.description}")
-    if remote:
+    if remote and not any("SelfSubjectAccessReview" in w or "selfsubjectaccessreviews" in w for w in target.warnings):
         console.print(f"  access: the identity holds every one of the {len(needed(features, profile))} permissions "
                       "the features need (SelfSubjectAccessReview; `firedrill rbac` lists them)")
     if target.fingerprint is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drills.errors import FiredrillError
+from drills.kube.driver import KubeError
 
 CLUSTER = ""
 """``Permission.namespace`` of a cluster-scoped resource, or of a read across every namespace (a ClusterRole)."""
@@ -166,11 +167,23 @@ def access_review(p: Permission) -> dict[str, Any]:
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
+class AccessUnchecked(FiredrillError):
+    """The API server does not serve SelfSubjectAccessReview (the reference platform's does not yet), so the
+    permissions could not be asked about; the run goes on and says so."""
+
+
 def missing_permissions(driver: Any, permissions: Iterable[Permission]) -> list[Permission]:
-    """Ask the API server about each permission (one SelfSubjectAccessReview each); the ones it denies."""
+    """Ask the API server about each permission (one SelfSubjectAccessReview each); the ones it denies.  Raises
+    :class:`AccessUnchecked` where the server does not serve the review (404)."""
     missing = []
     for p in merged(permissions):
-        answer = driver.request("POST", SSAR_PATH, access_review(p))
+        try:
+            answer = driver.request("POST", SSAR_PATH, access_review(p))
+        except KubeError as exc:
+            if exc.code == 404:
+                raise AccessUnchecked(f"the API server does not serve {SSAR_PATH} ({exc}), so the permissions the "
+                                      "features need were not checked before the run") from None
+            raise
         if not (answer.get("status") or {}).get("allowed", False):
             missing.append(p)
     return missing

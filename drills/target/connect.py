@@ -23,7 +23,8 @@ from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.kube.fingerprint import Fingerprint, fingerprint
 from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
-from drills.target.access import CLUSTER, READ, AccessDenied, Permission, grant, missing_permissions, refusal
+from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
+                                  refusal)
 from drills.target.faults import ClusterFaults, FaultRecord, ReferenceFaults
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
@@ -281,11 +282,16 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
     SelfSubjectAccessReview per permission, before any other request), identify the cluster and check it is
     healthy enough to drill (raises otherwise)."""
     target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
+    unchecked = ""
     try:
         if access is not None:
-            missing = missing_permissions(target.driver, access.permissions)
-            if missing:
-                raise AccessDenied(refusal(missing, access.grant_command), missing)
+            try:
+                missing = missing_permissions(target.driver, access.permissions)
+            except AccessUnchecked as exc:
+                unchecked = str(exc)
+            else:
+                if missing:
+                    raise AccessDenied(refusal(missing, access.grant_command), missing)
         if target.driver.find(NAMESPACE, profile.namespace) is None:
             raise TargetError(f"namespace {profile.namespace!r} (from the target profile) does not exist on the "
                               f"cluster at {target.driver.host}; create it, or pass --namespace")
@@ -294,6 +300,8 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
     except FiredrillError:
         target.driver.close()
         raise
+    if unchecked:
+        target.warnings.append(unchecked)
     return target
 
 
