@@ -180,8 +180,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         return ExitCode.HARNESS
     target.keep_measuring = options.keep_measuring
     console.print(f"Target: {target.description}")
-    if remote and not any("SelfSubjectAccessReview" in w or "selfsubjectaccessreviews" in w for w in target.warnings):
-        console.print(f"  access: the identity holds every one of the {len(needed(features, profile))} permissions "
+    if target.access_checked is not None:
+        console.print(f"  access: the identity holds every one of the {target.access_checked} permissions "
                       "the features need (SelfSubjectAccessReview; `firedrill rbac` lists them)")
     if target.fingerprint is not None:
         fp = target.fingerprint

@@ -168,6 +168,9 @@ class Target:
     faults_done: list[FaultRecord] = field(default_factory=list)
     fingerprint: Fingerprint | None = None
     warnings: list[str] = field(default_factory=list)
+    access_checked: int | None = None
+    """How many permissions the API server confirmed before the run (None: not asked: the embedded platform, or a
+    server without SelfSubjectAccessReview, which a warning names)."""
     keep_measuring: float = 0.0
     """Seconds a phase that missed its threshold is still waited for, so the evidence holds its value
     (``firedrill run --keep-measuring``); 0: fail fast, a grace of a quarter of the threshold."""
@@ -292,6 +295,7 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
             else:
                 if missing:
                     raise AccessDenied(refusal(missing, access.grant_command), missing)
+                target.access_checked = len(access.permissions)
         if target.driver.find(NAMESPACE, profile.namespace) is None:
             raise TargetError(f"namespace {profile.namespace!r} (from the target profile) does not exist on the "
                               f"cluster at {target.driver.host}; create it, or pass --namespace")

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,32 @@ def _write_yaml(path: Path, doc: Any) -> Path:
     return path
 
 
+def settle_tenants(cluster: RealCluster, agents: RefAgents, namespaces: Sequence[str], nodes: Sequence[str],
+                   node_of: str, work: Path) -> tuple[Path, Path]:
+    """Wait until the tenants' setup took effect (each namespace's ``default`` ServiceAccount, which pods are
+    admitted only with; the tenant's quota status; every node in ``nodes`` Ready), then write the tenant's
+    kubeconfig and node ``node_of``'s: (tenant, node)."""
+    api = api_client(cluster.url, cluster.ca_file, cluster.admin_token)
+    try:
+        core = client.CoreV1Api(api)
+        for ns in namespaces:
+            wait_for(lambda ns=ns: any(sa.metadata.name == "default"
+                                       for sa in core.list_namespaced_service_account(ns).items),
+                     30, f"the service-account controller to create {ns}/default")
+        wait_for(lambda: (core.read_namespaced_resource_quota("gpu-quota", TENANT_NS).status.hard or None),
+                 30, "the quota controller to fill in gpu-quota's status")
+    finally:
+        api.close()
+    for name in nodes:
+        agents.wait_ready(name)
+    tenant = write_kubeconfig(work / "tenant-a.kubeconfig", cluster.url, cluster.ca_file, TENANT.name,
+                              cluster.tokens[TENANT.name])
+    node_name = node_user(node_of).name
+    node = write_kubeconfig(work / f"node-{node_of}.kubeconfig", cluster.url, cluster.ca_file, node_name,
+                            cluster.tokens[node_name])
+    return tenant, node
+
+
 def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True,
                    nodes: tuple[str, ...] = NODES) -> Governed:
     """A control plane with the audit log, the tenants, their RBAC, the quota and the classes; ``limit_class``
@@ -145,25 +171,7 @@ def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True,
             agents.start(name, wait_ready=False, extra=("--node-group", NODE_GROUP))
         kubectl(cluster.admin_kubeconfig, "apply", "-f", "-",
                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": SETUP}))
-        api = api_client(cluster.url, cluster.ca_file, cluster.admin_token)
-        try:
-            core = client.CoreV1Api(api)
-            for ns in (DRILL_NS, TENANT_NS, NEIGHBOUR_NS):
-                # Pods are admitted only once the service-account controller made the namespace's ``default``.
-                wait_for(lambda ns=ns: any(sa.metadata.name == "default"
-                                           for sa in core.list_namespaced_service_account(ns).items),
-                         30, f"the service-account controller to create {ns}/default")
-            wait_for(lambda: (core.read_namespaced_resource_quota("gpu-quota", TENANT_NS).status.hard or None),
-                     30, "the quota controller to fill in gpu-quota's status")
-        finally:
-            api.close()
-        for name in nodes:
-            agents.wait_ready(name)
-        tenant = write_kubeconfig(work / "tenant-a.kubeconfig", cluster.url, cluster.ca_file, TENANT.name,
-                                  cluster.tokens[TENANT.name])
-        node_name = node_user(NODES[0]).name
-        node = write_kubeconfig(work / f"node-{NODES[0]}.kubeconfig", cluster.url, cluster.ca_file, node_name,
-                                cluster.tokens[node_name])
+        tenant, node = settle_tenants(cluster, agents, (DRILL_NS, TENANT_NS, NEIGHBOUR_NS), nodes, NODES[0], work)
     except BaseException:
         agents.close()
         cluster.stop()

@@ -51,15 +51,14 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
 from tests.realk8s.agents import RefAgents
-from tests.realk8s.cluster import Component, RealCluster, RealClusterSpec, write_kubeconfig
+from tests.realk8s.cluster import Component, RealCluster, RealClusterSpec
 from tests.realk8s.firedrill import CLI, firedrill_run
-from tests.realk8s.standin import api_client, node_user, wait_for
+from tests.realk8s.standin import node_user, wait_for
 from tests.realk8s.test_control_plane import kubectl
 from tests.realk8s.test_governance import (ADMISSION_CONFIG, AUDIT_POLICY, LIMITED_CLASS, NEIGHBOUR, NEIGHBOUR_NS,
-                                           SETUP, TENANT, TENANT_NS)
+                                           SETUP, TENANT, TENANT_NS, settle_tenants)
 from tests.realk8s.test_native_nodepull import AGENTCTL
 
 pytestmark = [pytest.mark.realk8s, pytest.mark.timeout(600)]
@@ -138,24 +137,7 @@ def start_customer(bin_dir: Path, work: Path) -> Customer:
         tenant_setup = [d for d in SETUP if not (d["kind"] == "Namespace" and d["metadata"]["name"] == NAMESPACE)]
         kubectl(cluster.admin_kubeconfig, "apply", "-f", "-",
                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": tenant_setup}))
-        api = api_client(cluster.url, cluster.ca_file, cluster.admin_token)
-        try:
-            core = client.CoreV1Api(api)
-            for ns in (TENANT_NS, NEIGHBOUR_NS):
-                wait_for(lambda ns=ns: any(sa.metadata.name == "default"
-                                           for sa in core.list_namespaced_service_account(ns).items),
-                         30, f"the service-account controller to create {ns}/default")
-            wait_for(lambda: (core.read_namespaced_resource_quota("gpu-quota", TENANT_NS).status.hard or None),
-                     30, "the quota controller to fill in gpu-quota's status")
-        finally:
-            api.close()
-        for name in NODES:
-            agents.wait_ready(name)
-        tenant = write_kubeconfig(work / "tenant-a.kubeconfig", cluster.url, cluster.ca_file, TENANT.name,
-                                  cluster.tokens[TENANT.name])
-        node_name = node_user(NODES[0]).name
-        node = write_kubeconfig(work / f"node-{NODES[0]}.kubeconfig", cluster.url, cluster.ca_file, node_name,
-                                cluster.tokens[node_name])
+        tenant, node = settle_tenants(cluster, agents, (TENANT_NS, NEIGHBOUR_NS), NODES, NODES[0], work)
     except BaseException:
         agents.close()
         cluster.stop()
