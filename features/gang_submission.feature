@@ -8,7 +8,7 @@ Feature: Gang submission
 
   @clause:4.1 @severity:critical @conformance:gang_scheduling
   Scenario: A gang that fits is placed whole
-    When I submit a gang of 4 workers with 8 GPUs each
+    When I submit a gang of 8 workers with 4 GPUs each
     Then all workers are running within 30 seconds
     And partial-hold GPU-seconds stay at or below 0
 

@@ -17,7 +17,7 @@ Feature: Inference under chaos
 
   @clause:9.2 @conformance:pod_autoscaling @conformance:ai_service_metrics
   Scenario: A burst is absorbed by scaling out
-    Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas when more than 2 requests wait per replica, each new replica loading its model for 2 seconds
+    Given an inference service of 2 replicas with 4 GPUs each behind a load balancer, scaling out to 4 replicas when more than 2 requests wait per replica, each new replica loading its model for 2 seconds
     And steady load from 4 users who retry a refused request up to 2 times
     When the load jumps to 4 times its users after 3 seconds of load
     And the load goes on for 15 seconds

@@ -73,17 +73,31 @@ def parse_hole(text: str) -> Hole:
 parse_hole.pattern = r"[A-Za-z]+(?: [A-Za-z]+)*"  # type: ignore[attr-defined]
 
 
-def parse_workers(text: str) -> int:
-    """'1 worker', '4 workers' -> the count, at least 1."""
-    m = re.fullmatch(r"\s*([-+]?\d+)\s+workers?\s*", text)
+def _counted(text: str, noun: str, too_few: str) -> int:
+    """'1 <noun>', '4 <noun>s' -> the count, at least 1."""
+    example = f"write e.g. '1 {noun}' or '4 {noun}s'"
+    m = re.fullmatch(rf"\s*([-+]?\d+)\s+{noun}s?\s*", text)
     if not m:
-        raise PlaceholderError(text, "not a worker count", "write e.g. '1 worker' or '4 workers'")
+        raise PlaceholderError(text, f"not a {noun} count", example)
     if int(m.group(1)) < 1:
-        raise PlaceholderError(text, "a job needs at least one worker", "write e.g. '1 worker' or '4 workers'")
+        raise PlaceholderError(text, too_few, example)
     return int(m.group(1))
 
 
+def parse_workers(text: str) -> int:
+    """'1 worker', '4 workers' -> the count, at least 1."""
+    return _counted(text, "worker", "a job needs at least one worker")
+
+
 parse_workers.pattern = r"[-+]?\d+ workers?"  # type: ignore[attr-defined]
+
+
+def parse_gpus(text: str) -> int:
+    """'1 GPU', '4 GPUs' -> the count, at least 1."""
+    return _counted(text, "GPU", "a GPU pod asks for at least one GPU")
+
+
+parse_gpus.pattern = r"[-+]?\d+ GPUs?"  # type: ignore[attr-defined]
 
 
 def parse_count(text: str) -> int:
@@ -126,11 +140,11 @@ parse_method.pattern = r"[A-Za-z][A-Za-z -]*"  # type: ignore[attr-defined]
 
 
 TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole, "Workers": parse_workers,
-         "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method}
+         "Gpus": parse_gpus, "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method}
 """Placeholder type -> its one parser (its ``pattern`` says which text the sentence hands it); a drill kind adds
 its own with :func:`placeholder`."""
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
-READABLE = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers"}
+READABLE = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers", "Gpus": "n GPUs"}
 """How docs/STEPS.md writes a typed placeholder; the others are written by their name (``<nodes>``)."""
 
 
@@ -340,7 +354,8 @@ def markdown() -> str:
              f"  {', '.join(f'`{u}`' for u in DURATION_UNITS)}: `500 ms`, `5 seconds`, `2 minutes`;",
              "- `<number>`: a number, decimals allowed (`2.5`);",
              "- counts of things (`<nodes>`, `<gpus>`, `<count>`, `<every>`, `<n workers>`): whole numbers of at",
-             "  least 1; `<rank>` and the steps of work lost: whole numbers of at least 0;",
+             "  least 1 (`<n workers>` with its word: `1 worker`, `4 workers`; `<n GPUs>` likewise: `1 GPU`,",
+             "  `4 GPUs`); `<rank>` and the steps of work lost: whole numbers of at least 0;",
              f"- `<method>`: {', '.join(f'`{m.value}`' for m in FaultMethod)} or `{CONFIGURED_METHOD}`",
              "  (the profile's `fault.method`; on a real cluster `kill`, `hang` and `partition` mean what the",
              "  profile's `fault.stand_ins` maps them to, docs/PROFILE.md);",

@@ -32,6 +32,9 @@ IDENTITY_WAIT_SECONDS = 20.0
 """How long a running GPU pod's workload may take to say what it was given before it is counted silent."""
 HEAD_BYTES = 16384
 """How much of a log's beginning is read for the identity line (the workloads write it first)."""
+SETTLE_SECONDS = 3.0
+"""At the verdict, how long a GPU pod that started running only just now is still given to say what it was
+given: a scenario that ends the moment its pods run (a gang placed whole) is judged on their identities too."""
 
 
 @dataclass
@@ -62,9 +65,13 @@ class InvariantWatch:
         return self
 
     def stop(self) -> None:
-        """Stop watching (before the rollback, whose deletions prove nothing) and record what was watched."""
+        """Stop watching (before the rollback, whose deletions prove nothing) and record what was watched.
+        Unless the scenario already FAILed, pods that started running less than :data:`SETTLE_SECONDS` ago and
+        have not yet said which GPUs they were given are waited for up to then, so a promise broken in the
+        scenario's last second is still judged."""
         if self._stop.is_set():
             return
+        self._settle()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -76,6 +83,18 @@ class InvariantWatch:
                 "silent": dict(sorted(self.silent.items())),
                 "breaches": [b.to_json() for b in self.breaches],
             }
+
+    def _settle(self) -> None:
+        clock = self.target.timeline.clock
+        while self._thread is not None and self._thread.is_alive() and not self.result.halted:
+            now = clock.mono()
+            with self._lock:
+                young = [self._running_since.get(p.uid, now) + SETTLE_SECONDS - now
+                         for p in self.book.needs_identity()]
+            wait = max((y for y in young if y > 0), default=0.0)
+            if wait <= 0:
+                return
+            self._stop.wait(min(wait, POLL_SECONDS))
 
     # ------------------------------------------------------------------ the watch
     def _on_pod(self, event: str, pod: Obj) -> None:

@@ -28,7 +28,7 @@ from drills.kube.flavors import JOB_COMPLETION_INDEX_ANNOTATION, WORKER_INDEX_LA
 from drills.records.verdict import DrillInconclusive
 from drills.target.profile import TargetProfile
 
-__all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec", "gpu_taint_toleration"]
+__all__ = ["MOUNT", "CanaryForm", "CanaryTraining", "canary_job_spec", "gpu_holder", "gpu_taint_toleration"]
 
 MOUNT = "/firedrill"
 """Where the shared volume is mounted in every rank."""
@@ -128,6 +128,20 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
                     volumes=({"name": VOLUME, **volume},),
                     volume_mounts=({"name": VOLUME, "mountPath": MOUNT},),
                     tolerations=gpu_taint_toleration(profile.gpu_resource) if training.gpus_per_worker else ())
+
+
+def gpu_holder(profile: TargetProfile, gpus: int, *, seconds: int = 0, name: str = "main") -> dict[str, Any]:
+    """A container that holds ``gpus`` of the profile's GPU resource as a training job of one rank would: the
+    canary (``train``, a world of 1, no checkpoints, a step a second) logs its ``start`` line with the devices it
+    was given, so the invariant watch (docs/INVARIANTS.md) judges the GPUs of pods that are not training jobs of
+    their own (a governance drill's higher-class pods, a control-plane drill's started pods). ``seconds``: it
+    exits 0 after that many steps (0: it runs until its pod is deleted)."""
+    args = ["train", "--compute-seconds", "1", "--checkpoint-every", "0", "--steps-total", str(seconds)]
+    container: dict[str, Any] = {"name": name, "image": profile.canary_image, "command": list(profile.canary.command),
+                                 "args": args}
+    if gpus:
+        container["resources"] = {"limits": {profile.gpu_resource: str(gpus)}}
+    return container
 
 
 def gpu_taint_toleration(gpu_resource: str) -> tuple[dict[str, Any], ...]:

@@ -41,6 +41,7 @@ from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
+from drills.workloads.canaryjob import gpu_holder, gpu_taint_toleration
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -157,6 +158,10 @@ class ControlPlaneDrill(Drill):
     load: LoadRun | None = None
     load_started: float | None = None
     rate: float = 0.0
+    _gpus: int = 0
+    """GPUs each started pod asks for (0: a ``sleep`` pod)."""
+    _seconds: int = 0
+    """How long each started GPU pod runs (0: until the rollback)."""
     starts: dict[str, PodStart] = field(default_factory=dict)
     pulled: str | None = None
     act_mono: float | None = None
@@ -186,27 +191,36 @@ class ControlPlaneDrill(Drill):
         self.result.details["load"] = {"users": users, "object": "pod (Pending: no node matches its selector)",
                                        "command": self.load.portable_command()}
 
-    def start_pods(self, per_second: int) -> None:
+    def start_pods(self, per_second: int, gpus: int = 0, seconds: int = 0) -> None:
         """Start small schedulable pods (``sleep`` in the profile's canary image) at a steady rate, each timed from
-        its create call to the harness's watch seeing it Running with every container started."""
+        its create call to the harness's watch seeing it Running with every container started. With ``gpus``, each
+        asks for that many GPUs and is a GPU workload that says which it was given and ends after ``seconds``
+        (:func:`~drills.workloads.canaryjob.gpu_holder`), so the GPUs of pods placed while a node dies are checked
+        too (docs/INVARIANTS.md)."""
         self.rate = float(per_second)
+        self._gpus, self._seconds = gpus, seconds
         driver, ns = self.target.driver, self.target.profile.namespace
         driver.watch(POD, ns, label_selector=f"{RUN_LABEL}={self.run_id},{STARTUP_LABEL}=true", on_event=self._on_pod)
         self._starter = threading.Thread(target=self._start_loop, name="pod-starter", daemon=True)
         self._starter.start()
-        self.result.details["startup"] = {"per_second": per_second, "image": self.target.profile.canary_image}
+        self.result.details["startup"] = {"per_second": per_second, "image": self.target.profile.canary_image,
+                                          "gpus_each": gpus, "seconds_each": seconds or None}
 
     def _start_loop(self) -> None:
         clock, driver = self.target.timeline.clock, self.target.driver
-        ns, image = self.target.profile.namespace, self.target.profile.canary_image
+        profile = self.target.profile
+        ns, image = profile.namespace, profile.canary_image
+        container = (gpu_holder(profile, self._gpus, seconds=self._seconds) if self._gpus
+                     else {"name": "main", "image": image, "command": ["sleep", "3600"]})
         n, begin = 0, clock.mono()
         while not self._stop.is_set():
             name = f"start-{self.run_id}-{n}"
             body = {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": name, "namespace": ns,
                                  "labels": {RUN_LABEL: self.run_id, STARTUP_LABEL: "true"}},
-                    "spec": {"terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
-                             "containers": [{"name": "main", "image": image, "command": ["sleep", "3600"]}]}}
+                    "spec": {"terminationGracePeriodSeconds": 0, "restartPolicy": "Never", "containers": [container]}}
+            if self._gpus:
+                body["spec"]["tolerations"] = list(gpu_taint_toleration(profile.gpu_resource))
             created = clock.mono()
             try:
                 driver.create(body)

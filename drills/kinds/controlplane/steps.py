@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 
 from drills.kinds.controlplane.drill import ControlPlaneDrill
 from drills.records.verdict import Threshold
@@ -26,6 +27,19 @@ def pods_started(drill: ScenarioContext, rate: int) -> None:
     """Small schedulable pods (`sleep` in the profile's canary image) are created at that rate, each timed from
     its create call to the harness's watch seeing it Running with every container started."""
     drill.drill(ControlPlaneDrill).start_pods(rate)
+
+
+@step("Given", "{rate:Count} pods of {gpus:Gpus} each are started every second, each running for {seconds:Duration}",
+      "2 pods of 1 GPU each are started every second, each running for 5 seconds",
+      requires=(Requires(("cp_load",), "no control-plane load runs",
+                         "put 'Given steady control-plane load from ...' before it"),),
+      sets=("startup",))
+def gpu_pods_started(drill: ScenarioContext, rate: int, gpus: int, seconds: float) -> None:
+    """Pods are created at that rate and timed as in '<rate> pods are started every second', each asking for that
+    many GPUs: a GPU workload (the canary as a job of one rank) that logs which GPUs it was given and ends after
+    that long, so the GPUs handed out while a node dies are checked by the invariants (docs/INVARIANTS.md) and the
+    startup SLO is measured on the pods a GPU cluster runs."""
+    drill.drill(ControlPlaneDrill).start_pods(rate, gpus, max(1, math.ceil(seconds)))
 
 
 @step("When", "a node is pulled with {method:FaultMethod} after {after:Duration} of load",

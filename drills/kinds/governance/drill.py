@@ -47,6 +47,7 @@ from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
 from drills.target.safety import eligible_nodes
+from drills.workloads.canaryjob import gpu_holder
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -142,10 +143,12 @@ def send(driver: KubeDriver, method: str, path: str, body: Any = None, query: di
 
 
 def _pod(name: str, namespace: str, image: str, run_id: str, *, gpus: int = 0, gpu_resource: str = "nvidia.com/gpu",
-         node_selector: dict[str, str] | None = None, priority_class: str | None = None) -> Obj:
-    container: Obj = {"name": "main", "image": image, "command": ["sleep", "3600"]}
-    if gpus:
-        container["resources"] = {"limits": {gpu_resource: str(gpus)}}
+         node_selector: dict[str, str] | None = None, priority_class: str | None = None,
+         container: Obj | None = None) -> Obj:
+    if container is None:
+        container = {"name": "main", "image": image, "command": ["sleep", "3600"]}
+        if gpus:
+            container["resources"] = {"limits": {gpu_resource: str(gpus)}}
     spec: Obj = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [container]}
     if node_selector:
         spec["nodeSelector"] = node_selector
@@ -161,6 +164,8 @@ class Pending:
 
     attempt: Attempt
     names: dict[str, str] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
+    """The pods that must keep running (a preemption watched), by name: their uids."""
 
 
 CLASS_UNKNOWN = "no PriorityClass with name"
@@ -640,8 +645,9 @@ class GovernanceDrill(Drill):
             self._delete_later(POD, name, ns)
 
     def preemption(self) -> None:
-        """A pod of a higher class (the drill's own PriorityClass) takes every free GPU of one node; then the
-        tenant's pod (one GPU, pinned to that node, its own lower priority) is created: it must wait."""
+        """Pods of a higher class (the drill's own PriorityClass) take every free GPU of one node, two pods sharing
+        them where there are two GPUs to share; then the tenant's pod (one GPU, pinned to that node, its own lower
+        priority) is created: it must wait."""
         chain, action = Chain.PRIORITY, "take the GPUs a pod of a higher priority class holds"
         ready = self._tenant_ready(chain, action)
         if ready is None:
@@ -663,16 +669,24 @@ class GovernanceDrill(Drill):
                        "metadata": {"name": high_class, "labels": {RUN_LABEL: self.run_id}}, "value": HIGH_PRIORITY,
                        "description": "Firedrill governance drill: the class the tenant's pod must not preempt"})
         self._delete_later(PRIORITY_CLASS, high_class, None)
-        high = f"gov-high-{self.run_id}"
-        create_once_class_known(driver, _pod(high, profile.namespace, profile.canary_image, self.run_id, gpus=free,
-                                             gpu_resource=gpu, node_selector={HOSTNAME_LABEL: host},
-                                             priority_class=high_class))
-        self._delete_later(POD, high, profile.namespace)
-        started = self._wait_running(high, profile.namespace, START_TIMEOUT)
-        if started is None:
-            self._not_made(chain, self._tenant_actor(), action, f"the higher class's pod {high} did not start on "
-                                                                f"{node} within {START_TIMEOUT:g} s")
-            return
+        # Two pods share the node's free GPUs where there are two to share, each a GPU workload that says which
+        # GPUs it was given: the scenario then also shows that two pods of one node never hold the same GPU.
+        shares = [free - free // 2, free // 2] if free >= 2 else [free]
+        highs = [f"gov-high-{self.run_id}-{i}" for i in range(len(shares))]
+        for high, gpus in zip(highs, shares):
+            create_once_class_known(driver, _pod(high, profile.namespace, profile.canary_image, self.run_id,
+                                                 node_selector={HOSTNAME_LABEL: host}, priority_class=high_class,
+                                                 container=gpu_holder(profile, gpus)))
+            self._delete_later(POD, high, profile.namespace)
+        running: dict[str, Obj] = {}
+        for high in highs:
+            started = self._wait_running(high, profile.namespace, START_TIMEOUT)
+            if started is None:
+                self._not_made(chain, self._tenant_actor(), action, f"the higher class's pod {high} did not start "
+                                                                    f"on {node} within {START_TIMEOUT:g} s")
+                return
+            running[high] = started
+        high = ", ".join(highs)
         low = f"gov-low-{self.run_id}"
         tenant_agent = self._agent(tenant)
         since = self._since()
@@ -684,7 +698,7 @@ class GovernanceDrill(Drill):
             return
         self._delete_later(POD, low, ns)
         mine = (obj.get("spec") or {}).get("priority")
-        theirs = (started.get("spec") or {}).get("priority")
+        theirs = (running[highs[0]].get("spec") or {}).get("priority")
         if not isinstance(mine, int) or not isinstance(theirs, int) or mine >= theirs:
             self._not_made(chain, self._tenant_actor(), action, f"its pod {low} got priority {mine}, not below the "
                                                                 f"higher class's {theirs}: nothing to judge")
@@ -692,10 +706,10 @@ class GovernanceDrill(Drill):
         query = RecordQuery(frozenset({"patch", "update"}), "pods", SUCCEEDED, namespace=ns, name=low,
                             subresource="status", not_user_agent=tenant_agent)
         attempt = Attempt(chain, self._tenant_actor(), f"take node {node}'s GPUs with its pod {low} (priority {mine}) "
-                                                       f"from pod {high} (priority {theirs})", query, Gate.UNCLEAR,
-                          answer, "", since)
-        self.pending_preemption = Pending(attempt, {"high": high, "high_uid": started["metadata"]["uid"], "low": low,
-                                            "namespace": ns, "node": node})
+                                                       f"from pod(s) {high} (priority {theirs})", query,
+                          Gate.UNCLEAR, answer, "", since)
+        self.pending_preemption = Pending(attempt, {"low": low, "namespace": ns, "node": node},
+                                          {name: pod["metadata"]["uid"] for name, pod in running.items()})
 
     def _wait_running(self, name: str, namespace: str, timeout: float) -> Obj | None:
         clock = self.target.timeline.clock
@@ -719,15 +733,18 @@ class GovernanceDrill(Drill):
         driver, ns = self.target.driver, self.target.profile.namespace
         clock = self.target.timeline.clock
         deadline = clock.mono() + seconds
-        lost = bound = ""
+        lost = bound = taken = ""
         while not lost:
-            high = driver.find(POD, names["high"], ns)
-            if high is None or high["metadata"].get("uid") != names["high_uid"]:
-                lost = "deleted"
-            elif high["metadata"].get("deletionTimestamp"):
-                lost = "being deleted"
-            elif (high.get("status") or {}).get("phase") != "Running":
-                lost = f"{(high.get('status') or {}).get('phase')}"
+            for taken, uid in pending.held.items():
+                high = driver.find(POD, taken, ns)
+                if high is None or high["metadata"].get("uid") != uid:
+                    lost = "deleted"
+                elif high["metadata"].get("deletionTimestamp"):
+                    lost = "being deleted"
+                elif (high.get("status") or {}).get("phase") != "Running":
+                    lost = f"{(high.get('status') or {}).get('phase')}"
+                if lost:
+                    break
             low = driver.find(POD, names["low"], names["namespace"]) or {}
             bound = (low.get("spec") or {}).get("nodeName") or ""
             if lost or clock.mono() >= deadline:
@@ -737,22 +754,22 @@ class GovernanceDrill(Drill):
             who = ""
             if self.audit is not None:
                 took = find(self.audit.records(attempt.since), RecordQuery(
-                    frozenset({"delete", "create"}), "pods", SUCCEEDED, namespace=ns, name=names["high"])) or find(
+                    frozenset({"delete", "create"}), "pods", SUCCEEDED, namespace=ns, name=taken)) or find(
                     self.audit.records(attempt.since), RecordQuery(frozenset({"create"}), "pods", SUCCEEDED,
-                                                                    namespace=ns, name=names["high"],
+                                                                    namespace=ns, name=taken,
                                                                     subresource="eviction"))
                 if took is not None:
                     who = f" by {took.user} ({took.verb}{'/' + took.subresource if took.subresource else ''}, " \
                           f"audit event {took.audit_id})"
             attempt.gate = Gate.LET_THROUGH
-            attempt.why = f"the higher class's pod {names['high']} was preempted: {lost}{who}"
+            attempt.why = f"the higher class's pod {taken} was preempted: {lost}{who}"
         elif bound:
             attempt.gate = Gate.UNCLEAR
-            attempt.why = f"the tenant's pod was bound to {bound} beside the higher class's pod: the node had room"
+            attempt.why = f"the tenant's pod was bound to {bound} beside the higher class's pods: the node had room"
         else:
             attempt.gate = Gate.REFUSED
         self.result.measure(Measurement("priority: higher-class pods preempted", float(bool(lost)), "pods",
-                                        note=attempt.why or f"{names['high']} kept running on {names['node']} for "
+                                        note=attempt.why or f"{', '.join(pending.held)} kept running on {names['node']} for "
                                                             f"{seconds:g} s"))
         self._add(attempt)
         self.pending_preemption = None

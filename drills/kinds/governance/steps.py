@@ -93,15 +93,16 @@ def restricted_class(drill: ScenarioContext) -> None:
 @step("When", "the tenant's pod needs the GPUs a pod of a higher priority class holds",
       "the tenant's pod needs the GPUs a pod of a higher priority class holds")
 def tenant_needs_higher_gpus(drill: ScenarioContext) -> None:
-    """Priority: the drill gives a pod of its own higher PriorityClass every free GPU of one node, then the tenant
-    creates a pod of one GPU pinned to that node, at its own lower priority. The tenant's pod must wait."""
+    """Priority: the drill gives pods of its own higher PriorityClass every free GPU of one node (two pods sharing
+    them where there are two GPUs, each a GPU workload that names the GPUs it was given), then the tenant creates a
+    pod of one GPU pinned to that node, at its own lower priority. The tenant's pod must wait."""
     _governance(drill).preemption()
 
 
 @step("Then", "the pod of the higher class keeps running for {limit:Duration}",
       "the pod of the higher class keeps running for 5 seconds")
 def higher_keeps_running(drill: ScenarioContext, limit: float) -> None:
-    """For that long the higher class's pod keeps running (the same pod, not deleted or evicted) and the tenant's
+    """For that long the higher class's pods keep running (the same pods, not deleted or evicted) and the tenant's
     pod stays unbound; the record sought is the scheduler's write of the tenant pod's status (it was held)."""
     _governance(drill).watch_preemption(limit)
 

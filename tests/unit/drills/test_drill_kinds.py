@@ -195,13 +195,15 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "sla_holds_again": [("jumped",), ("stopped",)], "training_resumes": [("training",), ("stopped",)],
         "training_lost": [("training",), ("stopped",)], "sla_back_after_pull": [("pulled",), ("stopped",), ("service",)],
         "error_rate": [("stopped",), ("service",)], "requests_lost": [("stopped",), ("service",)],
-        "pods_started": [("cp_load",)], "pull_any_node": [("cp_load",)], "mutating_p99": [("stopped",)],
+        "pods_started": [("cp_load",)], "gpu_pods_started": [("cp_load",)], "pull_any_node": [("cp_load",)],
+        "mutating_p99": [("stopped",)],
         "startup_p99": [("startup",), ("stopped",)], "acknowledged_found": [("stopped",)]}
     sets = {s.name: s.sets for s in SENTENCES if s.sets}
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
                     "pull_replica_node": ("pulled",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
-                    "control_plane_load": ("cp_load",), "pods_started": ("startup",), "load_goes_on": ("stopped",)}
+                    "control_plane_load": ("cp_load",), "pods_started": ("startup",),
+                    "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",)}
 
 
 def test_a_step_name_is_registered_once() -> None:

@@ -93,6 +93,8 @@ BAD_VALUES = [
     ("Given", "steady control-plane load from 0 users writing, listing and watching pods", "users", "0",
      "a count must be at least 1", "at least 1"),
     ("Given", "0 pods are started every second", "rate", "0", "a count must be at least 1", "at least 1"),
+    ("Given", "2 pods of 0 GPUs each are started every second, each running for 5 seconds", "n GPUs", "0 GPUs",
+     "a GPU pod asks for at least one GPU", "write e.g. '1 GPU' or '4 GPUs'"),
     ("When", "a node is pulled with yank after 3 seconds of load", "method", "yank", "unknown fault method",
      "write one of kill, hang, partition"),
     ("Then", "mutating API calls have a p99 latency within 1 sec", "duration", "1 sec", "unknown unit 'sec'",
