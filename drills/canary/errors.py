@@ -29,3 +29,8 @@ class ProtocolError(CanaryError):
 
 class CheckpointError(CanaryError):
     """A checkpoint could not be written."""
+
+
+class DeviceLost(CanaryError):
+    """The GPU under the rank failed (the device reported an Xid, SIGUSR1 from the simulated device): the next
+    call to it fails, as a CUDA call does on a GPU that fell off the bus or took an uncontained ECC error."""

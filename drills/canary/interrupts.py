@@ -1,5 +1,8 @@
 """Waiting that SIGTERM cuts short: every sleep and socket wait of the canary goes through :class:`Interrupts`.
 
+SIGUSR1 is how the simulated device tells the rank its GPU failed (docs/WORKLOAD.md): the next wait raises
+:class:`DeviceLost`, as the next CUDA call fails on a lost GPU.
+
 The SIGTERM handler only sets a flag; ``signal.set_wakeup_fd`` makes a socket
 readable at the same instant, and every wait polls that socket beside its own,
 so a sleep or a blocked collective returns at once and raises
@@ -15,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from drills.canary.errors import Terminated
+from drills.canary.errors import DeviceLost, Terminated
 
 __all__ = ["Interrupts"]
 
@@ -29,21 +32,29 @@ class Interrupts:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.terminated = False
+        self.device_lost = False
         self._installed = False
 
     def install(self) -> None:
-        """Take SIGTERM (main thread only)."""
+        """Take SIGTERM and SIGUSR1 (main thread only)."""
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.signal(signal.SIGUSR1, self._on_device_lost)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         self._installed = True
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         self.terminated = True
 
+    def _on_device_lost(self, signum: int, frame: object) -> None:
+        self.device_lost = True
+
     def check(self) -> None:
-        """Raise :class:`Terminated` once SIGTERM has arrived."""
+        """Raise :class:`Terminated` once SIGTERM has arrived, :class:`DeviceLost` once the GPU failed."""
         if self.terminated:
             raise Terminated("SIGTERM")
+        if self.device_lost:
+            raise DeviceLost("a CUDA call failed: the GPU under this rank reported an error and is lost "
+                             "(SIGUSR1 from the device)")
 
     def wait(self, readable: Sequence[socket.socket], writable: Sequence[socket.socket],
              timeout: float | None) -> tuple[list[socket.socket], list[socket.socket]]:

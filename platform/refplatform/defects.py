@@ -87,6 +87,15 @@ class Defect(enum.Enum):
     """API server: a node identity may write any Node, any Lease and the status of any pod, as an API server
     without the Node authorizer and NodeRestriction admission lets a kubelet do."""
 
+    SICK_GPU_STAYS = "sick-gpu-stays"
+    """Node agents (the device plugin): a GPU that took a GPU-class Xid (79 fell off the bus, 48 double-bit ECC,
+    ...) is never reported unhealthy: it stays in allocatable, so the scheduler hands it out again and the
+    replacement rank lands on a dead GPU."""
+
+    OVERREACT_APP_XID = "overreact-app-xid"
+    """Node agents (the device plugin): an application Xid (13, 31, 43, 45, 68: the program's fault) takes its
+    GPU out of service as a hardware fault would, so a healthy GPU is lost to every later job."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -112,6 +121,8 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.NODE_WRITES_ANY: "a node identity may write any Node, any Lease and any pod's status",
     Defect.DUPLICATE_RANK: "a restarted job's last rank is recreated with rank 0's index",
     Defect.GPU_DOUBLE_BOOK: "every pod is told it holds the node's first GPUs, whatever was bound",
+    Defect.SICK_GPU_STAYS: "a GPU that failed with an Xid stays allocatable",
+    Defect.OVERREACT_APP_XID: "an application Xid takes its GPU out of service",
 }
 
 

@@ -1,7 +1,7 @@
 """Failing fast, per feature: how long each shipped feature takes on the honest reference platform, and with each
 defect of the zoo that breaks it (issue 25: a broken platform must end about as fast as an honest one passes).
 
-    python tests/bench/bench_fail_fast.py [--features node_pull.feature ...] [--runs 3]
+    python tests/bench/bench_fail_fast.py [--features node_pull.feature ...] [--defects gpu-double-book ...] [--runs 3]
 
 For every feature named (default: every feature the defect matrix of tests/integration/test_defect_zoo.py
 covers), it runs the whole feature ``--runs`` times on the honest platform and ``--runs`` times with each defect
@@ -48,13 +48,16 @@ def run_feature(feature: str, defect: str | None, work: Path) -> tuple[float, st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--features", nargs="*", default=sorted({c.feature for c in MATRIX}))
+    parser.add_argument("--defects", nargs="*", default=None, help="only these defects (default: every one whose "
+                        "matrix entry is in the feature)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     over = 0
     with tempfile.TemporaryDirectory(prefix="firedrill-bench-failfast-") as tmp:
         work = Path(tmp)
         for feature in args.features:
-            defects = sorted({c.defect for c in MATRIX if c.feature == feature})
+            defects = sorted({c.defect for c in MATRIX if c.feature == feature
+                              and (args.defects is None or c.defect in args.defects)})
             honest = [run_feature(feature, None, work) for _ in range(args.runs)]
             base = statistics.median(s for s, _ in honest)
             print(f"{feature}: honest {base:.1f} s ({honest[-1][1]})")

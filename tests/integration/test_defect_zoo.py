@@ -132,6 +132,10 @@ PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRI
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
+    "sick-gpu-stays": "features/gpu_fault.feature is not shipped yet (issue 26); the node's allocatable and its "
+                      "firedrill.dev/unhealthy-gpus annotation show it: tests/unit/agent/test_gpu_health.py",
+    "overreact-app-xid": "features/gpu_fault.feature is not shipped yet (issue 26); "
+                         "tests/unit/agent/test_gpu_health.py shows it",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 

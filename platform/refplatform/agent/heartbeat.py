@@ -40,6 +40,7 @@ from tenacity.wait import wait_base
 from refplatform.agent.clock import Clock
 from refplatform.agent.node import LEASE_NAMESPACE, NodeConfig, build_lease, build_node, lease_duration_seconds, node_status
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+from refplatform.gpu.health import UNHEALTHY_ANNOTATION, format_unhealthy
 
 __all__ = ["NodeHeartbeat"]
 
@@ -88,6 +89,10 @@ class NodeHeartbeat:
         self.on_node = on_node
         self._reported_not_ready: str | None = None
         self._kick = threading.Event()
+        self.unhealthy_gpus: Callable[[], tuple[int, ...]] = tuple
+        """The whole GPUs out of service (the pod sync's device health); reported in allocatable and the
+        ``firedrill.dev/unhealthy-gpus`` annotation at the next beat after a change."""
+        self._reported_unhealthy: tuple[int, ...] | None = None
         self._node_path = resource_path("", "v1", "nodes", None, config.name)
         self._lease_path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, config.name)
 
@@ -193,7 +198,8 @@ class NodeHeartbeat:
         try:
             self._renew_lease()
             self._since_status += 1
-            changed = self.ready_check() != self._reported_not_ready
+            changed = (self.ready_check() != self._reported_not_ready
+                       or self.unhealthy_gpus() != (self._reported_unhealthy or ()))
             if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
             elif self.on_node is not None:
@@ -282,8 +288,16 @@ class NodeHeartbeat:
             self._lease = None
         conditions = (node.get("status") or {}).get("conditions")
         not_ready = self.ready_check()
-        status = node_status(self.config, now, conditions, not_ready)
-        self.client.patch(self._node_path + "/status", {"status": {"conditions": status["conditions"]}}, MERGE_PATCH)
+        unhealthy = self.unhealthy_gpus()
+        status = node_status(self.config, now, conditions, not_ready, len(unhealthy))
+        patch: Obj = {"conditions": status["conditions"]}
+        if unhealthy != self._reported_unhealthy:
+            patch["allocatable"] = status["allocatable"]
+            # the scheduler's word for which GPUs, as the kubelet's device manager knows which devices
+            self.client.patch(self._node_path, {"metadata": {"annotations": {
+                UNHEALTHY_ANNOTATION: format_unhealthy(unhealthy) or None}}}, MERGE_PATCH)
+        self.client.patch(self._node_path + "/status", {"status": patch}, MERGE_PATCH)
+        self._reported_unhealthy = unhealthy
         self._reported_not_ready = not_ready
         if not_ready:
             log.warning("node %s reported not ready: %s", self.config.name, not_ready)

@@ -162,17 +162,23 @@ def node_conditions(now: datetime, previous: list[Obj] | None = None, not_ready:
 
 
 def node_status(
-    config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None, not_ready: str | None = None
+    config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None, not_ready: str | None = None,
+    unhealthy_gpus: int = 0,
 ) -> Obj:
+    """``unhealthy_gpus``: whole GPUs the device plugin reports out of service, taken off allocatable (the
+    kubelet's rule); capacity keeps them."""
     capacity = {"cpu": config.cpu, "memory": config.memory, "pods": config.pods}
     advertised = config.gpu_advertisement()
     if advertised is not None:
         capacity.update(advertised[0])
     elif config.gpus.count > 0:
         capacity[GPU_RESOURCE] = str(config.gpus.count)
+    allocatable = dict(capacity)
+    if advertised is None and config.gpus.count > 0:
+        allocatable[GPU_RESOURCE] = str(max(0, config.gpus.count - unhealthy_gpus))
     return {
         "capacity": dict(capacity),
-        "allocatable": dict(capacity),
+        "allocatable": allocatable,
         "conditions": node_conditions(now, previous_conditions, not_ready),
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},

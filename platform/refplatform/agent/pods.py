@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -87,6 +88,7 @@ from refplatform.agent.workload import (
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
 from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
+from refplatform.gpu.health import GpuHealth
 from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
 
 __all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
@@ -110,6 +112,8 @@ FAILED_MOUNT = "FailedMount"
 """Warning Event on a pod whose volumes could not be filled (the kubelet's reason)."""
 ADMISSION_ERROR = "UnexpectedAdmissionError"
 _XID_EXIT = 1
+_LOST_GRACE_S = 5.0
+"""How long processes told their GPU is lost (SIGUSR1) may take to exit before they are killed."""
 FENCED_REASON = "NodeFenced"
 """Container termination reason (and Event) when the node killed its pods because it was cut off."""
 _FENCED_EXIT = 137
@@ -292,6 +296,8 @@ class PodSync:
         ignore_grace: bool = False,
         gpu_count: int = 0,
         mistell_gpus: bool = False,
+        sick_gpu_stays: bool = False,
+        overreact_app_xid: bool = False,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -307,8 +313,20 @@ class PodSync:
         ``ignore_grace``: the ``drop-in-flight`` defect, a deleted pod's processes are killed at once.
         ``gpu_count``: the node's whole GPUs, whose identities a pod is told (:meth:`visible_devices`);
         ``mistell_gpus``: the ``gpu-double-book`` defect, every pod is told the node's first GPUs (or the first
-        slice of its kind) whatever it was given."""
+        slice of its kind) whatever it was given; ``sick_gpu_stays``: the ``sick-gpu-stays`` defect, a failed GPU is
+        never reported unhealthy (it stays allocatable); ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
+        application Xid takes its GPU out of service too."""
         self.ignore_grace = ignore_grace
+        self.sick_gpu_stays = sick_gpu_stays
+        self.overreact_app_xid = overreact_app_xid
+        self.dead_gpus: dict[int, int] = {}
+        """Whole GPUs that failed (index -> Xid) while their injection stands: the device's truth, defects or not."""
+        self.unhealthy: dict[int, int] = {}
+        """Whole GPUs reported out of service (the device plugin's word: allocatable, ``firedrill.dev/unhealthy-gpus``)."""
+        self.on_health: Any = None
+        """Called (no arguments) when :attr:`unhealthy` changes: the heartbeat reports it at once."""
+        self._lost: dict[str, datetime] = {}
+        """Workers (by uid) whose device was reported lost to their processes, and when."""
         self.gpu_count = gpu_count
         self.mistell_gpus = mistell_gpus
         self.client = client
@@ -454,7 +472,9 @@ class PodSync:
                           "resourceVersion": str(meta.get("resourceVersion") or "")}
         annotations = meta.get("annotations") or {}
         raw = annotations.get(XID_ANNOTATION)
-        if self.devices is None or not raw:
+        if not raw:
+            if self.devices is None:
+                self._note_health([])
             return
         try:
             applied = json.loads(annotations.get(XID_APPLIED_ANNOTATION) or "[]")
@@ -468,12 +488,43 @@ class PodSync:
             if problem not in self._xid_problems:
                 self._xid_problems.add(problem)
                 log.warning("%s", problem)
+        if self.devices is None:  # whole GPUs: an Xid of a MIG instance means nothing here
+            entries = [e for e in entries if e.instance is None and 0 <= e.gpu < self.gpu_count]
+            self._note_health(entries)
         with self._lock:
             new = [e for e in entries if e.id not in self._xid_seen]
             self._xid_seen.update(e.id for e in new)
             self._xids.extend(new)
         if new:
             self._wake.set()
+
+    def _note_health(self, entries: list[XidEntry]) -> None:
+        """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and reported
+        unhealthy as the device plugin would (application Xids excepted), so the rollback's removal of the entry
+        returns it to service."""
+        truth = GpuHealth.of([(e.gpu, e.instance, e.xid) for e in entries], self.gpu_count).unhealthy
+        if self.sick_gpu_stays:
+            reported: dict[int, int] = {}
+        elif self.overreact_app_xid:
+            reported = {}
+            for e in entries:
+                reported.setdefault(e.gpu, e.xid)
+        else:
+            reported = dict(truth)
+        with self._lock:
+            changed = reported != self.unhealthy
+            self.dead_gpus, self.unhealthy = dict(truth), reported
+        if changed:
+            log.warning("node %s: GPUs out of service: %s", self.node_name,
+                        ", ".join(f"{g} (Xid {x})" for g, x in sorted(reported.items())) or "none")
+            if self.on_health is not None:
+                self.on_health()
+            self._wake.set()
+
+    def reported_unhealthy(self) -> tuple[int, ...]:
+        """The whole GPUs the node reports out of service (indexes)."""
+        with self._lock:
+            return tuple(sorted(self.unhealthy))
 
     # -- watcher -----------------------------------------------------------
 
@@ -612,6 +663,8 @@ class PodSync:
             self._collect_orphans(pods)
         if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails
             self._apply_faults(now)
+        elif self.gpu_count:
+            self._apply_gpu_faults(now)
         for uid in [u for u in self._mounts if u not in pods]:
             del self._mounts[uid]
         for uid in pods:
@@ -638,6 +691,8 @@ class PodSync:
             )
             if not meta.get("deletionTimestamp"):
                 self._start(worker, pod, now)
+                if self.devices is None and not worker.gpu_indices:  # a simulated workload: the books' GPUs
+                    worker.gpu_indices = self._bound_gpus(pod)
         if worker is None:
             return
         worker.ref = pod_reference(pod)  # the latest copy (its resourceVersion) for the next Event
@@ -767,6 +822,11 @@ class PodSync:
         return ProcessWorkload(worker.uid, specs, logs, self.clock, self.driver,
                                publish_step_seconds=ANN_STEP_SECONDS not in annotations)
 
+    def _bound_gpus(self, pod: Obj) -> tuple[int, ...]:
+        """The whole GPUs the scheduler bound the pod to (``firedrill.dev/gpu-index``), those the node has."""
+        return tuple(int(i) for i in (_meta(pod).get("annotations") or {}).get(GPU_INDEX_ANNOTATION, "").split(",")
+                     if i.strip().isdigit() and int(i) < self.gpu_count)
+
     def visible_devices(self, worker: PodWorker, pod: Obj) -> str | None:
         """What the device plugin tells the pod's containers it holds (``NVIDIA_VISIBLE_DEVICES``): its slice's
         identity on a partitioned node (a MIG instance's UUID, or the GPU's for a shared replica), else the UUIDs
@@ -784,10 +844,10 @@ class PodSync:
         wanted = pod_device_requests(pod).get(GPU, 0)
         if not wanted:
             return None
-        indices = [int(i) for i in (_meta(pod).get("annotations") or {}).get(GPU_INDEX_ANNOTATION, "").split(",")
-                   if i.strip().isdigit() and int(i) < self.gpu_count]
+        indices = list(self._bound_gpus(pod))
         if not indices:  # bound by another scheduler (kube-scheduler): the kubelet's device manager picks free GPUs
             taken = {g for w in self.workers.values() if w is not worker for g in w.gpu_indices}
+            taken |= set(self.reported_unhealthy())  # and never one its device plugin reports unhealthy
             indices = [g for g in range(self.gpu_count) if g not in taken][:wanted]
             if len(indices) < wanted:
                 return None  # more than the node has free: nothing honest to tell
@@ -874,9 +934,8 @@ class PodSync:
         worker.devices_sent = True
         worker.succeeded()
 
-    def _apply_faults(self, now: datetime) -> None:
-        """Injected Xids (each once), then memory overuse, against the pods holding slices."""
-        assert self.devices is not None
+    def _take_xids(self) -> list[XidEntry]:
+        """The injections new since the last pass, recorded as applied on the Node."""
         with self._lock:
             xids, self._xids = self._xids, []
         if xids:
@@ -885,8 +944,60 @@ class PodSync:
             self._applied_dirty = True
         if self._applied_dirty:
             self._publish_applied()
-        running = {w.key: w for w in self.workers.values()
-                   if w.workload is not None and w.workload.running and w.run is not None and w.run.exit is None}
+        return xids
+
+    def _running_workers(self) -> dict[str, PodWorker]:
+        return {w.key: w for w in self.workers.values()
+                if w.workload is not None and w.workload.running and w.run is not None and w.run.exit is None}
+
+    def _apply_gpu_faults(self, now: datetime) -> None:
+        """Whole GPUs: each injected Xid fails the processes of the pods on that GPU (an application Xid as much
+        as a GPU's: their kernel faulted), and a GPU that stays dead fails any pod that runs on it later."""
+        xids = self._take_xids()
+        running = self._running_workers()
+        with self._lock:
+            dead = dict(self.dead_gpus)
+        for e in xids:
+            self.last_xid.pop((e.gpu, None), None)
+            self.last_xid[(e.gpu, None)] = e.xid
+            victims = sorted(k for k, w in running.items() if e.gpu in w.gpu_indices)
+            message = xid_message(e.gpu, None, e.xid)
+            judged = "out of service" if e.gpu in self.unhealthy else "still in service (an application error)"
+            node_message = (f"{message} (injection {e.id}), GPU {judged}: "
+                            + (f"failed pod(s) {', '.join(victims)}" if victims else "no pod affected"))
+            log.warning("node %s: %s", self.node_name, node_message)
+            if self.events is not None:
+                self.events.record(dict(self._node_ref), "Warning", XID_EVENT, node_message, now)
+            for key in victims:
+                held = list(running[key].gpu_indices)
+                self._lose_device(running[key], now, e.xid, f"{message}; the pod's GPUs {held}")
+        for key, worker in running.items():
+            bad = [g for g in worker.gpu_indices if g in dead]
+            if bad and worker.uid not in self._lost:
+                self._lose_device(worker, now, dead[bad[0]], f"{xid_message(bad[0], None, dead[bad[0]])}; the pod was "
+                                                             f"started on GPU {bad[0]}, which had failed")
+            told = self._lost.get(worker.uid)
+            if told is not None and (now - told).total_seconds() >= _LOST_GRACE_S:
+                self._fail(worker, now, "GPULost", _XID_EXIT, "the processes went on after their GPU was lost",
+                           None)
+        for uid in [u for u in self._lost if u not in self.workers]:
+            del self._lost[uid]
+
+    def _lose_device(self, worker: PodWorker, now: datetime, xid: int, message: str) -> None:
+        """Tell the pod's processes their GPU is lost (SIGUSR1: the canary's next call fails and it exits with
+        the error it logs); a simulated workload just ends."""
+        self._lost[worker.uid] = now
+        self._record(worker, "Warning", XID_EVENT, message, now)
+        if isinstance(worker.workload, ProcessWorkload) and worker.workload.signal_running(signal.SIGUSR1):
+            log.warning("pod %s: %s (SIGUSR1 to its processes)", worker.key, message)
+            return
+        self._fail(worker, now, f"GPUXid{xid}", _XID_EXIT, message, None)
+
+    def _apply_faults(self, now: datetime) -> None:
+        """Injected Xids (each once), then memory overuse, against the pods holding slices."""
+        assert self.devices is not None
+        xids = self._take_xids()
+        running = self._running_workers()
         for e in xids:
             self.last_xid.pop((e.gpu, e.instance), None)  # the dict's order is the injection order
             self.last_xid[(e.gpu, e.instance)] = e.xid

@@ -198,7 +198,13 @@ class Agent:
             ignore_grace=Defect.DROP_IN_FLIGHT in config.defects,
             gpu_count=self.gpus.count,
             mistell_gpus=Defect.GPU_DOUBLE_BOOK in config.defects,
+            sick_gpu_stays=Defect.SICK_GPU_STAYS in config.defects,
+            overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
         )
+        for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
+                             (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too")):
+            if defect in config.defects:
+                log.warning("defect %s: node %s %s", defect.value, config.node, what)
         if Defect.GPU_DOUBLE_BOOK in config.defects:
             log.warning("defect gpu-double-book: node %s tells every pod it holds its first GPUs (or the first slice "
                         "of its kind), whatever the books say", config.node)
@@ -209,7 +215,10 @@ class Agent:
         self.log_server.serve_metrics(self.metrics.render)
         if self.devices is not None:
             self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
-            self.heartbeat.on_node = self.pods.note_node
+        # Xid injections: on MIG slices (the partition drill) and on whole GPUs (the GPU fault drill)
+        self.heartbeat.on_node = self.pods.note_node
+        self.heartbeat.unhealthy_gpus = self.pods.reported_unhealthy
+        self.pods.on_health = self.heartbeat.kick
         self.fence: SelfFence | None = None
         if config.fence_after is not None:
             if Defect.SPLIT_BRAIN in config.defects:

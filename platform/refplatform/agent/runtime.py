@@ -397,6 +397,16 @@ class ProcessWorkload(Workload):
                 c.popen.send_signal(signal.SIGKILL)
                 log.info("container %s: SIGKILL to pid %d", c.spec.container, c.popen.pid)
 
+    def signal_running(self, sig: int) -> int:
+        """Send ``sig`` to every container process still running (the device reporting a fault to its users, as
+        the driver fails their next call); how many got it."""
+        sent = 0
+        for c in self.containers:
+            if c.popen is not None and c.exit is None and c.popen.poll() is None:
+                c.popen.send_signal(sig)
+                sent += 1
+        return sent
+
     def fail(self, now: datetime, how: Exit) -> None:
         """The pod's device failed (an injected Xid, GPU memory): SIGKILL every process and end with ``how``."""
         self.kill_now(now)

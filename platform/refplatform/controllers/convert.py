@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from refplatform import core
+from refplatform.gpu.health import UNHEALTHY_ANNOTATION, parse_unhealthy
 from refplatform.core import (
     GPU, GPU_INDEX_ANNOTATION, GPU_MILLI, NodeSelectorRequirement, PodGroupPhase, PodPhase, PreemptionPolicy,
     QueueState, SelectorOperator, TaintEffect, TolerationOperator,
@@ -97,8 +98,11 @@ def node_of(obj: Obj) -> core.Node:
     taints = tuple(core.Taint(t["key"], t.get("value", ""), _effect(t.get("effect")) or TaintEffect.NO_SCHEDULE)
                    for t in spec.get("taints") or [] if t.get("key"))
     allocatable = status.get("allocatable") or status.get("capacity") or {}
-    return core.Node(meta["name"], resources_of(allocatable), labels=dict(meta.get("labels") or {}),
-                     taints=taints, unschedulable=bool(spec.get("unschedulable")) or not node_ready(obj))
+    withdrawn = parse_unhealthy((meta.get("annotations") or {}).get(UNHEALTHY_ANNOTATION))
+    return core.Node(meta["name"], resources_of(allocatable),
+                     capacity=resources_of(status["capacity"]) if status.get("capacity") else None,
+                     labels=dict(meta.get("labels") or {}), taints=taints,
+                     unschedulable=bool(spec.get("unschedulable")) or not node_ready(obj), withdrawn_gpus=withdrawn)
 
 
 def pod_requests(spec: Mapping[str, Any]) -> core.Resources:

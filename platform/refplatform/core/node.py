@@ -45,6 +45,16 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    withdrawn_gpus: tuple[int, ...] = ()
+    """Whole GPUs out of service (an unhealthy device, by index): they keep their index but are never free."""
+
+    @property
+    def gpu_slots(self) -> int:
+        """How many GPU indexes the node has: its allocatable GPUs, or with GPUs withdrawn its capacity (the
+        indexes of the GPUs in service are not 0..allocatable-1 then)."""
+        if self.withdrawn_gpus and self.capacity is not None:
+            return max(self.capacity.gpus, self.allocatable.gpus)
+        return self.allocatable.gpus
 
     def gpu_model(self, label: str = GPU_MODEL_LABEL) -> str:
         return self.labels.get(label, "")

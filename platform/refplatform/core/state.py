@@ -35,7 +35,7 @@ class ClusterState:
             raise SnapshotError("duplicate node names in snapshot")
         self.cpu_alloc = np.array([nd.allocatable.cpu_milli for nd in self.nodes], dtype=np.int64)
         self.mem_alloc = np.array([nd.allocatable.memory_bytes for nd in self.nodes], dtype=np.int64)
-        self.gpu_count = np.array([nd.allocatable.gpus for nd in self.nodes], dtype=np.int64)
+        self.gpu_count = np.array([nd.gpu_slots for nd in self.nodes], dtype=np.int64)
         self.cpu_free = self.cpu_alloc.copy()
         self.mem_free = self.mem_alloc.copy()
         width = max(1, int(self.gpu_count.max(initial=0)))
@@ -44,6 +44,7 @@ class ClusterState:
         self.full_free = self.gpu_count.copy()
         """Number of completely idle GPUs per node."""
         self.gpu_free_total = self.gpu_count * MILLI_PER_GPU
+        self._withdraw()
         self.version = np.zeros(n, dtype=np.int64)
         self._tick = 0
         models = [nd.labels.get(gpu_model_label, "") for nd in self.nodes]
@@ -138,6 +139,15 @@ class ClusterState:
             return None
         return (int(fitting[np.argmin(row[fitting])]),)
 
+    def _withdraw(self) -> None:
+        """Take the GPUs out of service off what is free (on an idle state: right after construction)."""
+        for i, nd in enumerate(self.nodes):
+            for g in nd.withdrawn_gpus:
+                if 0 <= g < self.gpu_count[i] and self.gpu_free[i, g] == MILLI_PER_GPU:
+                    self.gpu_free[i, g] = 0
+                    self.full_free[i] -= 1
+                    self.gpu_free_total[i] -= MILLI_PER_GPU
+
     def copy(self) -> ClusterState:
         other = object.__new__(ClusterState)
         other.__dict__.update(self.__dict__)
@@ -156,6 +166,7 @@ class ClusterState:
         other.gpu_free[np.arange(width)[None, :] < self.gpu_count[:, None]] = MILLI_PER_GPU
         other.full_free[:] = self.gpu_count
         other.gpu_free_total[:] = self.gpu_count * MILLI_PER_GPU
+        other._withdraw()
         other.ext_free = {name: col.copy() for name, col in self.ext_alloc.items()}
         other._tick = self._tick + 1
         other.version[:] = other._tick

@@ -170,3 +170,12 @@ class FakeApi:
 
 def unreachable(verb: str, path: str) -> Exception:
     return ApiUnreachable("http://127.0.0.1:1" + path, "connection refused")
+
+
+def sync_pass(sync: Any, api: FakeApi, clock: Any, seconds: float = 0.1) -> None:
+    """One pod-sync pass ``seconds`` later, then every pod it wrote fed back as its watch would."""
+    clock.advance(seconds)
+    sync.sync_once()
+    for path, obj in list(api.objects.items()):
+        if "/pods/" in path:
+            sync._apply("MODIFIED", obj)

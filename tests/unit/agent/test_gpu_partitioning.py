@@ -20,7 +20,7 @@ from refplatform.agent.pods import PodSync, parse_xid_entries, pod_device_reques
 from refplatform.gpu.device import DeviceSet
 from refplatform.gpu.partition import parse_partition_config
 
-from .fakeapi import FakeApi
+from .fakeapi import FakeApi, sync_pass
 
 NODE = "gpu-node-0"
 H200 = GpuInventory(1, "NVIDIA-H200", 143771, simulated=True)
@@ -57,11 +57,7 @@ class Env:
         self.sync._apply("ADDED", self.api.put_object(pod_path(name), pod))
 
     def step(self) -> None:
-        self.clock.advance(0.1)
-        self.sync.sync_once()
-        for path, obj in list(self.api.objects.items()):
-            if "/pods/" in path:
-                self.sync._apply("MODIFIED", obj)
+        sync_pass(self.sync, self.api, self.clock)
 
     def pod(self, name: str) -> dict[str, Any]:
         return self.api.objects[pod_path(name)]

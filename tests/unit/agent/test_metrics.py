@@ -21,7 +21,7 @@ from refplatform.agent.workload import GangStatus, StallKind, TrainingParams, Tr
 from refplatform.gpu.device import DeviceSet
 from refplatform.gpu.partition import parse_partition_config
 
-from .fakeapi import FakeApi
+from .fakeapi import FakeApi, sync_pass
 
 NODE = "gpu-node-0"
 H200_MIB = 143771
@@ -54,11 +54,7 @@ class Env:
         self.sync._apply("ADDED", self.api.put_object(f"/api/v1/namespaces/team-a/pods/{name}", pod))
 
     def step(self) -> None:
-        self.clock.advance(0.1)
-        self.sync.sync_once()
-        for path, obj in list(self.api.objects.items()):
-            if "/pods/" in path:
-                self.sync._apply("MODIFIED", obj)
+        sync_pass(self.sync, self.api, self.clock)
 
     def inject(self, entries: list[dict[str, Any]]) -> None:
         self.sync.note_node({"metadata": {"name": NODE, "uid": "node-uid",

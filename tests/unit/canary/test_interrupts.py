@@ -1,4 +1,5 @@
-"""SIGTERM cuts a canary sleep or socket wait short, at once, as Terminated."""
+"""SIGTERM cuts a canary sleep or socket wait short, at once, as Terminated; SIGUSR1 (the device lost its GPU) as
+DeviceLost."""
 
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from drills.canary.errors import Terminated
+from drills.canary.errors import DeviceLost, Terminated
 from drills.canary.interrupts import Interrupts
 
 
 @pytest.fixture
 def interrupts() -> Iterator[Interrupts]:
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
     it = Interrupts()
     it.install()
     yield it
     it.close()
-    signal.signal(signal.SIGTERM, previous)
+    for s, handler in previous.items():
+        signal.signal(s, handler)
 
 
 def test_a_sleep_ends_when_its_time_is_up(interrupts: Interrupts) -> None:
@@ -52,3 +54,13 @@ def test_a_wait_reports_the_readable_socket(interrupts: Interrupts) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_sigusr1_fails_the_next_wait_as_a_lost_device(interrupts: Interrupts) -> None:
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.start()
+    began = time.monotonic()
+    with pytest.raises(DeviceLost, match="the GPU under this rank reported an error and is lost"):
+        interrupts.sleep(30)
+    timer.join()
+    assert time.monotonic() - began < 5
