@@ -21,6 +21,7 @@ import pytest
 from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Verdict
 from drills.scenario import needs
 from drills.scenario.context import ScenarioContext
+from drills.scenario.drill import Drill
 from drills.scenario.vocabulary import suggest
 from drills.target.connect import Target
 
@@ -87,6 +88,8 @@ class FiredrillPlugin:
         self._started: dict[str, float] = {}
         self._timeline_start: dict[str, int] = {}
         self._names: dict[str, tuple[str, str, list[str], str]] = {}
+        self._kinds: dict[str, tuple[type[Drill], ...]] = {}
+        """Each scenario's drill kinds (by node id), from its sentences before its first step."""
         self.t0 = time.monotonic()
 
     def _say(self, text: str) -> None:
@@ -95,7 +98,7 @@ class FiredrillPlugin:
     # ------------------------------------------------------------ fixtures
     @pytest.fixture
     def drill(self, request: pytest.FixtureRequest) -> Iterator[ScenarioContext]:
-        ctx = ScenarioContext(self.target, DrillResult("scenario"))
+        ctx = ScenarioContext(self.target, DrillResult("scenario"), kinds=self._kinds.get(request.node.nodeid, ()))
         request.node.stash[CONTEXT] = ctx
         ctx.watch_invariants()
         try:
@@ -135,17 +138,22 @@ class FiredrillPlugin:
         if ctx is not None:
             ctx.result.raise_if_halted()  # a halted scenario runs no further step
         if step is scenario.steps[0]:
-            self._can_run([s.name for s in scenario.steps])
+            self._can_run([s.name for s in scenario.steps], request.node.nodeid, ctx)
         self._say(f"  {step.keyword} {step.name}")
         cm = allure.step(f"{step.keyword} {step.name}")
         cm.__enter__()
         self._open_steps[id(step)] = cm
 
-    def _can_run(self, steps: list[str]) -> None:
+    def _can_run(self, steps: list[str], nodeid: str, ctx: ScenarioContext | None) -> None:
         """Before a scenario's first step: one that cannot run on this target (a flavor with no workload for its
         drill, a fault with no stand-in, a sentence for the embedded platform alone) is INCONCLUSIVE now, with the
-        reason, before anything is created; the same check ``--dry-run`` prints."""
-        reasons = needs.problems(needs.needs_of(steps), self.target.profile, reference=self.target.embedded is not None)
+        reason, before anything is created; the same check ``--dry-run`` prints. The scenario learns its kinds
+        (its context may be made only when the first step asks for it: the fixture reads them then)."""
+        needed = needs.needs_of(steps)
+        self._kinds[nodeid] = needed.kinds
+        if ctx is not None:
+            ctx.kinds = needed.kinds
+        reasons = needs.problems(needed, self.target.profile, reference=self.target.embedded is not None)
         if reasons:
             raise DrillInconclusive("cannot run on this target: " + "; ".join(reasons))
 

@@ -32,6 +32,10 @@ class ScenarioContext:
     """The drills this scenario started, oldest first (most scenarios start one)."""
     invariants: InvariantWatch | None = None
     """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
+    kinds: tuple[type[Drill], ...] = ()
+    """The drill kinds the scenario's sentences drive (:func:`drills.scenario.needs.needs_of`), set before its
+    first step: a sentence two kinds share starts the drill of the kind the scenario is about
+    (:meth:`drill_for`)."""
 
     def watch_invariants(self) -> InvariantWatch:
         """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md)."""
@@ -56,6 +60,16 @@ class ScenarioContext:
         self.result.drill = kind.kind
         self.drills.append(started)
         return started
+
+    def drill_for(self, base: type[T], default: type[D]) -> D:
+        """A sentence several kinds share (a canary training job, its checkpoint, the resume): the scenario's drill
+        of the kind among its sentences' kinds that is a ``base`` other than ``default`` (the GPU fault drill for a
+        scenario that fails a GPU), else of ``default`` (node pull)."""
+        for running in self.drills:
+            if isinstance(running, base):
+                return running  # type: ignore[return-value]
+        chosen = next((k for k in self.kinds if issubclass(k, base) and k is not default), default)
+        return self.drill(chosen)  # type: ignore[arg-type,return-value]
 
     def fault_method(self, named: FaultMethod | None) -> FaultMethod:
         """The method that injects the fault a sentence names (None: "the configured fault method") on this

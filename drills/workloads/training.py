@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource
 from drills.kube.flavors import (JOB_COMPLETION_INDEX_ANNOTATION, TRAINING_JOB_FLAVORS, WORKER_INDEX_LABEL, GangFlavor,
@@ -58,6 +58,15 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 PHASES = ("detect", "evict", "replace", "resume", "total")
+GRACE_SHARE, GRACE_MIN = 0.25, 1.0
+"""Past a phase's threshold the drill waits this share of it (at least GRACE_MIN seconds) more, so that a phase
+missed by a little is reported with its value; later than that the promise is broken whatever comes, and the
+scenario ends (fail fast: a broken platform ends about as fast as an honest one passes)."""
+
+
+def grace(limit: float) -> float:
+    """Seconds a phase of threshold ``limit`` is waited for past the threshold before it is called never."""
+    return max(GRACE_MIN, limit * GRACE_SHARE)
 ROLLBACK_READY_TIMEOUT = 30.0
 """Seconds the rollback waits for the pulled node to be Ready again (embedded platform)."""
 FENCE_SETTLE = 3.0
@@ -130,6 +139,17 @@ def training_permissions(profile: TargetProfile, why: str) -> list[Permission]:
 
 @dataclass
 class TrainingRun:
+    """The run and its recovery chain. A fault kind other than a node pull names its own chain (:attr:`CHAIN`,
+    :attr:`STARTS`) and stamps its instants in :meth:`_advance`; observing, judging and failing fast are shared."""
+
+    CHAIN: ClassVar[tuple[str, ...]] = ("detect", "evict", "replace", "resume")
+    """The recovery's phases in order: each ends at the instant of its own name."""
+    AFTER_RESUME: ClassVar[tuple[str, ...]] = ("total", "lost steps")
+    """What is measured from the resume."""
+    STARTS: ClassVar[dict[str, str]] = {"detect": "fault", "evict": "detect", "replace": "evict", "resume": "replace",
+                                        "total": "fault"}
+    """The instant each phase is timed from (``total``: it ends at the resume)."""
+
     target: Target
     result: DrillResult
     run_id: str
@@ -294,6 +314,10 @@ class TrainingRun:
                     (p.get("spec") or {}).get("nodeName") != self.pulled and
                     self._node_healthy((p.get("spec") or {}).get("nodeName", "")) for p in running):
                 self._stamp("replace")
+        self._stamp_resume()
+
+    def _stamp_resume(self) -> None:
+        """Under the lock, after the replacement: the first step a new rank logs beyond its resume point."""
         if "replace" in self.instants and "resume" not in self.instants:
             found = self.canary.resumptions(exclude=self.before_fault)
             if found:
@@ -337,20 +361,53 @@ class TrainingRun:
             self._advance()
 
     # ------------------------------------------------------------- observe
+    @classmethod
+    def _end(cls, phase: str) -> str:
+        return "resume" if phase in cls.AFTER_RESUME else phase
+
     def observe_until(self, phase: str, timeout: float) -> None:
         """Wait (up to ``timeout``) for the instants a phase needs, then record the phase measurements."""
         if "fault" not in self.instants:
-            return  # inconclusive already recorded by pull()
-        needed = {"detect": "detect", "evict": "evict", "replace": "replace", "resume": "resume",
-                  "total": "resume"}[phase]
+            return  # inconclusive already recorded by the act
+        needed = self._end(phase)
         self._wait(lambda: needed in self.instants, timeout)
         self._measure()
+
+    def _grace(self, limit: float) -> float:
+        """The grace past a threshold: :func:`grace`, or the run's ``--keep-measuring`` where that is longer."""
+        return max(grace(limit), getattr(self.target, "keep_measuring", 0.0) or 0.0)
+
+    def observe_phase(self, phase: str, limit: float) -> None:
+        """Wait for ``phase``'s end instant until its threshold plus :func:`grace` past its start instant (the
+        start itself waited for as long, should it not have come yet), then record the phase measurements."""
+        start, end = self.STARTS[phase], self._end(phase)
+        allowed = limit + self._grace(limit)
+        clock = self.target.timeline.clock
+
+        def over() -> bool:
+            began = self.instants.get(start)
+            return end in self.instants or (began is not None and clock.mono() >= began.mono + allowed)
+        self._wait(over, allowed * 2)
+        self.observe_until(phase, 0.0)
+
+    def end_if_never(self, phase: str, limit: float) -> None:
+        """Fail fast: when the instant ``phase`` needs never came within its threshold and grace, every later
+        phase starts from it and cannot be measured, so the scenario ends here (FAIL, naming the phase that missed
+        and those never reached) instead of waiting out each later deadline in turn."""
+        needed = self._end(phase)
+        if "fault" not in self.instants or needed in self.instants or needed not in self.CHAIN:
+            return
+        later = [*self.CHAIN[self.CHAIN.index(needed) + 1:], *self.AFTER_RESUME]
+        since, more = self.STARTS["total" if phase in self.AFTER_RESUME else needed], self._grace(limit)
+        why = (f"the promise of {limit:g} s and {more:g} s of grace" if phase != "lost steps" else
+               f"lost steps are counted at the resume, waited for {limit:g} s and {more:g} s of grace")
+        self.result.halt(f"{needed} never came: t_{needed} was not observed within {limit + more:g} s of "
+                         f"t_{since} ({why}), so {', '.join(later)} could never be measured; the scenario ends here")
 
     def _measure(self) -> None:
         with self._cond:
             t = self.instants
-            pairs = {"detect": ("fault", "detect"), "evict": ("detect", "evict"), "replace": ("evict", "replace"),
-                     "resume": ("replace", "resume"), "total": ("fault", "resume")}
+            pairs = {phase: (self.STARTS[phase], self._end(phase)) for phase in (*self.CHAIN, "total")}
             server = self._server_instants()
             for phase, (a, b) in pairs.items():
                 if a in t and b in t:

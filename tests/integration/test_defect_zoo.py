@@ -122,6 +122,11 @@ MATRIX: list[Catch] = [
     Catch("duplicate-rank", "leak_identification.feature", "tolerance", "names the fault tolerance hole",
           r"one world per training job broken: rank 0 of generation 1 runs twice at once: canary-[\w-]+, "
           r"canary-[\w-]+; rank\(s\) 1 missing"),
+    Catch("sick-gpu-stays", "gpu_fault.feature", "bus", "A GPU that falls off the bus is taken out of service",
+          r"the platform kept the failed GPU \d+ of [\w-]+ in service after Xid 79: allocatable stayed 8 of 8 and no "
+          r"GPU was named unhealthy"),
+    Catch("overreact-app-xid", "gpu_fault.feature", "application", "An application's own Xid restarts its rank",
+          r"the platform took GPU \d+ of [\w-]+ out of service after Xid 13, an application error"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
@@ -132,10 +137,6 @@ PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRI
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
-    "sick-gpu-stays": "features/gpu_fault.feature is not shipped yet (issue 26); the node's allocatable and its "
-                      "firedrill.dev/unhealthy-gpus annotation show it: tests/unit/agent/test_gpu_health.py",
-    "overreact-app-xid": "features/gpu_fault.feature is not shipped yet (issue 26); "
-                         "tests/unit/agent/test_gpu_health.py shows it",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 

@@ -53,6 +53,7 @@ from drills.target.faults import FaultError, FaultRecord, run_command
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius
+from drills.target.xid import clear_xids, inject_xid
 from drills.workloads.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,6 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-INJECT_ANNOTATION = "firedrill.dev/inject-xid"
 DEVICES_ANNOTATION = "firedrill.dev/devices"
 MEMORY_ANNOTATION = "firedrill.dev/memory-mib"
 TENANT_LABEL = "firedrill.dev/tenant"
@@ -935,16 +935,7 @@ class IsolationDrill(Drill):
         self._inject_seq += 1
         entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
         column["injection"] = entry
-        # the embedded platform's own injection path: the Node annotation its agent applies
-        node = self.target.driver.get(NODE, self.node)
-        current = ((node.get("metadata") or {}).get("annotations") or {}).get(INJECT_ANNOTATION) or "[]"
-        try:
-            entries = json.loads(current)
-        except json.JSONDecodeError:
-            entries = []
-        entries = [e for e in entries if isinstance(e, dict)] + [entry]
-        self.target.driver.patch(NODE, self.node, {"metadata": {"annotations": {
-            INJECT_ANNOTATION: json.dumps(entries, separators=(",", ":"))}}})
+        inject_xid(self.target.driver, self.node, entry)  # the Node annotation the embedded platform's agent applies
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
         return True
@@ -1042,7 +1033,7 @@ class IsolationDrill(Drill):
             for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
                 driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
             if self.node and self.target.embedded is not None and not self.embedded_node:
-                driver.patch(NODE, self.node, {"metadata": {"annotations": {INJECT_ANNOTATION: None}}})
+                clear_xids(driver, self.node)
         except KubeError as exc:
             log.warning("rollback of isolation drill %s incomplete: %s", self.run_id, exc)
         if self.embedded_node and self.target.embedded is not None:

@@ -11,20 +11,21 @@ from drills.records.verdict import Comparison, Threshold
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import Checked, scenario_rule, step
 from drills.target.profile import FaultMethod
+from drills.workloads.training import TrainingRun
 
 @step("Given", "a canary training job of {workers:Workers} with {gpus:Count} GPUs each, "
                "checkpointing every {every:Count} steps",
       "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps")
 def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
     """Start the canary: a synchronous data-parallel job (one rank per worker) that checkpoints every N steps."""
-    drill.drill(NodePullDrill).start_canary(workers, gpus, every)
+    _training(drill).start_canary(workers, gpus, every)
 
 
 @step("Given", "the job has written a checkpoint within {limit:Duration}",
       "the job has written a checkpoint within 60 seconds")
 def checkpoint_written(drill: ScenarioContext, limit: float) -> None:
     """Wait until the canary job has recorded a checkpoint (so resumption can be checked)."""
-    drill.drill(NodePullDrill).wait_checkpoint(limit)
+    _training(drill).wait_checkpoint(limit)
 
 
 @step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
@@ -39,7 +40,8 @@ def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> 
 @step("Then", "the platform detects the failure within {limit:Duration}",
       "the platform detects the failure within 5 seconds")
 def detected(drill: ScenarioContext, limit: float) -> None:
-    """detect = t_detect - t_fault: the node's Ready condition leaves True or an unreachable/not-ready taint appears."""
+    """detect = t_detect - t_fault: the node's Ready condition leaves True or an unreachable/not-ready taint appears;
+    for a failed GPU, the GPU leaves the node's allocatable."""
     _phase(drill, "detect", limit)
 
 
@@ -47,14 +49,14 @@ def detected(drill: ScenarioContext, limit: float) -> None:
       "the job's pods are off the failed node within 5 seconds of detection")
 def evicted(drill: ScenarioContext, limit: float) -> None:
     """evict = t_evict - t_detect: no pod of the job remains bound to the pulled node in a non-terminal phase."""
-    _phase(drill, "evict", limit)
+    _phase(drill, "evict", limit, drill.drill(NodePullDrill))
 
 
 @step("Then", "the job runs again on healthy nodes within {limit:Duration} of eviction",
       "the job runs again on healthy nodes within 10 seconds of eviction")
 def replaced(drill: ScenarioContext, limit: float) -> None:
     """replace = t_replace - t_evict: minMember pods Running again, all on healthy nodes."""
-    _phase(drill, "replace", limit)
+    _phase(drill, "replace", limit, drill.drill(NodePullDrill))
 
 
 @step("Then", "training resumes beyond the checkpoint within {limit:Duration} of replacement",
@@ -77,10 +79,10 @@ RESUME_BOUND_S = 60.0
 @step("Then", "at most {limit:Whole} steps of work are lost", "at most 10 steps of work are lost")
 def lost_steps(drill: ScenarioContext, limit: int) -> None:
     """Steps done since the last checkpoint at the moment of the fault, which the job must redo."""
-    node_pull = drill.drill(NodePullDrill)
-    node_pull.observe_phase("total", RESUME_BOUND_S)
+    run = _training(drill)
+    run.observe_phase("total", RESUME_BOUND_S)
     drill.result.check(Threshold("lost steps", float(limit), "steps", Comparison.AT_MOST))
-    node_pull.end_if_never("lost steps", RESUME_BOUND_S)
+    run.end_if_never("lost steps", RESUME_BOUND_S)
 
 
 @step("Then", "no rank of the replaced job trains after the job resumes",
@@ -88,26 +90,32 @@ def lost_steps(drill: ScenarioContext, limit: int) -> None:
 def fenced(drill: ScenarioContext) -> None:
     """Split brain: for a few seconds after the resume, no pod of the job as it was at the fault may log a
     training step (the canary's own log); a partitioned node's old ranks must be fenced, not left training."""
-    drill.drill(NodePullDrill).judge_fenced()
+    _training(drill).judge_fenced()
 
 
-def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:
+def _training(drill: ScenarioContext) -> TrainingRun:
+    """The scenario's training run: the node pull drill's, or that of the kind the scenario is about (a failed
+    GPU's), for the sentences they share."""
+    return drill.drill_for(TrainingRun, NodePullDrill)
+
+
+def _phase(drill: ScenarioContext, phase: str, limit: float, run: TrainingRun | None = None) -> None:
     """Observe one phase and judge it; a phase that never came ends the scenario (the later ones need it)."""
-    node_pull = drill.drill(NodePullDrill)
-    node_pull.observe_phase(phase, limit)
+    run = run or _training(drill)
+    run.observe_phase(phase, limit)
     drill.result.check(Threshold(phase, limit, "s"))
-    node_pull.end_if_never(phase, limit)
+    run.end_if_never(phase, limit)
 
 
 @scenario_rule
 def _pulled_rank_exists(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
-    """A value an earlier step decides, checked before anything runs: a pulled worker's rank must be one the
-    canary job has."""
+    """A value an earlier step decides, checked before anything runs: a worker's rank that a later sentence names
+    (the node pulled, the GPU failed) must be one the canary job has."""
     workers: int | None = None
     for i, st in enumerate(steps):
         values = st.values
         if st.step == canary_job.__name__:
             workers = values["workers"]
-        elif st.step == pull_node.__name__ and workers is not None and values["rank"] >= workers:
+        elif "rank" in values and workers is not None and values["rank"] >= workers:
             yield i, PlaceholderError(str(values["rank"]), f"the canary job has {workers} worker(s), ranked 0 to "
                                       f"{workers - 1}", f"write a rank from 0 to {workers - 1}", placeholder="rank")

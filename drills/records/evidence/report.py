@@ -44,8 +44,12 @@ VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
 VERDICT_ICON = {"PASS": "\u2713", "FAIL": "\u2717", "INCONCLUSIVE": "?", "ERROR": "!"}
 NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"), ("replace", "evict", "replace"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
-PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "replace": "#2f6fb0", "resume": "#2e8540",
-                 "total": "#5b6270"}
+GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("replace", "off", "replace"),
+                    ("resume", "replace", "resume"), ("total", "fault", "resume"))
+RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES}
+"""The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
+PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0",
+                 "resume": "#2e8540", "total": "#5b6270"}
 GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
 COMPARISON = {"<=": "\u2264", ">=": "\u2265"}
 
@@ -537,14 +541,19 @@ def _scenario_title(s: ScenarioRecord, repeats: int) -> str:
 def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     details = s.details or {}
     fault = details.get("fault") or {}
-    facts = [(k, str(fault[k])) for k in ("node", "method", "rank", "detail", "checkpoint_at_fault",
-                                         "step_at_fault") if k in fault]
+    phases = RECOVERY_PHASES.get(s.drill, NODE_PULL_PHASES)
+    facts = [(k, str(fault[k])) for k in ("node", "method", "gpu", "uuid", "xid", "rank", "detail",
+                                         "checkpoint_at_fault", "step_at_fault") if k in fault]
     if "confirmed" in fault:
         facts.append(("confirmed", "yes" if fault["confirmed"] else "NO"))
+    series = details.get("allocatable") or []
+    if series:  # a failed GPU: the node's allocatable GPUs over time, as the harness's watch saw them
+        facts.append(("allocatable GPUs", ", ".join(f"{p.get('gpus')} at {fmt_value(p.get('t'), 's')}"
+                                                    for p in series if isinstance(p, dict))))
     view = NodePullView(_anchor("nodepull", s.slug), _scenario_title(s, repeats), s.verdict, facts, "")
     view.findings = [_split_finding(f) for f in s.findings]
     view.extras = [(m.name, fmt_value(m.value, m.unit)) for m in s.measurements
-                   if m.name not in dict((p[0], p) for p in NODE_PULL_PHASES)]
+                   if m.name not in dict((p[0], p) for p in phases)]
     raw = details.get("instants") or {}
     instants = {k: v for k, v in raw.items() if isinstance(v, dict) and _num(v.get("mono")) is not None}
     if "fault" not in instants:
@@ -567,7 +576,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     view.plot_x, view.plot_w, view.plot_top = left, plot_w, top
     view.ticks = [Tick(left + t * scale, fmt_tick(t)) for t in ticks]
     levels: list[float] = []
-    for k in ("fault", "detect", "evict", "replace", "resume"):
+    for k in ("fault", *(p[2] for p in phases if p[0] != "total")):
         if k in harness:
             ix = left + harness[k] * scale
             level = next((i for i, last in enumerate(levels) if ix - last >= 64), len(levels))
@@ -580,7 +589,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     def x(t: float | None) -> float | None:
         return None if t is None else left + max(0.0, t) * scale
 
-    for i, (phase, a, b) in enumerate(NODE_PULL_PHASES):
+    for i, (phase, a, b) in enumerate(phases):
         m, j = _measurement(s, phase), _judgement_for(s, phase)
         hv = m.value if m is not None and m.value is not None else (
             harness[b] - harness[a] if a in harness and b in harness else None)
@@ -610,7 +619,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
             fmt_value(pv, "s") if pv is not None else "\u2014", fmt_signed_ms(err),
             f"{COMPARISON.get(j.threshold.comparison, j.threshold.comparison)} "
             f"{fmt_limit(j.threshold.limit, j.threshold.unit)}" if j else "\u2014", j.verdict if j else ""))
-    view.plot_bottom = top + len(NODE_PULL_PHASES) * row_h
+    view.plot_bottom = top + len(phases) * row_h
     view.height = view.plot_bottom + 44
     return view
 
@@ -1253,7 +1262,7 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
                                                             if (t.feature_file, t.scenario) == key))
     start, end = _parse_time(record.started), _parse_time(record.finished)
     node_pulls = _grouped([(s, node_pull_view(s, repeats[(s.feature_file, s.scenario)]))
-                           for s in record.scenarios if s.drill == "node-pull"])
+                           for s in record.scenarios if s.drill in RECOVERY_PHASES])
     gangs = _grouped([(s, gang_view(s, repeats[(s.feature_file, s.scenario)], record.timeline))
                       for s in record.scenarios if s.drill == "gang-submission"])
     isolations = _grouped([(s, isolation_view(s, repeats[(s.feature_file, s.scenario)]))

@@ -1,0 +1,273 @@
+"""The GPU fault drill: a rank's GPU takes an Xid while its node lives; time detect, off, replace, resume.
+
+Steady state before (the canary job training whole, a checkpoint written) -> act (an Xid on the GPU under one
+rank: the reference platform's node agent applies it as the GPU's driver would report it) -> observe -> judge ->
+rollback (the injection removed: the GPU returns to service; everything the drill made deleted).
+
+Instants (the harness's monotonic clock; truth from the workload and the harness's own watches):
+
+- ``t_fault``: the injection was written;
+- ``t_detect``: the GPU left service: the node's allocatable GPUs fell below what they were before the fault
+  (the kubelet drops a device its plugin calls Unhealthy);
+- ``t_off``: no pod that held the GPU at the fault is running any more (its canary failed on the lost GPU);
+- ``t_replace``: the job again has minMember pods Running, none of them the pods of the fault, each of whose
+  canaries has said which GPUs it was given, and none was given the failed GPU;
+- ``t_resume``: a replacement rank logs a step beyond the step it resumed from.
+
+An application Xid (13, 31, 43, 45, 68) is the program's fault: the rank restarts, the GPU stays in service.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from drills.kube.driver import NODE, KubeError
+from drills.records.verdict import DrillInconclusive, Measurement
+from drills.scenario.drill import Drill, register
+from drills.target.access import CLUSTER, Permission, grant
+from drills.target.profile import TargetProfile
+from drills.target.xid import clear_xids, inject_xid, unhealthy_gpus, wait_seen
+from drills.workloads.canarylog import CanaryEvent
+from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
+
+__all__ = ["APPLICATION_XIDS", "FailedGpu", "GpuFaultDrill"]
+
+GPU_INDEX_ANNOTATION = "firedrill.dev/gpu-index"
+"""The reference platform's Binding annotation: the GPU indexes the scheduler chose for the pod (used to aim)."""
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
+"""Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
+BACK_IN_SERVICE_S = 15.0
+"""How long the rollback waits for the GPU to be allocatable again, so the next scenario finds the cluster whole."""
+REFERENCE_ONLY = ("a GPU fault is injected through the reference platform's node agent; a real cluster's "
+                  "injection (the profile's fault.xid command) and its confirmation (allocatable or DCGM's "
+                  "DCGM_FI_DEV_XID_ERRORS) are not built yet (issue 26)")
+
+
+@dataclass(frozen=True)
+class FailedGpu:
+    """The GPU the drill failed."""
+
+    node: str
+    index: int
+    uuid: str
+    """Its identity as the rank's canary logged it (``NVIDIA_VISIBLE_DEVICES``)."""
+    xid: int
+    rank: int
+    allocatable_before: int
+
+    @property
+    def application(self) -> bool:
+        return self.xid in APPLICATION_XIDS
+
+
+def allocatable_gpus(node: Obj, gpu_resource: str) -> int | None:
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+@register
+@dataclass
+class GpuFaultDrill(TrainingRun, Drill):
+    """One rank's GPU fails: detect (out of service), off (the rank's pod gone from it), replace, resume."""
+
+    kind: ClassVar[str] = "gpu-fault"
+    CHAIN: ClassVar[tuple[str, ...]] = ("detect", "off", "replace", "resume")
+    STARTS: ClassVar[dict[str, str]] = {"detect": "fault", "off": "fault", "replace": "off", "resume": "replace",
+                                        "total": "fault"}
+    failed: FailedGpu | None = None
+    holders: set[str] = field(default_factory=set)
+    """UIDs of the pods that held the failed GPU at the fault."""
+    allocatable_seen: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since the fault, allocatable GPUs of the failed GPU's node) at each change: the chart's series."""
+    _seq: int = 0
+
+    @classmethod
+    def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        return training_job_problem(profile) or (None if reference else REFERENCE_ONLY)
+
+    @classmethod
+    def permissions(cls, profile: TargetProfile) -> list[Permission]:
+        return (training_permissions(profile, "GPU fault")
+                + grant(CLUSTER, "", "nodes", ("get", "patch"), "GPU fault: the Xid injection on the node"))
+
+    # ----------------------------------------------------------------- act
+    def fail_gpu(self, rank: int, xid: int) -> None:
+        """Fail the first GPU of worker ``rank``'s pod with ``xid``."""
+        assert self.spec is not None, "start the canary job first"
+        gpu = self.target.profile.gpu_resource
+        with self._cond:
+            pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
+            if pod is None:
+                raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
+            node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+            bound = [int(i) for i in ((pod["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or "")
+                     .split(",") if i.strip().isdigit()]
+            start = next(iter(self.canary.of(CanaryEvent.START, [uid])), None)
+            named = (start.fields.get("gpus") if start is not None else None) or []
+            if not bound or not named:
+                raise DrillInconclusive(f"worker {rank}'s pod {pod['metadata']['name']} does not say which GPU it "
+                                        "holds (no firedrill.dev/gpu-index binding, or its canary logged no GPUs), "
+                                        "so no GPU of it can be failed and followed")
+            before = allocatable_gpus(self.nodes.get(node) or {}, gpu)
+            if before is None:
+                raise DrillInconclusive(f"node {node} reports no allocatable {gpu}")
+            self.failed = FailedGpu(node, bound[0], str(named[0]), xid, rank, before)
+            self.holders = {p["metadata"]["uid"] for p in self._running_pods()
+                            if (p.get("spec") or {}).get("nodeName") == node and bound[0] in
+                            [int(i) for i in ((p["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+                                              or "").split(",") if i.strip().isdigit()]}
+            self.victims = set(self.holders)
+            self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
+        self._seq += 1
+        inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": bound[0],
+                                              "instance": None, "xid": xid})
+        with self._cond:
+            clock = self.target.timeline.clock
+            self._stamp("fault", Instant(clock.mono(), clock.wall()))
+            self.allocatable_seen.append((0.0, before))
+            self.result.details["fault"] = {"node": node, "gpu": bound[0], "uuid": str(named[0]), "xid": xid,
+                                            "rank": rank, "application": self.failed.application,
+                                            "allocatable_before": before, "method": "xid"}
+            self._advance()
+
+    # ------------------------------------------------------------- observe
+    def _out_of_service(self, node: Obj) -> bool:
+        failed = self.failed
+        assert failed is not None
+        alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
+        return (alloc is not None and alloc < failed.allocatable_before) or failed.index in unhealthy_gpus(node)
+
+    def _given_failed(self, uid: str) -> bool | None:
+        """Was this pod given the failed GPU, by its canary's own start line (None: it has not said yet)?"""
+        assert self.failed is not None
+        start = next(iter(self.canary.of(CanaryEvent.START, [uid])), None)
+        if start is None:
+            return None
+        return self.failed.uuid in [str(g) for g in start.fields.get("gpus") or []]
+
+    def _advance(self) -> None:
+        """Under the lock, on every change: stamp each instant the moment its condition first holds."""
+        failed = self.failed
+        if failed is None or "fault" not in self.instants:
+            return
+        node = self.nodes.get(failed.node) or {}
+        alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
+        if alloc is not None and (not self.allocatable_seen or self.allocatable_seen[-1][1] != alloc):
+            self.allocatable_seen.append((self.target.timeline.clock.mono() - self.instants["fault"].mono, alloc))
+        if "detect" not in self.instants and self._out_of_service(node):
+            self._stamp("detect")
+        running = self._running_pods()
+        if "off" not in self.instants and not any(p["metadata"]["uid"] in self.holders for p in running):
+            self._stamp("off")
+        if "off" in self.instants and "replace" not in self.instants and self.spec is not None:
+            fresh = [p for p in running if p["metadata"]["uid"] not in self.before_fault]
+            said = [self._given_failed(p["metadata"]["uid"]) for p in fresh]
+            # after a GPU's Xid the failed GPU must be out of service and no replacement on it; after an
+            # application's, the GPU is healthy and may serve the replacement
+            healthy = failed.application or ("detect" in self.instants and not any(said))
+            if len(fresh) >= self.spec.min_available and None not in said and healthy:
+                self._stamp("replace")
+        self._stamp_resume()
+
+    # --------------------------------------------------------------- judge
+    def judge_never_given(self) -> None:
+        """No pod started after the fault was given the failed GPU while the fault stands (the canaries' own start
+        lines): a dead GPU handed out again fails every job placed on it."""
+        failed = self.failed
+        if failed is None or "fault" not in self.instants:
+            return
+        with self._cond:
+            given = self._given_again()
+            self.result.measure(Measurement("pods given the failed GPU", float(len(given)), "pods",
+                                            note=f"GPU {failed.index} ({failed.uuid}) of {failed.node}, by each "
+                                                 "canary's start line"))
+            if given:
+                self.result.fail(f"the failed GPU {failed.index} of {failed.node} ({failed.uuid}, Xid {failed.xid}) "
+                                 f"was given again to {', '.join(given)} while it was out of order: the platform "
+                                 "kept it in service (each pod's canary named it in its start line)")
+
+    def _given_again(self) -> list[str]:
+        """Pods started after the fault whose canaries named the failed GPU (under the lock)."""
+        failed = self.failed
+        assert failed is not None
+        after = self.instants["fault"].mono
+        return sorted({line.pod for line in self.canary.of(CanaryEvent.START)
+                       if line.mono >= after and line.uid not in self.before_fault
+                       and failed.uuid in [str(g) for g in line.fields.get("gpus") or []]})
+
+    def end_if_never(self, phase: str, limit: float) -> None:
+        """As :meth:`TrainingRun.end_if_never`; a GPU never taken out of service is named first, with what the
+        node showed instead and the pods given the dead GPU since."""
+        failed = self.failed
+        if failed is not None and phase == "detect" and "fault" in self.instants and "detect" not in self.instants:
+            with self._cond:
+                node = self.nodes.get(failed.node) or {}
+                alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
+                again = self._given_again()
+            self.result.fail(f"the platform kept the failed GPU {failed.index} of {failed.node} in service after Xid "
+                             f"{failed.xid}: allocatable stayed {alloc} of {failed.allocatable_before} and no GPU "
+                             "was named unhealthy" + (f"; {len(again)} pod(s) were given the dead GPU again since: "
+                                                      f"{', '.join(again)}" if again else ""))
+        super().end_if_never(phase, limit)
+
+    def watch_in_service(self, seconds: float) -> None:
+        """For ``seconds`` after the fault, the GPU stays in service: the node's allocatable GPUs stay what they were
+        and its agent never names the GPU unhealthy (an application Xid is the program's fault)."""
+        failed = self.failed
+        if failed is None or "fault" not in self.instants:
+            return
+        clock = self.target.timeline.clock
+        until = self.instants["fault"].mono + seconds
+        withdrawn_at: list[float] = []
+
+        def out() -> bool:
+            if self._out_of_service(self.nodes.get(failed.node) or {}):
+                withdrawn_at.append(clock.mono() - self.instants["fault"].mono)
+                return True
+            return clock.mono() >= until
+        self._wait(out, max(0.0, until - clock.mono()) + 0.5)
+        self.result.measure(Measurement("GPUs taken out of service", float(bool(withdrawn_at)), "GPUs",
+                                        note=(f"GPU {failed.index} of {failed.node} left allocatable "
+                                              f"{withdrawn_at[0]:.2f} s after Xid {failed.xid}") if withdrawn_at
+                                        else f"GPU {failed.index} of {failed.node} stayed allocatable for "
+                                             f"{seconds:g} s after Xid {failed.xid}"))
+        if withdrawn_at:
+            self.result.fail(f"the platform took GPU {failed.index} of {failed.node} out of service after Xid "
+                             f"{failed.xid}, an application error (the program's fault, not the GPU's): a healthy "
+                             "GPU is lost to every later job")
+
+    def _measure(self) -> None:
+        super()._measure()
+        with self._cond:
+            self.result.details["allocatable"] = [{"t": round(t, 3), "gpus": g} for t, g in self.allocatable_seen]
+
+    # ------------------------------------------------------------ rollback
+    def rollback(self) -> None:
+        """Remove the injection (the GPU returns to service), then what :class:`TrainingRun` undoes; wait for the
+        GPU to be allocatable again so the next scenario finds the cluster whole. Never raises."""
+        failed = self.failed
+        if failed is not None:
+            try:
+                clear_xids(self.target.driver, failed.node)
+            except KubeError as exc:
+                self.result.details.setdefault("rollback", []).append(f"the injection on {failed.node}: {exc}")
+        super().rollback()
+        if failed is None:
+            return
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + BACK_IN_SERVICE_S
+        # the GPU works again once the agent has read the removal, whatever the platform reports of it
+        wait_seen(self.target.driver, failed.node, clock.mono, BACK_IN_SERVICE_S)
+        while clock.mono() < deadline:
+            try:
+                node = self.target.driver.get(NODE, failed.node)
+            except KubeError:
+                node = {}
+            if allocatable_gpus(node, self.target.profile.gpu_resource) == failed.allocatable_before:
+                return
+            threading.Event().wait(0.2)

@@ -1,0 +1,64 @@
+"""The reference platform's Xid injection: an entry in the Node's ``firedrill.dev/inject-xid`` annotation, which
+the node's agent applies once (docs/PARTITIONING.md for MIG slices, docs/GPU_FAULT.md for whole GPUs) and which
+keeps a whole GPU out of service for as long as it stands. A real cluster injects with the profile's ``fault.xid``
+command instead."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
+
+__all__ = ["INJECT_ANNOTATION", "UNHEALTHY_ANNOTATION", "clear_xids", "inject_xid", "unhealthy_gpus", "wait_seen"]
+
+INJECT_ANNOTATION = "firedrill.dev/inject-xid"
+UNHEALTHY_ANNOTATION = "firedrill.dev/unhealthy-gpus"
+"""Written by the reference platform's node agent: the whole GPUs it reports out of service (``"3"``, ``"0,5"``)."""
+
+
+def inject_xid(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:
+    """Append ``entry`` (``id``, ``gpu``, ``instance`` (None: the whole GPU), ``xid``) to the node's injections."""
+    current = ((driver.get(NODE, node).get("metadata") or {}).get("annotations") or {}).get(INJECT_ANNOTATION) or "[]"
+    try:
+        entries = json.loads(current)
+    except json.JSONDecodeError:
+        entries = []
+    entries = [e for e in entries if isinstance(e, dict)] + [entry] if isinstance(entries, list) else [entry]
+    driver.patch(NODE, node, {"metadata": {"annotations": {
+        INJECT_ANNOTATION: json.dumps(entries, separators=(",", ":"))}}})
+
+
+def clear_xids(driver: KubeDriver, node: str) -> None:
+    """Remove every injection of the node (a whole GPU returns to service)."""
+    driver.patch(NODE, node, {"metadata": {"annotations": {INJECT_ANNOTATION: None}}})
+
+
+def unhealthy_gpus(node: dict[str, Any]) -> tuple[int, ...]:
+    """The whole GPUs the node's agent reports out of service (its annotation), by index."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(UNHEALTHY_ANNOTATION) or ""
+    return tuple(sorted({int(i) for i in raw.split(",") if i.strip().isdigit()}))
+
+
+def _renewed(driver: KubeDriver, node: str) -> str | None:
+    try:
+        lease = driver.find(RESOURCES[("coordination.k8s.io/v1", "Lease")], node, "kube-node-lease")
+    except KubeError:
+        return None
+    return str(((lease or {}).get("spec") or {}).get("renewTime") or "") or None
+
+
+def wait_seen(driver: KubeDriver, node: str, mono: Any, timeout: float, beats: int = 2) -> bool:
+    """Wait until the node's agent has read its Node since now: its Lease renewed ``beats`` times (the reference
+    platform's agent reads its Node on every heartbeat, so a removed injection is then applied), at most
+    ``timeout`` seconds on the clock ``mono``; whether it was seen."""
+    deadline, last, seen = mono() + timeout, _renewed(driver, node), 0
+    while seen < beats:
+        if mono() >= deadline:
+            return False
+        threading.Event().wait(0.1)
+        now = _renewed(driver, node)
+        if now is not None and now != last:
+            last, seen = now, seen + 1
+    return True
