@@ -520,6 +520,13 @@ class ApiService:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name:
             raise E.bad_request(f"pod {name} does not have a host assigned")
+        # As the kubelet answers: no log before the container has started, so a pod recreated under the name of
+        # one that ran on the node is never served that one's log.
+        state = next(((s.get("state") or {}) for s in (pod.get("status") or {}).get("containerStatuses") or []
+                      if isinstance(s, dict) and s.get("name") == container), {})
+        if not state.get("running") and not state.get("terminated"):
+            reason = ((state.get("waiting") or {}).get("reason")) or "ContainerCreating"
+            raise E.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
         node = self.store.find(NODES.key, "", node_name)
         if node is None:
             raise E.not_found(NODES, node_name)
