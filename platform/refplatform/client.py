@@ -417,6 +417,14 @@ class RestClient:
                 url += "?" + urlencode(pairs)
         return url
 
+    def reachable(self, timeout: float) -> tuple[bool, str]:
+        """Does the API server answer ``GET /readyz`` now, within ``timeout`` seconds? ``(answered, why not)``."""
+        try:
+            self._request("GET", "/readyz", None, None, timeout=timeout)
+        except (ApiStatusError, ApiUnreachable) as err:
+            return False, str(err)
+        return True, ""
+
     def _json(
         self,
         method: str,

@@ -52,7 +52,7 @@ class ClientListError(AgentError):
 
 def endpoint_of(parts: list[str]) -> AgentEndpoint:
     """The endpoint a request path (split at ``/``) stands for."""
-    if parts == ["healthz"]:
+    if parts in (["healthz"], ["healthz", "api"]):
         return AgentEndpoint.HEALTHZ
     if parts == ["metrics"]:
         return AgentEndpoint.METRICS

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["FenceDecision", "SelfFence", "decide", "monotonic_age", "peer_health_urls"]
+__all__ = ["PEER_PROBE_S", "FenceDecision", "SelfFence", "decide", "monotonic_age", "peer_health_urls"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,14 @@ def decide(lease_age: float | None, safe_time: float, peers_ok: int | None) -> F
     return FenceDecision.FENCE if peers_ok > 0 else FenceDecision.API_DOWN
 
 
+PEER_PROBE_S = 1.5
+"""How long a peer asked ``/healthz/api`` waits for the API server's ``/readyz`` before it answers no."""
+
+
 def peer_health_urls(data_dir: Path, me: str) -> list[str]:
-    """The ``/healthz`` of every other agent of the cluster, from their state files (loopback only)."""
+    """The ``/healthz/api`` of every other agent of the cluster, from their state files (loopback only): each peer
+    asks the API server now, so a blip of the control plane that every node sees is never taken for this node's
+    own partition (a peer's heartbeat can be younger than the asker's without the API answering anyone)."""
     urls = []
     for path in sorted((data_dir / "agents").glob("*.json")):
         try:
@@ -70,7 +76,7 @@ def peer_health_urls(data_dir: Path, me: str) -> list[str]:
         port = state.get("logPort")
         scheme = "https" if state.get("logScheme") == "https" else "http"
         if state.get("node") != me and isinstance(port, int) and port > 0:
-            urls.append(f"{scheme}://127.0.0.1:{port}/healthz")
+            urls.append(f"{scheme}://127.0.0.1:{port}/healthz/api")
     return urls
 
 
@@ -86,7 +92,11 @@ class SelfFence:
     fence: Callable[[str], None]
     token: str | None = None
     """This node's own bearer token, sent to the peers (their endpoints answer only known callers)."""
-    timeout: float = 0.5
+    reach_api: Callable[[], tuple[bool, str]] | None = None
+    """This node's own ``GET /readyz`` to the API server, tried once more before fencing: the end of a control-plane
+    blip is not a partition (the peers reach the API again a moment before this node renews its Lease)."""
+    timeout: float = 2.0
+    """How long a peer may take to answer (it asks the API server itself, within :data:`PEER_PROBE_S`)."""
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     _fenced: bool = field(default=False, init=False)
@@ -111,6 +121,10 @@ class SelfFence:
             return FenceDecision.CONNECTED
         peers_ok = self._ask_peers() if age is not None else None
         decision = decide(age, self.safe_time, peers_ok)
+        if decision is FenceDecision.FENCE and not self._fenced and self.reach_api is not None \
+                and self.reach_api()[0]:
+            log.info("no Lease renewal for %.1fs, but the API answers this node again: not fencing", age or 0.0)
+            return FenceDecision.CONNECTED
         if decision is FenceDecision.FENCE and not self._fenced:
             self._fenced = True
             why = (f"node {self.node} fenced itself: no Lease renewal for {age:.1f}s (safe time "

@@ -332,10 +332,12 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], store: LogStore, health: HealthCheck, clock: Clock,
-                 tls: ServingTLS | None = None, guard: EndpointGuard | None = None) -> None:
+                 tls: ServingTLS | None = None, guard: EndpointGuard | None = None,
+                 api_probe: HealthCheck | None = None) -> None:
         self.guard = guard
         self.store = store
         self.health = health
+        self.api_probe = api_probe or health
         self.clock = clock
         self.metrics: MetricsSource | None = None
         self.stopping = threading.Event()
@@ -413,9 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [unquote(p) for p in url.path.split("/") if p]
         if not self._authorized(parts):
             return
-        if parts == ["healthz"]:
+        if parts in (["healthz"], ["healthz", "api"]):
+            check = self.server.health if parts == ["healthz"] else self.server.api_probe
             try:
-                healthy, message = self.server.health()
+                healthy, message = check()
             except Exception as err:  # a broken check is an unhealthy agent, not a dead server
                 healthy, message = False, f"health check failed: {err}"
             self._text(200 if healthy else 503, "ok" if healthy else message)
@@ -532,12 +535,14 @@ class LogServer:
     """The kubelet-style log endpoint of one node, on 127.0.0.1."""
 
     def __init__(self, store: LogStore, host: str = "127.0.0.1", port: int = 0, *, health: HealthCheck | None = None,
-                 clock: Clock | None = None, tls: ServingTLS | None = None, guard: EndpointGuard | None = None) -> None:
-        """``health``: answers ``/healthz`` (default: always healthy); ``clock``: ``now`` of ``sinceSeconds``;
+                 clock: Clock | None = None, tls: ServingTLS | None = None, guard: EndpointGuard | None = None,
+                 api_probe: HealthCheck | None = None) -> None:
+        """``health``: answers ``/healthz`` (default: always healthy); ``api_probe``: answers ``/healthz/api``, does
+        this node reach the API server now (default: ``health``); ``clock``: ``now`` of ``sinceSeconds``;
         ``tls``: serve HTTPS (plain HTTP without it); ``guard``: who may call which endpoint
         (:mod:`refplatform.agent.access`; None: open, except ``/containerLogs`` behind a client CA)."""
         self._server = _Server((host, port), store, health or (lambda: (True, "ok")), clock or SystemClock(), tls,
-                               guard)
+                               guard, api_probe)
         self._thread: threading.Thread | None = None
 
     @property

@@ -155,6 +155,12 @@ class GatedClient:
         self._check(path)
         return self.client.get(path, params)
 
+    def reachable(self, timeout: float) -> tuple[bool, str]:
+        """:meth:`RestClient.reachable <refplatform.client.RestClient.reachable>`, behind the gate."""
+        if self.gate.partitioned:
+            return False, PARTITIONED
+        return self.client.reachable(timeout)
+
     def list(self, path: str, params: Params | None = None) -> Obj:
         self._check(path)
         return self.client.list(path, params)

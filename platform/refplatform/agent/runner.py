@@ -22,7 +22,7 @@ from refplatform.agent.access import AuditLog, ClientList, EndpointGuard
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
 from refplatform.agent.device import Device, socket_path_for
 from refplatform.agent.events import PodEventRecorder
-from refplatform.agent.fence import SelfFence, monotonic_age, peer_health_urls
+from refplatform.agent.fence import PEER_PROBE_S, SelfFence, monotonic_age, peer_health_urls
 from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
 from refplatform.agent.heartbeat import NodeHeartbeat
@@ -157,7 +157,8 @@ class Agent:
             self.audit = AuditLog(config.audit_log_path or config.data_dir / "nodes" / config.node / "audit.log")
             guard = EndpointGuard(config.node, clients, self.audit)
         self.log_server = LogServer(self.logs, port=config.log_port, health=self.health, clock=self.clock,
-                                    tls=config.serving_tls, guard=guard)
+                                    tls=config.serving_tls, guard=guard,
+                                    api_probe=lambda: self.client.reachable(PEER_PROBE_S))
         self.node_config = NodeConfig(
             name=config.node,
             gpus=self.gpus,
@@ -227,7 +228,7 @@ class Agent:
                 self.fence = SelfFence(config.node, config.fence_after, min(config.heartbeat, config.fence_after / 2),
                                        monotonic_age(self.heartbeat.last_renewal),
                                        lambda: peer_health_urls(config.data_dir, config.node), self.pods.fence,
-                                       token=config.token)
+                                       token=config.token, reach_api=lambda: self.client.reachable(PEER_PROBE_S))
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
         self.gate.on_change(self._on_partition)

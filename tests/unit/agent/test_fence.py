@@ -62,7 +62,7 @@ def peer(tmp_path: Path) -> Iterator[tuple[ThreadingHTTPServer, type[_Health]]]:
 
 def test_peers_are_the_other_agents_of_the_data_directory(tmp_path: Path, peer: tuple[ThreadingHTTPServer, type]) -> None:
     server, _ = peer
-    assert peer_health_urls(tmp_path, "me") == [f"http://127.0.0.1:{server.server_port}/healthz"]
+    assert peer_health_urls(tmp_path, "me") == [f"http://127.0.0.1:{server.server_port}/healthz/api"]
 
 
 def fence_with(tmp_path: Path, age: list[float | None], fenced: list[str]) -> SelfFence:
@@ -102,3 +102,18 @@ def test_an_unreachable_peer_counts_as_not_reaching_the_api(tmp_path: Path) -> N
     age: list[float | None] = [10.0]
     fenced: list[str] = []
     assert fence_with(tmp_path, age, fenced).check() is FenceDecision.API_DOWN
+
+
+def test_a_node_the_api_answers_again_is_not_fenced_at_the_end_of_a_blip(
+        tmp_path: Path, peer: tuple[ThreadingHTTPServer, type]) -> None:
+    """A control-plane blip ends: the peers reach the API again a moment before this node renews its Lease. The
+    node asks the API itself before it fences, and does not fence; cut off for real, it still does."""
+    age: list[float | None] = [21.0]
+    fenced: list[str] = []
+    answers = [(True, "")]
+    fence = SelfFence("me", safe_time=2.0, interval=0.1, lease_age=lambda: age[0],
+                      peers=lambda: peer_health_urls(tmp_path, "me"), fence=fenced.append,
+                      reach_api=lambda: answers[0])
+    assert fence.check() is FenceDecision.CONNECTED and fenced == []
+    answers[0] = (False, "simulated network partition")
+    assert fence.check() is FenceDecision.FENCE and len(fenced) == 1
