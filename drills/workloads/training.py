@@ -79,6 +79,8 @@ again and every rank rejoins one world (a Volcano Job restarts every rank itself
 RANK_KEYS = ("firedrill.dev/rank", "volcano.sh/task-index", JOB_COMPLETION_INDEX_ANNOTATION)
 """Pod annotations that may carry a rank (the reference platform's, Volcano's, the Job controller's)."""
 UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+JOB_FAILED_REASONS = ("JobFailed", "BackoffLimitExceeded", "DeadlineExceeded")
+"""Event reasons of a job its controller gave up on (Volcano's, the batch/v1 Job controller's)."""
 
 
 def rank_of(pod: Obj) -> int | None:
@@ -209,9 +211,14 @@ class TrainingRun:
                      else gang_manifests(self.spec, profile.flavor, VolcanoForm.JOB))
         for obj in manifests:
             driver.create(obj)
-        if not self._wait(lambda: len(self._training()) >= self.spec.min_available or self._never_met(), 60):
+        if not self._wait(lambda: len(self._training()) >= self.spec.min_available or self._never_met()
+                          or self._job_failed() is not None, 60):
             raise DrillInconclusive(f"the canary job {self.spec.name} was not training whole within 60 s (by its "
-                                    f"own log), so no node can be pulled under it; pods: {self._pod_summary()}")
+                                    f"own log), so no fault can be injected under it; pods: {self._pod_summary()}")
+        failed = self._job_failed()
+        if failed is not None and len(self._training()) < self.spec.min_available:
+            raise DrillInconclusive(f"the canary job {self.spec.name} failed before it trained whole ({failed}), so "
+                                    f"no fault can be injected under it; pods: {self._pod_summary()}")
         if len(self._training()) < self.spec.min_available:
             raise DrillInconclusive(
                 f"the canary job {self.spec.name}'s {self.spec.min_available} ranks all started, the last "
@@ -219,6 +226,16 @@ class TrainingRun:
                 "address on the shared volume and the others read it there), so it cannot train; ranks that "
                 "cannot see each other's files have storage that is not shared between their nodes "
                 f"(canary.shared_volume); pods: {self._pod_summary()}")
+
+    def _job_failed(self) -> str | None:
+        """The job's controller gave up on it (its Event, e.g. Volcano's JobFailed, a Job's BackoffLimitExceeded):
+        ``reason: message``, or None. Only ends a wait early; the verdict never rests on it."""
+        name = self.spec.name if self.spec is not None else None
+        for e in self.events:
+            inv = e.get("involvedObject") or {}
+            if inv.get("name") == name and inv.get("kind") == "Job" and e.get("reason") in JOB_FAILED_REASONS:
+                return f"{e.get('reason')}: {e.get('message') or ''}".strip()
+        return None
 
     def _never_met(self) -> bool:
         """Fail fast on a world that cannot form: every rank runs and has logged its start, none has completed
@@ -271,6 +288,7 @@ class TrainingRun:
         if event == "ADDED" or event == "MODIFIED":
             with self._cond:
                 self.events.append(obj)
+                self._cond.notify_all()
 
     # ------------------------------------------------------------- helpers
     def _wait(self, predicate: Any, timeout: float) -> bool:

@@ -235,3 +235,17 @@ def test_keep_measuring_waits_past_the_threshold_so_the_value_is_recorded() -> N
     assert drill._grace(5.0) == 1.25
     drill.target.keep_measuring = 60.0  # type: ignore[attr-defined]
     assert drill._grace(5.0) == 60.0 and drill._grace(400.0) == 100.0
+
+
+def test_a_job_its_controller_gave_up_on_ends_the_wait_for_it_with_the_reason() -> None:
+    """The canary job failed before it trained whole (a rank placed on a dead GPU three times): the start is
+    INCONCLUSIVE at once, naming the controller's reason, instead of after the minute a start may take."""
+    drill = NodePullDrill(target=None, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    drill.spec = SimpleNamespace(name="canary-r")  # type: ignore[assignment]
+    assert drill._job_failed() is None
+    drill.events.append({"involvedObject": {"kind": "Job", "name": "other"}, "reason": "JobFailed"})
+    drill.events.append({"involvedObject": {"kind": "Pod", "name": "canary-r"}, "reason": "JobFailed"})
+    assert drill._job_failed() is None
+    drill.events.append({"involvedObject": {"kind": "Job", "name": "canary-r"}, "reason": "JobFailed",
+                         "message": "job restarted 3 times, maxRetry is 3"})
+    assert drill._job_failed() == "JobFailed: job restarted 3 times, maxRetry is 3"
