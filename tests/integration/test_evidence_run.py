@@ -106,7 +106,7 @@ def test_junit_and_allure_results_read_back(run) -> None:
     assert fits["status"] == "passed"
     assert [s["name"] for s in fits["steps"]] == [
         "Given the cluster has at least 4 schedulable GPU nodes with 8 free GPUs each",
-        "When I submit a gang of 4 workers with 8 GPUs each",
+        "When I submit a gang of 8 workers with 4 GPUs each",
         "Then all workers are running within 30 seconds",
         "And partial-hold GPU-seconds stay at or below 0"]
     assert all(s["status"] == "passed" for s in fits["steps"])
