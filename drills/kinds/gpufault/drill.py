@@ -29,7 +29,7 @@ from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
 from drills.target.xid import clear_xids, inject_xid, unhealthy_gpus, wait_seen
-from drills.workloads.canarylog import CanaryEvent
+from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
 
 __all__ = ["APPLICATION_XIDS", "FailedGpu", "GpuFaultDrill"]
@@ -117,10 +117,9 @@ class GpuFaultDrill(TrainingRun, Drill):
             if before is None:
                 raise DrillInconclusive(f"node {node} reports no allocatable {gpu}")
             self.failed = FailedGpu(node, bound[0], str(named[0]), xid, rank, before)
-            self.holders = {p["metadata"]["uid"] for p in self._running_pods()
-                            if (p.get("spec") or {}).get("nodeName") == node and bound[0] in
-                            [int(i) for i in ((p["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
-                                              or "").split(",") if i.strip().isdigit()]}
+            self.holders = {line.uid for line in self.canary.of(CanaryEvent.START,
+                                                                 [p["metadata"]["uid"] for p in self._running_pods()])
+                            if self._names_failed(line)}
             self.victims = set(self.holders)
             self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
         self._seq += 1
@@ -137,18 +136,22 @@ class GpuFaultDrill(TrainingRun, Drill):
 
     # ------------------------------------------------------------- observe
     def _out_of_service(self, node: Obj) -> bool:
+        """The node's allocatable GPUs fell below what they were before the fault: what every scheduler honours
+        (the reference agent's ``firedrill.dev/unhealthy-gpus`` is its own word, never the verdict's)."""
         failed = self.failed
         assert failed is not None
         alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
-        return (alloc is not None and alloc < failed.allocatable_before) or failed.index in unhealthy_gpus(node)
+        return alloc is not None and alloc < failed.allocatable_before
+
+    def _names_failed(self, line: CanaryLine) -> bool:
+        """Does this canary start line name the failed GPU among the devices it was given?"""
+        assert self.failed is not None
+        return self.failed.uuid in [str(g) for g in line.fields.get("gpus") or []]
 
     def _given_failed(self, uid: str) -> bool | None:
         """Was this pod given the failed GPU, by its canary's own start line (None: it has not said yet)?"""
-        assert self.failed is not None
         start = next(iter(self.canary.of(CanaryEvent.START, [uid])), None)
-        if start is None:
-            return None
-        return self.failed.uuid in [str(g) for g in start.fields.get("gpus") or []]
+        return None if start is None else self._names_failed(start)
 
     def _advance(self) -> None:
         """Under the lock, on every change: stamp each instant the moment its condition first holds."""
@@ -197,8 +200,7 @@ class GpuFaultDrill(TrainingRun, Drill):
         assert failed is not None
         after = self.instants["fault"].mono
         return sorted({line.pod for line in self.canary.of(CanaryEvent.START)
-                       if line.mono >= after and line.uid not in self.before_fault
-                       and failed.uuid in [str(g) for g in line.fields.get("gpus") or []]})
+                       if line.mono >= after and line.uid not in self.before_fault and self._names_failed(line)})
 
     def end_if_never(self, phase: str, limit: float) -> None:
         """As :meth:`TrainingRun.end_if_never`; a GPU never taken out of service is named first, with what the
@@ -208,16 +210,18 @@ class GpuFaultDrill(TrainingRun, Drill):
             with self._cond:
                 node = self.nodes.get(failed.node) or {}
                 alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
+                said = ("though its agent named it unhealthy" if failed.index in unhealthy_gpus(node)
+                        else "no GPU was named unhealthy")  # context only: the verdict is allocatable's
                 again = self._given_again()
             self.result.fail(f"the platform kept the failed GPU {failed.index} of {failed.node} in service after Xid "
-                             f"{failed.xid}: allocatable stayed {alloc} of {failed.allocatable_before} and no GPU "
-                             "was named unhealthy" + (f"; {len(again)} pod(s) were given the dead GPU again since: "
-                                                      f"{', '.join(again)}" if again else ""))
+                             f"{failed.xid}: allocatable stayed {alloc} of {failed.allocatable_before} and {said}"
+                             + (f"; {len(again)} pod(s) were given the dead GPU again since: {', '.join(again)}"
+                                if again else ""))
         super().end_if_never(phase, limit)
 
     def watch_in_service(self, seconds: float) -> None:
         """For ``seconds`` after the fault, the GPU stays in service: the node's allocatable GPUs stay what they were
-        and its agent never names the GPU unhealthy (an application Xid is the program's fault)."""
+        (an application Xid is the program's fault)."""
         failed = self.failed
         if failed is None or "fault" not in self.instants:
             return

@@ -49,8 +49,8 @@ def never_given(drill: ScenarioContext) -> None:
 
 @step("Then", "the GPU stays in service for {limit:Duration}", "the GPU stays in service for 5 seconds")
 def stays_in_service(drill: ScenarioContext, limit: float) -> None:
-    """For that long after the Xid the node's allocatable GPUs do not drop and the GPU is never named unhealthy
-    (an application Xid is the program's fault, not the GPU's)."""
+    """For that long after the Xid the node's allocatable GPUs do not drop (an application Xid is the program's
+    fault, not the GPU's)."""
     _gpu_fault(drill).watch_in_service(limit)
     drill.result.check(Threshold("GPUs taken out of service", 0.0, "GPUs"))
 
