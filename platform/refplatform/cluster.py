@@ -351,7 +351,9 @@ class Cluster:
             argv.append("--simulate-gpus")
         fence_after = self.spec.healing.fence_after()
         if fence_after is not None and "--fence-after" not in extra:
-            argv += ["--fence-after", str(fence_after)]
+            argv += ["--fence-after", str(fence_after), "--unhealthy-zone-threshold",
+                     str(self.spec.healing.unhealthy_zone_threshold), "--large-cluster-size-threshold",
+                     str(self.spec.healing.large_cluster_size_threshold)]
         proc = ManagedProcess.spawn(f"agent {name}", argv, self.data_dir / "logs" / f"agent-{name}.log")
         self.agents[name] = proc
         return proc

@@ -95,6 +95,9 @@ class Defect(enum.Enum):
     OVERREACT_APP_XID = "overreact-app-xid"
     """Node agents (the device plugin): an application Xid (13, 31, 43, 45, 68: the program's fault) takes its
     GPU out of service as a hardware fault would, so a healthy GPU is lost to every later job."""
+    EVICT_STORM = "evict-storm"
+    """Node lifecycle: NoExecute taints go on every quiet node at once, whatever the disruption (no zone
+    states, no rate limit, no master disruption mode), so a control-plane blip evicts everything."""
 
     @property
     def summary(self) -> str:
@@ -123,6 +126,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.GPU_DOUBLE_BOOK: "every pod is told it holds the node's first GPUs, whatever was bound",
     Defect.SICK_GPU_STAYS: "a GPU that failed with an Xid stays allocatable",
     Defect.OVERREACT_APP_XID: "an application Xid takes its GPU out of service",
+    Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
 }
 
 

@@ -90,6 +90,18 @@ class Profile:
     """Seconds between the horizontal pod autoscaler's looks at each HorizontalPodAutoscaler.
 
     Upstream: kube-controller-manager ``--horizontal-pod-autoscaler-sync-period``, 15 s."""
+    node_eviction_rate: float = 0.1
+    """Nodes per second the node lifecycle controller taints ``NoExecute`` (the taint that evicts) in a healthy
+    zone (:mod:`refplatform.core.disruption`).  Upstream: ``--node-eviction-rate``, 0.1."""
+    secondary_node_eviction_rate: float = 0.01
+    """The same in a partially disrupted zone larger than :attr:`large_cluster_size_threshold`.
+    Upstream: ``--secondary-node-eviction-rate``, 0.01."""
+    unhealthy_zone_threshold: float = 0.55
+    """The not-Ready fraction (of more than 2 nodes) that puts a zone in partial disruption.
+    Upstream: ``--unhealthy-zone-threshold``, 0.55."""
+    large_cluster_size_threshold: int = 50
+    """A partially disrupted zone of at most this many nodes stops evicting.
+    Upstream: ``--large-cluster-size-threshold``, 50."""
 
     def fence_after(self) -> float | None:
         """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so
@@ -122,6 +134,8 @@ TUNED = Profile(
     quarantine=True,
     self_fence=True,
     hpa_sync_period=1.0,
+    # A drill loses nodes a second apart; one taint every 0.1 s keeps its timings those of the grace period.
+    node_eviction_rate=10.0,
 )
 
 K8S_DEFAULTS = Profile(

@@ -20,6 +20,7 @@ from refplatform.agent.errors import AgentError
 from refplatform.agent.gpus import MODELS
 from refplatform.agent.logs import ServingTLS
 from refplatform.agent.runner import Agent, AgentConfig
+from refplatform.core.disruption import DisruptionPolicy
 from refplatform.defects import add_defect_argument
 from refplatform.gpu.mig import PartitionError
 
@@ -39,6 +40,13 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
     if not f > 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be > 0")
+    return f
+
+
+def _fraction(value: str) -> float:
+    f = _positive_float(value)
+    if f > 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is a fraction of the cluster's nodes: in (0, 1]")
     return f
 
 
@@ -97,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fence this node (kill its pods) after this long without a Lease renewal while a peer agent "
                         "still reaches the API, so no old rank trains beside its replacement (default: never, like "
                         "the kubelet; the tuned profile sets it)")
+    p.add_argument("--unhealthy-zone-threshold", type=_fraction, default=0.55, metavar="FRACTION",
+                   help="the control plane's disruption threshold: a cut-off node does not fence itself when more "
+                        "than 2 nodes and at least this fraction of the cluster are cut off with it (a disruption "
+                        "the control plane does not evict in; default 0.55 as kube-controller-manager)")
+    p.add_argument("--large-cluster-size-threshold", type=_non_negative_int, default=50, metavar="NODES",
+                   help="the control plane still evicts, slowly, in a disruption of a cluster larger than this, so "
+                        "a cut-off node of such a cluster fences itself (default 50 as kube-controller-manager)")
     p.add_argument("--status-every", type=_non_negative_int, default=10, metavar="N",
                    help="refresh the Node's Ready condition every N heartbeats")
     p.add_argument("--node-group", metavar="GROUP", help="value of the firedrill.dev/node-group label")
@@ -188,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             gpu_model=args.gpu_model,
             heartbeat=args.heartbeat,
             fence_after=args.fence_after,
+            disruption=DisruptionPolicy(unhealthy_zone_threshold=args.unhealthy_zone_threshold,
+                                        large_cluster_size_threshold=args.large_cluster_size_threshold),
             defects=frozenset(args.defects),
             node_group=args.node_group,
             simulate_gpus=args.simulate_gpus,

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from refplatform.core.disruption import DisruptionPolicy, ZoneCount, judge_disruption
+
 __all__ = ["PEER_PROBE_S", "FenceDecision", "SelfFence", "decide", "monotonic_age", "peer_health_urls"]
 
 log = logging.getLogger(__name__)
@@ -45,18 +47,28 @@ class FenceDecision(enum.Enum):
     """Cut off for less than the safe time, or no peer was asked yet: wait."""
     API_DOWN = "api-down"
     """No peer reaches the API either: the API is down for everyone; fencing would only hurt."""
+    DISRUPTION = "disruption"
+    """Cut off together with so many peers that the control plane holds its evictions: fencing would only hurt."""
     FENCE = "fence"
     """Cut off past the safe time while a peer reaches the API: kill this node's workloads."""
 
 
-def decide(lease_age: float | None, safe_time: float, peers_ok: int | None) -> FenceDecision:
+def decide(lease_age: float | None, safe_time: float, peers_ok: int | None, peers_asked: int | None = None,
+           disruption: DisruptionPolicy = DisruptionPolicy()) -> FenceDecision:
     """``lease_age``: seconds since this node last renewed its Lease (None: never yet); ``peers_ok``: how many
-    peers said they reach the API (None: none could be asked)."""
+    peers said they reach the API (None: none could be asked); ``peers_asked``: how many were asked (None: not
+    counted, no disruption judged)."""
     if lease_age is None or lease_age < safe_time:
         return FenceDecision.CONNECTED if lease_age is not None else FenceDecision.WAIT
     if peers_ok is None:
         return FenceDecision.WAIT
-    return FenceDecision.FENCE if peers_ok > 0 else FenceDecision.API_DOWN
+    if peers_ok == 0:
+        return FenceDecision.API_DOWN
+    if peers_asked is not None:
+        quiet = peers_asked - peers_ok + 1  # the peers that did not answer yes, and this node
+        if judge_disruption([ZoneCount("", peers_ok, quiet)], disruption).rate("") == 0:
+            return FenceDecision.DISRUPTION
+    return FenceDecision.FENCE
 
 
 PEER_PROBE_S = 1.5
@@ -97,6 +109,8 @@ class SelfFence:
     blip is not a partition (the peers reach the API again a moment before this node renews its Lease)."""
     timeout: float = 2.0
     """How long a peer may take to answer (it asks the API server itself, within :data:`PEER_PROBE_S`)."""
+    disruption: DisruptionPolicy = field(default_factory=DisruptionPolicy)
+    """The control plane's disruption flags (only the zone threshold and the large-cluster size matter here)."""
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     _fenced: bool = field(default=False, init=False)
@@ -119,8 +133,8 @@ class SelfFence:
         if age is not None and age < self.safe_time:
             self._fenced = False  # connected again: a later outage fences again
             return FenceDecision.CONNECTED
-        peers_ok = self._ask_peers() if age is not None else None
-        decision = decide(age, self.safe_time, peers_ok)
+        asked, peers_ok = self._ask_peers() if age is not None else (None, None)
+        decision = decide(age, self.safe_time, peers_ok, asked, self.disruption)
         if decision is FenceDecision.FENCE and not self._fenced and self.reach_api is not None \
                 and self.reach_api()[0]:
             log.info("no Lease renewal for %.1fs, but the API answers this node again: not fencing", age or 0.0)
@@ -133,12 +147,16 @@ class SelfFence:
             self.fence(why)
         elif decision is FenceDecision.API_DOWN and not self._fenced:
             log.warning("no Lease renewal for %.1fs, but no peer reaches the API either: not fencing", age or 0.0)
+        elif decision is FenceDecision.DISRUPTION and not self._fenced:
+            log.warning("no Lease renewal for %.1fs, but only %s of %s peers reach the API: a disruption the control "
+                        "plane does not evict in; not fencing", age or 0.0, peers_ok, asked)
         return decision
 
-    def _ask_peers(self) -> int | None:
+    def _ask_peers(self) -> tuple[int | None, int | None]:
+        """(peers asked, peers that reach the API); (None, None) when there is no peer to ask."""
         urls = self.peers()
         if not urls:
-            return None
+            return None, None
         ok = 0
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         for url in urls:
@@ -151,7 +169,7 @@ class SelfFence:
                     ok += resp.status == 200
             except (urllib.error.URLError, OSError, ValueError):
                 continue
-        return ok
+        return len(urls), ok
 
 
 def _unverified_context() -> ssl.SSLContext:

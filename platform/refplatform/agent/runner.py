@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from refplatform.agent.access import AuditLog, ClientList, EndpointGuard
@@ -34,6 +34,7 @@ from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.podip import PodAddressPool, default_pod_cidr
 from refplatform.agent.pods import PodSync
 from refplatform.agent.volumes import NodeDirs
+from refplatform.core.disruption import DisruptionPolicy
 from refplatform.client import RestClient
 from refplatform.defects import Defect
 from refplatform.gpu.device import DeviceSet
@@ -77,6 +78,8 @@ class AgentConfig:
     fence_after: float | None = None
     """Fence this node (kill its pods) after this many seconds without a Lease renewal while a peer reaches
     the API (``--fence-after``; :mod:`refplatform.agent.fence`); None: never, like upstream's kubelet."""
+    disruption: DisruptionPolicy = field(default_factory=DisruptionPolicy)
+    """The control plane's disruption flags: a node cut off in a disruption does not fence itself."""
     defects: frozenset[Defect] = frozenset()
     """Defects from the defect zoo this agent runs with (``--defect``; docs/DEFECTS.md)."""
     partition_config: Path | None = None
@@ -228,7 +231,8 @@ class Agent:
                 self.fence = SelfFence(config.node, config.fence_after, min(config.heartbeat, config.fence_after / 2),
                                        monotonic_age(self.heartbeat.last_renewal),
                                        lambda: peer_health_urls(config.data_dir, config.node), self.pods.fence,
-                                       token=config.token, reach_api=lambda: self.client.reachable(PEER_PROBE_S))
+                                       token=config.token, reach_api=lambda: self.client.reachable(PEER_PROBE_S),
+                                       disruption=config.disruption)
         self.freeze = FreezeDetector(config.freeze_threshold)
         self.freeze.on_freeze(self._on_freeze)
         self.gate.on_change(self._on_partition)

@@ -10,7 +10,8 @@ controller observes, probes and writes.
 - **Quarantine.** A node whose Ready condition is not True (the node
   lifecycle controller made it ``Unknown`` after the grace period, or the
   agent says ``False``) and that already carries the node lifecycle
-  controller's ``unreachable``/``not-ready`` taint is cordoned, labelled ``firedrill.dev/quarantine=<reason>``
+  controller's ``unreachable``/``not-ready`` ``NoExecute`` taint (the one a
+  disruption holds back: a node only quiet in a blip is never quarantined) is cordoned, labelled ``firedrill.dev/quarantine=<reason>``
   and tainted ``node.kubernetes.io/out-of-service:NoExecute`` (value
   ``nodeshutdown``), and leaves the pool if it was in it: a ``NodeQuarantined``
   Warning Event.  For each lost node that was working capacity one healthy spare
@@ -124,7 +125,8 @@ class HealerController:
                         quarantined=bool(labels.get(QUARANTINE_LABEL)),
                         enrolled=annotations.get(SPARE_ENROLLED_ANNOTATION) == "true",
                         configured_spare=name in self.spares,
-                        condition_tainted=any(t.taint.key in CONDITION_TAINT_KEYS for t in taints_of(node)))
+                        condition_tainted=any(t.taint.key in CONDITION_TAINT_KEYS
+                                              and t.taint.effect is TaintEffect.NO_EXECUTE for t in taints_of(node)))
 
     # ---------------------------------------------------------------- effects
     def _apply(self, step: HealStep, node: Obj, now: float) -> None:

@@ -13,6 +13,15 @@ with the grace period, through the pure :func:`refplatform.core.healing.judge_no
   node gets Ready=True back and loses the taints only once the probe passes
   (``NodeReady`` Event); a failing probe is a ``NodeHealthCheckFailed`` Warning.
 
+Disruption (:mod:`refplatform.core.disruption`, upstream's zone states): the
+``NoExecute`` half of a condition taint, the one that evicts, is rated per zone
+(``topology.kubernetes.io/zone``; nodes without it share one zone).  When more
+than 2 nodes and at least 55 % of a small zone are quiet, nothing new is
+tainted ``NoExecute``; when every node is quiet (the control plane itself was
+away) the controller enters master disruption mode, lifts those taints, and on
+leaving it gives every node a fresh grace period.  Ready=Unknown and the
+``NoSchedule`` half always come at once.
+
 The decision reads an injected clock; the controller sleeps until the next
 Lease expiry or one monitor period, whichever is sooner.
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,7 +44,11 @@ from refplatform.controllers.manager import Cache
 from refplatform.controllers.nodeinfo import (
     condition, heard_at, lease_of, newest, readiness, rfc3339, taints_json, taints_of,
 )
-from refplatform.core.healing import NodeObservation, NodeState, NodeVerdict, Readiness, judge_node
+from refplatform.core import Taint, TaintEffect
+from refplatform.core.disruption import DisruptionPolicy, DisruptionVerdict, TaintBucket, ZoneCount, judge_disruption
+from refplatform.core.healing import (
+    CONDITION_TAINT_KEYS, NodeObservation, NodeState, NodeVerdict, Readiness, judge_node,
+)
 from refplatform.resources import LEASES, NODES
 
 log = logging.getLogger(__name__)
@@ -44,6 +58,7 @@ UNKNOWN_REASON = "NodeStatusUnknown"
 UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 SLOW_DETECT_FACTOR = 10
+ZONE_LABEL = "topology.kubernetes.io/zone"
 """The ``slow-detect`` defect (docs/DEFECTS.md) waits this many grace periods before declaring a node lost."""
 
 
@@ -52,7 +67,8 @@ class NodeLifecycleController:
     watches = (NODES, LEASES)
 
     def __init__(self, client: RestClient, *, grace: float, monitor_period: float, prober: HealthProber,
-                 clock: Callable[[], float] = time.time, slow_detect: bool = False) -> None:
+                 clock: Callable[[], float] = time.time, slow_detect: bool = False,
+                 disruption: DisruptionPolicy = DisruptionPolicy()) -> None:
         self.client = client
         # slow_detect: the defect of that name (docs/DEFECTS.md), off on an honest platform.
         self.grace = grace * SLOW_DETECT_FACTOR if slow_detect else grace
@@ -64,30 +80,89 @@ class NodeLifecycleController:
         self.resync = monitor_period
         self._failing: dict[str, str] = {}  # node -> last health failure reported
         self._written: dict[str, Obj] = {}  # node -> the copy our last write returned
+        self.disruption = disruption
+        self._bucket = TaintBucket()
+        self._master = False  # in master disruption mode (every zone fully disrupted)
+        self._fresh_from: float | None = None  # when master disruption mode last ended: every node's grace restarts
+        self.last_disruption: DisruptionVerdict | None = None
 
     def reconcile(self, cache: Cache) -> None:
         now = self.clock()
-        next_check: float | None = None
-        names = set()
+        nodes: dict[str, Obj] = {}
         for cached in cache.list(NODES):
             name = cached["metadata"]["name"]
-            names.add(name)
             node = newest(cached, self._written.get(name))
             assert node is not None
-            verdict = self.judge(cache, node, now)
+            nodes[name] = node
+        for gone in [n for n in self._written if n not in nodes]:
+            del self._written[gone]
+        verdicts = {name: self.judge(cache, node, now) for name, node in nodes.items()}
+        disruption = self._disruption(nodes, verdicts, now)
+        if self._fresh_from == now:  # just left master disruption mode: judge again with every grace restarted
+            verdicts = {name: self.judge(cache, node, now) for name, node in nodes.items()}
+        next_check: float | None = None
+        # Oldest silence first: when the rate allows one taint, it goes to the node quiet the longest.
+        for name in sorted(nodes, key=lambda n: (heard_at(nodes[n], lease_of(cache, n)), n)):
+            node = nodes[name]
+            verdict = self._rated(node, verdicts[name], disruption, now)
             if verdict.next_check is not None:
                 next_check = verdict.next_check if next_check is None else min(next_check, verdict.next_check)
             self.apply(node, verdict, now)
-        for gone in [n for n in self._written if n not in names]:
-            del self._written[gone]
         wait = self.monitor_period if next_check is None else min(self.monitor_period, next_check - now + 0.005)
         self.resync = max(0.01, wait)
+
+    def _disruption(self, nodes: dict[str, Obj], verdicts: dict[str, NodeVerdict], now: float) -> DisruptionVerdict:
+        counts: dict[str, list[int]] = {}
+        for name, node in nodes.items():
+            verdict = verdicts[name]
+            ready = verdict.ready if verdict.ready is not None else readiness(node)
+            tally = counts.setdefault(_zone(node), [0, 0])
+            tally[0 if ready is Readiness.TRUE else 1] += 1
+        disruption = judge_disruption((ZoneCount(z, r, n) for z, (r, n) in counts.items()), self.disruption)
+        if disruption.master_disruption != self._master:
+            self._master = disruption.master_disruption
+            if self._master:
+                log.warning("every node is not Ready: entering master disruption mode, no evictions (%s)",
+                            disruption.describe())
+            else:
+                # Upstream resets every node's probe timestamp here: a node whose agent has not renewed yet
+                # gets a whole grace period, counted from now, before it may be taken for dead.
+                self._fresh_from = now
+                log.warning("a node is Ready again: leaving master disruption mode; every node's grace period "
+                            "restarts now (%s)", disruption.describe())
+        elif self.last_disruption is not None and _states(disruption) != _states(self.last_disruption):
+            log.info("zone states changed: %s", disruption.describe())
+        self.last_disruption = disruption
+        return disruption
+
+    def _rated(self, node: Obj, verdict: NodeVerdict, disruption: DisruptionVerdict, now: float) -> NodeVerdict:
+        """``verdict`` with the evicting (NoExecute) condition taints the zone's rate does not allow yet taken out."""
+        current = {t.taint for t in taints_of(node)}
+        held = any(_evicting(t) for t in current)
+        kept: list = []
+        wait: float | None = None
+        zone = _zone(node)
+        for taint in verdict.taints:
+            if not _evicting(taint):
+                kept.append(taint)
+            elif disruption.master_disruption:
+                continue  # lifted: the control plane, not the nodes, was away
+            elif taint in current or held or self._bucket.take(zone, disruption.rate(zone), now):
+                kept.append(taint)  # kept, swapped from not-ready to unreachable, or this zone's turn
+            else:
+                at = self._bucket.next_allowed(zone, disruption.rate(zone))
+                if at is not None:
+                    wait = at if wait is None else min(wait, at)
+        if len(kept) == len(verdict.taints):
+            return verdict
+        next_check = verdict.next_check if wait is None else min(wait, verdict.next_check or wait)
+        return replace(verdict, taints=tuple(kept), next_check=next_check)
 
     def judge(self, cache: Cache, node: Obj, now: float) -> NodeVerdict:
         name = node["metadata"]["name"]
         taints = tuple(t.taint for t in taints_of(node))
         obs = NodeObservation(name, heard_at(node, lease_of(cache, name)), readiness(node), taints)
-        verdict = judge_node(obs, now, self.grace)
+        verdict = judge_node(obs, now, self.grace, self._fresh_from)
         if verdict.probe:
             answer = self.prober.check(name, node)
             if answer is not None:
@@ -96,13 +171,14 @@ class NodeLifecycleController:
                     self.events.record(node, "Node", "Warning", "NodeHealthCheckFailed",
                                        f"Node {name} heartbeats again but its health check failed: {answer.detail}")
                 verdict = judge_node(NodeObservation(name, obs.heard_at, obs.ready, taints, answer.healthy),
-                                     now, self.grace)
+                                     now, self.grace, self._fresh_from)
         return verdict
 
     def apply(self, node: Obj, verdict: NodeVerdict, now: float) -> None:
         name = node["metadata"]["name"]
         path = resource_path("", "v1", "nodes", None, name)
-        retaint = verdict.taints_changed(t.taint for t in taints_of(node))
+        before = {t.taint for t in taints_of(node)}
+        retaint = verdict.taints_changed(before)
         if verdict.ready is None and not retaint:
             return
         try:
@@ -119,7 +195,7 @@ class NodeLifecycleController:
             log.info("node %s: could not apply %s: %s", name, verdict.state.value, exc)
             return
         when = datetime.fromtimestamp(now, timezone.utc)
-        if verdict.state in (NodeState.UNREACHABLE, NodeState.NOT_READY):
+        if verdict.state in (NodeState.UNREACHABLE, NodeState.NOT_READY) and not _quiet_marked(before, verdict):
             log.info("node %s: NodeNotReady (%s)", name, verdict.state.value)
             self.events.record(node, "Node", "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
                                when=when)
@@ -145,3 +221,22 @@ class NodeLifecycleController:
                         "lastTransitionTime": stamp if old.get("status") != "Unknown" else
                         old.get("lastTransitionTime") or stamp})
         return out
+
+
+def _zone(node: Obj) -> str:
+    return ((node.get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL, "")
+
+
+def _evicting(taint: Taint) -> bool:
+    return taint.key in CONDITION_TAINT_KEYS and taint.effect is TaintEffect.NO_EXECUTE
+
+
+def _quiet_marked(before: set[Taint], verdict: NodeVerdict) -> bool:
+    """The node already carried this verdict's NoSchedule condition taint: its NodeNotReady was recorded (a later
+    write only adds or lifts the NoExecute half)."""
+    return any(t.key in CONDITION_TAINT_KEYS and t.effect is TaintEffect.NO_SCHEDULE and t in before
+               for t in verdict.taints)
+
+
+def _states(verdict: DisruptionVerdict) -> dict[str, str]:
+    return {z: v.state.value for z, v in verdict.zones.items()}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from refplatform import core
 from refplatform.client import RestClient
+from refplatform.core.disruption import DisruptionPolicy
 from refplatform.controllers.autoscaler import HorizontalPodAutoscalerController
 from refplatform.controllers.deployment import DeploymentController, ReplicaSetController
 from refplatform.controllers.endpoints import EndpointsController
@@ -50,7 +51,18 @@ def profile_of(args: argparse.Namespace) -> HealingProfile:
                                    ("node_monitor_period", args.node_monitor_period),
                                    ("default_toleration_seconds", args.default_toleration_seconds),
                                    ("quarantine", args.quarantine)) if v is not None}
+    for name in ("node_eviction_rate", "secondary_node_eviction_rate", "unhealthy_zone_threshold",
+                 "large_cluster_size_threshold"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
     return replace(base, **overrides) if overrides else base
+
+
+def disruption_of(profile: HealingProfile, *, storm: bool = False) -> DisruptionPolicy:
+    """The node lifecycle controller's disruption flags from the profile (``storm``: the evict-storm defect).
+    Raises ValueError naming the flag when one is out of range."""
+    return DisruptionPolicy(profile.node_eviction_rate, profile.secondary_node_eviction_rate,
+                            profile.unhealthy_zone_threshold, profile.large_cluster_size_threshold, handled=not storm)
 
 
 def _prober(profile: HealingProfile, args: argparse.Namespace) -> HealthProber:
@@ -62,7 +74,8 @@ def _nodelifecycle(client: RestClient, args: argparse.Namespace) -> Controller:
     profile = profile_of(args)
     return NodeLifecycleController(client, grace=profile.node_monitor_grace_period,
                                    monitor_period=profile.node_monitor_period, prober=_prober(profile, args),
-                                   slow_detect=Defect.SLOW_DETECT in args.defects)
+                                   slow_detect=Defect.SLOW_DETECT in args.defects,
+                                   disruption=disruption_of(profile, storm=Defect.EVICT_STORM in args.defects))
 
 
 def _tainteviction(client: RestClient, args: argparse.Namespace) -> Controller:
@@ -134,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override the profile: longest wait between looks at the Leases")
     p.add_argument("--default-toleration-seconds", type=float, metavar="SECONDS",
                    help="override the profile: tolerationSeconds of the implicit not-ready/unreachable tolerations")
+    p.add_argument("--node-eviction-rate", type=float, metavar="NODES_PER_S",
+                   help="override the profile: nodes per second tainted NoExecute in a healthy zone "
+                        "(tuned 10, upstream 0.1)")
+    p.add_argument("--secondary-node-eviction-rate", type=float, metavar="NODES_PER_S",
+                   help="override the profile: the same in a partially disrupted zone of more than "
+                        "--large-cluster-size-threshold nodes (0.01 as upstream)")
+    p.add_argument("--unhealthy-zone-threshold", type=float, metavar="FRACTION",
+                   help="override the profile: the not-Ready fraction (of more than 2 nodes) that puts a zone in "
+                        "partial disruption (0.55 as upstream)")
+    p.add_argument("--large-cluster-size-threshold", type=int, metavar="NODES",
+                   help="override the profile: a partially disrupted zone of at most this many nodes stops "
+                        "evicting (50 as upstream)")
     p.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
                    help="override the profile: whether the healer quarantines lost nodes (out-of-service taint)")
     p.add_argument("--horizontal-pod-autoscaler-sync-period", type=float, metavar="SECONDS",
@@ -154,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in FACTORIES]
     if unknown:
         print(f"error: unknown controller(s) {', '.join(unknown)}; known: {', '.join(FACTORIES)}", file=sys.stderr)
+        return 2
+    try:
+        disruption_of(profile_of(args))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.defects:
         logging.getLogger("refplatform.controllers").warning(

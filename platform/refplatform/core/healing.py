@@ -81,6 +81,9 @@ class NodeState(Enum):
     """Lease fresh again but the health check has not passed (yet): taints kept."""
     RECOVERED = "Recovered"
     """Lease fresh and the health check passed: Ready=True, condition taints removed."""
+    GRACE = "Grace"
+    """Lease stale, but inside the fresh grace period every node got when the controller left master disruption
+    mode (:mod:`refplatform.core.disruption`): nothing changes yet."""
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,17 @@ def _condition_taints(key: str) -> tuple[Taint, Taint]:
     return Taint(key, "", TaintEffect.NO_EXECUTE), Taint(key, "", TaintEffect.NO_SCHEDULE)
 
 
-def judge_node(obs: NodeObservation, now: float, grace: float) -> NodeVerdict:
-    """The node lifecycle rule for one node at ``now`` with grace period ``grace`` seconds."""
+def judge_node(obs: NodeObservation, now: float, grace: float, fresh_from: float | None = None) -> NodeVerdict:
+    """The node lifecycle rule for one node at ``now`` with grace period ``grace`` seconds.
+
+    ``fresh_from``: when the controller last left master disruption mode; a stale Lease is not judged until a
+    grace period after it (upstream resets every node's probe timestamp then).  Only a renewal brings a node back.
+    """
     others = tuple(t for t in obs.taints if t.key not in CONDITION_TAINT_KEYS)
     has_condition_taint = any(t.key in CONDITION_TAINT_KEYS for t in obs.taints)
     expiry = obs.heard_at + grace
+    if now > expiry and fresh_from is not None and now <= fresh_from + grace:
+        return NodeVerdict(obs.name, NodeState.GRACE, None, obs.taints, next_check=fresh_from + grace)
     if now > expiry:
         ready = None if obs.ready is Readiness.UNKNOWN else Readiness.UNKNOWN
         return NodeVerdict(obs.name, NodeState.UNREACHABLE, ready, others + _condition_taints(UNREACHABLE_TAINT))

@@ -27,6 +27,20 @@ def test_the_rule(age: float | None, peers_ok: int | None, decision: FenceDecisi
     assert decide(age, 2.0, peers_ok) is decision
 
 
+@pytest.mark.parametrize("asked, peers_ok, decision", [
+    (4, 4, FenceDecision.FENCE),       # alone cut off of 5: the control plane will replace this node
+    (4, 2, FenceDecision.DISRUPTION),  # 3 of 5 cut off = 60 %: a partial disruption of a small cluster, no eviction
+    (5, 2, FenceDecision.DISRUPTION),  # 4 of 6 cut off
+    (3, 1, FenceDecision.DISRUPTION),  # 3 of 4 cut off
+    (5, 3, FenceDecision.FENCE),       # 3 of 6 = 50 % < 55 %: still an ordinary loss
+    (80, 30, FenceDecision.FENCE),     # a large cluster keeps evicting, slowly, in a disruption
+    (2, 1, FenceDecision.FENCE),       # 2 of 3 cut off: not more than 2 nodes, an ordinary loss
+])
+def test_a_node_cut_off_with_most_of_the_cluster_does_not_fence(asked: int, peers_ok: int,
+                                                                 decision: FenceDecision) -> None:
+    assert decide(3.0, 2.0, peers_ok, asked) is decision
+
+
 def test_tuned_fences_one_heartbeat_before_the_grace_period_and_stock_kubernetes_never() -> None:
     assert TUNED.fence_after() == pytest.approx(TUNED.node_monitor_grace_period - TUNED.heartbeat)
     assert TUNED.fence_after() < TUNED.node_monitor_grace_period

@@ -272,7 +272,7 @@ def test_the_self_fence_asks_a_peer_serving_https_over_https(tmp_path: Path, sto
         urls = peer_health_urls(tmp_path, "me")
         assert urls == ["http://127.0.0.1:1/healthz/api", f"https://127.0.0.1:{srv.port}/healthz/api"]
         fence = SelfFence("me", 1.0, 0.5, lambda: 5.0, lambda: urls[1:], lambda why: None)
-        assert fence._ask_peers() == 1
+        assert fence._ask_peers() == (1, 1)  # (asked, reaching the API)
     finally:
         srv.stop()
 

@@ -104,6 +104,8 @@ def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller(
     assert broken["healer"].no_spare is True and broken["healer"].grace == 3.0  # the healer's own timer is honest
     one = _build(Defect.NO_SPARE.value)
     assert one["healer"].no_spare and not one["scheduler"].config.partial_gang_bind and one["nodelifecycle"].grace == 3
+    assert honest["nodelifecycle"].disruption.handled and one["nodelifecycle"].disruption.handled
+    assert not _build(Defect.EVICT_STORM.value)["nodelifecycle"].disruption.handled
 
 
 def test_an_unknown_defect_is_refused_naming_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:

@@ -171,6 +171,8 @@ def test_a_stale_lease_makes_the_node_unknown_then_tainted_then_an_event() -> No
     api, clock = FakeApi(), Clock()
     api.put(NODES, node("n0"))
     api.put(LEASES, lease("n0", T0))
+    api.put(NODES, node("n1"))  # a node that stays healthy: a lone quiet node would be a full disruption
+    api.put(LEASES, lease("n1", T0 + 100))
     ctrl = lifecycle(api, clock)
     clock.t = T0 + 2
     ctrl.reconcile(api.cache())
@@ -206,6 +208,8 @@ def test_a_node_that_heartbeats_again_is_untainted_only_after_its_health_check()
                                              {"key": "firedrill.dev/quarantine-test", "effect": "NoSchedule"}])
     api.put(NODES, n0)
     api.put(LEASES, lease("n0", T0 + 9.5))
+    api.put(NODES, node("n1"))  # a healthy node beside it: a lone quiet node would be a full disruption
+    api.put(LEASES, lease("n1", T0 + 9.5))
     answers = {"n0": False}
     ctrl = lifecycle(api, clock, answers)
     ctrl.reconcile(api.cache())

@@ -78,6 +78,16 @@ def test_a_lost_node_is_detected_within_the_tuned_budget_wherever_the_fault_land
         assert now - fault >= TUNED.detect_bounds()[0]
 
 
+def test_a_fresh_grace_period_after_master_disruption_holds_a_stale_node_but_never_recovers_it() -> None:
+    grace = TUNED.node_monitor_grace_period
+    stale = obs(0, Readiness.UNKNOWN, (UNREACHABLE[1],))
+    held = judge_node(stale, T0 + 20, grace, fresh_from=T0 + 19)
+    assert (held.state, held.ready, held.taints, held.probe, held.next_check) == (
+        NodeState.GRACE, None, stale.taints, False, T0 + 19 + grace)
+    after = judge_node(stale, T0 + 22.1, grace, fresh_from=T0 + 19)
+    assert after.state is NodeState.UNREACHABLE and set(after.taints) == set(UNREACHABLE)
+
+
 # ------------------------------------------------------------------ taint eviction
 def tol(key: str = "", op: TolerationOperator = TolerationOperator.EXISTS, effect: TaintEffect | None = NE,
         seconds: float | None = None, value: str = "") -> TimedToleration:
