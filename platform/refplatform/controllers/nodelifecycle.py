@@ -102,9 +102,10 @@ class NodeLifecycleController:
             verdicts = {name: self.judge(cache, node, now) for name, node in nodes.items()}
         next_check: float | None = None
         # Oldest silence first: when the rate allows one taint, it goes to the node quiet the longest.
-        for name in sorted(nodes, key=lambda n: (heard_at(nodes[n], lease_of(cache, n)), n)):
+        heard = {n: heard_at(node, lease_of(cache, n)) for n, node in nodes.items()}
+        for name in sorted(nodes, key=lambda n: (heard[n], n)):
             node = nodes[name]
-            verdict = self._rated(node, verdicts[name], disruption, now)
+            verdict = self._rated(node, verdicts[name], disruption, now, quiet_since=heard[name] + self.grace)
             if verdict.next_check is not None:
                 next_check = verdict.next_check if next_check is None else min(next_check, verdict.next_check)
             self.apply(node, verdict, now)
@@ -135,8 +136,13 @@ class NodeLifecycleController:
         self.last_disruption = disruption
         return disruption
 
-    def _rated(self, node: Obj, verdict: NodeVerdict, disruption: DisruptionVerdict, now: float) -> NodeVerdict:
-        """``verdict`` with the evicting (NoExecute) condition taints the zone's rate does not allow yet taken out."""
+    def _rated(self, node: Obj, verdict: NodeVerdict, disruption: DisruptionVerdict, now: float, *,
+               quiet_since: float) -> NodeVerdict:
+        """``verdict`` with the evicting (NoExecute) condition taints taken out that the zone's rate does not allow
+        yet, or that would come before the node has been quiet for the settle time (``quiet_since``: when its
+        grace period ended)."""
+        settled = quiet_since + self.disruption.settle
+        unsettled = verdict.state is NodeState.UNREACHABLE and now < settled and self.disruption.handled
         current = {t.taint for t in taints_of(node)}
         held = any(_evicting(t) for t in current)
         kept: list = []
@@ -147,8 +153,12 @@ class NodeLifecycleController:
                 kept.append(taint)
             elif disruption.master_disruption:
                 continue  # lifted: the control plane, not the nodes, was away
-            elif taint in current or held or self._bucket.take(zone, disruption.rate(zone), now):
-                kept.append(taint)  # kept, swapped from not-ready to unreachable, or this zone's turn
+            elif taint in current or held:
+                kept.append(taint)  # kept, or swapped from not-ready to unreachable
+            elif unsettled:
+                wait = settled if wait is None else min(wait, settled)  # the others quiet with it are not counted yet
+            elif self._bucket.take(zone, disruption.rate(zone), now):
+                kept.append(taint)  # this zone's turn
             else:
                 at = self._bucket.next_allowed(zone, disruption.rate(zone))
                 if at is not None:

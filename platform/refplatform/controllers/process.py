@@ -62,7 +62,8 @@ def disruption_of(profile: HealingProfile, *, storm: bool = False) -> Disruption
     """The node lifecycle controller's disruption flags from the profile (``storm``: the evict-storm defect).
     Raises ValueError naming the flag when one is out of range."""
     return DisruptionPolicy(profile.node_eviction_rate, profile.secondary_node_eviction_rate,
-                            profile.unhealthy_zone_threshold, profile.large_cluster_size_threshold, handled=not storm)
+                            profile.unhealthy_zone_threshold, profile.large_cluster_size_threshold,
+                            settle=profile.heartbeat, handled=not storm)
 
 
 def _prober(profile: HealingProfile, args: argparse.Namespace) -> HealthProber:

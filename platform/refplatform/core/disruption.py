@@ -25,6 +25,11 @@ is that rule as functions of plain counts, so every case is unit-tested:
   bucket of burst 1, as upstream's rate-limited timed queue): the first lost
   node is tainted at once, the next one ``1 / rate`` seconds later.
 
+A node is counted quiet the moment its grace period ends, but tainted NoExecute
+only ``settle`` seconds later: nodes cut off together go stale up to one Lease
+renewal apart, and the first of them must not be judged a lone loss before the
+others are counted.
+
 The Ready condition and the NoSchedule taint are not rated: a quiet node gets
 no new pods whatever the zone's state.  docs/HEALING.md sets these flags beside
 upstream's.
@@ -66,6 +71,11 @@ class DisruptionPolicy:
     large_cluster_size_threshold: int = 50
     """A zone of at most this many nodes stops evicting in partial disruption
     [``--large-cluster-size-threshold``]."""
+    settle: float = 0.0
+    """Seconds a node must have been quiet (past its grace period) before it may be tainted NoExecute, so that
+    nodes that lost the control plane together, whose Leases expire up to one renewal interval apart, are
+    counted together before the first of them is judged a lone loss.  The profiles set one heartbeat; upstream
+    gets the same batching from its ``--node-monitor-period`` passes."""
     handled: bool = True
     """False: the ``evict-storm`` defect (docs/DEFECTS.md): every zone is treated as normal and evicted
     without a rate limit, whatever its disruption."""
@@ -78,6 +88,8 @@ class DisruptionPolicy:
         if not 0 < self.unhealthy_zone_threshold <= 1:
             raise ValueError("--unhealthy-zone-threshold is a fraction of the zone's nodes in (0, 1], got "
                              f"{self.unhealthy_zone_threshold:g}")
+        if not self.settle >= 0:
+            raise ValueError(f"the disruption settle time must be >= 0 s, got {self.settle:g}")
         if self.large_cluster_size_threshold < 0:
             raise ValueError(f"--large-cluster-size-threshold must be >= 0 nodes, got "
                              f"{self.large_cluster_size_threshold}")

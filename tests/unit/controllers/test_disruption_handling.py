@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from refplatform.controllers.healer import HealerController
 from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.core.disruption import DisruptionPolicy
@@ -157,3 +159,31 @@ def test_the_healer_quarantines_only_what_the_lifecycle_controller_tainted_to_ev
         stored = api.find(NODES, "", name)
         assert stored is not None and not stored["spec"].get("unschedulable"), name
         assert "firedrill.dev/quarantine" not in stored["metadata"]["labels"], name
+
+
+def test_nodes_cut_off_together_are_counted_together_though_their_leases_expire_a_heartbeat_apart() -> None:
+    api = cluster(["n0", "n1", "n2", "n3", "n4"])
+    renew(api, ["n1"], T0 + 0.5)
+    renew(api, ["n2"], T0 + 0.9)
+    renew(api, ["n3", "n4"], T0 + 100)
+    clock = Clock(T0 + 3.05)
+    ctrl = controller(api, clock, DisruptionPolicy(eviction_rate=10.0, settle=1.0))
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n0") == QUIET  # quiet alone so far: not yet judged a lone loss
+    assert ctrl.resync <= 1.0
+    for at in (3.6, 4.06, 6.0):
+        clock.t = T0 + at
+        ctrl.reconcile(api.cache())
+    assert [taints(api, n) for n in ("n0", "n1", "n2")] == [QUIET] * 3  # 3 of 5: a partial disruption
+
+
+def test_a_node_quiet_alone_is_tainted_to_evict_once_the_settle_time_is_over() -> None:
+    api = cluster(["n0", "n1", "n2"])
+    renew(api, ["n1", "n2"], T0 + 100)
+    clock = Clock(T0 + 3.05)
+    ctrl = controller(api, clock, DisruptionPolicy(eviction_rate=10.0, settle=1.0))
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n0") == QUIET and ctrl.resync == pytest.approx(0.955, abs=0.01)  # wakes when it settles
+    clock.t = T0 + 4.06
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n0") == EVICTING
