@@ -25,7 +25,7 @@ from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
-from drills.target.faults import ClusterFaults, FaultRecord, ReferenceFaults
+from drills.target.faults import ClusterFaults, FaultError, FaultRecord, ReferenceFaults
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
 
@@ -79,7 +79,8 @@ class EmbeddedPlatform:
 
     def faults(self) -> ReferenceFaults:
         cluster = self.cluster
-        return ReferenceFaults(lambda node: cluster.agents.get(node), self.restart_node)
+        return ReferenceFaults(lambda node: cluster.agents.get(node), self.restart_node,
+                               lambda: [cluster.server] if cluster.server is not None else [])
 
     def restart_node(self, node: str) -> None:
         """Bring a pulled node's agent back (the rollback of ``kill``)."""
@@ -235,6 +236,24 @@ class Target:
         record = injector.inject(node, method)
         self.faults_done.append(record)
         return record
+
+    def hang_control_plane(self) -> FaultRecord:
+        """Stop the embedded platform's API server (SIGSTOP; :meth:`restore` or the rollback continues it): the
+        control plane is unreachable for nodes and controllers alike.  Raises FaultError on a real cluster: the
+        harness signals only processes it started."""
+        if self.embedded is None:
+            raise FaultError("stopping the control plane is a reference-platform fault: on a real cluster the "
+                             "harness never signals processes it did not start")
+        record = self.embedded.faults().hang_control_plane()
+        self.faults_done.append(record)
+        return record
+
+    def restore(self, record: FaultRecord) -> None:
+        """Undo one fault now (before the rollback); raises what its undo raises."""
+        if record in self.faults_done:
+            self.faults_done.remove(record)
+        if record.undo is not None:
+            record.undo()
 
     def restore_all(self) -> None:
         """Undo every fault this target injected (rollback), newest first; never raises."""

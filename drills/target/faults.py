@@ -77,12 +77,36 @@ def _process_state(pid: int) -> str:
         return ""
 
 
+CONTROL_PLANE = "control-plane"
+"""The name a fault on the control plane itself is recorded under (its records' ``node``)."""
+
+
 class ReferenceFaults:
     """Faults on the embedded platform: signals to agent processes this harness started."""
 
-    def __init__(self, agents: Callable[[str], NodeProcess | None], restart: Callable[[str], None]) -> None:
+    def __init__(self, agents: Callable[[str], NodeProcess | None], restart: Callable[[str], None],
+                 control_plane: Callable[[], list[NodeProcess]] | None = None) -> None:
         self._agents = agents
         self._restart = restart
+        self._control_plane = control_plane
+
+    def hang_control_plane(self) -> FaultRecord:
+        """SIGSTOP the API server's process group (this harness started it): the control plane is unreachable for
+        the nodes and for the controllers, which keep running on what they saw last (as when etcd or the API
+        server is down); every node and pod lives on.  SIGCONT undoes it."""
+        procs = [p for p in (self._control_plane() if self._control_plane is not None else []) if p.alive()]
+        if not procs:
+            raise FaultError("the embedded platform's API server is not running as a process this harness started; "
+                             "cannot stop the control plane")
+        for proc in procs:
+            proc.signal_group(signal.SIGSTOP)
+        stopped = all(_process_state(p.pid) == "T" or _wait_state(p.pid, "T") for p in procs)
+
+        def undo() -> None:
+            for proc in procs:
+                proc.signal_group(signal.SIGCONT)
+        return FaultRecord(CONTROL_PLANE, FaultMethod.HANG, stopped,
+                           "SIGSTOP process groups " + ", ".join(str(p.pid) for p in procs), undo=undo)
 
     def inject(self, node: str, method: FaultMethod) -> FaultRecord:
         if not method.reference_only:

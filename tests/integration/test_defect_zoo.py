@@ -127,6 +127,8 @@ MATRIX: list[Catch] = [
           r"GPU was named unhealthy"),
     Catch("overreact-app-xid", "gpu_fault.feature", "application", "An application's own Xid restarts its rank",
           r"the platform took GPU \d+ of [\w-]+ out of service after Xid 13, an application error"),
+    Catch("evict-storm", "blip.feature", "disruption", "Most nodes losing the control plane at once",
+          r"the nodes outage of 10 s disturbed the training it should have left alone: .*(was deleted|was evicted)"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),

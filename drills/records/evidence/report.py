@@ -46,9 +46,11 @@ NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
 GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("replace", "off", "replace"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
-RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES}
+BLIP_PHASES = (("outage", "fault", "end"), ("ready", "end", "ready"))
+RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "blip": BLIP_PHASES}
 """The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
-PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0",
+PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0", "outage": "#c4314b",
+                 "ready": "#2e8540",
                  "resume": "#2e8540", "total": "#5b6270"}
 GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
 COMPARISON = {"<=": "\u2264", ">=": "\u2265"}
@@ -542,14 +544,19 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     details = s.details or {}
     fault = details.get("fault") or {}
     phases = RECOVERY_PHASES.get(s.drill, NODE_PULL_PHASES)
-    facts = [(k, str(fault[k])) for k in ("node", "method", "gpu", "uuid", "xid", "rank", "detail",
-                                         "checkpoint_at_fault", "step_at_fault") if k in fault]
+    facts = [(k, str(fault[k])) for k in ("what", "seconds", "node", "nodes", "method", "gpu", "uuid", "xid", "rank",
+                                         "detail", "checkpoint_at_fault", "step_at_fault") if k in fault]
     if "confirmed" in fault:
         facts.append(("confirmed", "yes" if fault["confirmed"] else "NO"))
     series = details.get("allocatable") or []
     if series:  # a failed GPU: the node's allocatable GPUs over time, as the harness's watch saw them
         facts.append(("allocatable GPUs", ", ".join(f"{p.get('gpus')} at {fmt_value(p.get('t'), 's')}"
                                                     for p in series if isinstance(p, dict))))
+    steps = [p for p in details.get("outage-steps") or [] if isinstance(p, dict)]
+    if steps:  # a blip: each rank's steps inside the outage, by the canary's own clock
+        ranks = sorted({int(p.get("rank") or 0) for p in steps})
+        facts.append(("steps during the outage", ", ".join(
+            f"rank {r}: {sum(1 for p in steps if int(p.get('rank') or 0) == r)}" for r in ranks)))
     view = NodePullView(_anchor("nodepull", s.slug), _scenario_title(s, repeats), s.verdict, facts, "")
     view.findings = [_split_finding(f) for f in s.findings]
     view.extras = [(m.name, fmt_value(m.value, m.unit)) for m in s.measurements
