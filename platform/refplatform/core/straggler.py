@@ -26,7 +26,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["DetectorState", "RankTiming", "Suspect", "Thresholds", "detect"]
+__all__ = ["COMPUTE_SECONDS_ANNOTATION", "DetectorState", "RankTiming", "Suspect", "Thresholds", "detect"]
+
+COMPUTE_SECONDS_ANNOTATION = "firedrill.dev/compute-seconds"
+"""On a training pod, by its node's agent: the median ``compute_s`` of its canary's last few steps."""
 
 
 @dataclass(frozen=True)
