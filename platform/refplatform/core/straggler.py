@@ -10,7 +10,8 @@ time.  The rule here:
 - each rank's timing is the median ``compute_s`` of its last few steps, as its workload logged them (the
   agent's log pipeline publishes it on the pod, ``firedrill.dev/compute-seconds``);
 - a rank is *slow* when its compute time is at least :attr:`Thresholds.slow_ratio` times the median of its
-  peers' (the job's other ranks; a job needs :attr:`Thresholds.min_ranks` ranks with timing);
+  peers' (the job's other ranks; a job needs :attr:`Thresholds.min_ranks` ranks with timing) and at least
+  :attr:`Thresholds.min_excess_s` more;
 - a rank that stays slow for :attr:`Thresholds.sustain_s` seconds is *named*: one noisy sample never is.
 
 The ``accuse-the-healthy`` defect replaces the peer comparison with each rank's own history (its wall step time
@@ -39,6 +40,9 @@ class Thresholds:
     slow_ratio: float = 1.5
     """A rank is slow when its compute time per step is at least this many times its peers' median.  1.5: a GPU
     throttled to two thirds of its speed or less; run-to-run noise between healthy ranks is a few percent."""
+    min_excess_s: float = 0.05
+    """...and at least this many seconds more per step than that median: scheduling jitter of a loaded machine
+    on a short step is not a slow GPU."""
     sustain_s: float = 2.0
     """How long a rank must stay slow before it is named (one published median of a few steps is noise)."""
     min_ranks: int = 2
@@ -91,7 +95,8 @@ class DetectorState:
 
 
 def _ratios(ranks: list[RankTiming], thresholds: Thresholds) -> dict[str, float]:
-    """Pod uid -> compute time over its peers' median, for every rank of one job that has timing."""
+    """Pod uid -> compute time over its peers' median, for every rank of one job that has timing (0 for a rank
+    less than :attr:`Thresholds.min_excess_s` above it)."""
     timed = [r for r in ranks if r.compute_s is not None and r.compute_s > 0]
     if len(timed) < max(2, thresholds.min_ranks):
         return {}
@@ -99,7 +104,8 @@ def _ratios(ranks: list[RankTiming], thresholds: Thresholds) -> dict[str, float]
     for r in timed:
         peers = statistics.median(p.compute_s for p in timed if p.pod != r.pod)  # type: ignore[misc]
         if peers > 0:
-            out[r.pod] = r.compute_s / peers  # type: ignore[operator]
+            excess = r.compute_s - peers  # type: ignore[operator]
+            out[r.pod] = r.compute_s / peers if excess >= thresholds.min_excess_s else 0.0  # type: ignore[operator]
     return out
 
 

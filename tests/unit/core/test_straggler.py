@@ -28,6 +28,7 @@ def run(ticks: list[tuple[float, list[RankTiming]]], **kw: bool) -> list[list[st
     ("noise below the ratio", [rank(0, 0.14), rank(1, 0.1), rank(2, 0.1)], []),
     ("one rank 4x slower", [rank(0, 0.4), rank(1, 0.1), rank(2, 0.1)], ["node-0"]),
     ("exactly at the ratio", [rank(0, 0.75), rank(1, 0.5)], ["node-0"]),
+    ("above the ratio but within jitter of a short step", [rank(0, 0.06), rank(1, 0.02)], []),
     ("two ranks: the slow one only", [rank(0, 0.1), rank(1, 0.3)], ["node-1"]),
     ("a rank without timing is neither judged nor a peer", [rank(0, 0.4), rank(1, None)], []),
     ("one rank has no peers", [rank(0, 0.4)], []),
