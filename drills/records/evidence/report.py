@@ -46,9 +46,11 @@ NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
 GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("replace", "off", "replace"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
-RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES}
+STRAGGLER_PHASES = (("named", "fault", "named"), ("recovered", "fault", "recovered"))
+RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "straggler": STRAGGLER_PHASES}
 """The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
-PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0",
+PHASE_COLOURS = {"detect": "#c4314b", "named": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0",
+                 "recovered": "#2e8540",
                  "resume": "#2e8540", "total": "#5b6270"}
 GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
 COMPARISON = {"<=": "\u2264", ">=": "\u2265"}
@@ -542,7 +544,8 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     details = s.details or {}
     fault = details.get("fault") or {}
     phases = RECOVERY_PHASES.get(s.drill, NODE_PULL_PHASES)
-    facts = [(k, str(fault[k])) for k in ("node", "method", "gpu", "uuid", "xid", "rank", "detail",
+    facts = [(k, str(fault[k])) for k in ("node", "nodes", "method", "gpu", "uuid", "xid", "speed", "input_delay_s",
+                                         "step_time_before_s", "rank", "detail",
                                          "checkpoint_at_fault", "step_at_fault") if k in fault]
     if "confirmed" in fault:
         facts.append(("confirmed", "yes" if fault["confirmed"] else "NO"))
