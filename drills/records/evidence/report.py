@@ -276,6 +276,60 @@ class NodePullView:
     extras: list[tuple[str, str]] = field(default_factory=list)
     has_platform: bool = False
     findings: list[tuple[str, str]] = field(default_factory=list)
+    steps: StepChart | None = None
+    """The straggler drill's per-rank step time chart (None for the other recoveries)."""
+
+
+@dataclass
+class StepChart:
+    """Each rank's compute time per step around the fault, from the canaries' step lines (``details.step_times``)."""
+
+    width: float
+    height: float
+    plot_x: float
+    plot_w: float
+    plot_top: float
+    plot_bottom: float
+    ticks: list[Tick]
+    y_ticks: list[tuple[float, str]]
+    lines: list[tuple[str, str, str]]
+    """(label, colour, SVG points) per rank and generation."""
+    marks: list[tuple[float, str]]
+    """(x, label) of the fault and the instants after it."""
+
+
+def step_chart(details: dict[str, Any]) -> StepChart | None:
+    """The straggler drill's chart: x is seconds from the fault, y each rank's ``compute_s`` per step."""
+    raw = details.get("step_times") or {}
+    pts = [p for p in raw.get("points") or [] if isinstance(p, dict) and _num(p.get("t")) is not None
+           and _num(p.get("compute_s")) is not None]
+    if not pts:
+        return None
+    t0, t1 = min(float(p["t"]) for p in pts), max(float(p["t"]) for p in pts)
+    t0 = math.floor(t0)  # the axis starts on a whole second, so its ticks fall on round values
+    span = max(t1 - t0, 1e-3)
+    y_end, y_ticks = nice_axis(max(float(p["compute_s"]) for p in pts) * 1.05, 4)
+    x_end, x_ticks = nice_axis(span, 8)
+    left, plot_w, top, bottom = 70.0, 880.0, 20.0, 220.0
+    x = lambda t: left + (t - t0) / x_end * plot_w  # noqa: E731
+    y = lambda v: bottom - v / y_end * (bottom - top)  # noqa: E731
+    series: dict[tuple[int, str], list[str]] = {}
+    for p in sorted(pts, key=lambda p: float(p["t"])):
+        series.setdefault((int(p.get("rank") or 0), str(p.get("generation") or "")), []).append(
+            f"{x(float(p['t'])):.1f},{y(float(p['compute_s'])):.1f}")
+    gens = sorted({g for _, g in series})
+    lines = [(f"rank {r}" + (f" (run {gens.index(g) + 1})" if len(gens) > 1 else ""),
+              GANG_COLOURS[r % len(GANG_COLOURS)], " ".join(xy)) for (r, g), xy in sorted(series.items())]
+    instants = details.get("instants") or {}
+    fault = _num((instants.get("fault") or {}).get("mono"))
+    marks = [(x(0.0), "fault")] if t0 <= 0.0 <= t1 else []
+    for name in ("named", "recovered"):
+        at = _num((instants.get(name) or {}).get("mono"))
+        if fault is not None and at is not None and t0 <= at - fault <= t1:
+            marks.append((x(at - fault), name))
+    return StepChart(1000, bottom + 40, left, plot_w, top, bottom,
+                     [Tick(x(t0 + t), fmt_tick(round(t0 + t, 3))) for t in x_ticks],
+                     [(y(v), fmt_tick(v)) for v in y_ticks], lines, marks)
 
 
 @dataclass
@@ -554,6 +608,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
         facts.append(("allocatable GPUs", ", ".join(f"{p.get('gpus')} at {fmt_value(p.get('t'), 's')}"
                                                     for p in series if isinstance(p, dict))))
     view = NodePullView(_anchor("nodepull", s.slug), _scenario_title(s, repeats), s.verdict, facts, "")
+    view.steps = step_chart(details)
     view.findings = [_split_finding(f) for f in s.findings]
     view.extras = [(m.name, fmt_value(m.value, m.unit)) for m in s.measurements
                    if m.name not in dict((p[0], p) for p in phases)]
