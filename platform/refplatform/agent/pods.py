@@ -510,13 +510,14 @@ class PodSync:
             if problem not in self._xid_problems:
                 self._xid_problems.add(problem)
                 log.warning("%s", problem)
-        if throttle == self.throttle or self.driver is None:
+        if throttle == self.throttle:
             return
-        try:
-            self.driver.write_clocks(clocks_document(throttle, lambda g: gpu_uuid(self.node_name, g)))
-        except OSError as exc:
-            log.warning("node %s: cannot write the GPU clocks file: %s", self.node_name, exc)
-            return
+        if self.driver is not None:
+            try:
+                self.driver.write_clocks(clocks_document(throttle, lambda g: gpu_uuid(self.node_name, g)))
+            except OSError as exc:
+                log.warning("node %s: cannot write the GPU clocks file: %s", self.node_name, exc)
+                return
         self.throttle = throttle
         log.warning("node %s: GPU clocks %s, input delay %g s", self.node_name,
                     ", ".join(f"GPU {g} at {s:.0%}" for g, s in sorted(throttle.gpu_speed.items())) or "full",

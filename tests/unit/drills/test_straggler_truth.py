@@ -108,3 +108,20 @@ def test_the_slowdown_and_the_recovery_come_from_the_canaries() -> None:
     assert drill.instants["slow"].mono == 105.0  # the 5th step's rolling median of 5 is the first beyond 20 %
     assert drill._recovered_at(0.2) == 110.0
 
+
+
+def test_a_real_cluster_is_inconclusive_naming_what_is_missing() -> None:
+    why = StragglerDrill.unsupported(reference_profile(), reference=False)
+    assert why is not None and "fault.throttle" in why and "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in why
+    assert StragglerDrill.unsupported(reference_profile(), reference=True) is None
+
+
+def test_a_slowdown_that_never_shows_is_inconclusive_not_a_pass() -> None:
+    drill = drill_with()
+    for n in range(1, 8):
+        for r in (0, 1):
+            drill.canary.add(step(r, n, 100.0 + n, 0.1, 0.1))
+    drill._advance()
+    drill._measure()
+    assert drill.result.verdict is Verdict.INCONCLUSIVE
+    assert "the slowdown never showed in the canaries' step times" in drill.result.findings[0]
