@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupts = Interrupts()
     interrupts.install()
     log = EventLog(sys.stdout, cfg.rank, cfg.world_size, cfg.generation)
-    device = Device(cfg.device_socket)
+    device = Device(cfg.device_socket, clocks=cfg.device_clocks, gpus=cfg.gpus)
     trainer = Trainer(cfg, log, device, interrupts)
     code: int | None = None
     try:

@@ -38,6 +38,10 @@ environment (torch.distributed style; an empty variable counts as unset):
   FIREDRILL_DEVICE_SOCKET    path of the node's (simulated) GPU driver socket, a UNIX datagram
                              socket; the canary sends it each state change (input, compute, comm,
                              idle); unset: nothing is sent
+  FIREDRILL_DEVICE_CLOCKS    path of the driver's clocks file (JSON: {"gpus": {uuid: speed},
+                             "input_delay_s": s}); each step's compute is stretched by 1/speed of
+                             the slowest GPU of NVIDIA_VISIBLE_DEVICES and its input by the delay;
+                             unset or unreadable: full speed
 
 output: one JSON object per line on stdout (events start, rendezvous, resumed, step,
 checkpoint, stalled, unstalled, peer_lost, exit), each with seq, ts, event, rank,
@@ -86,6 +90,8 @@ class Config:
     device_socket: str | None
     checkpoint_on_sigterm: bool = False
     """Rank 0 checkpoints the last completed step when SIGTERM arrives (a preempted job keeps its work)."""
+    device_clocks: str | None = None
+    """The simulated driver's clocks file (``FIREDRILL_DEVICE_CLOCKS``): a throttled GPU's speed, an input delay."""
     gpus: tuple[str, ...] | None = None
     """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes); None when
     the variable is unset (the ``start`` line's ``gpus``, which the harness checks no other pod holds)."""
@@ -114,7 +120,7 @@ class Config:
             "stall_after": self.stall_after, "peer_timeout": self.peer_timeout,
             "payload_bytes": self.payload_bytes, "rendezvous_timeout": self.rendezvous_timeout,
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
-            "pod_ip": self.pod_ip, "device_socket": self.device_socket,
+            "pod_ip": self.pod_ip, "device_socket": self.device_socket, "device_clocks": self.device_clocks,
             "checkpoint_on_sigterm": self.checkpoint_on_sigterm,
         }
 
@@ -270,7 +276,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
         device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
-        gpus=visible_gpus(env))
+        gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"))
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:

@@ -1,7 +1,8 @@
 """The training loop of one rank: resume, rendezvous, then steps of input, compute and all-reduce.
 
-A step N is: wait ``--input-seconds`` (device ``input``), compute
-``--compute-seconds`` (device ``compute``), then the all-reduce with
+A step N is: wait ``--input-seconds`` (device ``input``; plus the driver's
+input delay), compute ``--compute-seconds`` (device ``compute``; divided by the
+speed of the rank's slowest GPU, :meth:`Device.speed`), then the all-reduce with
 ``--comm-seconds`` of added transfer time (device ``comm``).  The ``step``
 line carries the canary's own monotonic measurement of each part.  Rank 0
 then writes checkpoint N when N is a multiple of ``--checkpoint-every`` (the
@@ -108,12 +109,13 @@ class Trainer:
         while cfg.steps_total == 0 or step < cfg.steps_total:
             n = step + 1
             t0 = self.clock()
+            speed, input_delay = self.device.speed()  # a throttled GPU, a slow input pipeline (the driver's word)
             self.device.send(DeviceState.INPUT)
-            self.interrupts.sleep(cfg.input_seconds)
+            self.interrupts.sleep(cfg.input_seconds + input_delay)
             t1 = self.clock()
             self.device.send(DeviceState.COMPUTE)
             mine = contribution(cfg.rank, n, cfg.payload_bytes)
-            self.interrupts.sleep(cfg.compute_seconds)
+            self.interrupts.sleep(cfg.compute_seconds / speed)
             t2 = self.clock()
             self.device.send(DeviceState.COMM, moved)
             self.interrupts.sleep(cfg.comm_seconds)

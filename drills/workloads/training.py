@@ -54,6 +54,9 @@ from drills.target.safety import check_blast_radius, eligible_nodes
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
 
+GPU_INDEX_ANNOTATION = "firedrill.dev/gpu-index"
+"""The reference platform's Binding annotation: the GPU indexes the scheduler chose for the pod (used to aim)."""
+
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
@@ -302,6 +305,23 @@ class TrainingRun:
     def _pod_summary(self) -> str:
         return ", ".join(f"{n}={(p.get('status') or {}).get('phase')}@{(p.get('spec') or {}).get('nodeName')}"
                          for n, p in sorted(self.pods.items())) or "none"
+
+    def _rank_gpu(self, rank: int, verb: str) -> tuple[Obj, str, int, str]:
+        """Under the lock: worker ``rank``'s running pod, its node, the index of its first GPU (the platform's
+        ``firedrill.dev/gpu-index`` binding, to aim) and that GPU's identity as its canary logged it (its start
+        line's ``gpus``, to follow); INCONCLUSIVE when either is missing (``verb``: what the fault does)."""
+        pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
+        if pod is None:
+            raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
+        bound = [int(i) for i in ((pod["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or "")
+                 .split(",") if i.strip().isdigit()]
+        start = next(iter(self.canary.of(CanaryEvent.START, [pod["metadata"]["uid"]])), None)
+        named = (start.fields.get("gpus") if start is not None else None) or []
+        if not bound or not named:
+            raise DrillInconclusive(f"worker {rank}'s pod {pod['metadata']['name']} does not say which GPU it "
+                                    "holds (no firedrill.dev/gpu-index binding, or its canary logged no GPUs), "
+                                    f"so no GPU of it can be {verb} and followed")
+        return pod, pod["spec"]["nodeName"], bound[0], str(named[0])
 
     def _node_healthy(self, name: str) -> bool:
         node = self.nodes.get(name) or {}

@@ -99,6 +99,14 @@ class Defect(enum.Enum):
     """Node lifecycle: NoExecute taints go on every quiet node at once, whatever the disruption (no zone
     states, no rate limit, no master disruption mode), so a control-plane blip evicts everything."""
 
+    NO_STRAGGLER_DETECTION = "no-straggler-detection"
+    """Straggler controller: never names a slow rank's node, so a job with one throttled GPU runs at that GPU's
+    speed for as long as the throttle lasts."""
+
+    ACCUSE_THE_HEALTHY = "accuse-the-healthy"
+    """Straggler controller: judges each rank against its own earlier step time instead of against its peers, so a
+    job that slows down as a whole (input-bound) gets every node it runs on tainted and its ranks moved."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -127,6 +135,8 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.SICK_GPU_STAYS: "a GPU that failed with an Xid stays allocatable",
     Defect.OVERREACT_APP_XID: "an application Xid takes its GPU out of service",
     Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
+    Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",
+    Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
 }
 
 

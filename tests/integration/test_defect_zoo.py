@@ -129,6 +129,12 @@ MATRIX: list[Catch] = [
           r"the platform took GPU \d+ of [\w-]+ out of service after Xid 13, an application error"),
     Catch("evict-storm", "blip.feature", "disruption", "Most nodes losing the control plane at once",
           r"the nodes outage of 10 s disturbed the training it should have left alone: .*(was deleted|was evicted)"),
+    Catch("no-straggler-detection", "straggler.feature", "quarter", "A GPU throttled to a quarter of its speed",
+          r"the platform never named [\w-]+, whose GPU \d+ ran at 25 % of its speed: the job's step time went from "
+          r"[\d.]+ s to [\d.]+ s"),
+    Catch("accuse-the-healthy", "straggler.feature", "input", "A job slowed alike on every rank by its input",
+          r"the platform accused healthy node\(s\) [\w-]+ \([\d.]+ s after the fault\) of straggling, though every "
+          r"rank's input was slowed alike"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),

@@ -30,12 +30,10 @@ from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
 from drills.target.xid import clear_xids, inject_xid, unhealthy_gpus, wait_seen
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
-from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
+from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
 __all__ = ["APPLICATION_XIDS", "FailedGpu", "GpuFaultDrill"]
 
-GPU_INDEX_ANNOTATION = "firedrill.dev/gpu-index"
-"""The reference platform's Binding annotation: the GPU indexes the scheduler chose for the pod (used to aim)."""
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
 """Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
 BACK_IN_SERVICE_S = 15.0
@@ -101,35 +99,24 @@ class GpuFaultDrill(TrainingRun, Drill):
         assert self.spec is not None, "start the canary job first"
         gpu = self.target.profile.gpu_resource
         with self._cond:
-            pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
-            if pod is None:
-                raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
-            node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
-            bound = [int(i) for i in ((pod["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or "")
-                     .split(",") if i.strip().isdigit()]
-            start = next(iter(self.canary.of(CanaryEvent.START, [uid])), None)
-            named = (start.fields.get("gpus") if start is not None else None) or []
-            if not bound or not named:
-                raise DrillInconclusive(f"worker {rank}'s pod {pod['metadata']['name']} does not say which GPU it "
-                                        "holds (no firedrill.dev/gpu-index binding, or its canary logged no GPUs), "
-                                        "so no GPU of it can be failed and followed")
+            _, node, index, uuid = self._rank_gpu(rank, "failed")
             before = allocatable_gpus(self.nodes.get(node) or {}, gpu)
             if before is None:
                 raise DrillInconclusive(f"node {node} reports no allocatable {gpu}")
-            self.failed = FailedGpu(node, bound[0], str(named[0]), xid, rank, before)
+            self.failed = FailedGpu(node, index, uuid, xid, rank, before)
             self.holders = {line.uid for line in self.canary.of(CanaryEvent.START,
                                                                  [p["metadata"]["uid"] for p in self._running_pods()])
                             if self._names_failed(line)}
             self.victims = set(self.holders)
             self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
         self._seq += 1
-        inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": bound[0],
+        inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": index,
                                               "instance": None, "xid": xid})
         with self._cond:
             clock = self.target.timeline.clock
             self._stamp("fault", Instant(clock.mono(), clock.wall()))
             self.allocatable_seen.append((0.0, before))
-            self.result.details["fault"] = {"node": node, "gpu": bound[0], "uuid": str(named[0]), "xid": xid,
+            self.result.details["fault"] = {"node": node, "gpu": index, "uuid": uuid, "xid": xid,
                                             "rank": rank, "application": self.failed.application,
                                             "allocatable_before": before, "method": "xid"}
             self._advance()

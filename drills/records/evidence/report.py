@@ -47,10 +47,12 @@ NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"),
 GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("replace", "off", "replace"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
 BLIP_PHASES = (("outage", "fault", "end"), ("ready", "end", "ready"))
-RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "blip": BLIP_PHASES}
+STRAGGLER_PHASES = (("named", "fault", "named"), ("recovered", "fault", "recovered"))
+RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "blip": BLIP_PHASES,
+                   "straggler": STRAGGLER_PHASES}
 """The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
-PHASE_COLOURS = {"detect": "#c4314b", "evict": "#d9730d", "off": "#d9730d", "replace": "#2f6fb0", "outage": "#c4314b",
-                 "ready": "#2e8540",
+PHASE_COLOURS = {"detect": "#c4314b", "named": "#c4314b", "outage": "#c4314b", "evict": "#d9730d", "off": "#d9730d",
+                 "replace": "#2f6fb0", "recovered": "#2e8540", "ready": "#2e8540",
                  "resume": "#2e8540", "total": "#5b6270"}
 GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
 COMPARISON = {"<=": "\u2264", ">=": "\u2265"}
@@ -276,6 +278,60 @@ class NodePullView:
     extras: list[tuple[str, str]] = field(default_factory=list)
     has_platform: bool = False
     findings: list[tuple[str, str]] = field(default_factory=list)
+    steps: StepChart | None = None
+    """The straggler drill's per-rank step time chart (None for the other recoveries)."""
+
+
+@dataclass
+class StepChart:
+    """Each rank's compute time per step around the fault, from the canaries' step lines (``details.step_times``)."""
+
+    width: float
+    height: float
+    plot_x: float
+    plot_w: float
+    plot_top: float
+    plot_bottom: float
+    ticks: list[Tick]
+    y_ticks: list[tuple[float, str]]
+    lines: list[tuple[str, str, str]]
+    """(label, colour, SVG points) per rank and generation."""
+    marks: list[tuple[float, str]]
+    """(x, label) of the fault and the instants after it."""
+
+
+def step_chart(details: dict[str, Any]) -> StepChart | None:
+    """The straggler drill's chart: x is seconds from the fault, y each rank's ``compute_s`` per step."""
+    raw = details.get("step_times") or {}
+    pts = [p for p in raw.get("points") or [] if isinstance(p, dict) and _num(p.get("t")) is not None
+           and _num(p.get("compute_s")) is not None]
+    if not pts:
+        return None
+    t0, t1 = min(float(p["t"]) for p in pts), max(float(p["t"]) for p in pts)
+    t0 = math.floor(t0)  # the axis starts on a whole second, so its ticks fall on round values
+    span = max(t1 - t0, 1e-3)
+    y_end, y_ticks = nice_axis(max(float(p["compute_s"]) for p in pts) * 1.05, 4)
+    x_end, x_ticks = nice_axis(span, 8)
+    left, plot_w, top, bottom = 70.0, 880.0, 20.0, 220.0
+    x = lambda t: left + (t - t0) / x_end * plot_w  # noqa: E731
+    y = lambda v: bottom - v / y_end * (bottom - top)  # noqa: E731
+    series: dict[tuple[int, str], list[str]] = {}
+    for p in sorted(pts, key=lambda p: float(p["t"])):
+        series.setdefault((int(p.get("rank") or 0), str(p.get("generation") or "")), []).append(
+            f"{x(float(p['t'])):.1f},{y(float(p['compute_s'])):.1f}")
+    gens = sorted({g for _, g in series})
+    lines = [(f"rank {r}" + (f" (run {gens.index(g) + 1})" if len(gens) > 1 else ""),
+              GANG_COLOURS[r % len(GANG_COLOURS)], " ".join(xy)) for (r, g), xy in sorted(series.items())]
+    instants = details.get("instants") or {}
+    fault = _num((instants.get("fault") or {}).get("mono"))
+    marks = [(x(0.0), "fault")] if t0 <= 0.0 <= t1 else []
+    for name in ("named", "recovered"):
+        at = _num((instants.get(name) or {}).get("mono"))
+        if fault is not None and at is not None and t0 <= at - fault <= t1:
+            marks.append((x(at - fault), name))
+    return StepChart(1000, bottom + 40, left, plot_w, top, bottom,
+                     [Tick(x(t0 + t), fmt_tick(round(t0 + t, 3))) for t in x_ticks],
+                     [(y(v), fmt_tick(v)) for v in y_ticks], lines, marks)
 
 
 @dataclass
@@ -544,8 +600,9 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
     details = s.details or {}
     fault = details.get("fault") or {}
     phases = RECOVERY_PHASES.get(s.drill, NODE_PULL_PHASES)
-    facts = [(k, str(fault[k])) for k in ("what", "seconds", "node", "nodes", "method", "gpu", "uuid", "xid", "rank",
-                                         "detail", "checkpoint_at_fault", "step_at_fault") if k in fault]
+    facts = [(k, str(fault[k])) for k in ("what", "seconds", "node", "nodes", "method", "gpu", "uuid", "xid", "speed",
+                                         "input_delay_s", "step_time_before_s", "rank", "detail",
+                                         "checkpoint_at_fault", "step_at_fault") if k in fault]
     if "confirmed" in fault:
         facts.append(("confirmed", "yes" if fault["confirmed"] else "NO"))
     series = details.get("allocatable") or []
@@ -558,6 +615,7 @@ def node_pull_view(s: ScenarioRecord, repeats: int) -> NodePullView:
         facts.append(("steps during the outage", ", ".join(
             f"rank {r}: {sum(1 for p in steps if int(p.get('rank') or 0) == r)}" for r in ranks)))
     view = NodePullView(_anchor("nodepull", s.slug), _scenario_title(s, repeats), s.verdict, facts, "")
+    view.steps = step_chart(details)
     view.findings = [_split_finding(f) for f in s.findings]
     view.extras = [(m.name, fmt_value(m.value, m.unit)) for m in s.measurements
                    if m.name not in dict((p[0], p) for p in phases)]

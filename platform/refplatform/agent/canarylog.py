@@ -11,6 +11,9 @@ reference platform has always published about training:
   checkpoint training went on from);
 - ``firedrill.dev/step-seconds``: the median ``wall_s`` of the last
   :data:`RECENT_STEPS` steps (published only when the pod does not set it);
+- ``firedrill.dev/compute-seconds``: the median ``compute_s`` of the last
+  :data:`RECENT_COMPUTE` steps: the per-rank timing the straggler detector
+  compares between the ranks of a job (:mod:`refplatform.core.straggler`);
 - the ``Resumed`` Event (``Resumed training at step M beyond checkpoint N``),
   once per ``resumed`` line, at the ``ts`` of the first ``step`` line after it
   (``M`` its step, ``N`` the resumed line's ``from_step``).
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from refplatform.core.straggler import COMPUTE_SECONDS_ANNOTATION
 from refplatform.agent.workload import (
     ANN_CHECKPOINT_STEP,
     ANN_STEP,
@@ -38,9 +42,11 @@ from refplatform.agent.workload import (
     WorkloadEvent,
 )
 
-__all__ = ["CanaryLine", "RECENT_STEPS", "TrainingLog", "parse_line", "parse_ts"]
+__all__ = ["CanaryLine", "RECENT_COMPUTE", "RECENT_STEPS", "TrainingLog", "parse_line", "parse_ts"]
 
 RECENT_STEPS = 20
+RECENT_COMPUTE = 5
+"""Steps in the compute median: few, so a GPU that slows shows within a few steps."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class TrainingLog:
         """Canary lines read."""
         self._resumed_from: int | None = None  # a resumed line not yet followed by a step
         self._walls: deque[float] = deque(maxlen=recent)
+        self._computes: deque[float] = deque(maxlen=RECENT_COMPUTE)
         self._events: list[WorkloadEvent] = []
 
     def feed(self, text: str, received: datetime) -> CanaryLine | None:
@@ -119,6 +126,9 @@ class TrainingLog:
             wall = line.float_field("wall_s")
             if wall is not None and wall >= 0:
                 self._walls.append(wall)
+            compute = line.float_field("compute_s")
+            if compute is not None and compute >= 0:
+                self._computes.append(compute)
             if self._resumed_from is not None:
                 at = line.ts or received
                 self._events.append(WorkloadEvent(at, "Normal", RESUMED_REASON,
@@ -147,6 +157,8 @@ class TrainingLog:
             out[ANN_STEP] = str(self.step)
         if self.checkpoint is not None:
             out[ANN_CHECKPOINT_STEP] = str(self.checkpoint)
+        if self._computes:
+            out[COMPUTE_SECONDS_ANNOTATION] = f"{statistics.median(self._computes):.6g}"
         seconds = self.step_seconds
         if with_step_seconds and seconds is not None and seconds > 0:
             out[ANN_STEP_SECONDS] = f"{seconds:.6g}"

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from refplatform.agent.clock import Clock
+from refplatform.gpu.throttle import CLOCKS_FILE
 
 __all__ = ["Device", "DeviceIntegrator", "DeviceShares", "DeviceState", "DeviceTotals", "PidRegistry",
            "parse_datagram", "socket_path_for"]
@@ -384,7 +385,20 @@ class Device:
         self._thread = threading.Thread(target=self._serve, name="device-socket", daemon=True)
         self._thread.start()
 
+    @property
+    def clocks_path(self) -> Path:
+        """The node's clocks file (:mod:`refplatform.gpu.throttle`), beside the socket."""
+        return self.path.parent / CLOCKS_FILE
+
+    def write_clocks(self, document: dict[str, object]) -> None:
+        """Replace the clocks file atomically: a container reading it sees the old content or the new."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.clocks_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(document, separators=(",", ":"), sort_keys=True), encoding="ascii")
+        os.replace(tmp, self.clocks_path)
+
     def stop(self) -> None:
+        self.clocks_path.unlink(missing_ok=True)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)

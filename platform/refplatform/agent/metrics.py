@@ -39,6 +39,11 @@ __all__ = ["CONTENT_TYPE", "DEFAULT_FB_USED_MIB", "DEFAULT_MFU", "MFU_ANNOTATION
 
 log = logging.getLogger(__name__)
 
+MAX_SM_CLOCK_MHZ = 1980
+"""The simulated GPU's SM clock at full speed (an H100 SXM's maximum); a throttled GPU reports its fraction."""
+THROTTLE_SW_POWER_CAP = 0x4
+"""``DCGM_CLOCKS_THROTTLE_REASON_SW_POWER_CAP``: the reason a throttled simulated GPU reports (a power limit)."""
+
 MFU_ANNOTATION = "firedrill.dev/mfu"
 DEFAULT_MFU = 0.4
 DEFAULT_FB_USED_MIB = 512
@@ -189,6 +194,10 @@ class GpuCollector(Collector):
                                  "Not reported for MIG instances.")
         fb = GaugeMetricFamily("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB; instantaneous).")
         xid = GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered (instantaneous).")
+        sm_clock = GaugeMetricFamily("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz; instantaneous).")
+        reasons = GaugeMetricFamily("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+                                    "Current clock throttle reasons (bitmask of DCGM_CLOCKS_THROTTLE_REASON_*).")
+        speeds = dict(self.pods.throttle.gpu_speed)
         last_xid = _copy(self.pods.last_xid)
         for labels, holder, gpu in series:
             keys = mig_names if "GPU_I_ID" in labels else names
@@ -198,6 +207,9 @@ class GpuCollector(Collector):
             _add(tensor, keys, values, act.tensor)
             if "GPU_I_ID" not in labels:
                 _add(util, keys, values, act.util)
+                speed = speeds.get(gpu, 1.0)  # a throttled GPU (refplatform.gpu.throttle): its clock, and why
+                _add(sm_clock, keys, values, float(round(MAX_SM_CLOCK_MHZ * speed)))
+                _add(reasons, keys, values, float(THROTTLE_SW_POWER_CAP if speed < 1.0 else 0))
             used = 0
             if holder is not None and holder.workload is not None and holder.workload.running:
                 used = holder.memory_mib or DEFAULT_FB_USED_MIB
@@ -208,6 +220,8 @@ class GpuCollector(Collector):
         if util.samples:  # an all-MIG node has none
             yield util
         yield from (fb, xid)
+        if sm_clock.samples:
+            yield from (sm_clock, reasons)
 
 
 def _copy(xids: dict[tuple[int, int | None], int]) -> dict[tuple[int, int | None], int]:

@@ -90,6 +90,7 @@ from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
 from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
 from refplatform.gpu.health import GpuHealth
 from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
+from refplatform.gpu.throttle import THROTTLE_ANNOTATION, Throttle, clocks_document, parse_throttle
 
 __all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
            "XID_EVENT", "parse_xid_entries"]
@@ -327,6 +328,8 @@ class PodSync:
         """Called (no arguments) when :attr:`unhealthy` changes: the heartbeat reports it at once."""
         self._lost: dict[str, datetime] = {}
         """Workers (by uid) whose device was reported lost to their processes, and when."""
+        self.throttle = Throttle()
+        """What ``firedrill.dev/inject-throttle`` holds as last applied to the driver's clocks file."""
         self.gpu_count = gpu_count
         self.mistell_gpus = mistell_gpus
         self.client = client
@@ -471,6 +474,7 @@ class PodSync:
         self._node_ref = {"kind": "Node", "name": self.node_name, "uid": str(meta.get("uid") or ""), "apiVersion": "v1",
                           "resourceVersion": str(meta.get("resourceVersion") or "")}
         annotations = meta.get("annotations") or {}
+        self._note_throttle(annotations.get(THROTTLE_ANNOTATION))
         raw = annotations.get(XID_ANNOTATION)
         if not raw:
             if self.devices is None:
@@ -497,6 +501,27 @@ class PodSync:
             self._xids.extend(new)
         if new:
             self._wake.set()
+
+    def _note_throttle(self, raw: str | None) -> None:
+        """Level-triggered: the GPU clocks and input delay standing in ``firedrill.dev/inject-throttle`` go to the
+        driver's clocks file, which the node's processes read each step (:mod:`refplatform.gpu.throttle`)."""
+        throttle, problems = parse_throttle(raw, self.gpu_count)
+        for problem in problems:
+            if problem not in self._xid_problems:
+                self._xid_problems.add(problem)
+                log.warning("%s", problem)
+        if throttle == self.throttle:
+            return
+        if self.driver is not None:
+            try:
+                self.driver.write_clocks(clocks_document(throttle, lambda g: gpu_uuid(self.node_name, g)))
+            except OSError as exc:
+                log.warning("node %s: cannot write the GPU clocks file: %s", self.node_name, exc)
+                return
+        self.throttle = throttle
+        log.warning("node %s: GPU clocks %s, input delay %g s", self.node_name,
+                    ", ".join(f"GPU {g} at {s:.0%}" for g, s in sorted(throttle.gpu_speed.items())) or "full",
+                    throttle.input_delay_s)
 
     def _note_health(self, entries: list[XidEntry]) -> None:
         """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and reported

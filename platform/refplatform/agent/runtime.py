@@ -12,7 +12,8 @@ Each process:
 - gets its ``argv``, environment and working directory from :func:`process_specs`
   (``$(VAR)`` expansion, ``env`` with ``fieldRef``, ``PATH``, volumes mapped by
   rewriting paths; :mod:`refplatform.agent.podenv`, :mod:`refplatform.agent.volumes`),
-  plus ``FIREDRILL_DEVICE_SOCKET`` (the node's simulated GPU driver), ``HOSTNAME``
+  plus ``FIREDRILL_DEVICE_SOCKET`` (the node's simulated GPU driver) and ``FIREDRILL_DEVICE_CLOCKS``
+  (its clocks file: :mod:`refplatform.gpu.throttle`), ``HOSTNAME``
   (the pod's name), ``HOME`` (the container's own directory) and, from the agent,
   ``PYTHONPATH``, ``LANG``, ``LC_ALL``, ``TZ`` and ``TMPDIR`` where set;
 - is a child of the agent, in the agent's process group (so a fault that signals
@@ -69,6 +70,7 @@ from refplatform.agent.workload import (
     Workload,
 )
 from refplatform.gpu.identity import VISIBLE_DEVICES_ENV
+from refplatform.gpu.throttle import CLOCKS_ENV, CLOCKS_FILE
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
@@ -197,7 +199,8 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
             raise ContainerSpecError(f"{where}.command: required when another container of the pod has one "
                                      "(a pod runs real processes or one simulated workload, not both)")
         mounts = container_mounts(c, where, volumes, problems)
-        injected = {DEVICE_SOCKET_ENV: device_socket} if device_socket else {}
+        injected = {DEVICE_SOCKET_ENV: device_socket,
+                    CLOCKS_ENV: str(Path(device_socket).parent / CLOCKS_FILE)} if device_socket else {}
         if visible_devices is not None:
             injected[VISIBLE_DEVICES_ENV] = visible_devices
         declared = resolve_env(c, where, facts, injected)

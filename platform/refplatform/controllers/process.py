@@ -27,6 +27,7 @@ from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
 from refplatform.controllers.tainteviction import TaintEvictionController
 from refplatform.controllers.vcjob import VolcanoJobController
+from refplatform.controllers.straggler import StragglerController
 from refplatform.defects import Defect, add_defect_argument
 from refplatform.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from refplatform.profiles import Profile as HealingProfile
@@ -115,6 +116,9 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "loadbalancer": lambda client, args: LoadBalancerController(
         client, stale_backends=Defect.STALE_BACKENDS in args.defects),
     "autoscaler": _autoscaler,
+    "straggler": lambda client, args: StragglerController(
+        client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
+        accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects),
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
 

@@ -46,7 +46,8 @@ def test_step_checkpoint_and_the_resumed_event_at_the_first_step_lines_ts() -> N
     assert (ev.type, ev.reason, ev.message) == ("Normal", "Resumed", "Resumed training at step 41 beyond checkpoint 40")
     assert ev.at == datetime(2026, 11, 30, 10, 0, 1, 500000, tzinfo=UTC)
     assert log.annotations(with_step_seconds=True) == {
-        "firedrill.dev/step": "43", "firedrill.dev/checkpoint-step": "43", "firedrill.dev/step-seconds": "0.07"}
+        "firedrill.dev/step": "43", "firedrill.dev/checkpoint-step": "43", "firedrill.dev/step-seconds": "0.07",
+        "firedrill.dev/compute-seconds": "0.05"}  # the median of the steps that said their compute time
     assert "firedrill.dev/step-seconds" not in log.annotations(with_step_seconds=False)
     assert log.take_events() == []  # once per resumed line
 
@@ -64,3 +65,12 @@ def test_step_seconds_is_the_median_of_recent_steps() -> None:
     for i, wall in enumerate([10.0, 0.1, 0.2, 0.3]):
         log.feed(line("step", i, step=i + 1, wall_s=wall), RECEIVED)
     assert log.step_seconds == 0.2
+
+
+def test_compute_seconds_is_the_median_of_the_last_few_steps() -> None:
+    log = TrainingLog()
+    for step, compute in enumerate([0.1, 0.1, 0.1, 0.1, 0.1, 0.4, 0.4, 0.4], start=1):
+        log.feed(line("step", step, step=step, compute_s=compute, wall_s=0.5), RECEIVED)
+        if step == 7:
+            assert log.annotations(with_step_seconds=False)["firedrill.dev/compute-seconds"] == "0.1"
+    assert log.annotations(with_step_seconds=False)["firedrill.dev/compute-seconds"] == "0.4"

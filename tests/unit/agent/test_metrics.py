@@ -78,7 +78,8 @@ def by_gpu(samples: list[tuple[dict[str, str], float]]) -> dict[str, float]:
 
 def test_idle_node_reports_every_gpu_unallocated_and_zero(tmp_path: Path) -> None:
     m = Env(tmp_path).scrape()
-    assert list(m) == NAMES
+    assert list(m) == [*NAMES, "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"]
+    assert by_gpu(m["DCGM_FI_DEV_SM_CLOCK"]) == {"0": 1980.0, "1": 1980.0}  # full speed, nothing throttles
     for name in NAMES:
         assert len(m[name]) == 2
         for labels, value in m[name]:
@@ -205,7 +206,7 @@ def test_log_server_serves_metrics_over_http(tmp_path: Path) -> None:
             m = parse(resp.read().decode())
     finally:
         server.stop()
-    assert list(m) == NAMES
+    assert list(m) == [*NAMES, "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"]
 
 
 def test_a_bad_mfu_annotation_falls_back_to_the_default(tmp_path: Path) -> None:
@@ -233,3 +234,14 @@ def test_whole_gpus_follow_the_indices_the_scheduler_chose(tmp_path: Path) -> No
     env.step()
     pods = {labels["gpu"]: labels["pod"] for labels, _ in env.scrape()["DCGM_FI_DEV_FB_USED"]}
     assert pods == {"0": "by-hand", "1": "", "2": "picked", "3": "picked"}
+
+
+def test_a_throttled_gpu_reports_its_clock_and_the_power_cap_reason(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.sync.gpu_count = 2
+    env.sync.note_node({"metadata": {"name": NODE, "uid": "node-uid", "annotations": {
+        "firedrill.dev/inject-throttle": json.dumps([{"id": "t", "gpu": 1, "speed": 0.25}])}}})
+    got = env.scrape()
+    clocks, reasons = by_gpu(got["DCGM_FI_DEV_SM_CLOCK"]), by_gpu(got["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"])
+    assert clocks["1"] == 495.0 and clocks["0"] == 1980.0
+    assert reasons["1"] == 4.0 and reasons["0"] == 0.0

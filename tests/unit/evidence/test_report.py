@@ -735,3 +735,18 @@ def test_a_record_with_a_load_series_survives_the_json_round_trip() -> None:
     record = make_record((serving_drain(), control_plane_pull()))
     again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert render_report(again, SIG) == render_report(record, SIG)
+
+
+def test_the_straggler_chart_draws_each_rank_per_run_with_its_instants() -> None:
+    from drills.records.evidence.report import step_chart
+    points = [{"t": t, "rank": r, "generation": g, "compute_s": c}
+              for t, r, g, c in [(-0.5, 0, "a", 0.1), (0.5, 0, "a", 0.4), (-0.5, 1, "a", 0.1), (0.5, 1, "a", 0.1),
+                                 (3.0, 0, "b", 0.1), (3.0, 1, "b", 0.1)]]
+    chart = step_chart({"step_times": {"points": points}, "instants": {
+        "fault": {"mono": 10.0}, "named": {"mono": 12.0}, "recovered": {"mono": 13.5}}})
+    assert chart is not None
+    assert [label for label, _, _ in chart.lines] == ["rank 0 (run 1)", "rank 0 (run 2)", "rank 1 (run 1)",
+                                                      "rank 1 (run 2)"]
+    assert [label for _, label in chart.marks] == ["fault", "named"]  # recovered falls after the last point
+    assert chart.ticks[0].label == "-1 s"
+    assert step_chart({}) is None

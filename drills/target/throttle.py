@@ -1,0 +1,31 @@
+"""The reference platform's slow-GPU and slow-input injection: entries in the Node's ``firedrill.dev/inject-throttle``
+annotation, which its agent applies for as long as they stand (docs/STRAGGLER.md).  A real cluster would throttle
+with the profile's ``fault.throttle`` command (a power limit, a clock lock) instead."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drills.kube.driver import NODE, KubeDriver
+
+__all__ = ["THROTTLE_ANNOTATION", "clear_throttle", "inject_throttle"]
+
+THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
+
+
+def inject_throttle(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:
+    """Append ``entry`` (``{"id", "gpu", "speed"}`` or ``{"id", "input_delay_s"}``) to the node's throttles."""
+    current = ((driver.get(NODE, node).get("metadata") or {}).get("annotations") or {}).get(THROTTLE_ANNOTATION)
+    try:
+        entries = json.loads(current or "[]")
+    except json.JSONDecodeError:
+        entries = []
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    driver.patch(NODE, node, {"metadata": {"annotations": {
+        THROTTLE_ANNOTATION: json.dumps(entries + [entry], separators=(",", ":"))}}})
+
+
+def clear_throttle(driver: KubeDriver, node: str) -> None:
+    """Remove every throttle of the node (its GPUs and its input run at full speed again)."""
+    driver.patch(NODE, node, {"metadata": {"annotations": {THROTTLE_ANNOTATION: None}}})

@@ -1,0 +1,91 @@
+"""A slow GPU, and a slow input pipeline, on the simulated node (pure).
+
+A real GPU runs slow when its clocks are held down (thermal or power capping, a clock lock): every kernel takes
+longer, nothing fails.  Here a Node's ``firedrill.dev/inject-throttle`` annotation holds a JSON list of entries,
+each standing for as long as it is there (the drill's rollback removes it):
+
+- ``{"id": ..., "gpu": <index>, "speed": <0 < s <= 1>}``: that whole GPU runs at ``speed`` of its clock;
+- ``{"id": ..., "input_delay_s": <seconds >= 0>}``: every pod of the node waits that much longer for its input
+  each step (slow storage or data loading: the job is input-bound, its GPUs are fine).
+
+The node's agent (the GPU's driver) writes what stands to its clocks file (:func:`clocks_document`), which every
+container finds through ``FIREDRILL_DEVICE_CLOCKS``; the canary stretches its compute by ``1 / speed`` of its
+slowest GPU and its input by the delay (docs/WORKLOAD.md).  Several entries for one GPU: the slowest wins;
+several input delays add up.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CLOCKS_ENV", "CLOCKS_FILE", "THROTTLE_ANNOTATION", "Throttle", "clocks_document", "parse_throttle"]
+
+THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
+CLOCKS_ENV = "FIREDRILL_DEVICE_CLOCKS"
+"""The container variable naming the node's clocks file."""
+CLOCKS_FILE = "clocks.json"
+"""Its name, beside the node's device socket."""
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """What stands on one node."""
+
+    gpu_speed: dict[int, float] = field(default_factory=dict)
+    """GPU index -> the fraction of its speed it runs at (absent: full speed)."""
+    input_delay_s: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not self.gpu_speed and self.input_delay_s == 0.0
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def parse_throttle(raw: str | None, gpu_count: int) -> tuple[Throttle, list[str]]:
+    """The annotation's throttle, and a problem per entry skipped (GPUs the node does not have included)."""
+    if not raw:
+        return Throttle(), []
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return Throttle(), [f"{THROTTLE_ANNOTATION}: not JSON"]
+    if not isinstance(items, list):
+        return Throttle(), [f"{THROTTLE_ANNOTATION}: not a JSON list"]
+    speeds: dict[int, float] = {}
+    delay, problems = 0.0, []
+    for item in items:
+        if not isinstance(item, dict) or "id" not in item:
+            problems.append(f"{THROTTLE_ANNOTATION}: entry {item!r} has no id")
+            continue
+        if "input_delay_s" in item:
+            d = _number(item["input_delay_s"])
+            if d is None or d < 0:
+                problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: input_delay_s must be seconds >= 0")
+                continue
+            delay += d
+            continue
+        gpu, speed = item.get("gpu"), _number(item.get("speed"))
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < gpu_count:
+            problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: gpu must be an index below {gpu_count}")
+            continue
+        if speed is None or not 0 < speed <= 1:
+            problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: speed must be in (0, 1]")
+            continue
+        speeds[gpu] = min(speed, speeds.get(gpu, 1.0))
+    return Throttle(speeds, delay), problems
+
+
+def clocks_document(throttle: Throttle, uuid_of: Callable[[int], str]) -> dict[str, Any]:
+    """The clocks file's content: ``{"gpus": {<uuid>: speed}, "input_delay_s": seconds}`` (GPUs at full speed
+    are left out)."""
+    return {"gpus": {uuid_of(g): s for g, s in sorted(throttle.gpu_speed.items())},
+            "input_delay_s": throttle.input_delay_s}
