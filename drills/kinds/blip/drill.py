@@ -282,11 +282,26 @@ class BlipDrill(TrainingRun, Drill):
             self.result.measure(Measurement("steps during the outage", float(fewest or 0), "steps",
                                             note="the fewest any rank logged inside the outage"))
             self.result.details["outage-steps"] = list(self.steps_seen)
+            self.result.details["step_times"] = self._chart(stepping, fault, end)
             if gap > limit:
                 what = self.outage.what if self.outage else ""
                 self.result.fail(f"training paused for {gap:.2f} s during the {what} outage, more than {limit:g} s: "
                                  f"rank {rank} ({pod}) logged no step from {a:.2f} s to {b:.2f} s after it began "
                                  "(the canary's own log)")
+
+    def _chart(self, uids: set[str], fault: float, end: float, margin: float = 2.0) -> dict[str, object]:
+        """Under the lock: each rank's time since its previous step, from ``margin`` seconds before the outage to as
+        long after it, by the canary's own clock (a pause shows as a spike): the report's step chart."""
+        points = []
+        for uid in sorted(uids):
+            stamps = sorted((ln.ts, ln.rank, ln.generation) for ln in self.canary.of(CanaryEvent.STEP, [uid]))
+            for (a, _, _), (b, rank, generation) in zip(stamps, stamps[1:]):
+                if fault - margin <= b <= end + margin:
+                    points.append({"t": round(b - fault, 3), "rank": rank, "generation": generation,
+                                   "interval_s": round(b - a, 4)})
+        return {"value": "interval_s", "marks": ["end", "ready"], "points": points,
+                "caption": "seconds from the outage's start (each canary's own clock); each rank's time since its "
+                           "previous step: a pause is a spike"}
 
     def judge_undisturbed(self, settle: float) -> None:
         """For ``settle`` seconds after the outage, no pod of the job is evicted, deleted, restarted or replaced

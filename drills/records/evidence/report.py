@@ -298,13 +298,18 @@ class StepChart:
     """(label, colour, SVG points) per rank and generation."""
     marks: list[tuple[float, str]]
     """(x, label) of the fault and the instants after it."""
+    caption: str = ("seconds from the fault (harness clock); each rank's compute time per step, from its canary's "
+                    "step lines")
 
 
 def step_chart(details: dict[str, Any]) -> StepChart | None:
-    """The straggler drill's chart: x is seconds from the fault, y each rank's ``compute_s`` per step."""
+    """The per-rank step chart: x is seconds from the fault, y each rank's ``compute_s`` per step (the straggler
+    drill), or the series' own ``value`` with its ``caption`` and ``marks`` (the blip drill: the time since each
+    rank's previous step, so a pause is a spike)."""
     raw = details.get("step_times") or {}
-    pts = [p for p in raw.get("points") or [] if isinstance(p, dict) and _num(p.get("t")) is not None
-           and _num(p.get("compute_s")) is not None]
+    key = str(raw.get("value") or "compute_s")
+    pts = [{**p, "compute_s": p.get(key)} for p in raw.get("points") or [] if isinstance(p, dict)
+           and _num(p.get("t")) is not None and _num(p.get(key)) is not None]
     if not pts:
         return None
     t0, t1 = min(float(p["t"]) for p in pts), max(float(p["t"]) for p in pts)
@@ -325,13 +330,16 @@ def step_chart(details: dict[str, Any]) -> StepChart | None:
     instants = details.get("instants") or {}
     fault = _num((instants.get("fault") or {}).get("mono"))
     marks = [(x(0.0), "fault")] if t0 <= 0.0 <= t1 else []
-    for name in ("named", "recovered"):
+    for name in raw.get("marks") or ("named", "recovered"):
         at = _num((instants.get(name) or {}).get("mono"))
         if fault is not None and at is not None and t0 <= at - fault <= t1:
             marks.append((x(at - fault), name))
-    return StepChart(1000, bottom + 40, left, plot_w, top, bottom,
-                     [Tick(x(t0 + t), fmt_tick(round(t0 + t, 3))) for t in x_ticks],
-                     [(y(v), fmt_tick(v)) for v in y_ticks], lines, marks)
+    chart = StepChart(1000, bottom + 40, left, plot_w, top, bottom,
+                      [Tick(x(t0 + t), fmt_tick(round(t0 + t, 3))) for t in x_ticks],
+                      [(y(v), fmt_tick(v)) for v in y_ticks], lines, marks)
+    if raw.get("caption"):
+        chart.caption = str(raw["caption"])
+    return chart
 
 
 @dataclass
