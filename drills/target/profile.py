@@ -25,9 +25,10 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
                               fault on rollback (e.g. "ipmitool -H {node}-bmc power on"); without it the
                               run says the node must be restored by hand
       timeout_seconds         optional; seconds for the fault to be confirmed; default 60
-      xid:                    optional; how the isolation drill injects an Xid on a real cluster (any method)
-        command_template      required in xid: a shell command with {node} and {xid}, and optionally {gpu} and
-                              {instance} (the MIG GPU instance id, "-" for a whole GPU)
+      xid:                    optional; how the isolation and GPU fault drills inject an Xid on a real cluster
+        command_template      required in xid: a shell command with {node} and {xid}, and optionally {gpu},
+                              {instance} (the MIG GPU instance id, "-" for a whole GPU) and {uuid} (the GPU's
+                              UUID; the GPU fault drill knows only that one)
         restore_template      optional: a command with the same placeholders, run on rollback (a GPU reset)
     safety:                   optional; every field has a safe default
       allow_label             key=value a node must carry to be touched; default firedrill.dev/chaos=allowed
@@ -185,7 +186,7 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     return []
 
 
-XID_PLACEHOLDERS = ("node", "gpu", "instance", "xid")
+XID_PLACEHOLDERS = ("node", "gpu", "instance", "xid", "uuid")
 """What ``fault.xid`` templates may use; ``{node}`` and ``{xid}`` are required in ``command_template``."""
 NO_INSTANCE = "-"
 """What ``{instance}`` becomes when the Xid hits a whole GPU (not one MIG instance)."""
@@ -220,7 +221,8 @@ class XidSettings:
     Every injection first passes the same blast-radius check as a node fault (:mod:`drills.target.safety`)."""
 
     command_template: str
-    """A shell command with ``{node}`` and ``{xid}``, optionally ``{gpu}`` and ``{instance}``."""
+    """A shell command with ``{node}`` and ``{xid}``, optionally ``{gpu}``, ``{instance}`` and ``{uuid}`` (the
+    GPU's UUID, as the GPU fault drill's canary logged it: a real pod does not reveal its GPU's minor number)."""
     restore_template: str | None = None
     """Run on rollback with the same placeholders (e.g. a GPU reset); None: the run says to restore by hand."""
 
@@ -233,20 +235,26 @@ class XidSettings:
         if problems:
             raise ProfileError("invalid Xid injection settings: " + "; ".join(problems), problems)
 
+    def uses(self, placeholder: str) -> bool:
+        """Does either template use ``{placeholder}``?"""
+        return any(placeholder in {name for _, name, _, _ in string.Formatter().parse(t) if name is not None}
+                   for t in (self.command_template, self.restore_template) if t)
+
     @staticmethod
-    def _values(node: str, gpu: int, instance: int | None, xid: int) -> dict[str, str]:
-        return {"node": node, "gpu": str(gpu), "instance": NO_INSTANCE if instance is None else str(instance),
-                "xid": str(xid)}
+    def _values(node: str, gpu: int | None, instance: int | None, xid: int, uuid: str) -> dict[str, str]:
+        return {"node": node, "gpu": "" if gpu is None else str(gpu),
+                "instance": NO_INSTANCE if instance is None else str(instance), "xid": str(xid), "uuid": uuid}
 
-    def command_for(self, node: str, gpu: int, instance: int | None, xid: int) -> str:
-        """The injection command for Xid ``xid`` on GPU ``gpu`` (MIG GPU instance ``instance``) of ``node``."""
-        return self.command_template.format(**self._values(node, gpu, instance, xid))
+    def command_for(self, node: str, gpu: int | None, instance: int | None, xid: int, uuid: str = "") -> str:
+        """The injection command for Xid ``xid`` on GPU ``gpu`` (its minor number; MIG GPU instance ``instance``)
+        of ``node``, the GPU whose UUID is ``uuid``."""
+        return self.command_template.format(**self._values(node, gpu, instance, xid, uuid))
 
-    def restore_for(self, node: str, gpu: int, instance: int | None, xid: int) -> str | None:
+    def restore_for(self, node: str, gpu: int | None, instance: int | None, xid: int, uuid: str = "") -> str | None:
         """The command that undoes that injection, if the profile gives one."""
         if self.restore_template is None:
             return None
-        return self.restore_template.format(**self._values(node, gpu, instance, xid))
+        return self.restore_template.format(**self._values(node, gpu, instance, xid, uuid))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"command_template": self.command_template}

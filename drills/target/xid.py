@@ -1,17 +1,22 @@
 """The reference platform's Xid injection: an entry in the Node's ``firedrill.dev/inject-xid`` annotation, which
 the node's agent applies once (docs/PARTITIONING.md for MIG slices, docs/GPU_FAULT.md for whole GPUs) and which
 keeps a whole GPU out of service for as long as it stands. A real cluster injects with the profile's ``fault.xid``
-command instead."""
+command instead, and :func:`dcgm_last_xid` asks the profile's Prometheus what DCGM saw of it."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import urllib3
 
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
 
-__all__ = ["INJECT_ANNOTATION", "UNHEALTHY_ANNOTATION", "clear_xids", "inject_xid", "unhealthy_gpus", "wait_seen"]
+__all__ = ["INJECT_ANNOTATION", "UNHEALTHY_ANNOTATION", "XID_METRIC", "clear_xids", "dcgm_last_xid", "inject_xid",
+           "unhealthy_gpus", "wait_seen"]
 
 INJECT_ANNOTATION = "firedrill.dev/inject-xid"
 UNHEALTHY_ANNOTATION = "firedrill.dev/unhealthy-gpus"
@@ -62,3 +67,48 @@ def wait_seen(driver: KubeDriver, node: str, mono: Any, timeout: float, beats: i
         if now is not None and now != last:
             last, seen = now, seen + 1
     return True
+
+
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+"""dcgm-exporter's gauge: the value of the last Xid a GPU (label ``UUID``) encountered."""
+
+Fetch = Callable[[str, Mapping[str, str]], tuple[int, bytes]]
+"""GET ``url`` with query ``fields``: (HTTP status, body); raises urllib3's errors or OSError when unreachable."""
+
+
+def dcgm_last_xid(prometheus_url: str | None, uuid: str, *, timeout: float = 10.0,
+                  fetch: Fetch | None = None) -> tuple[int | None, str]:
+    """The last Xid DCGM reported for the GPU ``uuid`` through Prometheus (``DCGM_FI_DEV_XID_ERRORS{UUID=...}``),
+    and ``""``; or ``None`` and why it cannot be known (no Prometheus configured, unreachable, no such series).
+    Any ``user:password@`` in the URL is sent as basic auth."""
+    if not prometheus_url:
+        return None, ("the target profile names no Prometheus (prometheus.url) to read DCGM's "
+                      f"{XID_METRIC} from")
+    parts = urlsplit(prometheus_url)
+    base = prometheus_url.rstrip("/") if "@" not in parts.netloc else \
+        f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[1]}{parts.path}".rstrip("/")
+    headers = {"Accept": "application/json"}
+    if "@" in parts.netloc:
+        headers.update(urllib3.util.make_headers(basic_auth=unquote(parts.netloc.rsplit("@", 1)[0])))
+    query = f'max({XID_METRIC}{{UUID="{uuid}"}})'
+
+    def get(url: str, fields: Mapping[str, str]) -> tuple[int, bytes]:
+        resp = urllib3.PoolManager().request("GET", url, fields=dict(fields), timeout=timeout, headers=headers)
+        return resp.status, resp.data
+    try:
+        status, body = (fetch or get)(base + "/api/v1/query", {"query": query})
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        return None, f"Prometheus at {base} cannot be reached: {exc}"
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if status != 200 or not isinstance(doc, dict):
+        return None, f"Prometheus at {base} answered {status} to {query!r}"
+    result = (doc.get("data") or {}).get("result") or []
+    if not result:
+        return None, f"Prometheus at {base} has no {XID_METRIC} series for GPU {uuid} (is dcgm-exporter scraped?)"
+    try:
+        return int(float(result[0]["value"][1])), ""
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None, f"Prometheus at {base} answered {query!r} with no readable value"

@@ -306,10 +306,11 @@ class TrainingRun:
         return ", ".join(f"{n}={(p.get('status') or {}).get('phase')}@{(p.get('spec') or {}).get('nodeName')}"
                          for n, p in sorted(self.pods.items())) or "none"
 
-    def _rank_gpu(self, rank: int, verb: str) -> tuple[Obj, str, int, str]:
+    def _rank_gpu(self, rank: int, verb: str, *, index_needed: bool = True) -> tuple[Obj, str, int | None, str]:
         """Under the lock: worker ``rank``'s running pod, its node, the index of its first GPU (the platform's
-        ``firedrill.dev/gpu-index`` binding, to aim) and that GPU's identity as its canary logged it (its start
-        line's ``gpus``, to follow); INCONCLUSIVE when either is missing (``verb``: what the fault does)."""
+        ``firedrill.dev/gpu-index`` binding, to aim; None where no platform says it and ``index_needed`` is false)
+        and that GPU's identity as its canary logged it (its start line's ``gpus``, to follow); INCONCLUSIVE when
+        a needed one is missing (``verb``: what the fault does)."""
         pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
         if pod is None:
             raise DrillInconclusive(f"worker {rank} of the canary job is not running; pods: {self._pod_summary()}")
@@ -317,11 +318,11 @@ class TrainingRun:
                  .split(",") if i.strip().isdigit()]
         start = next(iter(self.canary.of(CanaryEvent.START, [pod["metadata"]["uid"]])), None)
         named = (start.fields.get("gpus") if start is not None else None) or []
-        if not bound or not named:
+        if (index_needed and not bound) or not named:
             raise DrillInconclusive(f"worker {rank}'s pod {pod['metadata']['name']} does not say which GPU it "
                                     "holds (no firedrill.dev/gpu-index binding, or its canary logged no GPUs), "
                                     f"so no GPU of it can be {verb} and followed")
-        return pod, pod["spec"]["nodeName"], bound[0], str(named[0])
+        return pod, pod["spec"]["nodeName"], (bound[0] if bound else None), str(named[0])
 
     def _node_healthy(self, name: str) -> bool:
         node = self.nodes.get(name) or {}

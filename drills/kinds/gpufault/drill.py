@@ -28,7 +28,9 @@ from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
-from drills.target.xid import clear_xids, inject_xid, unhealthy_gpus, wait_seen
+from drills.target.faults import FaultError, run_command
+from drills.target.safety import SafetyError, check_blast_radius
+from drills.target.xid import XID_METRIC, clear_xids, dcgm_last_xid, inject_xid, unhealthy_gpus, wait_seen
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
@@ -38,9 +40,8 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
 """Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
 BACK_IN_SERVICE_S = 15.0
 """How long the rollback waits for the GPU to be allocatable again, so the next scenario finds the cluster whole."""
-REFERENCE_ONLY = ("a GPU fault is injected through the reference platform's node agent; a real cluster's "
-                  "injection (the profile's fault.xid command) and its confirmation (allocatable or DCGM's "
-                  "DCGM_FI_DEV_XID_ERRORS) are not built yet (issue 26)")
+NO_XID_COMMAND = ("this profile has no Xid injection: set fault.xid.command_template (a command with {node}, {uuid} "
+                  "and {xid}: your site's injector) in the target profile (docs/PROFILE.md, 'Xid injection')")
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,18 @@ class FailedGpu:
     """The GPU the drill failed."""
 
     node: str
-    index: int
+    index: int | None
+    """Its minor number where the platform says it (the reference platform's binding); None on a real cluster."""
     uuid: str
     """Its identity as the rank's canary logged it (``NVIDIA_VISIBLE_DEVICES``)."""
     xid: int
     rank: int
     allocatable_before: int
+
+    @property
+    def label(self) -> str:
+        """How a finding names it: its index, or its UUID where no index is known (a real cluster)."""
+        return self.uuid if self.index is None else str(self.index)
 
     @property
     def application(self) -> bool:
@@ -86,7 +93,8 @@ class GpuFaultDrill(TrainingRun, Drill):
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
-        return training_job_problem(profile) or (None if reference else REFERENCE_ONLY)
+        return training_job_problem(profile) or (None if reference or profile.fault.xid is not None
+                                                 else NO_XID_COMMAND)
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
@@ -95,11 +103,13 @@ class GpuFaultDrill(TrainingRun, Drill):
 
     # ----------------------------------------------------------------- act
     def fail_gpu(self, rank: int, xid: int) -> None:
-        """Fail the first GPU of worker ``rank``'s pod with ``xid``."""
+        """Fail the first GPU of worker ``rank``'s pod with ``xid``: through the node's agent on the reference
+        platform, through the profile's ``fault.xid`` command on a real cluster."""
         assert self.spec is not None, "start the canary job first"
         gpu = self.target.profile.gpu_resource
+        real = self.target.embedded is None
         with self._cond:
-            _, node, index, uuid = self._rank_gpu(rank, "failed")
+            _, node, index, uuid = self._rank_gpu(rank, "failed", index_needed=not real)
             before = allocatable_gpus(self.nodes.get(node) or {}, gpu)
             if before is None:
                 raise DrillInconclusive(f"node {node} reports no allocatable {gpu}")
@@ -110,16 +120,62 @@ class GpuFaultDrill(TrainingRun, Drill):
             self.victims = set(self.holders)
             self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
         self._seq += 1
-        inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": index,
-                                              "instance": None, "xid": xid})
+        detail: dict[str, object] = {"method": "xid"}
+        if real:
+            detail = self._inject_by_command(node, uuid, xid)
+        else:
+            inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": index,
+                                                  "instance": None, "xid": xid})
         with self._cond:
             clock = self.target.timeline.clock
             self._stamp("fault", Instant(clock.mono(), clock.wall()))
             self.allocatable_seen.append((0.0, before))
             self.result.details["fault"] = {"node": node, "gpu": index, "uuid": uuid, "xid": xid,
                                             "rank": rank, "application": self.failed.application,
-                                            "allocatable_before": before, "method": "xid"}
+                                            "allocatable_before": before, **detail}
             self._advance()
+
+    def _inject_by_command(self, node: str, uuid: str, xid: int) -> dict[str, object]:
+        """A real cluster: the profile's ``fault.xid`` command, behind the blast-radius check; its restore (a GPU
+        reset) is the rollback's. INCONCLUSIVE when it cannot be aimed or run."""
+        profile = self.target.profile
+        settings = profile.fault.xid
+        if settings is None:
+            raise DrillInconclusive(NO_XID_COMMAND)
+        if settings.uses("gpu"):
+            raise DrillInconclusive("fault.xid uses {gpu}, the GPU's minor number, which a pod on a real cluster "
+                                    "does not reveal to the harness; aim with {uuid} (the GPU's UUID, as the rank's "
+                                    "canary logged it)")
+        nodes = self.target.driver.list(NODE)
+        chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == node]
+        try:
+            radius = check_blast_radius(chosen or [{"metadata": {"name": node}}], nodes, profile.safety,
+                                        profile.gpu_resource)
+        except SafetyError as exc:
+            raise DrillInconclusive(f"the Xid is not injected on {node}: {exc}") from None
+        command = settings.command_for(node, None, None, xid, uuid)
+        try:
+            record = run_command(command, node, profile.fault.timeout_seconds)
+        except FaultError as exc:
+            raise DrillInconclusive(f"the Xid injection command could not run: {exc}") from None
+        restore = settings.restore_for(node, None, None, xid, uuid)
+        if restore is not None:
+            record.undo = lambda: run_command(restore, node, profile.fault.timeout_seconds)
+        self.target.faults_done.append(record)  # the restore runs on every exit path
+        if not record.confirmed:
+            raise DrillInconclusive(f"the Xid injection command failed: {record.detail}")
+        return {"method": "command", "command": command, "blast_radius": radius.describe(),
+                "restore": restore or "none: the GPU may need a reset by hand"}
+
+    def _dcgm_saw_it(self) -> tuple[bool | None, str]:
+        """A real cluster: did DCGM see the Xid on the failed GPU (through the profile's Prometheus)? (None: it
+        cannot be known, and why.)"""
+        failed = self.failed
+        assert failed is not None
+        seen, why = dcgm_last_xid(self.target.profile.leak_report.prometheus_url, failed.uuid)
+        if seen is None:
+            return None, why
+        return seen == failed.xid, f"DCGM's {XID_METRIC} for {failed.uuid} is {seen}"
 
     # ------------------------------------------------------------- observe
     def _out_of_service(self, node: Obj) -> bool:
@@ -174,10 +230,10 @@ class GpuFaultDrill(TrainingRun, Drill):
         with self._cond:
             given = self._given_again()
             self.result.measure(Measurement("pods given the failed GPU", float(len(given)), "pods",
-                                            note=f"GPU {failed.index} ({failed.uuid}) of {failed.node}, by each "
+                                            note=f"GPU {failed.label} ({failed.uuid}) of {failed.node}, by each "
                                                  "canary's start line"))
             if given:
-                self.result.fail(f"the failed GPU {failed.index} of {failed.node} ({failed.uuid}, Xid {failed.xid}) "
+                self.result.fail(f"the failed GPU {failed.label} of {failed.node} ({failed.uuid}, Xid {failed.xid}) "
                                  f"was given again to {', '.join(given)} while it was out of order: the platform "
                                  "kept it in service (each pod's canary named it in its start line)")
 
@@ -194,13 +250,20 @@ class GpuFaultDrill(TrainingRun, Drill):
         node showed instead and the pods given the dead GPU since."""
         failed = self.failed
         if failed is not None and phase == "detect" and "fault" in self.instants and "detect" not in self.instants:
+            if self.target.embedded is None:
+                saw, why = self._dcgm_saw_it()
+                if not saw:  # the injection itself is unconfirmed: no claim about the platform
+                    raise DrillInconclusive(
+                        f"GPU {failed.uuid} of {failed.node} never left allocatable after the Xid {failed.xid} "
+                        f"injection, and the injection cannot be confirmed: {why}; point prometheus.url at a "
+                        "Prometheus that scrapes dcgm-exporter, or check fault.xid.command_template")
             with self._cond:
                 node = self.nodes.get(failed.node) or {}
                 alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
                 said = ("though its agent named it unhealthy" if failed.index in unhealthy_gpus(node)
                         else "no GPU was named unhealthy")  # context only: the verdict is allocatable's
                 again = self._given_again()
-            self.result.fail(f"the platform kept the failed GPU {failed.index} of {failed.node} in service after Xid "
+            self.result.fail(f"the platform kept the failed GPU {failed.label} of {failed.node} in service after Xid "
                              f"{failed.xid}: allocatable stayed {alloc} of {failed.allocatable_before} and {said}"
                              + (f"; {len(again)} pod(s) were given the dead GPU again since: {', '.join(again)}"
                                 if again else ""))
@@ -222,13 +285,18 @@ class GpuFaultDrill(TrainingRun, Drill):
                 return True
             return clock.mono() >= until
         self._wait(out, max(0.0, until - clock.mono()) + 0.5)
+        if not withdrawn_at and self.target.embedded is None:
+            saw, why = self._dcgm_saw_it()
+            if not saw:  # a GPU that stayed in service proves nothing if the Xid never reached it
+                raise DrillInconclusive(f"GPU {failed.uuid} of {failed.node} stayed allocatable after the Xid "
+                                        f"{failed.xid} injection, but the injection cannot be confirmed: {why}")
         self.result.measure(Measurement("GPUs taken out of service", float(bool(withdrawn_at)), "GPUs",
-                                        note=(f"GPU {failed.index} of {failed.node} left allocatable "
+                                        note=(f"GPU {failed.label} of {failed.node} left allocatable "
                                               f"{withdrawn_at[0]:.2f} s after Xid {failed.xid}") if withdrawn_at
-                                        else f"GPU {failed.index} of {failed.node} stayed allocatable for "
+                                        else f"GPU {failed.label} of {failed.node} stayed allocatable for "
                                              f"{seconds:g} s after Xid {failed.xid}"))
         if withdrawn_at:
-            self.result.fail(f"the platform took GPU {failed.index} of {failed.node} out of service after Xid "
+            self.result.fail(f"the platform took GPU {failed.label} of {failed.node} out of service after Xid "
                              f"{failed.xid}, an application error (the program's fault, not the GPU's): a healthy "
                              "GPU is lost to every later job")
 
@@ -242,6 +310,9 @@ class GpuFaultDrill(TrainingRun, Drill):
         """Remove the injection (the GPU returns to service), then what :class:`TrainingRun` undoes; wait for the
         GPU to be allocatable again so the next scenario finds the cluster whole. Never raises."""
         failed = self.failed
+        if failed is not None and self.target.embedded is None:
+            super().rollback()  # the restore command (a GPU reset) is among the target's faults
+            return
         if failed is not None:
             try:
                 clear_xids(self.target.driver, failed.node)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,6 +33,7 @@ from refplatform.agent.pods import PodSync, PodWorker
 from refplatform.agent.runtime import ProcessWorkload
 from refplatform.agent.workload import TrainingWorkload
 from refplatform.core.resources import GPU_INDEX_ANNOTATION
+from refplatform.gpu.identity import gpu_uuid
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_FB_USED_MIB", "DEFAULT_MFU", "MFU_ANNOTATION", "GpuCollector", "GpuMetrics"]
 
@@ -49,8 +49,6 @@ DEFAULT_MFU = 0.4
 DEFAULT_FB_USED_MIB = 512
 """Framebuffer a running container uses when its pod sets no ``firedrill.dev/memory-mib``."""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-_UUID_NS = uuid.UUID("6f1c1d7e-9a53-4b43-9d55-2f8b2c1e7a10")
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,9 @@ class GpuCollector(Collector):
         self.gpu_model = gpu_model or model
 
     def gpu_uuid(self, gpu: int) -> str:
-        return f"GPU-{uuid.uuid5(_UUID_NS, f'{self.node}/{gpu}')}"
+        """The same identity the device plugin tells the GPU's pods (``NVIDIA_VISIBLE_DEVICES``), as dcgm-exporter's
+        ``UUID`` label and the device plugin agree on a real node."""
+        return gpu_uuid(self.node, gpu)
 
     def _workers(self) -> list[PodWorker]:
         for _ in range(5):  # the pod sync thread may change the dict while we copy it

@@ -31,7 +31,7 @@ class Clock:
 
 def drill_with(xid: int = 79) -> GpuFaultDrill:
     clock = Clock()
-    target = SimpleNamespace(profile=reference_profile(),
+    target = SimpleNamespace(profile=reference_profile(), embedded=object(),
                              timeline=SimpleNamespace(clock=clock, action=lambda *a, **k: None))
     drill = GpuFaultDrill(target=target, result=DrillResult("gpu-fault"), run_id="r")  # type: ignore[arg-type]
     drill.spec = SimpleNamespace(min_available=2)  # type: ignore[assignment]

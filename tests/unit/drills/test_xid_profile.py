@@ -63,8 +63,8 @@ def test_xid_is_independent_of_the_node_fault_method(tmp_path: Path) -> None:
                               "got an integer"),
     ({"command_template": GOOD, "restore_template": "reset {gpu}"},
      "fault.xid.restore_template: 'reset {gpu}' has no {node} placeholder"),
-    ({"command_template": GOOD, "restore_template": "reset {node} {uuid}"},
-     "fault.xid.restore_template: unknown placeholder(s) {uuid}"),
+    ({"command_template": GOOD, "restore_template": "reset {node} {serial}"},
+     "fault.xid.restore_template: unknown placeholder(s) {serial}"),
     ({"command_template": GOOD, "restore_templte": "x"}, "fault.xid.restore_templte: unknown field; did you mean 'restore_template'?"),
     ("inject {node} {xid}", "fault.xid: expected a mapping of command_template, restore_template, got a string"),
 ])

@@ -1,0 +1,80 @@
+"""The GPU fault feature against the real control plane, through a profile's ``fault.xid`` command (issue 26).
+
+Four refplatform agents are the kubelets of an upstream control plane (tuned as the node-pull test runs it);
+the shipped ``features/gpu_fault.feature`` runs unedited with the ``native`` flavor. The profile's
+``fault.xid.command_template`` is ``xidctl.py inject ... {node} {uuid} {xid}`` (the GPU aimed by the UUID the
+rank's canary logged, the one thing a real pod reveals), its ``restore_template`` ``xidctl.py clear``. The
+profile names no Prometheus, so DCGM's ``DCGM_FI_DEV_XID_ERRORS`` cannot be read:
+
+- Xid 79 (12.1): the GPU leaves the Node's allocatable as upstream's API server stores it (the agent is the
+  device plugin), which confirms the injection and times detect; the rest is the real Job controller and
+  kube-scheduler. The verdict is the harness's own;
+- Xid 13 (12.3), an application error: the GPU rightly stays allocatable, and nothing can confirm the Xid ever
+  reached it, so the scenario is INCONCLUSIVE naming prometheus.url: never a PASS on an unconfirmed fault.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realk8s.firedrill import firedrill_run as run
+from tests.realk8s.test_native_nodepull import NAMESPACE, PullCluster, start_pull_cluster
+
+pytestmark = pytest.mark.realk8s
+
+REPO = Path(__file__).resolve().parents[2]
+FEATURE = REPO / "features" / "gpu_fault.feature"
+XIDCTL = Path(__file__).with_name("xidctl.py")
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PullCluster]:
+    made = start_pull_cluster(realk8s_bin_dir, tmp_path_factory.mktemp("gpufault"), ())
+    try:
+        yield made
+    finally:
+        made.agents.close()
+        made.cluster.stop()
+
+
+def profile_yaml(made: PullCluster) -> str:
+    kubeconfig = made.cluster.admin_kubeconfig
+    inject = f"{sys.executable} {XIDCTL} inject {kubeconfig} {{node}} {{uuid}} {{xid}}"
+    clear = f"{sys.executable} {XIDCTL} clear {kubeconfig} {{node}}"
+    return "\n".join([
+        "apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-gpufault", "flavor: native",
+        f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
+        "fault:", "  method: kubelet-stop", "  timeout_seconds: 30",
+        "  xid:", f"    command_template: {json.dumps(inject)}", f"    restore_template: {json.dumps(clear)}",
+        "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3",
+        "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
+
+
+def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gpu_cluster: PullCluster,
+                                                                             tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / FEATURE.name).write_text(FEATURE.read_text())  # the shipped feature, unedited
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(gpu_cluster))
+    proc, scenarios = run(gpu_cluster.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
+                          timeout=RUN_TIMEOUT_S, extra=("-k", "bus or application"))
+    out = proc.stdout + proc.stderr
+    by = {s["scenario"]: s for s in scenarios}
+    bus = next(s for name, s in by.items() if "falls off the bus" in name)
+    app = next(s for name, s in by.items() if "application's own Xid" in name)
+    measured = {m["name"]: m["value"] for m in bus["measurements"]}
+    figures = ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if isinstance(v, float))
+    print(f"GPU fault on the real control plane: Xid 79 {bus['verdict']} ({figures}; {bus.get('findings')} "
+          f"{bus.get('error') or ''}); Xid 13 {app['verdict']}: {app.get('error') or app.get('findings')}")
+    fault = bus["details"]["fault"]
+    assert fault["method"] == "command" and "xidctl.py inject" in fault["command"] and fault["gpu"] is None, out
+    assert measured["detect"] is not None and measured["detect"] <= 3, out  # allocatable dropped: confirmed
+    assert bus["verdict"] in ("PASS", "FAIL"), out  # judged, on the harness's own measurements
+    assert app["verdict"] == "INCONCLUSIVE" and "prometheus.url" in (app.get("error") or json.dumps(app)), out
