@@ -1,4 +1,4 @@
-"""The blip feature's scenario 13.2 against the real kube-controller-manager, under two flag sets (issue 26,
+"""The blip feature's scenario 14.2 against the real kube-controller-manager, under two flag sets (issue 26,
 Done-when 3).
 
 Four refplatform agents are the kubelets of an upstream control plane. ``firedrill run --kubeconfig`` runs the
@@ -81,7 +81,7 @@ def test_most_nodes_losing_the_control_plane_evicts_nothing_upstream(blip_cluste
     out = proc.stdout + proc.stderr
     (scenario,) = scenarios
     measured = {m["name"]: m["value"] for m in scenario["measurements"]}
-    print(f"blip 13.2 on kube-controller-manager ({flags}): {scenario['verdict']}; " + ", ".join(
+    print(f"blip 14.2 on kube-controller-manager ({flags}): {scenario['verdict']}; " + ", ".join(
         f"{k} {v:.2f}" for k, v in measured.items() if v is not None))
     assert scenario["details"]["fault"]["nodes"] and len(scenario["details"]["fault"]["nodes"]) == 3, out
     assert proc.returncode == 0 and scenario["verdict"] == "PASS", out
