@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from drills.kube.driver import EVENT, NODE, POD, RESOURCES, KubeError, Resource
@@ -154,6 +154,9 @@ class TrainingRun:
     STARTS: ClassVar[dict[str, str]] = {"detect": "fault", "evict": "detect", "replace": "evict", "resume": "replace",
                                         "total": "fault"}
     """The instant each phase is timed from (``total``: it ends at the resume)."""
+    MAX_RETRY: ClassVar[int | None] = None
+    """Restarts the canary job may take before its controller gives up (None: the flavor's default, Volcano's 3);
+    a kind whose job meets many faults raises it."""
 
     target: Target
     result: DrillResult
@@ -204,6 +207,8 @@ class TrainingRun:
                                     "whole; free capacity, or lower the numbers in your copy of the feature")
         self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
                                     priority_class=priority_class)
+        if self.MAX_RETRY is not None:
+            self.spec = replace(self.spec, max_retry=self.MAX_RETRY)
         driver, ns = self.target.driver, profile.namespace
         self.canary.listeners.append(self._on_canary)
         self.follower = LogFollower(driver, self._on_log_line, self.target.timeline.clock)

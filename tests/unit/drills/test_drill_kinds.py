@@ -77,8 +77,8 @@ def context() -> ScenarioContext:
 
 def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
-    assert packages == ["baseline", "blip", "controlplane", "gang", "governance", "gpufault", "isolation", "leak",
-                        "nodepull", "serving", "straggler"]
+    assert packages == ["baseline", "blip", "campaign", "controlplane", "gang", "governance", "gpufault", "isolation",
+                        "leak", "nodepull", "serving", "straggler"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     for package in packages:
         mine = [cls for cls in KINDS.values() if cls.__module__.startswith(f"drills.kinds.{package}.")]
@@ -86,7 +86,7 @@ def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
         module = importlib.import_module(f"drills.kinds.{package}.steps")
         assert any(s.name in vars(module) for s in SENTENCES), f"drills/kinds/{package}/steps.py has no sentence"
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
-        "baseline-comparison", "blip", "control-plane", "gang-submission", "governance", "gpu-fault",
+        "baseline-comparison", "blip", "campaign", "control-plane", "gang-submission", "governance", "gpu-fault",
         "leak-identification", "node-pull", "partition-isolation", "serving", "straggler"}
 
 
