@@ -45,3 +45,12 @@ def free_gpus_per_node(target: Target) -> dict[str, int]:
             name = n["metadata"]["name"]
             free[name] = int((status.get("allocatable") or {}).get(gpu, 0)) - used.get(name, 0)
     return free
+
+
+def allocatable_gpus(node: Obj, gpu_resource: str) -> int | None:
+    """The GPUs a Node offers the scheduler (``status.allocatable``): what a device plugin's health decides."""
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None

@@ -31,6 +31,7 @@ from drills.kube.driver import NODE, KubeError
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
+from drills.target.capacity import allocatable_gpus
 from drills.target.faultmix import FaultKind, FaultMix, ScheduledFault, describe, schedule
 from drills.target.faults import FaultRecord
 from drills.target.profile import FaultMethod, FaultUnavailable, TargetProfile
@@ -192,7 +193,7 @@ class CampaignDrill(TrainingRun, Drill):
             # every incarnation so far, gone or not: a resumption must come from a rank started after this fault
             fault.before = frozenset({p["metadata"]["uid"] for p in self.pods.values()}
                                      | {ln.uid for ln in self.canary.snapshot()})
-            fault.allocatable_before = _allocatable(self.nodes.get(fault.node) or {},
+            fault.allocatable_before = allocatable_gpus(self.nodes.get(fault.node) or {},
                                                     self.target.profile.gpu_resource)
         try:
             self._inject(fault)
@@ -293,7 +294,7 @@ class CampaignDrill(TrainingRun, Drill):
         if fault.kind in NODE_METHODS:
             return not self._node_healthy(fault.node)
         if fault.kind is FaultKind.GPU_XID:
-            alloc = _allocatable(node, self.target.profile.gpu_resource)
+            alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
             return alloc is not None and fault.allocatable_before is not None and alloc < fault.allocatable_before
         return any(isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT
                    for t in (node.get("spec") or {}).get("taints") or [])
@@ -373,10 +374,3 @@ class CampaignDrill(TrainingRun, Drill):
                 self._undo(fault)
         super().rollback()
 
-
-def _allocatable(node: Obj, resource: str) -> int | None:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None

@@ -27,6 +27,7 @@ from drills.kube.driver import NODE, KubeError
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
+from drills.target.capacity import allocatable_gpus
 from drills.target.profile import TargetProfile
 from drills.target.faults import FaultError, run_command
 from drills.target.safety import SafetyError, check_blast_radius
@@ -65,14 +66,6 @@ class FailedGpu:
     @property
     def application(self) -> bool:
         return self.xid in APPLICATION_XIDS
-
-
-def allocatable_gpus(node: Obj, gpu_resource: str) -> int | None:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
 
 
 @register
