@@ -7,7 +7,8 @@ evidence records the defect.  :func:`test_the_honest_platform_passes_every_scena
 the same scenarios without any defect: they pass, so each FAIL below is the defect's doing.
 
 A run takes from ten seconds (gang, isolation) to two minutes (``no-spare`` waits out every phase of the
-node pull); run one entry with ``pytest tests/integration/test_defect_zoo.py -k no-spare``.  The command
+node pull); the runs go two at a time (:data:`PARALLEL`), only those of the selected tests; run one entry
+with ``pytest tests/integration/test_defect_zoo.py -k no-spare``.  The command
 line around the zoo is checked here too: ``--help``, usage errors, and ``firedrill up --defect`` reaching
 every platform process.
 """
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -258,20 +260,42 @@ def firedrill_run(tmp_path: Path, features: list[str], keyword: str, *defects: s
     return out, json.loads(records[-1].read_text()) if records else {}
 
 
+PARALLEL = 2
+"""Runs at a time: each is an embedded platform whose processes mostly wait on timers, so two share this
+machine's two cores without slowing each other much, and the matrix takes about half as long."""
+
+
 @pytest.fixture(scope="module")
-def honest(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """One honest run of every catching scenario (the load scenarios are most of its time), shared by the test
-    that it passes and by each defect's timing."""
+def zoo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Future]:
+    """Every run the selected tests need, started at once, ``PARALLEL`` at a time: the honest run of every
+    catching scenario (the load scenarios are most of its time) under the key ``"honest"``, and one run per
+    selected matrix entry under its :class:`Catch`. A test waits only for the runs it reads."""
+    selected = [item.callspec.params["catch"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "catch" in item.callspec.params]
+    pool = ThreadPoolExecutor(max_workers=PARALLEL)
+    request.addfinalizer(lambda: pool.shutdown(wait=True, cancel_futures=True))
     features = sorted({c.feature for c in MATRIX})
-    keywords = sorted({c.keyword for c in MATRIX})
-    return firedrill_run(tmp_path_factory.mktemp("honest"), features, " or ".join(keywords), timeout=580)
+    keywords = " or ".join(sorted({c.keyword for c in MATRIX}))
+    runs: dict[Any, Future] = {"honest": pool.submit(firedrill_run, tmp_path_factory.mktemp("honest"), features,
+                                                     keywords, timeout=580)}
+    for catch in selected:
+        runs[catch] = pool.submit(firedrill_run, tmp_path_factory.mktemp(catch.defect), [catch.feature],
+                                  catch.keyword, catch.defect)
+    return runs
 
 
-@pytest.mark.timeout(900)  # the first one also waits for the honest run
+@pytest.fixture(scope="module")
+def honest(zoo: dict[Any, Future]) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """One honest run of every catching scenario, shared by the test that it passes and by each defect's timing."""
+    result: tuple[subprocess.CompletedProcess[str], dict] = zoo["honest"].result()
+    return result
+
+
+@pytest.mark.timeout(1500)  # the runs go two at a time: the last entry may wait for most of the matrix
 @pytest.mark.parametrize("catch", PARAMS)
-def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(tmp_path: Path, catch: Catch,
+def test_the_defect_makes_its_scenario_fail_naming_the_broken_promise(catch: Catch, zoo: dict[Any, Future],
                                                                       honest: tuple[Any, dict]) -> None:
-    out, record = firedrill_run(tmp_path, [catch.feature], catch.keyword, catch.defect)
+    out, record = zoo[catch].result()
     text = out.stdout + out.stderr
     assert out.returncode == 1, text
     assert re.search(catch.promise, out.stdout), f"no match for {catch.promise!r} in:\n{text}"
