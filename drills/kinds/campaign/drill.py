@@ -38,6 +38,7 @@ from drills.target.profile import FaultMethod, FaultUnavailable, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
 from drills.target.throttle import clear_throttle, inject_throttle
 from drills.target.xid import clear_xids, inject_xid
+from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
 from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
 
@@ -323,12 +324,27 @@ class CampaignDrill(TrainingRun, Drill):
             self.result.measure(Measurement("faults injected", float(len(injected)), "faults",
                                             note=f"{len(self.plan)} planned, {len(self.plan) - len(injected)} "
                                                  "skipped or not reached"))
+            self.result.details.update(self._chart(start, end, injected))
             self.result.details["campaign"].update({
                 "faults": [f.as_dict() for f in self.faults],
                 "goodput": {"window_s": g.window_s, "effective_s": g.effective_s, "percent": g.percent,
                             "steps_counted": g.steps_counted, "steps_recomputed": g.steps_recomputed,
                             "badput_s": g.badput.as_dict()},
                 "recovered": len(recovered)})
+
+    def _chart(self, start: Instant, end: Instant, injected: list[CampaignFault]) -> dict[str, Any]:
+        """Under the lock: the report's step curve (rank 0's step number against seconds from the campaign's start,
+        one line per incarnation of the job, by the canary's own clock) with each fault marked."""
+        points = [{"t": round(ln.ts - start.wall, 3), "rank": 0, "generation": ln.generation, "step": ln.step}
+                  for ln in self.canary.snapshot() if ln.event is CanaryEvent.STEP and ln.rank == 0
+                  and start.wall <= ln.ts <= end.wall]
+        marks = {f"fault {f.scheduled.index + 1}": {"mono": f.instants["fault"].mono, "wall": f.instants["fault"].wall}
+                 for f in injected}
+        return {"instants": {"fault": {"mono": start.mono, "wall": start.wall}, **marks},
+                "step_times": {"value": "step", "unit": "", "marks": list(marks), "points": points,
+                               "caption": "seconds from the campaign's start; rank 0's step number, one line per "
+                                          "incarnation of the job (its canary's own clock): a fault is where a line "
+                                          "ends and the next one starts lower"}}
 
     # --------------------------------------------------------------- judge
     def judge_recoveries(self, limit: float) -> None:

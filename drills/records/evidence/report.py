@@ -49,7 +49,7 @@ GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("re
 BLIP_PHASES = (("outage", "fault", "end"), ("ready", "end", "ready"))
 STRAGGLER_PHASES = (("named", "fault", "named"), ("recovered", "fault", "recovered"))
 RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "blip": BLIP_PHASES,
-                   "straggler": STRAGGLER_PHASES}
+                   "straggler": STRAGGLER_PHASES, "campaign": ()}
 """The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
 PHASE_COLOURS = {"detect": "#c4314b", "named": "#c4314b", "outage": "#c4314b", "evict": "#d9730d", "off": "#d9730d",
                  "replace": "#2f6fb0", "recovered": "#2e8540", "ready": "#2e8540",
@@ -308,6 +308,7 @@ def step_chart(details: dict[str, Any]) -> StepChart | None:
     rank's previous step, so a pause is a spike)."""
     raw = details.get("step_times") or {}
     key = str(raw.get("value") or "compute_s")
+    unit = str(raw.get("unit", "s"))  # the y axis's unit ("" for a step number)
     pts = [{**p, "compute_s": p.get(key)} for p in raw.get("points") or [] if isinstance(p, dict)
            and _num(p.get("t")) is not None and _num(p.get(key)) is not None]
     if not pts:
@@ -336,7 +337,8 @@ def step_chart(details: dict[str, Any]) -> StepChart | None:
             marks.append((x(at - fault), name))
     chart = StepChart(1000, bottom + 40, left, plot_w, top, bottom,
                       [Tick(x(t0 + t), fmt_tick(round(t0 + t, 3))) for t in x_ticks],
-                      [(y(v), fmt_tick(v)) for v in y_ticks], lines, marks)
+                      [(y(v), fmt_tick(v) if unit == "s" else f"{v:g}{' ' + unit if unit else ''}") for v in y_ticks],
+                      lines, marks)
     if raw.get("caption"):
         chart.caption = str(raw["caption"])
     return chart

@@ -750,3 +750,17 @@ def test_the_straggler_chart_draws_each_rank_per_run_with_its_instants() -> None
     assert [label for _, label in chart.marks] == ["fault", "named"]  # recovered falls after the last point
     assert chart.ticks[0].label == "-1 s"
     assert step_chart({}) is None
+
+
+def test_a_series_may_name_its_own_value_caption_and_marks_as_the_campaign_and_the_blip_do() -> None:
+    from drills.records.evidence.report import step_chart
+    points = [{"t": t, "rank": 0, "generation": g, "step": s}
+              for t, g, s in [(1.0, "a", 10), (9.0, "a", 90), (12.0, "b", 85), (20.0, "b", 165)]]
+    chart = step_chart({"step_times": {"value": "step", "unit": "", "caption": "rank 0's step number",
+                                       "marks": ["fault 1"],
+                                       "points": points},
+                        "instants": {"fault": {"mono": 100.0}, "fault 1": {"mono": 109.5}}})
+    assert chart is not None and chart.caption == "rank 0's step number"
+    assert [label for _, label in chart.marks] == ["fault 1"]
+    assert [label for label, _, _ in chart.lines] == ["rank 0 (run 1)", "rank 0 (run 2)"]
+    assert [label for _, label in chart.y_ticks][-1] == "200"  # step numbers, not seconds
