@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,7 @@ def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True,
         kubectl(cluster.admin_kubeconfig, "apply", "-f", "-",
                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": SETUP}))
         tenant, node = settle_tenants(cluster, agents, (DRILL_NS, TENANT_NS, NEIGHBOUR_NS), nodes, NODES[0], work)
+        _wait_edit_aggregated(tenant)
     except BaseException:
         agents.close()
         cluster.stop()
@@ -187,6 +189,22 @@ def governed(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         made.agents.close()
         made.cluster.stop()
+
+
+def _wait_edit_aggregated(tenant: Path, deadline_s: float = 60.0) -> None:
+    """``edit`` is an aggregated ClusterRole: kube-controller-manager's clusterrole-aggregation controller fills
+    its rules from ``system:aggregate-to-edit`` some time after the control plane starts (seconds on a loaded
+    machine). Wait for that, with a deadline, before asking what the tenant may do."""
+    end = time.monotonic() + deadline_s
+    while True:
+        answer = kubectl(tenant, "auth", "can-i", "create", "pods", "--subresource=eviction", "-n", TENANT_NS,
+                         check=False).stdout.strip()
+        if answer == "yes":
+            return
+        if time.monotonic() >= end:
+            raise AssertionError(f"the edit ClusterRole was not aggregated within {deadline_s:g} s of the control "
+                                 f"plane's start (the tenant may not evict in {TENANT_NS}: {answer!r})")
+        time.sleep(0.5)
 
 
 def _features(work: Path, only: str | None = None) -> Path:
