@@ -105,8 +105,15 @@ def test_the_github_workflow_runs_nightly_keeps_the_nights_and_fails_on_fail_or_
     after = steps[steps.index(run) + 1:]
     assert all("!cancelled()" in s.get("if", "") for s in after[1:]), \
         "trend, JUnit and archives are kept even on a night that FAILed"
-    trend = next(s for s in after if "firedrill trend" in s.get("run", ""))
+    trend = next(s for s in after if s.get("run", "").startswith("firedrill trend"))
     assert "continue-on-error" not in trend and "||" not in trend["run"], "a regression must fail the job"
+    campaign = next(s for s in after if s.get("id") == "campaign")
+    lines = campaign["run"].splitlines()
+    assert "continue-on-error" not in campaign and "firedrill verify" in campaign["run"]
+    assert lines[-1] == 'test "$run_code" -eq 0 && test "$trend_code" -eq 0', \
+        "a campaign below its thresholds, or its trend regressing, fails the job"
+    assert any("campaign.outputs.run_id" in s.get("if", "") for s in after if s.get("uses", "").startswith(
+        "actions/upload-artifact")), "tonight's campaign archive is kept"
     saved = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save"))
     restored = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore"))
     assert saved["with"]["path"] == restored["with"]["path"] == "reports"
@@ -129,8 +136,11 @@ def test_the_gitlab_job_runs_nightly_keeps_the_nights_and_fails_on_fail_or_regre
     run = next(line for line in script if line.startswith("firedrill run"))
     assert "--repeat" in run and run.endswith("|| run_code=$?")
     assert any(line.startswith("firedrill trend") and line.endswith("|| trend_code=$?") for line in script)
-    assert script[-1] == 'test "$run_code" -eq 0 && test "$trend_code" -eq 0', \
-        "the job fails when the run FAILed or the trend found a regression, after both ran"
+    assert script[-1] == ('test "$run_code" -eq 0 && test "$trend_code" -eq 0 && test "$campaign_code" -eq 0 '
+                          '&& test "$campaign_trend" -eq 0'), \
+        "the job fails when the run or the campaign FAILed or a trend found a regression, after all ran"
+    assert any(line.startswith('firedrill verify "$campaigns/') for line in script)
+    assert any(line.startswith('firedrill trend "$campaigns"') for line in script)
 
 
 def _scripts() -> list[tuple[str, str]]:
@@ -146,8 +156,16 @@ def test_every_firedrill_command_line_parses_with_firedrill_itself() -> None:
         assert {a[0] for a in argvs} == {"run", "verify", "trend"}, (ci, argvs)
         for argv in argvs:
             ctx = _parse(argv)
-            if argv[0] == "run":
+            if argv[0] == "run" and ctx.params["features"] == Path("features"):
                 assert ctx.params["repeat"] == 3 and ctx.params["reports"] == Path("$REPORTS")
+            elif argv[0] == "run":  # the nightly campaign: one scenario of examples/campaigns, in its own ledger
+                assert ctx.params["features"] == Path("examples/campaigns") and ctx.params["keyword"]
+                assert ctx.params["reports"] in (Path("$CAMPAIGNS"), Path("$campaigns"))
+                titles = [line for path in (REPO / "examples" / "campaigns").glob("*.feature")
+                          for line in path.read_text().splitlines() if line.strip().startswith("Scenario")]
+                assert sum(ctx.params["keyword"] in t for t in titles) == 1, "-k picks the one short campaign"
+        runs = [argv for argv in argvs if argv[0] == "run"]
+        assert len(runs) == 2, (ci, runs)
 
 
 @pytest.mark.parametrize(("argv", "error"), [(["run", "--repeats", "3"], "NoSuchOption"),
