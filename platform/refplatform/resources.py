@@ -109,10 +109,16 @@ PRIORITYCLASSES = ResourceType(SCHEDULING, "v1", "priorityclasses", "prioritycla
                                ("pc",), (), ("metadata.name",))
 RESOURCEQUOTAS = ResourceType(CORE, "v1", "resourcequotas", "resourcequota", "ResourceQuota", Scope.NAMESPACED,
                               ("quota",), ("status",))
+CONFIGMAPS = ResourceType(CORE, "v1", "configmaps", "configmap", "ConfigMap", Scope.NAMESPACED, ("cm",))
+SECRETS = ResourceType(CORE, "v1", "secrets", "secret", "Secret", Scope.NAMESPACED,
+                       field_selectors=("metadata.name", "metadata.namespace", "type"))
+SERVICEACCOUNTS = ResourceType(CORE, "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", Scope.NAMESPACED,
+                               ("sa",))
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
     SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES, RESOURCEQUOTAS,
+    CONFIGMAPS, SECRETS, SERVICEACCOUNTS,
 )
 
 

@@ -112,7 +112,23 @@ STEPS: tuple[Step, ...] = (
     step("get --raw /openapi/v2",
          "the reference platform serves only OpenAPI v3; kubectl 1.32 uses v2 only as a fallback"),
     step("create token default",
-         "service accounts and TokenRequest are not served by the reference platform"),
+         "TokenRequest (serviceaccounts/token) is not served by the reference platform"),
+    # issue 28: what a workload is configured with, and a tenant's rights
+    step("create configmap cfg --from-literal=a=1 --from-literal=b=2"),
+    step("get configmap cfg -o jsonpath={.data.a},{.data.b}"),
+    step("get configmap kube-root-ca.crt -o jsonpath={.metadata.name}"),
+    step("create secret generic creds --from-literal=token=s3cret"),
+    step("get secret creds -o jsonpath={.type},{.data.token}"),
+    step("create serviceaccount trainer"),
+    step("get serviceaccounts -o name"),
+    step("auth can-i create pods"),
+    step("auth can-i create pods --subresource=binding"),
+    step("auth whoami -o jsonpath={.status.userInfo.groups}",
+         "the admin identity's groups differ: kube-apiserver's admin is in kubeadm:cluster-admins or "
+         "system:masters as the test cluster set it up; the reference platform's in system:masters"),
+    step("delete configmap cfg"),
+    step("delete secret creds"),
+    step("delete serviceaccount trainer"),
 )
 
 MASKS: tuple[tuple[re.Pattern[str], str], ...] = (

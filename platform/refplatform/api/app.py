@@ -32,7 +32,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from refplatform import jsoncodec
-from refplatform.api import discovery, leakreport, protobuf, tokenreview
+from refplatform.api import accessreview, discovery, leakreport, openapiv2, protobuf, tokenreview
 from refplatform.api import errors as E
 from refplatform.api.audit import AuditLog, AuditMiddleware, AuditNote, note_of
 from refplatform.api.auth import ANONYMOUS_ADMIN, Identity, TokenAuthenticator
@@ -131,7 +131,9 @@ class ApiServer:
     """Where audited requests are recorded (refplatform.api.audit); None: nothing is recorded."""
 
     def __post_init__(self) -> None:
-        self.openapi = OpenApi(self.service.registry, {g: list(vs) for g, vs in discovery.EXTRA_GROUPS.items()})
+        self._v2: openapiv2.Served | None = None
+        self.openapi = OpenApi(self.service.registry,
+                              {g: list(vs) for g, vs in discovery.LEAK_REPORT_GROUPS.items()})
         self.service.store.subscribe(self.hub.notify)
         defects = self.settings.defects
         if Defect.LOSE_ACKED_WRITES in defects:
@@ -159,12 +161,24 @@ class ApiServer:
             if path == tokenreview.PATH:
                 return json_response(tokenreview.review(request, who, await read_body(
                     request, self.settings.max_body_bytes), self.authenticator, note), 201)
+            review = accessreview.REVIEWS.get(path)
+            if review is not None:
+                if request.method != "POST":
+                    raise E.method_not_allowed(request.method, review.group_resource)
+                body = parse_body(await read_body(request, self.settings.max_body_bytes),
+                                  check_media_type(request, review))
+                return json_response(accessreview.review(review, who, body, note, self.service.registry,
+                                                         node_writes_any=self.node_writes_any), 201)
             note.reason = "an authenticated user reads discovery and OpenAPI (the leak report and /metrics: " \
                 "cluster-admin only)"
             if self.usage is not None and path in leakreport.PATHS:
                 # Off the event loop: a long window takes a while to account and must not stall watches.
                 return await run_in_threadpool(leakreport.serve, self.usage, request, who, path,
                                                Defect.MISRANKED_LEAKS in self.settings.defects)
+            if path == "/openapi/v2":
+                if request.method != "GET":
+                    raise E.method_not_allowed(request.method, path)
+                return self._openapi_v2(request)
             if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
                 if request.method != "GET":
                     raise E.method_not_allowed(request.method, path)
@@ -224,6 +238,17 @@ class ApiServer:
         headers["Cache-Control"] = "public, immutable" if request.query_params.get("hash") == doc.hash \
             else "no-cache, private"
         return Response(doc.body, media_type="application/json", headers=headers)
+
+    def _openapi_v2(self, request: Request) -> Response:
+        """``/openapi/v2`` (refplatform.api.openapiv2): protobuf when asked for, as kubectl does, else JSON."""
+        if self._v2 is None:
+            self._v2 = openapiv2.build([json.loads(d.body) for d in self.openapi.documents.values()])
+        headers = {"ETag": self._v2.etag, "Vary": "Accept"}
+        if request.headers.get("if-none-match") == self._v2.etag:
+            return Response(status_code=304, headers=headers)
+        if openapiv2.ACCEPT_PROTOBUF in request.headers.get("accept", ""):
+            return Response(self._v2.protobuf_body, media_type=openapiv2.PROTOBUF, headers=headers)
+        return Response(self._v2.json_body, media_type="application/json", headers=headers)
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
         if path == "/version":

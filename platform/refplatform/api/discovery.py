@@ -12,11 +12,26 @@ from typing import Any
 from refplatform import KUBE_VERSION
 from refplatform.resources import ALL_VERBS, REGISTRY, Registry, ResourceType
 
-EXTRA_GROUPS: dict[str, dict[str, list[dict[str, Any]]]] = {
+LEAK_REPORT_GROUPS: dict[str, dict[str, list[dict[str, Any]]]] = {
     "firedrill.dev": {"v1alpha1": [{"name": "leakreport", "singularName": "leakreport", "namespaced": False,
                                     "kind": "LeakReport", "verbs": ["get"]}]},
 }
-"""Groups served outside the resource registry: the leak report (refplatform.api.leakreport), read-only."""
+"""The leak report (refplatform.api.leakreport), read-only; it has an OpenAPI document."""
+REVIEW_GROUPS: dict[str, dict[str, list[dict[str, Any]]]] = {
+    "authorization.k8s.io": {"v1": [
+        {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": False,
+         "kind": "SelfSubjectAccessReview", "verbs": ["create"]},
+        {"name": "selfsubjectrulesreviews", "singularName": "selfsubjectrulesreview", "namespaced": False,
+         "kind": "SelfSubjectRulesReview", "verbs": ["create"]}]},
+    "authentication.k8s.io": {"v1": [
+        {"name": "selfsubjectreviews", "singularName": "selfsubjectreview", "namespaced": False,
+         "kind": "SelfSubjectReview", "verbs": ["create"]},
+        {"name": "tokenreviews", "singularName": "tokenreview", "namespaced": False, "kind": "TokenReview",
+         "verbs": ["create"]}]},
+}
+"""Reviews, created and answered, never stored (refplatform.api.accessreview, refplatform.api.tokenreview)."""
+EXTRA_GROUPS = {**LEAK_REPORT_GROUPS, **REVIEW_GROUPS}
+"""Groups served outside the resource registry."""
 
 SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"],
                      "eviction": ["create"], "binding": ["create"], "scale": ["get", "patch", "update"]}

@@ -5,8 +5,9 @@ Writes two files under ``refplatform/api/data/`` (docs/KUBECTL.md, "Where the sc
 ``k8s-protobuf.json``
     The protobuf field table of the built-in messages kubectl and client-go send
     (Pod, Namespace, Node, Event, Binding, Eviction, Lease, Deployment, ReplicaSet, Service,
-    EndpointSlice, HorizontalPodAutoscaler, Scale, PriorityClass, ResourceQuota, DeleteOptions and every
-    message they reach): field number, JSON name, wire type, and the Go struct tags
+    EndpointSlice, HorizontalPodAutoscaler, Scale, PriorityClass, ResourceQuota, ConfigMap, Secret,
+    ServiceAccount, SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, DeleteOptions and
+    every message they reach): field number, JSON name, wire type, and the Go struct tags
     that decide the JSON form (omitempty, pointer, ``json:",inline"``).  Read from
     ``generated.proto`` and the Go types of the ``k8s.io/api`` and
     ``k8s.io/apimachinery`` modules (Apache-2.0), e.g. from the Go module cache::
@@ -49,6 +50,8 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "k8s.io.api.autoscaling.v1": ("api", "autoscaling/v1"),
     "k8s.io.api.autoscaling.v2": ("api", "autoscaling/v2"),
     "k8s.io.api.scheduling.v1": ("api", "scheduling/v1"),
+    "k8s.io.api.authorization.v1": ("api", "authorization/v1"),
+    "k8s.io.api.authentication.v1": ("api", "authentication/v1"),
     "k8s.io.apimachinery.pkg.apis.meta.v1": ("apimachinery", "pkg/apis/meta/v1"),
     "k8s.io.apimachinery.pkg.runtime": ("apimachinery", "pkg/runtime"),
     "k8s.io.apimachinery.pkg.runtime.schema": ("apimachinery", "pkg/runtime/schema"),
@@ -66,12 +69,16 @@ ROOTS = (
     "k8s.io.api.discovery.v1.EndpointSlice",
     "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler", "k8s.io.api.autoscaling.v1.Scale",
     "k8s.io.api.scheduling.v1.PriorityClass", "k8s.io.api.core.v1.ResourceQuota",
+    "k8s.io.api.core.v1.ConfigMap", "k8s.io.api.core.v1.Secret", "k8s.io.api.core.v1.ServiceAccount",
+    "k8s.io.api.authorization.v1.SelfSubjectAccessReview", "k8s.io.api.authorization.v1.SelfSubjectRulesReview",
+    "k8s.io.api.authentication.v1.SelfSubjectReview",
     # not sent by clients, but described in the OpenAPI documents (refplatform.api.openapi)
     "k8s.io.api.core.v1.PodList", "k8s.io.api.core.v1.NamespaceList", "k8s.io.api.core.v1.NodeList",
     "k8s.io.api.core.v1.EventList", "k8s.io.api.coordination.v1.LeaseList",
     "k8s.io.api.apps.v1.DeploymentList", "k8s.io.api.apps.v1.ReplicaSetList", "k8s.io.api.core.v1.ServiceList",
     "k8s.io.api.discovery.v1.EndpointSliceList", "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList",
     "k8s.io.api.scheduling.v1.PriorityClassList", "k8s.io.api.core.v1.ResourceQuotaList",
+    "k8s.io.api.core.v1.ConfigMapList", "k8s.io.api.core.v1.SecretList", "k8s.io.api.core.v1.ServiceAccountList",
     "k8s.io.apimachinery.pkg.apis.meta.v1.Status", "k8s.io.apimachinery.pkg.apis.meta.v1.TypeMeta",
 )
 

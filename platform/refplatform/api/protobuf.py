@@ -49,7 +49,9 @@ UNKNOWN = "k8s.io.apimachinery.pkg.runtime.Unknown"
 GROUP_PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
                   "policy": "k8s.io.api.policy.v1", "apps": "k8s.io.api.apps.v1",
                   "discovery.k8s.io": "k8s.io.api.discovery.v1", "autoscaling": "k8s.io.api.autoscaling.v2",
-                  "scheduling.k8s.io": "k8s.io.api.scheduling.v1"}
+                  "scheduling.k8s.io": "k8s.io.api.scheduling.v1",
+                  "authorization.k8s.io": "k8s.io.api.authorization.v1",
+                  "authentication.k8s.io": "k8s.io.api.authentication.v1"}
 #: (group, version) -> proto package where a group's versions live in different packages.
 VERSION_PACKAGES = {("autoscaling", "v1"): "k8s.io.api.autoscaling.v1"}
 #: Kinds that every group accepts and that live in meta/v1.

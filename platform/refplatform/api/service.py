@@ -21,6 +21,7 @@ from typing import Any
 from refplatform import jsoncodec
 from refplatform.api import errors as E
 from refplatform.api.auth import Identity
+from refplatform.api.configobjects import fold_string_data, update_causes
 from refplatform.api.errors import ApiError, Cause
 from refplatform.api.priority import PriorityAdmission
 from refplatform.api.quota import QuotaAdmission
@@ -28,7 +29,9 @@ from refplatform.api.restrictions import Restrictions, Write
 from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
-from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, Registry, ResourceType
+from refplatform.resources import (
+    CONFIGMAPS, NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
+)
 from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
 from refplatform.store import (
     Change, ChangesCompacted, EventType, ObjectExists, ObjectNotFound, Store, VersionConflict,
@@ -293,6 +296,11 @@ class ApiService:
             self.priority.admit_update(rt, current, new)
         if rt is PODS and subresource != "status":
             self._check_pod_spec_update(current, new)
+        if rt in (CONFIGMAPS, SECRETS):
+            causes = fold_string_data(new) if rt is SECRETS else []
+            causes += update_causes(rt.kind, current, new)
+            if causes:
+                raise E.invalid(rt, new["metadata"]["name"], causes)
         self._admit(rt, new)
         self.restrictions.check(by, Write(verb, rt, subresource, current, new))
         if new.get("spec") != current.get("spec"):

@@ -21,6 +21,7 @@ from refplatform.resources import (
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
 from refplatform.resources import RESOURCEQUOTAS
+from refplatform.resources import CONFIGMAPS, SECRETS, SERVICEACCOUNTS
 
 Obj = dict[str, Any]
 
@@ -249,6 +250,11 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         NAME, AGE, Column("Request", lambda o, c: _quota_cells(o, limits=False)),
         Column("Limit", lambda o, c: _quota_cells(o, limits=True)),
     ),
+    CONFIGMAPS.key: (NAME, Column("Data", lambda o, c: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+                                  type="integer"), AGE),
+    SECRETS.key: (NAME, Column("Type", _path("type", default="Opaque")),
+                  Column("Data", lambda o, c: len(o.get("data") or {}), type="integer"), AGE),
+    SERVICEACCOUNTS.key: (NAME, Column("Secrets", lambda o, c: len(o.get("secrets") or []), type="integer"), AGE),
     NAMESPACES.key: (NAME, Column("Status", _path("status", "phase", default="Active")), AGE),
     LEASES.key: (NAME, Column("Holder", _path("spec", "holderIdentity", default="")),
                  Column("Renewed", _path("spec", "renewTime", default="")), AGE),

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from refplatform.api.configobjects import validate_configmap, validate_secret, validate_serviceaccount
 from refplatform.api.errors import Cause
 from refplatform.api.priority import validate_priority_class
 from refplatform.resources import (
@@ -24,6 +25,7 @@ from refplatform.resources import (
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
 from refplatform.resources import RESOURCEQUOTAS
+from refplatform.resources import CONFIGMAPS, SECRETS, SERVICEACCOUNTS
 
 Obj = dict[str, Any]
 
@@ -495,6 +497,7 @@ VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     HPAS.key: _hpa,
     PRIORITYCLASSES.key: validate_priority_class,
     RESOURCEQUOTAS.key: _resource_quota,
+    CONFIGMAPS.key: validate_configmap, SECRETS.key: validate_secret, SERVICEACCOUNTS.key: validate_serviceaccount,
 }
 
 

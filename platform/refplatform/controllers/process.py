@@ -23,6 +23,7 @@ from refplatform.controllers.healer import HealerController
 from refplatform.controllers.health import HealthProber
 from refplatform.controllers.loadbalancer import LoadBalancerController
 from refplatform.controllers.manager import Controller, ControllerManager
+from refplatform.controllers.namespacedefaults import RootCAPublisher, ServiceAccountController
 from refplatform.controllers.nodelifecycle import NodeLifecycleController
 from refplatform.controllers.scheduler import SchedulerController
 from refplatform.controllers.tainteviction import TaintEvictionController
@@ -119,6 +120,8 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "straggler": lambda client, args: StragglerController(
         client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
         accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects),
+    "serviceaccount": lambda client, args: ServiceAccountController(client),
+    "root-ca-cert-publisher": lambda client, args: RootCAPublisher(client, args.ca_file),
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
 
@@ -128,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m refplatform.controllers",
         description="Run the reference platform's controllers (scheduler, node lifecycle, taint eviction, "
                     "Volcano jobs, healer, Deployments and ReplicaSets, Service endpoints, the loopback load "
-                    "balancer) against its API server.")
+                    "balancer, each namespace's default ServiceAccount and kube-root-ca.crt) against its API server.")
     p.add_argument("--api", required=True, metavar="URL", help="API server URL, e.g. https://127.0.0.1:6443")
     p.add_argument("--token-file", type=Path,
                    help="file holding the controllers' bearer token (the embedded cluster's: "

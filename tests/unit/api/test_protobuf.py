@@ -83,7 +83,7 @@ def test_delete_options_and_unknown_fields_are_ignored() -> None:
 @pytest.mark.parametrize("body, message", [
     (b"{}", "magic number"),
     (MAGIC + b"\x0a\x05\x0a", "runs past the end"),
-    (envelope("v1", "ConfigMap", b""), "no protobuf decoding for ConfigMap"),
+    (envelope("v1", "ReplicationController", b""), "no protobuf decoding for ReplicationController"),
     (envelope("scheduling.volcano.sh/v1beta1", "PodGroup", b""), "no protobuf decoding for PodGroup"),
     (envelope("v1", "Pod", field(1, field(1, b"\xff\xfe"))), "not UTF-8"),
     (envelope("v1", "Pod", b"\x0b"), "unsupported wire type 3"),

@@ -1,0 +1,181 @@
+"""The everyday kubectl commands of issue 28, run by the machine's kubectl against a started reference cluster:
+ConfigMaps, Secrets and ServiceAccounts as ``kubectl create`` makes them, each namespace's ``default``
+ServiceAccount and ``kube-root-ca.crt``, ``kubectl auth can-i`` (and ``--list``) answered by the gates that
+decide real requests, ``kubectl auth whoami``; bad input refused with upstream's field paths, and no Secret
+value in an error.  Side by side with kube-apiserver: ``tests/realk8s/kubectl_table.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from refplatform.cluster import Cluster, ClusterSpec, wait_until
+from tests.integration.kube import api_client
+
+pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
+
+KUBECTL = shutil.which("kubectl")
+if KUBECTL is None:
+    pytest.skip("kubectl is not installed (.ci/run installs it)", allow_module_level=True)
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+SECRET_VALUE = "s3cr3t-never-printed"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(ClusterSpec(tmp_path_factory.mktemp("kubectl-everyday"), nodes=1, heartbeat=0.5,
+                            controllers=("scheduler", "serviceaccount", "root-ca-cert-publisher")))
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _kubectl(kubeconfig: Path, cache: Path) -> Kubectl:
+    def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        argv = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, input=stdin)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+    return run
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return _kubectl(cluster.kubeconfig, tmp_path_factory.mktemp("cache-admin"))
+
+
+@pytest.fixture(scope="module")
+def tenant(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return _kubectl(cluster.tenant_kubeconfig("tenant-a"), tmp_path_factory.mktemp("cache-tenant"))
+
+
+def test_configmap_from_literals_and_a_file(kubectl: Kubectl, tmp_path: Path) -> None:
+    (tmp_path / "app.properties").write_text("lr=0.1\nbatch=32\n")
+    kubectl("create", "configmap", "train-config", "--from-literal=epochs=3",
+            f"--from-file={tmp_path / 'app.properties'}")
+    got = json.loads(kubectl("get", "configmap", "train-config", "-o", "json").stdout)
+    assert got["data"] == {"epochs": "3", "app.properties": "lr=0.1\nbatch=32\n"}
+    row = kubectl("get", "cm", "train-config").stdout.splitlines()
+    assert row[0].split() == ["NAME", "DATA", "AGE"] and row[1].split()[:2] == ["train-config", "2"]
+    kubectl("delete", "configmap", "train-config")
+
+
+def test_secret_generic_is_stored_base64_and_never_echoed(kubectl: Kubectl, cluster: Cluster) -> None:
+    out = kubectl("create", "secret", "generic", "registry", f"--from-literal=token={SECRET_VALUE}")
+    assert SECRET_VALUE not in out.stdout + out.stderr
+    got = json.loads(kubectl("get", "secret", "registry", "-o", "json").stdout)
+    assert got["type"] == "Opaque" and base64.b64decode(got["data"]["token"]).decode() == SECRET_VALUE
+    table = kubectl("get", "secrets").stdout
+    assert table.splitlines()[0].split() == ["NAME", "TYPE", "DATA", "AGE"] and SECRET_VALUE not in table
+    # stringData is write-only: folded into data, never stored as such
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "from-strings"}, "stringData": {"password": SECRET_VALUE}}))
+    stored = json.loads(kubectl("get", "secret", "from-strings", "-o", "json").stdout)
+    assert "stringData" not in stored and base64.b64decode(stored["data"]["password"]).decode() == SECRET_VALUE
+    audit = (cluster.data_dir / "audit.log").read_text()
+    assert '"resource":"secrets"' in audit.replace(" ", "") and SECRET_VALUE not in audit
+
+
+def test_bad_secrets_are_refused_naming_the_field_not_the_value(kubectl: Kubectl) -> None:
+    tls = kubectl("create", "-f", "-", check=False, stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "half-tls"}, "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": SECRET_VALUE}}))
+    assert tls.returncode != 0 and "data[tls.key]: Required value" in tls.stderr
+    assert SECRET_VALUE not in tls.stderr
+    big = kubectl("create", "-f", "-", check=False, stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "too-big"},
+        "data": {"blob": base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()}}))
+    assert big.returncode != 0 and "data: Too long: may not be more than 1048576 bytes" in big.stderr
+    key = kubectl("create", "-f", "-", check=False, stdin=json.dumps({  # `create configmap` checks keys itself
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad-key"}, "data": {"no/slash": "1"}}))
+    assert key.returncode != 0 and 'data[no/slash]: Invalid value: "no/slash": a valid config key' in key.stderr
+
+
+def test_an_immutable_configmap_keeps_its_data(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "frozen"}, "immutable": True, "data": {"a": "1"}}))
+    out = kubectl("patch", "configmap", "frozen", "-p", '{"data": {"a": "2"}}', check=False)
+    assert out.returncode != 0 and "data: Forbidden: field is immutable when `immutable` is set" in out.stderr
+    assert json.loads(kubectl("get", "cm", "frozen", "-o", "json").stdout)["data"] == {"a": "1"}
+
+
+def test_every_namespace_gets_its_default_service_account_and_root_ca(kubectl: Kubectl, cluster: Cluster) -> None:
+    kubectl("create", "namespace", "team-x")
+    v1 = client.CoreV1Api(api_client(cluster))
+    wait_until(lambda: any(s.metadata.name == "default" for s in v1.list_namespaced_service_account("team-x").items),
+               20, "the default ServiceAccount of team-x")
+    assert kubectl("get", "serviceaccounts", "-n", "team-x", "-o", "name").stdout.split() == ["serviceaccount/default"]
+    wait_until(lambda: any(c.metadata.name == "kube-root-ca.crt"
+                           for c in v1.list_namespaced_config_map("team-x").items), 20, "kube-root-ca.crt")
+    ca = json.loads(kubectl("get", "cm", "kube-root-ca.crt", "-n", "team-x", "-o", "json").stdout)["data"]["ca.crt"]
+    assert ca == cluster.ca_file.read_text()
+    kubectl("create", "serviceaccount", "trainer", "-n", "team-x")
+    assert "serviceaccount/trainer" in kubectl("get", "sa", "-n", "team-x", "-o", "name").stdout
+
+
+def test_auth_can_i_tells_a_tenant_the_truth(tenant: Kubectl, kubectl: Kubectl) -> None:
+    assert kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    yes = tenant("auth", "can-i", "create", "pods")
+    assert yes.returncode == 0 and yes.stdout.strip() == "yes"
+    for question in (["create", "pods", "--subresource=binding"], ["create", "pods", "-n", "firedrill-neighbour"],
+                     ["patch", "nodes"], ["update", "resourcequotas"], ["list", "pods", "--all-namespaces"]):
+        no = tenant("auth", "can-i", *question, check=False)
+        assert no.returncode == 1 and no.stdout.strip().startswith("no"), (question, no.stdout, no.stderr)
+    # what it was told holds: the refusal it predicted is what the server does
+    refused = tenant("create", "configmap", "x", "-n", "firedrill-neighbour", "--from-literal=a=1", check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr
+    listed = tenant("auth", "can-i", "--list").stdout
+    assert "configmaps" in listed and "pods/binding" not in listed
+
+
+def test_auth_whoami(tenant: Kubectl) -> None:
+    out = tenant("auth", "whoami", "-o", "json")
+    info = json.loads(out.stdout)["status"]["userInfo"]
+    assert info["username"] == "tenant-a" and "system:authenticated" in info["groups"]
+
+
+def _configmap(name: str, **data: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def test_a_list_as_kubectl_writes_it_is_validated_created_and_deleted(kubectl: Kubectl, tmp_path: Path) -> None:
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        _configmap("one", a="1"), _configmap("two", b="2")]}))
+    out = kubectl("create", "-f", str(listed))
+    assert out.stdout.split() == ["configmap/one", "created", "configmap/two", "created"]
+    exported = kubectl("get", "configmap", "one", "two", "-o", "json").stdout  # kubectl writes a List
+    assert json.loads(exported)["kind"] == "List"
+    kubectl("delete", "-f", str(listed))
+    # kubectl validates a List's items itself, against /openapi/v2 (asked for as protobuf)
+    bad = tmp_path / "bad-list.json"
+    bad.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {**_configmap("three", c="3"), "dataa": {}}]}))
+    refused = kubectl("create", "-f", str(bad), check=False)
+    assert refused.returncode != 0 and 'unknown field "dataa"' in refused.stderr, refused.stderr
+    assert "three" not in kubectl("get", "configmaps", "-o", "name").stdout
+
+
+def test_a_two_document_file_applies_and_reapplies(kubectl: Kubectl, tmp_path: Path) -> None:
+    both = tmp_path / "both.yaml"
+    both.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: job-config}\ndata: {lr: '0.1'}\n---\n"
+                    "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: job-runner}\n")
+    assert kubectl("apply", "-f", str(both)).stdout.split() == [
+        "configmap/job-config", "created", "serviceaccount/job-runner", "created"]
+    both.write_text(both.read_text().replace("'0.1'", "'0.2'"))
+    assert kubectl("apply", "-f", str(both)).stdout.split() == [
+        "configmap/job-config", "configured", "serviceaccount/job-runner", "unchanged"]
+    assert json.loads(kubectl("get", "cm", "job-config", "-o", "json").stdout)["data"] == {"lr": "0.2"}
+    kubectl("delete", "-f", str(both))
