@@ -31,12 +31,13 @@ from drills.target.leakreport.model import Hole
 from drills.target.profile import FaultMethod
 
 DURATION_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "second": 1.0,
-                  "seconds": 1.0, "min": 60.0, "minute": 60.0, "minutes": 60.0}
+                  "seconds": 1.0, "min": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0,
+                  "hours": 3600.0}
 CONFIGURED_METHOD = "the configured fault method"
 
 
 def parse_duration(text: str) -> float:
-    """'5 seconds', '500 ms', '2 minutes', '1.5 s' -> seconds; more than zero."""
+    """'5 seconds', '500 ms', '2 minutes', '8 hours', '1.5 s' -> seconds; more than zero."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*", text)
     if not m:
         raise PlaceholderError(text, "not a duration", "write a number and a unit, e.g. '5 seconds', '500 ms', "

@@ -19,7 +19,7 @@ def test_docs_steps_md_is_generated_from_the_code() -> None:
 
 
 @pytest.mark.parametrize("text, seconds", [("5 seconds", 5.0), ("500 ms", 0.5), ("2 minutes", 120.0),
-                                           ("1.5 s", 1.5), ("1 second", 1.0)])
+                                           ("1.5 s", 1.5), ("1 second", 1.0), ("8 hours", 28800.0)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
