@@ -179,3 +179,25 @@ def test_a_two_document_file_applies_and_reapplies(kubectl: Kubectl, tmp_path: P
         "configmap/job-config", "configured", "serviceaccount/job-runner", "unchanged"]
     assert json.loads(kubectl("get", "cm", "job-config", "-o", "json").stdout)["data"] == {"lr": "0.2"}
     kubectl("delete", "-f", str(both))
+
+
+def test_diff_and_server_dry_runs_change_nothing(kubectl: Kubectl, tmp_path: Path, cluster: Cluster) -> None:
+    cm = tmp_path / "cm.yaml"
+    cm.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dry}\ndata: {a: '1'}\n")
+    kubectl("apply", "-f", str(cm))
+    cm.write_text(cm.read_text().replace("'1'", "'2'"))
+    diff = kubectl("diff", "-f", str(cm), check=False)
+    assert diff.returncode == 1 and '-  a: "1"' in diff.stdout and '+  a: "2"' in diff.stdout
+    assert json.loads(kubectl("get", "cm", "dry", "-o", "json").stdout)["data"] == {"a": "1"}, \
+        "kubectl diff sends dryRun=All: the live object must not change"
+    assert "created (server dry run)" in kubectl("create", "configmap", "ghost", "--from-literal=a=1",
+                                                  "--dry-run=server").stdout
+    assert kubectl("delete", "configmap", "dry", "--dry-run=server").returncode == 0
+    names = kubectl("get", "configmaps", "-o", "name").stdout.split()
+    assert "configmap/dry" in names and "configmap/ghost" not in names
+    v1 = client.CoreV1Api(api_client(cluster))
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        v1.delete_namespaced_config_map("dry", "default", dry_run="Some")
+    assert refused.value.status == 400
+    assert json.loads(refused.value.body)["message"] == 'dryRun: Unsupported value: "Some": supported values: "All"'
+    kubectl("delete", "-f", str(cm))

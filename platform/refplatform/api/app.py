@@ -296,6 +296,7 @@ class ApiServer:
         if name is None and method != "POST":
             raise E.method_not_allowed(method, f"{rt.group_resource} (collection)")
         self._authorize(request, who, verb, rt, ns, name or "", sub)
+        dry = dry_run(q.getlist("dryRun"), sub)
         media = check_media_type(request, rt)
         raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
             request.headers.get("content-length") not in (None, "0") else b""
@@ -306,7 +307,7 @@ class ApiServer:
                 note.name = (body.get("metadata") or {}).get("name", "") \
                     if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
                 warnings = self._check_fields(request, rt, body)
-                obj = self.service.create(rt, ns, body, by=who)
+                obj = self.service.create(rt, ns, body, by=who, dry_run=dry)
                 note.name = obj["metadata"]["name"]
                 return with_warnings(json_response(obj, 201), warnings)
             if rt is PODS and sub == "binding":
@@ -321,7 +322,8 @@ class ApiServer:
         if method == "PUT":
             body = parse_body(raw, media)
             warnings = self._check_fields(request, rt, body)
-            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub, by=who)), warnings)
+            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub, by=who, dry_run=dry)),
+                                 warnings)
         if method == "PATCH":
             warnings = []
             if media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
@@ -329,11 +331,15 @@ class ApiServer:
                     warnings = self._check_fields(request, rt, json.loads(raw))
                 except ValueError:
                     pass  # refplatform.patching names the bad body
-            patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub, by=who)
+            patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub, by=who,
+                                         dry_run=dry)
             return with_warnings(json_response(patched), warnings)
         body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
-        return json_response(self.service.delete(rt, ns, name, opts, by=who))
+        if isinstance(body, dict) and body.get("dryRun"):  # kubectl puts it in the DeleteOptions body
+            dry = dry_run([str(v) for v in body["dryRun"]] if isinstance(body["dryRun"], list)
+                          else [str(body["dryRun"])], sub) or dry
+        return json_response(self.service.delete(rt, ns, name, opts, by=who, dry_run=dry))
 
     def _write_scale(self, request: Request, rt: ResourceType, ns: str, name: str, raw: bytes,
                      media: str) -> dict[str, Any]:
@@ -551,6 +557,21 @@ def check_media_type(request: Request, rt: ResourceType) -> str:
     raise E.unsupported_media_type(
         f'the body of the request was in an unknown format ("{media}") - accepted media types '
         f"include: {accepted}")
+
+
+def dry_run(values: list[str], subresource: str) -> bool:
+    """``?dryRun=All``: admit the write as it would be made and store nothing (``kubectl diff``, ``--dry-run=server``
+    send it). Any other value is refused, as upstream; so is a dry run of a subresource with side effects
+    (binding, eviction, scale), which is not implemented here, rather than performed for real."""
+    if not values:
+        return False
+    bad = [v for v in values if v != "All"]
+    if bad:
+        raise E.bad_request(f'dryRun: Unsupported value: "{bad[0]}": supported values: "All"')
+    if subresource not in ("", "status"):
+        raise E.bad_request(f"dryRun is not supported for the {subresource} subresource here; send the request "
+                            "without dryRun")
+    return True
 
 
 def parse_body(raw: bytes, media: str) -> Any:

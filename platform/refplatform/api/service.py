@@ -207,8 +207,10 @@ class ApiService:
         return used
 
     # ------------------------------------------------------------------- writes
-    def create(self, rt: ResourceType, namespace: str, body: Any, by: Identity | None = None) -> Obj:
-        """Create an object; ``by`` is the caller (None: in-process, not restricted by identity)."""
+    def create(self, rt: ResourceType, namespace: str, body: Any, by: Identity | None = None,
+               dry_run: bool = False) -> Obj:
+        """Create an object; ``by`` is the caller (None: in-process, not restricted by identity). ``dry_run``
+        (``?dryRun=All``): admit it as a create would, store nothing, answer what would have been stored."""
         obj = self._check_kind(rt, jsoncodec.clone(body), namespace, None)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -224,6 +226,11 @@ class ApiService:
             self.quota.admit(obj)
         if rt is RESOURCEQUOTAS:
             obj["status"] = self.quota.status_of(namespace, obj)
+        if dry_run:
+            if self.store.find(rt.key, namespace if rt.namespaced else "", meta["name"]) is not None:
+                raise E.already_exists(rt, meta["name"])
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=self.now())
+            return obj
         if rt is PODS and self.lose_every:
             self._pod_creates += 1
             if self._pod_creates % self.lose_every == 0:
@@ -244,7 +251,7 @@ class ApiService:
         return obj
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "",
-               by: Identity | None = None) -> Obj:
+               by: Identity | None = None, dry_run: bool = False) -> Obj:
         obj = self._check_kind(rt, jsoncodec.clone(body), namespace, name)
         expect_rv = obj["metadata"].get("resourceVersion")
         if not expect_rv:
@@ -253,10 +260,10 @@ class ApiService:
 
         def replace(current: Obj) -> Obj:
             return self._merge_update(rt, current, obj, subresource, "update", by)
-        return self._write(rt, namespace, name, replace, expect_rv)
+        return self._write(rt, namespace, name, replace, expect_rv, dry_run=dry_run)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, body: bytes, content_type: str,
-              subresource: str = "", by: Identity | None = None) -> Obj:
+              subresource: str = "", by: Identity | None = None, dry_run: bool = False) -> Obj:
         media = content_type.split(";")[0].strip().lower()
         expect: list[str | None] = [None]
 
@@ -273,7 +280,7 @@ class ApiService:
             if expect[0] == current["metadata"]["resourceVersion"]:
                 expect[0] = None  # a patch that does not name a version applies to the latest
             return self._merge_update(rt, current, new, subresource, "patch", by)
-        return self._write(rt, namespace, name, patched, None, expect)
+        return self._write(rt, namespace, name, patched, None, expect, dry_run=dry_run)
 
     def _merge_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str, verb: str = "update",
                       by: Identity | None = None) -> Obj:
@@ -323,7 +330,9 @@ class ApiService:
                 "FieldValueForbidden")])
 
     def _write(self, rt: ResourceType, namespace: str, name: str, fn: Callable[[Obj], Obj],
-               expect_rv: str | None, late_expect: list[str | None] | None = None) -> Obj:
+               expect_rv: str | None, late_expect: list[str | None] | None = None, dry_run: bool = False) -> Obj:
+        """Replace an object by ``fn(current)`` if its version is the one expected; a dry run checks the same and
+        answers the replacement without storing it (its resourceVersion stays the current one's)."""
         ns = namespace if rt.namespaced else ""
 
         def guarded(current: Obj) -> Obj:
@@ -334,6 +343,11 @@ class ApiService:
                                       "latest version and try again")
             return new
         try:
+            if dry_run:
+                current = self.store.find(rt.key, ns, name)
+                if current is None:
+                    raise ObjectNotFound(name)
+                return guarded(jsoncodec.clone(current))
             result = self.store.mutate(rt.key, ns, name, guarded)
         except ObjectNotFound:
             raise E.not_found(rt, name) from None
@@ -364,7 +378,7 @@ class ApiService:
 
     # ------------------------------------------------------------------ delete
     def delete(self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions,
-               by: Identity | None = None) -> Obj:
+               by: Identity | None = None, dry_run: bool = False) -> Obj:
         ns = namespace if rt.namespaced else ""
         current = self.get(rt, ns, name)
         self.restrictions.check(by, Write("delete", rt, "", current, None))
@@ -376,6 +390,8 @@ class ApiService:
             raise E.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
                                        f"{opts.resource_version}, ResourceVersion in object meta: "
                                        f"{current['metadata']['resourceVersion']}")
+        if dry_run:
+            return current
         if rt is NAMESPACES:
             self._delete_namespace_contents(name)
         grace = self._grace_period(rt, current, opts)
