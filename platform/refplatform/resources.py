@@ -75,6 +75,7 @@ APPS = "apps"
 DISCOVERY = "discovery.k8s.io"
 AUTOSCALING = "autoscaling"
 SCHEDULING = "scheduling.k8s.io"
+BATCH = "batch"
 
 NAMESPACES = ResourceType(CORE, "v1", "namespaces", "namespace", "Namespace", Scope.CLUSTER,
                           ("ns",), ("status",), ("metadata.name", "status.phase"))
@@ -109,6 +110,8 @@ PRIORITYCLASSES = ResourceType(SCHEDULING, "v1", "priorityclasses", "prioritycla
                                ("pc",), (), ("metadata.name",))
 RESOURCEQUOTAS = ResourceType(CORE, "v1", "resourcequotas", "resourcequota", "ResourceQuota", Scope.NAMESPACED,
                               ("quota",), ("status",))
+JOBS = ResourceType(BATCH, "v1", "jobs", "job", "Job", Scope.NAMESPACED, (), ("status",), categories=("all",))
+"""Listed before the Volcano groups, so that ``kubectl get jobs`` means these, as on a cluster with Volcano."""
 CONFIGMAPS = ResourceType(CORE, "v1", "configmaps", "configmap", "ConfigMap", Scope.NAMESPACED, ("cm",))
 SECRETS = ResourceType(CORE, "v1", "secrets", "secret", "Secret", Scope.NAMESPACED,
                        field_selectors=("metadata.name", "metadata.namespace", "type"))
@@ -116,7 +119,7 @@ SERVICEACCOUNTS = ResourceType(CORE, "v1", "serviceaccounts", "serviceaccount", 
                                ("sa",))
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
-    NAMESPACES, NODES, PODS, EVENTS, LEASES, PODGROUPS, QUEUES, VCJOBS,
+    NAMESPACES, NODES, PODS, EVENTS, LEASES, JOBS, PODGROUPS, QUEUES, VCJOBS,
     SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES, RESOURCEQUOTAS,
     CONFIGMAPS, SECRETS, SERVICEACCOUNTS,
 )

@@ -239,15 +239,16 @@ class Store:
             return self._compacted_rv
 
     # ------------------------------------------------------------------- writes
-    def create(self, type_key: str, obj: Obj, *, now: str) -> Obj:
-        """Store a new object; fills uid, creationTimestamp and resourceVersion."""
+    def create(self, type_key: str, obj: Obj, *, now: str, uid: str | None = None) -> Obj:
+        """Store a new object; fills uid (``uid`` when the caller already chose it), creationTimestamp and
+        resourceVersion."""
         with self._lock:
             key = _key(obj)
             if key in self._objects.get(type_key, {}):
                 raise ObjectExists(key[1])
             obj = jsoncodec.clone(obj)
             meta = obj.setdefault("metadata", {})
-            meta["uid"] = str(uuid.uuid4())
+            meta["uid"] = uid or str(uuid.uuid4())
             meta["creationTimestamp"] = now
             meta.setdefault("generation", 1)
             return self._commit(type_key, EventType.ADDED, obj, None)

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ SECRET_VALUE = "s3cr3t-never-printed"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(ClusterSpec(tmp_path_factory.mktemp("kubectl-everyday"), nodes=1, heartbeat=0.5,
-                            controllers=("scheduler", "serviceaccount", "root-ca-cert-publisher")))
+                            controllers=("scheduler", "job", "serviceaccount", "root-ca-cert-publisher")))
     c.start()
     try:
         yield c
@@ -201,3 +202,56 @@ def test_diff_and_server_dry_runs_change_nothing(kubectl: Kubectl, tmp_path: Pat
     assert refused.value.status == 400
     assert json.loads(refused.value.body)["message"] == 'dryRun: Unsupported value: "Some": supported values: "All"'
     kubectl("delete", "-f", str(cm))
+
+
+def test_a_job_runs_to_complete_and_an_indexed_job_replaces_a_lost_pod_after_the_back_off(
+        kubectl: Kubectl, tmp_path: Path, cluster: Cluster) -> None:
+    kubectl("create", "job", "hello", "--image=busybox", "--", "sh", "-c", "echo hello from a job")
+    kubectl("wait", "--for=condition=complete", "job/hello", "--timeout=60s")
+    assert kubectl("logs", "job/hello").stdout == "hello from a job\n"
+    row = kubectl("get", "job", "hello").stdout.splitlines()
+    assert row[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert row[1].split()[:3] == ["hello", "Complete", "1/1"]
+
+    indexed = tmp_path / "indexed.yaml"
+    indexed.write_text("""\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: ranks}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimitPerIndex: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: [sh, -c, "echo rank $JOB_COMPLETION_INDEX; sleep 600"]
+""")
+    kubectl("apply", "-f", str(indexed))
+    v1 = client.CoreV1Api(api_client(cluster))
+
+    def ranks() -> dict[str, str]:
+        return {p.metadata.annotations["batch.kubernetes.io/job-completion-index"]: p.metadata.name
+                for p in v1.list_namespaced_pod("default", label_selector="batch.kubernetes.io/job-name=ranks").items
+                if p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+    wait_until(lambda: len(ranks()) == 2, 30, "both ranks running")
+    first = ranks()
+    assert kubectl("logs", first["1"]).stdout == "rank 1\n"
+    asked = datetime.now(timezone.utc)
+    kubectl("delete", "pod", first["1"], "--wait=false")
+    wait_until(lambda: ranks().get("1") not in (None, first["1"]), 40, "index 1 replaced")
+    replaced = v1.read_namespaced_pod(ranks()["1"], "default")
+    assert replaced.metadata.annotations["batch.kubernetes.io/job-index-failure-count"] == "1"
+    assert replaced.spec.hostname == "ranks-1" and replaced.metadata.owner_references[0].kind == "Job"
+    status = json.loads(kubectl("get", "job", "ranks", "-o", "json").stdout)["status"]
+    assert status["failed"] == 1 and status["active"] == 2
+    # upstream's pod-failure back-off: the first failure of an index waits 10 s (timestamps have 1 s resolution)
+    waited = (replaced.metadata.creation_timestamp - asked).total_seconds()
+    assert 9 <= waited <= 14, waited
+    kubectl("delete", "job", "ranks")
+    wait_until(lambda: not v1.list_namespaced_pod("default", label_selector="batch.kubernetes.io/job-name=ranks").items,
+               30, "the Job's pods to be collected")

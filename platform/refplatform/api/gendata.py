@@ -51,6 +51,8 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "k8s.io.api.autoscaling.v2": ("api", "autoscaling/v2"),
     "k8s.io.api.scheduling.v1": ("api", "scheduling/v1"),
     "k8s.io.api.authorization.v1": ("api", "authorization/v1"),
+    "k8s.io.api.batch.v1": ("api", "batch/v1"),
+    "k8s.io.api.scheduling.v1alpha3": ("api", "scheduling/v1alpha3"),
     "k8s.io.api.authentication.v1": ("api", "authentication/v1"),
     "k8s.io.apimachinery.pkg.apis.meta.v1": ("apimachinery", "pkg/apis/meta/v1"),
     "k8s.io.apimachinery.pkg.runtime": ("apimachinery", "pkg/runtime"),
@@ -71,7 +73,7 @@ ROOTS = (
     "k8s.io.api.scheduling.v1.PriorityClass", "k8s.io.api.core.v1.ResourceQuota",
     "k8s.io.api.core.v1.ConfigMap", "k8s.io.api.core.v1.Secret", "k8s.io.api.core.v1.ServiceAccount",
     "k8s.io.api.authorization.v1.SelfSubjectAccessReview", "k8s.io.api.authorization.v1.SelfSubjectRulesReview",
-    "k8s.io.api.authentication.v1.SelfSubjectReview",
+    "k8s.io.api.authentication.v1.SelfSubjectReview", "k8s.io.api.batch.v1.Job",
     # not sent by clients, but described in the OpenAPI documents (refplatform.api.openapi)
     "k8s.io.api.core.v1.PodList", "k8s.io.api.core.v1.NamespaceList", "k8s.io.api.core.v1.NodeList",
     "k8s.io.api.core.v1.EventList", "k8s.io.api.coordination.v1.LeaseList",
@@ -79,6 +81,7 @@ ROOTS = (
     "k8s.io.api.discovery.v1.EndpointSliceList", "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList",
     "k8s.io.api.scheduling.v1.PriorityClassList", "k8s.io.api.core.v1.ResourceQuotaList",
     "k8s.io.api.core.v1.ConfigMapList", "k8s.io.api.core.v1.SecretList", "k8s.io.api.core.v1.ServiceAccountList",
+    "k8s.io.api.batch.v1.JobList",
     "k8s.io.apimachinery.pkg.apis.meta.v1.Status", "k8s.io.apimachinery.pkg.apis.meta.v1.TypeMeta",
 )
 

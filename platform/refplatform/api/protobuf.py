@@ -51,7 +51,7 @@ GROUP_PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.c
                   "discovery.k8s.io": "k8s.io.api.discovery.v1", "autoscaling": "k8s.io.api.autoscaling.v2",
                   "scheduling.k8s.io": "k8s.io.api.scheduling.v1",
                   "authorization.k8s.io": "k8s.io.api.authorization.v1",
-                  "authentication.k8s.io": "k8s.io.api.authentication.v1"}
+                  "authentication.k8s.io": "k8s.io.api.authentication.v1", "batch": "k8s.io.api.batch.v1"}
 #: (group, version) -> proto package where a group's versions live in different packages.
 VERSION_PACKAGES = {("autoscaling", "v1"): "k8s.io.api.autoscaling.v1"}
 #: Kinds that every group accepts and that live in meta/v1.

@@ -22,6 +22,8 @@ from refplatform import jsoncodec
 from refplatform.api import errors as E
 from refplatform.api.auth import Identity
 from refplatform.api.configobjects import fold_string_data, update_causes
+from refplatform.api.jobadmission import select_own_pods
+from refplatform.api.jobadmission import update_causes as job_update_causes
 from refplatform.api.errors import ApiError, Cause
 from refplatform.api.priority import PriorityAdmission
 from refplatform.api.quota import QuotaAdmission
@@ -30,7 +32,7 @@ from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import (
-    CONFIGMAPS, NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
+    CONFIGMAPS, JOBS, NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
 )
 from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
 from refplatform.store import (
@@ -226,17 +228,20 @@ class ApiService:
             self.quota.admit(obj)
         if rt is RESOURCEQUOTAS:
             obj["status"] = self.quota.status_of(namespace, obj)
+        uid = str(uuid.uuid4())
+        if rt is JOBS:
+            select_own_pods(obj, uid)
         if dry_run:
             if self.store.find(rt.key, namespace if rt.namespaced else "", meta["name"]) is not None:
                 raise E.already_exists(rt, meta["name"])
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=self.now())
+            meta.update(uid=uid, creationTimestamp=self.now())
             return obj
         if rt is PODS and self.lose_every:
             self._pod_creates += 1
             if self._pod_creates % self.lose_every == 0:
                 return self._acknowledge_only(obj)
         try:
-            created = self.store.create(rt.key, obj, now=self.now())
+            created = self.store.create(rt.key, obj, now=self.now(), uid=uid)
         except ObjectExists:
             raise E.already_exists(rt, meta["name"]) from None
         if rt is PODS:
@@ -303,9 +308,9 @@ class ApiService:
             self.priority.admit_update(rt, current, new)
         if rt is PODS and subresource != "status":
             self._check_pod_spec_update(current, new)
-        if rt in (CONFIGMAPS, SECRETS):
+        if rt in (CONFIGMAPS, SECRETS, JOBS) and subresource != "status":
             causes = fold_string_data(new) if rt is SECRETS else []
-            causes += update_causes(rt.kind, current, new)
+            causes += job_update_causes(current, new) if rt is JOBS else update_causes(rt.kind, current, new)
             if causes:
                 raise E.invalid(rt, new["metadata"]["name"], causes)
         self._admit(rt, new)

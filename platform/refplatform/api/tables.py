@@ -21,7 +21,7 @@ from refplatform.resources import (
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
 from refplatform.resources import RESOURCEQUOTAS
-from refplatform.resources import CONFIGMAPS, SECRETS, SERVICEACCOUNTS
+from refplatform.resources import CONFIGMAPS, JOBS, SECRETS, SERVICEACCOUNTS
 
 Obj = dict[str, Any]
 
@@ -77,6 +77,35 @@ def human_duration(seconds: float) -> str:
 def _age(obj: Obj, ctx: TableContext) -> str:
     created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
     return human_duration((ctx.now - created).total_seconds()) if created else "<unknown>"
+
+
+def _job_status(job: Obj, ctx: TableContext) -> str:
+    """STATUS of a Job, as upstream's printer: the last of Complete, Failed, FailureTarget, SuccessCriteriaMet,
+    Suspended that holds, else Running."""
+    held = {c.get("type") for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for kind, word in (("Failed", "Failed"), ("Complete", "Complete"), ("FailureTarget", "FailureTarget"),
+                       ("SuccessCriteriaMet", "SuccessCriteriaMet"), ("Suspended", "Suspended")):
+        if kind in held:
+            return word
+    return "Running"
+
+
+def _job_completions(job: Obj, ctx: TableContext) -> str:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    done = status.get("succeeded") or 0
+    if spec.get("completions") is not None:
+        return f"{done}/{spec['completions']}"
+    parallelism = spec.get("parallelism") or 1
+    return f"{done}/1 of {parallelism}" if parallelism > 1 else f"{done}/1"
+
+
+def _job_duration(job: Obj, ctx: TableContext) -> str:
+    status = job.get("status") or {}
+    start = parse_time(status.get("startTime"))
+    if start is None:
+        return ""
+    end = parse_time(status.get("completionTime")) or ctx.now
+    return human_duration((end - start).total_seconds())
 
 
 def _name(obj: Obj, ctx: TableContext) -> str:
@@ -250,6 +279,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         NAME, AGE, Column("Request", lambda o, c: _quota_cells(o, limits=False)),
         Column("Limit", lambda o, c: _quota_cells(o, limits=True)),
     ),
+    JOBS.key: (NAME, Column("Status", _job_status), Column("Completions", _job_completions),
+               Column("Duration", _job_duration), AGE),
     CONFIGMAPS.key: (NAME, Column("Data", lambda o, c: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
                                   type="integer"), AGE),
     SECRETS.key: (NAME, Column("Type", _path("type", default="Opaque")),

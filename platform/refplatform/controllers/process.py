@@ -17,6 +17,7 @@ from refplatform import core
 from refplatform.client import RestClient
 from refplatform.core.disruption import DisruptionPolicy
 from refplatform.controllers.autoscaler import HorizontalPodAutoscalerController
+from refplatform.controllers.batchjob import JobController
 from refplatform.controllers.deployment import DeploymentController, ReplicaSetController
 from refplatform.controllers.endpoints import EndpointsController
 from refplatform.controllers.healer import HealerController
@@ -120,6 +121,7 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "straggler": lambda client, args: StragglerController(
         client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
         accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects),
+    "job": lambda client, args: JobController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),
     "root-ca-cert-publisher": lambda client, args: RootCAPublisher(client, args.ca_file),
 }
@@ -130,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m refplatform.controllers",
         description="Run the reference platform's controllers (scheduler, node lifecycle, taint eviction, "
-                    "Volcano jobs, healer, Deployments and ReplicaSets, Service endpoints, the loopback load "
+                    "Volcano jobs, batch/v1 Jobs, healer, Deployments and ReplicaSets, Service endpoints, the loopback load "
                     "balancer, each namespace's default ServiceAccount and kube-root-ca.crt) against its API server.")
     p.add_argument("--api", required=True, metavar="URL", help="API server URL, e.g. https://127.0.0.1:6443")
     p.add_argument("--token-file", type=Path,
