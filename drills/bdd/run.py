@@ -161,6 +161,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
              if options.context else "")) if remote else \
         f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \
         (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
+        (f", {profile.flavor.value} flavor" if profile.flavor.value != "volcano" else "") + \
         (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")")
     if options.dry_run:
         return ExitCode.INCONCLUSIVE if _plan(console, features, where, profile, options) else ExitCode.PASSED

@@ -742,6 +742,12 @@ class PodSync:
             self._publish_devices(worker)
             if time.monotonic() < worker.retry_at:
                 return
+        if not worker.status_dirty and worker.run is not None and worker.run.exit is None and \
+                _api_ready(pod) is False and _api_ready({"status": pod_status(
+                    pod, worker.run, now, worker.pod_ip, self.host_ip, probed=worker.readiness())}):
+            # Someone else marked the pod not ready (the node lifecycle, on a blip) where we see it ready: report
+            # our own readiness, as the kubelet's status manager reconciles the API server's copy.
+            worker.status_dirty = True
         if worker.status_dirty:
             self._report_status(worker, pod, now)
         self._publish_progress(worker, now)
@@ -1237,6 +1243,14 @@ class PodSync:
         worker.delete_sent_at = mono
         worker.succeeded()
         log.info("pod %s/%s: deleted (gracePeriodSeconds=0)", worker.namespace, worker.name)
+
+
+def _api_ready(pod: Obj) -> bool | None:
+    """The pod's Ready condition as the API server holds it (None: no such condition yet)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return None
 
 
 def _container_names(pod: Obj) -> list[str]:

@@ -9,6 +9,7 @@ with the grace period, through the pure :func:`refplatform.core.healing.judge_no
   is tainted ``node.kubernetes.io/unreachable`` ``NoExecute`` and
   ``NoSchedule``, and a ``NodeNotReady`` Event is written on the Node.
 - Agent reports Ready=False: tainted ``node.kubernetes.io/not-ready`` instead.
+- Either way the node's pods are marked ``Ready=False`` (upstream's ``MarkPodsNotReady``).
 - Lease moving again: the agent's ``/healthz`` is probed (loopback only); the
   node gets Ready=True back and loses the taints only once the probe passes
   (``NodeReady`` Event); a failing probe is a ``NodeHealthCheckFailed`` Warning.
@@ -49,7 +50,7 @@ from refplatform.core.disruption import DisruptionPolicy, DisruptionVerdict, Tai
 from refplatform.core.healing import (
     CONDITION_TAINT_KEYS, NodeObservation, NodeState, NodeVerdict, Readiness, judge_node,
 )
-from refplatform.resources import LEASES, NODES
+from refplatform.resources import LEASES, NODES, PODS
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -64,7 +65,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 class NodeLifecycleController:
     name = "nodelifecycle"
-    watches = (NODES, LEASES)
+    watches = (NODES, LEASES, PODS)
 
     def __init__(self, client: RestClient, *, grace: float, monitor_period: float, prober: HealthProber,
                  clock: Callable[[], float] = time.time, slow_detect: bool = False,
@@ -108,7 +109,8 @@ class NodeLifecycleController:
             verdict = self._rated(node, verdicts[name], disruption, now, quiet_since=heard[name] + self.grace)
             if verdict.next_check is not None:
                 next_check = verdict.next_check if next_check is None else min(next_check, verdict.next_check)
-            self.apply(node, verdict, now)
+            if self.apply(node, verdict, now):
+                self.mark_pods_not_ready(cache, name, now)
         wait = self.monitor_period if next_check is None else min(self.monitor_period, next_check - now + 0.005)
         self.resync = max(0.01, wait)
 
@@ -184,13 +186,14 @@ class NodeLifecycleController:
                                      now, self.grace, self._fresh_from)
         return verdict
 
-    def apply(self, node: Obj, verdict: NodeVerdict, now: float) -> None:
+    def apply(self, node: Obj, verdict: NodeVerdict, now: float) -> bool:
+        """Write the verdict; True when the node has just become not Ready (its NodeNotReady Event)."""
         name = node["metadata"]["name"]
         path = resource_path("", "v1", "nodes", None, name)
         before = {t.taint for t in taints_of(node)}
         retaint = verdict.taints_changed(before)
         if verdict.ready is None and not retaint:
-            return
+            return False
         try:
             if verdict.ready is not None:
                 node = self.client.patch(path + "/status", {"status": {"conditions": self._conditions(
@@ -203,18 +206,44 @@ class NodeLifecycleController:
                 self._written[name] = node
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("node %s: could not apply %s: %s", name, verdict.state.value, exc)
-            return
+            return False
         when = datetime.fromtimestamp(now, timezone.utc)
         if verdict.state in (NodeState.UNREACHABLE, NodeState.NOT_READY) and not _quiet_marked(before, verdict):
             log.info("node %s: NodeNotReady (%s)", name, verdict.state.value)
             self.events.record(node, "Node", "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
                                when=when)
-        elif verdict.state is NodeState.RECOVERED:
+            return True
+        if verdict.state is NodeState.RECOVERED:
             log.info("node %s: NodeReady (health check passed)", name)
             self._failing.pop(name, None)
             self.prober.forget(name)
             self.events.record(node, "Node", "Normal", "NodeReady", f"Node {name} status is now: NodeReady",
                                when=when)
+        return False
+
+    def mark_pods_not_ready(self, cache: Cache, node: str, now: float) -> None:
+        """As upstream's ``MarkPodsNotReady``, once when the node becomes not Ready: each of its pods gets
+        ``Ready=False`` (``lastTransitionTime`` now), so Services stop sending to it and the Job controller counts
+        a lost pod's failure from that instant. A live agent sets its pods' own readiness back, as the kubelet's
+        status manager does."""
+        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for pod in cache.list(PODS):
+            if (pod.get("spec") or {}).get("nodeName") != node or \
+                    (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            ready = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+                         None)
+            if ready is None or ready.get("status") == "False":
+                continue
+            meta = pod["metadata"]
+            try:
+                self.client.patch(resource_path("", "v1", "pods", meta.get("namespace", "default"), meta["name"],
+                                                "status"),
+                                  {"status": {"conditions": [{"type": "Ready", "status": "False",
+                                                              "lastTransitionTime": stamp}]}},
+                                  STRATEGIC_MERGE_PATCH)
+            except (ApiStatusError, ApiUnreachable) as exc:
+                log.info("pod %s on node %s: could not mark it not ready: %s", meta["name"], node, exc)
 
     @staticmethod
     def _conditions(node: Obj, ready: Readiness, now: float) -> list[Obj]:
