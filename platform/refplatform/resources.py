@@ -112,6 +112,8 @@ RESOURCEQUOTAS = ResourceType(CORE, "v1", "resourcequotas", "resourcequota", "Re
                               ("quota",), ("status",))
 JOBS = ResourceType(BATCH, "v1", "jobs", "job", "Job", Scope.NAMESPACED, (), ("status",), categories=("all",))
 """Listed before the Volcano groups, so that ``kubectl get jobs`` means these, as on a cluster with Volcano."""
+PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget",
+                    Scope.NAMESPACED, ("pdb",), ("status",))
 CONFIGMAPS = ResourceType(CORE, "v1", "configmaps", "configmap", "ConfigMap", Scope.NAMESPACED, ("cm",))
 SECRETS = ResourceType(CORE, "v1", "secrets", "secret", "Secret", Scope.NAMESPACED,
                        field_selectors=("metadata.name", "metadata.namespace", "type"))
@@ -121,7 +123,7 @@ SERVICEACCOUNTS = ResourceType(CORE, "v1", "serviceaccounts", "serviceaccount", 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, JOBS, PODGROUPS, QUEUES, VCJOBS,
     SERVICES, DEPLOYMENTS, REPLICASETS, ENDPOINTSLICES, HPAS, PRIORITYCLASSES, RESOURCEQUOTAS,
-    CONFIGMAPS, SECRETS, SERVICEACCOUNTS,
+    CONFIGMAPS, SECRETS, SERVICEACCOUNTS, PDBS,
 )
 
 

@@ -293,7 +293,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--governance", action="store_true",
                         help="only the cost of authorization + audit on durable writes/s (issue 15)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per mode for --governance (default 5)")
+    parser.add_argument("--writes-only", type=int, metavar="N", default=0,
+                        help="only durable writes/s (normal), N runs: to compare two trees of the code, run it with "
+                             "PYTHONPATH=TREE:TREE/platform for each, alternating")
     args = parser.parse_args(argv)
+    if args.writes_only:
+        with tempfile.TemporaryDirectory() as tmp_s:
+            rates = [bench_writes(Path(tmp_s) / f"w-{r}", "normal").rate for r in range(args.writes_only)]
+        print(f"durable writes/s (normal, 4 writers, 2000 creates): {' '.join(f'{r:.0f}' for r in rates)}; "
+              f"median {statistics.median(rates):.0f}")
+        return 0
     if args.governance:
         with tempfile.TemporaryDirectory() as tmp_s:
             return 0 if bench_governance(Path(tmp_s), args.rounds) else 1

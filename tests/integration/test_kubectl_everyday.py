@@ -34,7 +34,8 @@ SECRET_VALUE = "s3cr3t-never-printed"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(ClusterSpec(tmp_path_factory.mktemp("kubectl-everyday"), nodes=1, heartbeat=0.5,
-                            controllers=("scheduler", "job", "serviceaccount", "root-ca-cert-publisher")))
+                            controllers=("scheduler", "job", "disruption", "serviceaccount",
+                                         "root-ca-cert-publisher")))
     c.start()
     try:
         yield c
@@ -255,3 +256,36 @@ spec:
     kubectl("delete", "job", "ranks")
     wait_until(lambda: not v1.list_namespaced_pod("default", label_selector="batch.kubernetes.io/job-name=ranks").items,
                30, "the Job's pods to be collected")
+
+
+def test_drain_and_evictions_honour_a_pod_disruption_budget(kubectl: Kubectl, cluster: Cluster) -> None:
+    for name in ("guarded-a", "guarded-b"):
+        kubectl("run", name, "--image=busybox", "--restart=Never", "--labels=app=guarded", "--command", "--",
+                "sleep", "600")
+    kubectl("wait", "--for=condition=Ready", "pod/guarded-a", "pod/guarded-b", "--timeout=60s")
+    kubectl("create", "pdb", "guarded", "--selector=app=guarded", "--min-available=2")
+    policy = client.PolicyV1Api(api_client(cluster))
+
+    def allowed() -> int | None:
+        status = policy.read_namespaced_pod_disruption_budget("guarded", "default").status
+        return status.disruptions_allowed if status and status.observed_generation == 1 else None
+    wait_until(lambda: allowed() == 0, 20, "the budget's status (2 healthy of 2 wanted: none may go)")
+    node = json.loads(kubectl("get", "pod", "guarded-a", "-o", "json").stdout)["spec"]["nodeName"]
+    drain = kubectl("drain", node, "--pod-selector=app=guarded", "--force", "--timeout=6s", check=False)
+    assert drain.returncode != 0 and "Cannot evict pod as it would violate the pod's disruption budget" in drain.stderr
+    kubectl("uncordon", node)
+    assert sorted(kubectl("get", "pods", "-l", "app=guarded", "-o", "name").stdout.split()) == [
+        "pod/guarded-a", "pod/guarded-b"]
+
+    kubectl("patch", "pdb", "guarded", "--type=merge", "-p", '{"spec": {"minAvailable": 1}}')
+    wait_until(lambda: policy.read_namespaced_pod_disruption_budget("guarded", "default").status.disruptions_allowed
+               == 1, 20, "one disruption allowed")
+    v1 = client.CoreV1Api(api_client(cluster))
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="guarded-a", namespace="default"))
+    v1.create_namespaced_pod_eviction("guarded-a", "default", eviction)
+    second = client.V1Eviction(metadata=client.V1ObjectMeta(name="guarded-b", namespace="default"))
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        v1.create_namespaced_pod_eviction("guarded-b", "default", second)
+    assert refused.value.status == 429
+    kubectl("delete", "pod", "guarded-b", "--wait=false")
+    kubectl("delete", "pdb", "guarded")

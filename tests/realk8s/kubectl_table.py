@@ -54,6 +54,13 @@ FILES = {
     "pod-v2.yaml": POD.replace("busybox:1", "busybox:2").replace("app: web", "app: web, tier: a"),
     "bad.yaml": POD.replace("name: web", "name: bad").replace("    env:", "    imagee: x\n    env:"),
     "ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: from-file}\n",
+    "list.json": '{"apiVersion": "v1", "kind": "List", "items": ['
+                 '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one"}, "data": {"a": "1"}}, '
+                 '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two"}, "data": {"b": "2"}}]}',
+    "two.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: job-config}\ndata: {lr: '0.1'}\n---\n"
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: job-runner}\n",
+    "two-v2.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: job-config}\ndata: {lr: '0.2'}\n---\n"
+                   "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: job-runner}\n",
 }
 
 
@@ -129,6 +136,24 @@ STEPS: tuple[Step, ...] = (
     step("delete configmap cfg"),
     step("delete secret creds"),
     step("delete serviceaccount trainer"),
+    step("create -f {dir}/list.json"),
+    step("get configmap one two -o name"),
+    step("delete -f {dir}/list.json"),
+    step("apply -f {dir}/two.yaml"),
+    step("diff -f {dir}/two-v2.yaml", summary=True),
+    step("apply -f {dir}/two-v2.yaml"),
+    step("get configmap job-config -o jsonpath={.data.lr}"),
+    step("delete -f {dir}/two.yaml"),
+    Step(("create", "job", "hello", "--image=busybox", "--", "sh", "-c", "echo hello from a job")),
+    step("wait --for=condition=complete job/hello --timeout=60s"),
+    step("logs job/hello"),
+    step("get job hello -o jsonpath={.status.succeeded}"),
+    step("delete job hello"),
+    step("create pdb web-pdb --selector=app=web --min-available=1"),
+    step("get pdb web-pdb -o jsonpath={.spec.minAvailable}"),
+    step("delete pdb web-pdb"),
+    step("create configmap dry --from-literal=a=1 --dry-run=server"),
+    step("get configmap dry"),
 )
 
 MASKS: tuple[tuple[re.Pattern[str], str], ...] = (

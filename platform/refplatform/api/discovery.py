@@ -82,6 +82,8 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
                                      "kind": kind, "verbs": SUBRESOURCE_VERBS[sub]}
         if sub == "scale":  # the Scale kind lives in autoscaling/v1, as upstream says in discovery
             sub_entry.update(group="autoscaling", version="v1")
+        if sub == "eviction":  # kubectl drain evicts only when discovery names the Eviction's group and version
+            sub_entry.update(group="policy", version="v1")
         out.append(sub_entry)
     return out
 

@@ -74,6 +74,7 @@ ROOTS = (
     "k8s.io.api.core.v1.ConfigMap", "k8s.io.api.core.v1.Secret", "k8s.io.api.core.v1.ServiceAccount",
     "k8s.io.api.authorization.v1.SelfSubjectAccessReview", "k8s.io.api.authorization.v1.SelfSubjectRulesReview",
     "k8s.io.api.authentication.v1.SelfSubjectReview", "k8s.io.api.batch.v1.Job",
+    "k8s.io.api.policy.v1.PodDisruptionBudget",
     # not sent by clients, but described in the OpenAPI documents (refplatform.api.openapi)
     "k8s.io.api.core.v1.PodList", "k8s.io.api.core.v1.NamespaceList", "k8s.io.api.core.v1.NodeList",
     "k8s.io.api.core.v1.EventList", "k8s.io.api.coordination.v1.LeaseList",
@@ -81,7 +82,7 @@ ROOTS = (
     "k8s.io.api.discovery.v1.EndpointSliceList", "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList",
     "k8s.io.api.scheduling.v1.PriorityClassList", "k8s.io.api.core.v1.ResourceQuotaList",
     "k8s.io.api.core.v1.ConfigMapList", "k8s.io.api.core.v1.SecretList", "k8s.io.api.core.v1.ServiceAccountList",
-    "k8s.io.api.batch.v1.JobList",
+    "k8s.io.api.batch.v1.JobList", "k8s.io.api.policy.v1.PodDisruptionBudgetList",
     "k8s.io.apimachinery.pkg.apis.meta.v1.Status", "k8s.io.apimachinery.pkg.apis.meta.v1.TypeMeta",
 )
 

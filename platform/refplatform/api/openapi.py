@@ -47,7 +47,7 @@ META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 PACKAGES = {"": "k8s.io.api.core.v1", "coordination.k8s.io": "k8s.io.api.coordination.v1",
             "apps": "k8s.io.api.apps.v1", "discovery.k8s.io": "k8s.io.api.discovery.v1",
             "autoscaling": "k8s.io.api.autoscaling.v2", "scheduling.k8s.io": "k8s.io.api.scheduling.v1",
-            "batch": "k8s.io.api.batch.v1"}
+            "batch": "k8s.io.api.batch.v1", "policy": "k8s.io.api.policy.v1"}
 SCALE = "k8s.io.api.autoscaling.v1.Scale"
 """The ``scale`` subresource's body (autoscaling/v1, whatever the group of the scaled kind)."""
 REF = "#/components/schemas/"

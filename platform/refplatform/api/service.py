@@ -30,9 +30,10 @@ from refplatform.api.quota import QuotaAdmission
 from refplatform.api.restrictions import Restrictions, Write
 from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
+from refplatform.core.disruptionbudget import may_evict
 from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import (
-    CONFIGMAPS, JOBS, NAMESPACES, NODES, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
+    CONFIGMAPS, JOBS, NAMESPACES, NODES, PDBS, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
 )
 from refplatform.selectors import FieldSelector, LabelSelector, SelectorError, object_fields
 from refplatform.store import (
@@ -520,7 +521,11 @@ class ApiService:
         return success(201)
 
     def evict(self, namespace: str, name: str, body: Any) -> Obj:
+        """``pods/eviction``: a graceful delete that honours the pod's PodDisruptionBudget, as upstream: 429 when
+        it would take the budget below its healthy minimum, one disruption used up (and the pod recorded in
+        ``status.disruptedPods``) when it goes ahead."""
         opts = DeleteOptions.from_request((body or {}).get("deleteOptions") if isinstance(body, dict) else None, None)
+        self._use_disruption_budget(namespace, self.get(PODS, namespace, name))
 
         def disrupt(pod: Obj) -> Obj:
             conds = [c for c in pod.setdefault("status", {}).get("conditions") or [] if c.get("type") != "DisruptionTarget"]
@@ -534,6 +539,34 @@ class ApiService:
             raise E.not_found(PODS, name) from None
         self.delete(PODS, namespace, name, opts)
         return success(201)
+
+    def _use_disruption_budget(self, namespace: str, pod: Obj) -> None:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") in ("Pending", "Succeeded", "Failed"):
+            return  # upstream's canIgnorePDB
+        budgets = [b for b in self.store.list(PDBS.key, namespace)[0] if _budget_selects(b, pod)]
+        if len(budgets) > 1:
+            raise E.ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the "
+                                                   "eviction subresource does not support.")
+        if not budgets:
+            return
+        healthy = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        answer = may_evict(budgets[0], healthy)
+        refused = E.ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
+                                                     "budget.", causes=[Cause("", answer.message, "DisruptionBudget")])
+        if not answer.allowed:
+            raise refused
+        if not answer.uses_budget:
+            return
+
+        def use(pdb: Obj) -> Obj:
+            st = pdb.setdefault("status", {})
+            if int(st.get("disruptionsAllowed", 0)) <= 0:  # another eviction took the last one meanwhile
+                raise refused
+            st["disruptionsAllowed"] = int(st["disruptionsAllowed"]) - 1
+            st["disruptedPods"] = {**(st.get("disruptedPods") or {}), meta["name"]: self.now()}
+            return pdb
+        self.store.mutate(PDBS.key, namespace, budgets[0]["metadata"]["name"], use)
 
     def log_target(self, namespace: str, name: str, container: str | None) -> tuple[str, int, str]:
         """Where the pod's logs are served: (node address, agent port, container)."""
@@ -617,6 +650,17 @@ def scale_of(obj: Obj) -> Obj:
             "spec": {"replicas": spec.get("replicas", 0)},
             "status": {"replicas": status.get("replicas", 0),
                        "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items()))}}
+
+
+def _budget_selects(pdb: Obj, pod: Obj) -> bool:
+    """A policy/v1 budget's selector picks the pod (a null selector picks none, an empty one every pod)."""
+    raw = (pdb.get("spec") or {}).get("selector")
+    if raw is None:
+        return False
+    try:
+        return LabelSelector.from_dict(raw).matches(pod["metadata"].get("labels") or {})
+    except SelectorError:
+        return False
 
 
 def success(code: int = 200) -> Obj:

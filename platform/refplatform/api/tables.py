@@ -21,7 +21,7 @@ from refplatform.resources import (
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
 from refplatform.resources import RESOURCEQUOTAS
-from refplatform.resources import CONFIGMAPS, JOBS, SECRETS, SERVICEACCOUNTS
+from refplatform.resources import CONFIGMAPS, JOBS, PDBS, SECRETS, SERVICEACCOUNTS
 
 Obj = dict[str, Any]
 
@@ -281,6 +281,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     ),
     JOBS.key: (NAME, Column("Status", _job_status), Column("Completions", _job_completions),
                Column("Duration", _job_duration), AGE),
+    PDBS.key: (NAME, Column("Min Available", _path("spec", "minAvailable", default="N/A")),
+               Column("Max Unavailable", _path("spec", "maxUnavailable", default="N/A")),
+               Column("Allowed Disruptions", _path("status", "disruptionsAllowed", default=0), type="integer"), AGE),
     CONFIGMAPS.key: (NAME, Column("Data", lambda o, c: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
                                   type="integer"), AGE),
     SECRETS.key: (NAME, Column("Type", _path("type", default="Opaque")),

@@ -18,6 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 from refplatform.api.configobjects import validate_configmap, validate_secret, validate_serviceaccount
 from refplatform.api.errors import Cause
 from refplatform.api.jobadmission import validate_job
+from refplatform.api.pdbadmission import validate_pdb
 from refplatform.api.priority import validate_priority_class
 from refplatform.resources import (
     DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
@@ -26,7 +27,7 @@ from refplatform.resources import (
 from refplatform.resources import HPAS
 from refplatform.resources import PRIORITYCLASSES
 from refplatform.resources import RESOURCEQUOTAS
-from refplatform.resources import CONFIGMAPS, JOBS, SECRETS, SERVICEACCOUNTS
+from refplatform.resources import CONFIGMAPS, JOBS, PDBS, SECRETS, SERVICEACCOUNTS
 
 Obj = dict[str, Any]
 
@@ -499,7 +500,7 @@ VALIDATORS: dict[str, Callable[[Obj], list[Cause]]] = {
     PRIORITYCLASSES.key: validate_priority_class,
     RESOURCEQUOTAS.key: _resource_quota,
     CONFIGMAPS.key: validate_configmap, SECRETS.key: validate_secret, SERVICEACCOUNTS.key: validate_serviceaccount,
-    JOBS.key: validate_job,
+    JOBS.key: validate_job, PDBS.key: validate_pdb,
 }
 
 

@@ -18,6 +18,7 @@ from refplatform.client import RestClient
 from refplatform.core.disruption import DisruptionPolicy
 from refplatform.controllers.autoscaler import HorizontalPodAutoscalerController
 from refplatform.controllers.batchjob import JobController
+from refplatform.controllers.disruptionbudget import DisruptionController
 from refplatform.controllers.deployment import DeploymentController, ReplicaSetController
 from refplatform.controllers.endpoints import EndpointsController
 from refplatform.controllers.healer import HealerController
@@ -122,6 +123,7 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
         client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
         accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects),
     "job": lambda client, args: JobController(client),
+    "disruption": lambda client, args: DisruptionController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),
     "root-ca-cert-publisher": lambda client, args: RootCAPublisher(client, args.ca_file),
 }

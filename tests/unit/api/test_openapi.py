@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[3]
 SHARED_CRDS = REPO.parent / "shared" / "crds"
 GV_PATHS = {"api/v1", "apis/coordination.k8s.io/v1", "apis/scheduling.volcano.sh/v1beta1",
             "apis/batch.volcano.sh/v1alpha1", "apis/firedrill.dev/v1alpha1", "apis/apps/v1",
-            "apis/discovery.k8s.io/v1", "apis/autoscaling/v2", "apis/scheduling.k8s.io/v1", "apis/batch/v1"}
+            "apis/discovery.k8s.io/v1", "apis/autoscaling/v2", "apis/scheduling.k8s.io/v1", "apis/batch/v1", "apis/policy/v1"}
 
 
 class Client:
