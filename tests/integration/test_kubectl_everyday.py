@@ -289,3 +289,31 @@ def test_drain_and_evictions_honour_a_pod_disruption_budget(kubectl: Kubectl, cl
     assert refused.value.status == 429
     kubectl("delete", "pod", "guarded-b", "--wait=false")
     kubectl("delete", "pdb", "guarded")
+
+
+def test_a_pod_reads_config_maps_and_secrets_as_env_and_files(kubectl: Kubectl, tmp_path: Path) -> None:
+    kubectl("create", "configmap", "train-env", "--from-literal=LR=0.1", "--from-literal=EPOCHS=3")
+    kubectl("create", "secret", "generic", "train-creds", f"--from-literal=token={SECRET_VALUE}")
+    pod = tmp_path / "reader.yaml"
+    pod.write_text(f"""\
+apiVersion: v1
+kind: Pod
+metadata: {{name: reader}}
+spec:
+  restartPolicy: Never
+  volumes:
+  - {{name: creds, secret: {{secretName: train-creds}}}}
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, 'echo "$CFG_LR $CFG_EPOCHS $TOKEN $MISSING"; cat "$1"', sh, /etc/creds/token]
+    envFrom: [{{configMapRef: {{name: train-env}}, prefix: CFG_}}]
+    env:
+    - {{name: TOKEN, valueFrom: {{secretKeyRef: {{name: train-creds, key: token}}}}}}
+    - {{name: MISSING, valueFrom: {{configMapKeyRef: {{name: nowhere, key: k, optional: true}}}}}}
+    volumeMounts: [{{name: creds, mountPath: /etc/creds}}]
+""")
+    kubectl("apply", "-f", str(pod))
+    kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=60s")
+    assert kubectl("logs", "reader").stdout.rstrip("\n") == f"0.1 3 {SECRET_VALUE} \n{SECRET_VALUE}"
+    kubectl("delete", "pod/reader", "configmap/train-env", "secret/train-creds")

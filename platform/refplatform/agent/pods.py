@@ -67,7 +67,7 @@ from refplatform.agent.events import KILLING, STARTED, PodEventRecorder, contain
 from refplatform.agent.gang import RankSpec
 from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
-from refplatform.agent.podenv import PodFacts
+from refplatform.agent.podenv import EnvSource, PodFacts, env_sources
 from refplatform.agent.podip import PodAddressError, PodAddressPool
 from refplatform.agent.podstatus import HOST_IP, ContainerRun, pod_ip_for, pod_status
 from refplatform.agent.probes import Prober, ReadinessTracker, readiness_probe
@@ -354,6 +354,8 @@ class PodSync:
         self._annotate_via_status = False
         """Set after the API refused the agent a patch of a pod (a real cluster's node identity)."""
         self._mounts: dict[str, _PendingMount] = {}
+        self._env_objects: dict[str, dict[EnvSource, dict[str, str] | None]] = {}
+        """The ConfigMaps and Secrets each pod's environment reads, fetched with its volumes."""
         """Pods (by uid) whose projected volumes could not be filled yet."""
         self._collected = False
         self._frozen_for = 0.0
@@ -692,6 +694,8 @@ class PodSync:
             self._apply_gpu_faults(now)
         for uid in [u for u in self._mounts if u not in pods]:
             del self._mounts[uid]
+        for uid in [u for u in self._env_objects if u not in pods]:
+            del self._env_objects[uid]
         for uid in pods:
             self.reconcile(uid, pods[uid], now)
 
@@ -820,12 +824,13 @@ class PodSync:
         except ContainerSpecError:
             return True
         filled = [v for v in volumes.values() if v.projected]
-        if not filled:
+        if not filled and not env_sources(pod):
             return True
         facts = PodFacts.of(pod, "", self.host_ip)
         projector = Projector(self.client)
         try:
             contents = [(v, projector.files(pod, v.sources, v.default_mode, facts)) for v in filled]
+            self._env_objects[uid] = projector.env_objects(pod, facts.namespace)
             for volume, files in contents:
                 write_files(volume.directory, files)
         except (ProjectionError, ContainerSpecError, OSError) as err:
@@ -846,7 +851,8 @@ class PodSync:
         facts = PodFacts.of(pod, worker.pod_ip or "", self.host_ip)
         socket_path = str(self.driver.path) if self.driver is not None else None
         specs = process_specs(pod, facts, self.dirs, device_socket=socket_path,
-                              visible_devices=self.visible_devices(worker, pod))
+                              visible_devices=self.visible_devices(worker, pod),
+                              env_objects=self._env_objects.get(worker.uid, {}))
         logs = {name: self.store.open(worker.namespace, worker.name, name, fresh=False, owner=worker.uid)
                 for name in worker.containers}
         annotations = _meta(pod).get("annotations") or {}

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from refplatform.agent.errors import AgentError, ContainerSpecError
-from refplatform.agent.podenv import PodFacts, field_value
+from refplatform.agent.podenv import EnvSource, PodFacts, env_sources, field_value
 from refplatform.client import ApiStatusError, ApiUnreachable, resource_path
 
 __all__ = [
@@ -273,6 +273,27 @@ class Projector:
                     out[f.path] = (self._field(f, facts, src.where), mode if f.mode is None else f.mode)
             else:
                 out.update(self._keys(src, facts.namespace, mode))
+        return out
+
+    def env_objects(self, pod: Obj, namespace: str) -> dict[EnvSource, dict[str, str] | None]:
+        """The data of every ConfigMap and Secret the pod's containers read into their environment (a Secret's
+        values decoded), None for an optional one that does not exist; ProjectionError for a missing required
+        one, so the pod waits for it as the kubelet does."""
+        out: dict[EnvSource, dict[str, str] | None] = {}
+        for (kind, name), optional in env_sources(pod).items():
+            plural = "configmaps" if kind == "ConfigMap" else "secrets"
+            try:
+                obj = self.client.get(resource_path("", "v1", plural, namespace, name))
+            except ApiStatusError as err:
+                if err.not_found and optional:
+                    out[(kind, name)] = None
+                    continue
+                raise ProjectionError(f"environment: {kind} {namespace}/{name}: {err}") from err
+            except ApiUnreachable as err:
+                raise ProjectionError(f"environment: {kind} {namespace}/{name}: {err}") from err
+            source = SourceKind.CONFIG_MAP if kind == "ConfigMap" else SourceKind.SECRET
+            values = self._values(obj, source, f"{kind} {namespace}/{name}", "environment")
+            out[(kind, name)] = {k: v.decode("utf-8", "surrogateescape") for k, v in values.items()}
         return out
 
     def _token(self, pod: Obj, src: ProjectedSource, facts: PodFacts) -> str:

@@ -56,7 +56,7 @@ from refplatform.agent.clock import Clock, rfc3339_millis
 from refplatform.agent.device import Device
 from refplatform.agent.errors import ContainerSpecError
 from refplatform.agent.logs import ContainerLog
-from refplatform.agent.podenv import PodFacts, container_path, expand, resolve_env
+from refplatform.agent.podenv import EnvSource, PodFacts, container_path, expand, resolve_env
 from refplatform.agent.volumes import NodeDirs, Volume, container_mounts, pod_volumes, rewrite
 from refplatform.agent.workload import (
     ANN_COMM_STALL_SECONDS,
@@ -176,11 +176,13 @@ def refuse_host_access(pod: Obj) -> None:
 
 def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: str | None,
                   path: str | None = None, agent_env: Mapping[str, str] | None = None,
-                  visible_devices: str | None = None) -> list[ProcessSpec]:
+                  visible_devices: str | None = None,
+                  env_objects: Mapping[EnvSource, Mapping[str, str] | None] | None = None) -> list[ProcessSpec]:
     """Every container's :class:`ProcessSpec`; creates the volume and working directories.
 
     ``visible_devices``: the GPUs the pod was given, as the device plugin tells a container
     (``NVIDIA_VISIBLE_DEVICES``, :mod:`refplatform.gpu.identity`); None for a pod given none.
+    ``env_objects``: the ConfigMaps and Secrets the containers' ``env``/``envFrom`` read (fetched by the agent).
 
     Raises :class:`ContainerSpecError` naming the field for anything the agent cannot run.
     """
@@ -203,7 +205,7 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
                     CLOCKS_ENV: str(Path(device_socket).parent / CLOCKS_FILE)} if device_socket else {}
         if visible_devices is not None:
             injected[VISIBLE_DEVICES_ENV] = visible_devices
-        declared = resolve_env(c, where, facts, injected)
+        declared = resolve_env(c, where, facts, injected, env_objects)
         own = {e["name"] for e in c.get("env") or [] if isinstance(e, dict) and isinstance(e.get("name"), str)}
         argv = [rewrite(expand(a, declared.get), mounts) for a in command + args]
         base = {k: agent_env[k] for k in INHERITED if agent_env.get(k)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from refplatform.agent.errors import ContainerSpecError
-from refplatform.agent.podenv import PodFacts, container_path, expand, field_value, resolve_env
+from refplatform.agent.podenv import PodFacts, container_path, env_sources, expand, field_value, resolve_env
 
 FACTS = PodFacts(name="rank-0", namespace="team-a", uid="u-123", node_name="gpu-node-1", pod_ip="127.10.1.2",
                  host_ip="127.0.0.1", service_account="trainer", labels={"app": "llm"},
@@ -71,8 +71,13 @@ def test_env_values_reference_earlier_entries_and_injected_variables_in_order() 
 
 
 @pytest.mark.parametrize(("entry", "message"), [
+    ({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+     "spec.containers[0].env[0].valueFrom: only fieldRef, configMapKeyRef and secretKeyRef are supported by the "
+     "reference platform (got resourceFieldRef)"),
     ({"name": "X", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
-     "spec.containers[0].env[0].valueFrom: only fieldRef is supported by the reference platform (got configMapKeyRef)"),
+     "spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap 'c' not found"),
+    ({"name": "X", "valueFrom": {"secretKeyRef": {"name": "s"}}},
+     "spec.containers[0].env[0].valueFrom.secretKeyRef: name and key required"),
     ({"name": "X", "valueFrom": {"fieldRef": {}}}, "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: required"),
     ({"value": "v"}, "spec.containers[0].env[0].name: required"),
     ({"name": "X", "value": 5}, "spec.containers[0].env[0].value: must be a string"),
@@ -81,6 +86,23 @@ def test_bad_env_entries_name_their_field(entry: dict[str, object], message: str
     with pytest.raises(ContainerSpecError, match="^" + message.replace("[", r"\[").replace("]", r"\]")
                        .replace("(", r"\(").replace(")", r"\)")):
         resolve_env({"env": [entry]}, "spec.containers[0]", FACTS, {})
+
+
+def test_config_maps_and_secrets_fill_the_environment_env_from_first() -> None:
+    container = {"envFrom": [{"configMapRef": {"name": "cfg"}}, {"secretRef": {"name": "creds"}, "prefix": "S_"},
+                             {"configMapRef": {"name": "absent", "optional": True}}],
+                 "env": [{"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "lr"}}},
+                         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+                         {"name": "MAYBE", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "nope",
+                                                                          "optional": True}}},
+                         {"name": "lr", "value": "override"}]}
+    objects = {("ConfigMap", "cfg"): {"lr": "0.1", "bad=key": "x"}, ("Secret", "creds"): {"token": "t0k"},
+               ("ConfigMap", "absent"): None}
+    env = resolve_env(container, "spec.containers[0]", FACTS, {}, objects)
+    assert env == {"lr": "override", "S_token": "t0k", "LR": "0.1", "TOKEN": "t0k"}
+    pod = {"spec": {"containers": [container, {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {
+        "name": "absent", "key": "k"}}}]}]}}
+    assert env_sources(pod) == {("ConfigMap", "cfg"): False, ("Secret", "creds"): False, ("ConfigMap", "absent"): False}
 
 
 def test_the_interpreter_directory_comes_first_in_path_once() -> None:
