@@ -4,6 +4,7 @@ platform reached through a kubeconfig and a profile, the same path as a customer
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -21,6 +22,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
+SECRET_VALUE = "customer-registry-token-7f3a9c"
+"""A Secret's value in the drilled namespaces: it must reach neither the archive nor the console."""
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Cluste
     cluster.wait_ready(60)
     with cluster.http_client() as http:
         http.post("/api/v1/namespaces", json={"metadata": {"name": "firedrill"}}).raise_for_status()
+        for ns in ("firedrill", "default"):  # what a customer's cluster holds where the drills run (issue 28)
+            http.post(f"/api/v1/namespaces/{ns}/secrets", json={
+                "metadata": {"name": "registry-credentials"}, "stringData": {"token": SECRET_VALUE}}).raise_for_status()
     profile = yaml.safe_load((REPO / "examples" / "profile-volcano.yaml").read_text())
     # The reference platform serves no PersistentVolumeClaims: its shared storage is its own nfs export.
     profile.update(name="reference-via-kubeconfig", canary_image="firedrill.dev/simulated:latest",
@@ -82,11 +88,18 @@ def test_no_secret_of_the_target_is_in_the_archive(run) -> None:
     secrets = [*cluster.secrets(), kubeconfig["users"][0]["user"]["token"], str(cluster.kubeconfig),
                str(cluster.data_dir)]
     assert len(secrets) >= 12
+    secrets += [SECRET_VALUE, base64.b64encode(SECRET_VALUE.encode()).decode()]
     for path in [*run_dir(reports).rglob("*"), reports / "ledger.jsonl"]:
         if path.is_file():
             data = path.read_bytes()
             for secret in secrets:
                 assert secret.encode() not in data, f"{path.name} contains {secret[:6]}..."
+
+
+def test_no_secret_value_is_in_the_console_output(run) -> None:
+    _, cluster, out = run
+    for secret in (SECRET_VALUE, base64.b64encode(SECRET_VALUE.encode()).decode(), *cluster.secrets()):
+        assert secret not in out.stdout + out.stderr, f"the console shows {secret[:6]}..."
 
 
 def test_junit_and_allure_results_read_back(run) -> None:
