@@ -116,9 +116,13 @@ class JobController:
     def __init__(self, client: RestClient, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self.clock = clock
+        self._pods_to_collect = True
+        """Look at the pods next time: a Job or a pod of a gone Job was seen at the last look (and at start)."""
 
     def reconcile(self, cache: Cache) -> None:
         jobs = {j["metadata"]["uid"]: j for j in cache.list(JOBS)}
+        if not jobs and not self._pods_to_collect:
+            return  # no Job now or at the last look, no pod of one left: nothing to do (pods change all the time)
         owned: dict[str, list[Obj]] = {}
         for pod in cache.list(PODS):
             uid = (pod["metadata"].get("labels") or {}).get(CONTROLLER_UID)
@@ -134,10 +138,10 @@ class JobController:
             except ApiStatusError as exc:
                 if not exc.conflict:
                     log.info("job %s/%s: %s", job["metadata"].get("namespace"), job["metadata"]["name"], exc)
-        for uid, pods in owned.items():
-            if uid not in jobs:
-                for pod in pods:
-                    self._orphan(pod)
+        orphans = [pod for uid, pods in owned.items() if uid not in jobs for pod in pods]
+        for pod in orphans:
+            self._orphan(pod)
+        self._pods_to_collect = bool(orphans or jobs)  # a Job seen now may be gone, its pods left, next time
 
     def sync(self, job: Obj, pods: list[Obj], clock: Clock) -> None:
         meta = job["metadata"]

@@ -63,11 +63,14 @@ class DisruptionController:
         self.clock = clock
 
     def reconcile(self, cache: Cache) -> None:
+        budgets = cache.list(PDBS)
+        if not budgets:
+            return
         now = self.clock()
         pods = cache.list(PODS)
         scales = {("ReplicaSet", rs["metadata"]["name"], rs["metadata"].get("namespace", "default")):
                   int((rs.get("spec") or {}).get("replicas", 1)) for rs in cache.list(REPLICASETS)}
-        for pdb in cache.list(PDBS):
+        for pdb in budgets:
             meta = pdb["metadata"]
             ns = meta.get("namespace", "default")
             selected = selected_pods(pdb, pods)

@@ -41,6 +41,8 @@ class Controller(Protocol):
 
     name: str
     watches: tuple[ResourceType, ...]
+    """What wakes it: a change to any of these starts a reconcile. A controller may also set ``reads``, types it
+    reads from the cache without being woken by their changes."""
     resync: float
     """Longest sleep between reconciles, in seconds, when nothing changes.  A controller may also set
     ``min_interval``, a longer pause than the manager's own after its reconcile."""
@@ -56,7 +58,7 @@ class ControllerManager:
         self.client = client
         self.controllers = list(controllers)
         self.min_interval = min_interval
-        types = {rt.key: rt for c in self.controllers for rt in c.watches}
+        types = {rt.key: rt for c in self.controllers for rt in (*c.watches, *getattr(c, "reads", ()))}
         self.informers = {k: Informer(client, rt) for k, rt in types.items()}
         self.cache = Cache(self.informers)
         self._stop = threading.Event()

@@ -65,7 +65,9 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 class NodeLifecycleController:
     name = "nodelifecycle"
-    watches = (NODES, LEASES, PODS)
+    watches = (NODES, LEASES)
+    reads = (PODS,)
+    """The pods to mark not ready; their changes do not wake it (its timing is the Leases')."""
 
     def __init__(self, client: RestClient, *, grace: float, monitor_period: float, prober: HealthProber,
                  clock: Callable[[], float] = time.time, slow_detect: bool = False,
