@@ -168,7 +168,7 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 class AccessUnchecked(FiredrillError):
-    """The API server does not serve SelfSubjectAccessReview (the reference platform's does not yet), so the
+    """The API server does not serve SelfSubjectAccessReview (some older or trimmed API servers), so the
     permissions could not be asked about; the run goes on and says so."""
 
 
