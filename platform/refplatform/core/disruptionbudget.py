@@ -17,6 +17,7 @@ the budget is met (``IfHealthyBudget``, the default) or always (``AlwaysAllow``)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ def counts(spec: Obj, pods: list[BudgetPod], scales: dict[tuple[str, str], int],
     return Counts(expected, desired, healthy)
 
 
-def still_disrupted(disrupted: Obj, now: float, parse: Any) -> set[str]:
+def still_disrupted(disrupted: Obj, now: float, parse: Callable[[Any], float | None]) -> set[str]:
     """``status.disruptedPods`` entries younger than the deletion timeout (``parse``: RFC 3339 -> seconds)."""
     return {name for name, at in (disrupted or {}).items() if (t := parse(at)) is not None and now - t < DELETION_TIMEOUT_S}
 
