@@ -28,7 +28,7 @@ from refplatform import jsoncodec
 from refplatform.errors import RefPlatformError
 
 __all__ = [
-    "SCHEMAS", "FieldMeta", "PatchError", "PatchType", "Strategy", "StructMeta", "UnsupportedPatchType",
+    "APPLY_PATCH", "SCHEMAS", "FieldMeta", "PatchError", "PatchType", "Strategy", "StructMeta", "UnsupportedPatchType",
     "accepted_patch_types", "apply_patch", "schema_for", "strategic_merge",
 ]
 
@@ -57,6 +57,8 @@ class PatchType(enum.Enum):
     """RFC 7386: maps merge recursively, null deletes, everything else replaces."""
     STRATEGIC = "application/strategic-merge-patch+json"
     """Kubernetes strategic merge patch; built-in kinds only."""
+    APPLY = "application/apply-patch+yaml"
+    """Server-side apply: merged with field ownership by refplatform.fieldmanager, not here."""
 
     @classmethod
     def from_content_type(cls, content_type: str, *, custom_resource: bool = False) -> "PatchType":
@@ -73,8 +75,11 @@ class PatchType(enum.Enum):
 def accepted_patch_types(custom_resource: bool) -> tuple[PatchType, ...]:
     """Patch types a resource accepts: custom resources refuse strategic merge, as upstream."""
     if custom_resource:
-        return (PatchType.JSON, PatchType.MERGE)
-    return (PatchType.JSON, PatchType.MERGE, PatchType.STRATEGIC)
+        return (PatchType.JSON, PatchType.MERGE, PatchType.APPLY)
+    return (PatchType.JSON, PatchType.MERGE, PatchType.STRATEGIC, PatchType.APPLY)
+
+
+APPLY_PATCH = PatchType.APPLY.value
 
 
 # --------------------------------------------------------------------------- schemas
@@ -142,10 +147,15 @@ _NODE = _struct(metadata=_OBJECT_META, spec=_struct(podCIDRs=_SET),
                 status=_struct(conditions=_by("type"), addresses=_by("type")))
 _NAMESPACE = _struct(metadata=_OBJECT_META, status=_struct(conditions=_by("type")))
 _METADATA_ONLY = _struct(metadata=_OBJECT_META)
+_WORKLOAD = _struct(metadata=_OBJECT_META,
+                    spec=_struct(template=_struct(metadata=_OBJECT_META, spec=_POD.lookup("spec").schema or _EMPTY)),
+                    status=_struct(conditions=_by("type")))
+"""Deployments, ReplicaSets, StatefulSets and Jobs: a pod template merges as a pod does."""
 
 SCHEMAS: Mapping[str, StructMeta] = {
     "Pod": _POD, "Node": _NODE, "Namespace": _NAMESPACE, "Event": _METADATA_ONLY,
     "CustomResourceDefinition": _METADATA_ONLY,
+    "Deployment": _WORKLOAD, "ReplicaSet": _WORKLOAD, "StatefulSet": _WORKLOAD, "Job": _WORKLOAD,
 }
 """Merge metadata of the core/v1 kinds served, from upstream's struct tags.
 
@@ -172,6 +182,8 @@ def apply_patch(obj: dict[str, Any], patch_body: bytes | str | Any, content_type
     as upstream answers for custom resources.
     """
     patch_type = PatchType.from_content_type(content_type, custom_resource=custom_resource)
+    if patch_type is PatchType.APPLY:
+        raise UnsupportedPatchType("an apply patch is merged by refplatform.fieldmanager, which the caller must use")
     patch = _decode(patch_body)
     doc = jsoncodec.clone(obj)
     if patch_type is PatchType.JSON:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import ssl
 import subprocess
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+import httpx
 import pytest
 from kubernetes import client
 
@@ -317,3 +319,83 @@ spec:
     kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=60s")
     assert kubectl("logs", "reader").stdout.rstrip("\n") == f"0.1 3 {SECRET_VALUE} \n{SECRET_VALUE}"
     kubectl("delete", "pod/reader", "configmap/train-env", "secret/train-creds")
+
+
+SSA_CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ssa
+  labels: {team: ml}
+data: {lr: "0.1", epochs: "3"}
+"""
+
+
+def _managers(kubectl: Kubectl, name: str) -> dict[tuple[str, str], dict[str, object]]:
+    got = json.loads(kubectl("get", "configmap", name, "-o", "json", "--show-managed-fields").stdout)
+    return {(e["manager"], e["operation"]): e["fieldsV1"] for e in got["metadata"].get("managedFields", [])}
+
+
+def test_server_side_apply_owns_fields_refuses_conflicts_and_removes_what_it_dropped(
+        kubectl: Kubectl, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssa.yaml"
+    cfg.write_text(SSA_CONFIG)
+    out = kubectl("apply", "--server-side", "-f", str(cfg))
+    assert "configmap/ssa serverside-applied" in out.stdout
+    owned = _managers(kubectl, "ssa")[("kubectl", "Apply")]
+    assert owned == {"f:data": {".": {}, "f:epochs": {}, "f:lr": {}},
+                     "f:metadata": {"f:labels": {".": {}, "f:team": {}}}}
+
+    # Another manager setting a field to a different value is refused, naming the field and its owner.
+    other = tmp_path / "other.yaml"
+    other.write_text(SSA_CONFIG.replace('lr: "0.1"', 'lr: "0.5"').replace(', epochs: "3"', "")
+                     .replace("  labels: {team: ml}\n", ""))
+    refused = kubectl("apply", "--server-side", "--field-manager=tuner", "-f", str(other), check=False)
+    assert refused.returncode == 1
+    assert 'Apply failed with 1 conflict: conflict with "kubectl": .data.lr' in refused.stderr
+    assert json.loads(kubectl("get", "configmap", "ssa", "-o", "json").stdout)["data"]["lr"] == "0.1"
+    # The same value is shared ownership, not a conflict; --force-conflicts takes the field over.
+    kubectl("apply", "--server-side", "--field-manager=tuner", "--force-conflicts", "-f", str(other))
+    managers = _managers(kubectl, "ssa")
+    assert managers[("tuner", "Apply")]["f:data"] == {".": {}, "f:lr": {}}
+    assert "f:lr" not in managers[("kubectl", "Apply")]["f:data"]
+
+    # kubectl stops sending epochs and the label: the fields only it held go; lr, which tuner holds, stays.
+    cfg.write_text('apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {lr: "0.5"}\n')
+    kubectl("apply", "--server-side", "-f", str(cfg))
+    got = json.loads(kubectl("get", "configmap", "ssa", "-o", "json").stdout)
+    assert got["data"] == {"lr": "0.5"} and "team" not in (got["metadata"].get("labels") or {})
+
+    # An Update (kubectl edit, patch, replace...) takes over what it changes; the next apply conflicts with it.
+    kubectl("patch", "configmap", "ssa", "-p", '{"data":{"lr":"0.9"}}')
+    assert _managers(kubectl, "ssa")[("kubectl-patch", "Update")] == {"f:data": {"f:lr": {}}}
+    refused = kubectl("apply", "--server-side", "-f", str(cfg), check=False)
+    assert 'conflict with "kubectl-patch" using v1 at ' in refused.stderr and ".data.lr" in refused.stderr
+    kubectl("delete", "configmap", "ssa")
+
+
+def test_apply_patches_are_checked_before_anything_changes(cluster: Cluster) -> None:
+    url = f"{cluster.url}/api/v1/namespaces/default/configmaps/ssa-bad"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa-bad"}, "data": {"a": "1"}}
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(cluster.ca_file)), headers={"Authorization": f"Bearer {cluster.token}"}) as http:
+        def apply(payload: object, content_type: str = "application/apply-patch+yaml",
+                  **params: str) -> httpx.Response:
+            return http.patch(url, params=params, content=json.dumps(payload),
+                              headers={"Content-Type": content_type})
+        missing = apply(body)
+        assert missing.status_code == 422 and "fieldManager: Required value" in missing.json()["message"]
+        owned = dict(body, metadata={"name": "ssa-bad", "managedFields": [{"manager": "x"}]})
+        assert apply(owned, fieldManager="t").json()["message"] == "metadata.managedFields must be nil"
+        assert apply({"metadata": {"name": "ssa-bad"}}, fieldManager="t").status_code == 400
+        assert apply(dict(body, kind="Secret"), fieldManager="t").status_code == 400
+        bad_yaml = http.patch(url, params={"fieldManager": "t"}, content=b"data: [unclosed",
+                              headers={"Content-Type": "application/apply-patch+yaml"})
+        assert bad_yaml.status_code == 400 and "error decoding YAML" in bad_yaml.json()["message"]
+        forced = apply({"data": {"a": "2"}}, "application/merge-patch+json", force="true")
+        assert forced.status_code == 422 and "force: Forbidden" in forced.json()["message"]
+        assert http.get(url).status_code == 404
+        created = apply(body, fieldManager="t")
+        assert created.status_code == 201
+        assert [e["manager"] for e in created.json()["metadata"]["managedFields"]] == ["t"]
+        assert apply(body, fieldManager="t").status_code == 200
+        assert http.delete(url).status_code == 200

@@ -49,6 +49,19 @@ spec:
     command: [sh, -c, "sleep 600"]
     env: [{name: A, value: "1"}]
 """
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: trainer}}
+  template:
+    metadata: {labels: {app: trainer}}
+    spec:
+      containers:
+      - {name: main, image: busybox:1, command: [sh, -c, "sleep 600"]}
+"""
 FILES = {
     "pod.yaml": POD,
     "pod-v2.yaml": POD.replace("busybox:1", "busybox:2").replace("app: web", "app: web, tier: a"),
@@ -61,6 +74,11 @@ FILES = {
                 "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: job-runner}\n",
     "two-v2.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: job-config}\ndata: {lr: '0.2'}\n---\n"
                    "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: job-runner}\n",
+    "ssa.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa, labels: {team: ml}}\n"
+                "data: {lr: '0.1', epochs: '3'}\n",
+    "ssa-tuner.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {lr: '0.5'}\n",
+    "ssa-v2.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {lr: '0.5'}\n",
+    "deploy.yaml": DEPLOYMENT,
 }
 
 
@@ -73,10 +91,12 @@ class Step:
     """Said in the table only when the two outputs differ: the known reason."""
     summary: bool = False
     """Long output: the table shows its length and the differing lines, not the text."""
+    stdin_from: tuple[str, ...] = ()
+    """A kubectl command whose output is this one's standard input (``kubectl get -o yaml | kubectl apply -f -``)."""
 
 
-def step(cmd: str, why: str = "", summary: bool = False) -> Step:
-    return Step(tuple(cmd.split(" ")), why, summary)
+def step(cmd: str, why: str = "", summary: bool = False, stdin_from: str = "") -> Step:
+    return Step(tuple(cmd.split(" ")), why, summary, tuple(stdin_from.split(" ")) if stdin_from else ())
 
 
 RUN = ("run", "printer", "--image=busybox", "--restart=Never", "--command", "--",
@@ -153,6 +173,26 @@ STEPS: tuple[Step, ...] = (
     step("delete pdb web-pdb"),
     step("create configmap dry --from-literal=a=1 --dry-run=server"),
     step("get configmap dry"),
+    # server-side apply: field owners, conflicts, forcing, dropping fields
+    step("apply --server-side -f {dir}/ssa.yaml"),
+    step("apply --server-side --field-manager=tuner -f {dir}/ssa-tuner.yaml"),
+    step("apply --server-side --field-manager=tuner --force-conflicts -f {dir}/ssa-tuner.yaml"),
+    step("get configmap ssa -o jsonpath={.metadata.managedFields[*].manager}"),
+    step("apply --server-side -f {dir}/ssa-v2.yaml"),
+    step("get configmap ssa -o jsonpath={.data},{.metadata.labels}"),
+    step("patch configmap ssa -p {\"data\":{\"lr\":\"0.9\"}}"),
+    step("apply --server-side -f {dir}/ssa-v2.yaml"),
+    step("delete configmap ssa"),
+    # a Deployment through its everyday life
+    step("apply --server-side -f {dir}/deploy.yaml"),
+    step("rollout status deployment/trainer --timeout=60s"),
+    step("scale deployment trainer --replicas=2"),
+    step("rollout status deployment/trainer --timeout=60s"),
+    step("apply --server-side -f {dir}/deploy.yaml"),
+    step("get deployment trainer -o jsonpath={.spec.replicas}"),
+    step("apply -f -", stdin_from="get deployment trainer -o yaml"),
+    step("get configmap --watch --request-timeout=2s -o name"),
+    step("delete deployment trainer"),
 )
 
 MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -161,6 +201,7 @@ MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"/(LIVE|MERGED)-\d+/"), r"/\1-<n>/"),  # kubectl diff's temporary folders
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \+0000"), "<time>"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), "<time>"),  # a field manager's, in a conflict
     (re.compile(r"[ \t]+"), " "),
 )
 
@@ -183,11 +224,20 @@ class Side:
     kubeconfig: Path
     cache: Path
 
-    def run(self, args: tuple[str, ...], files: Path) -> Result:
+    def run(self, args: tuple[str, ...], files: Path, stdin: str | None = None) -> Result:
         argv = [KUBECTL, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache),
                 *(a.replace("{dir}", str(files)) for a in args)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                              **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
         return Result(proc.returncode, (proc.stdout + proc.stderr).replace(str(files), "DIR"))
+
+    def run_step(self, s: Step, files: Path) -> Result:
+        """Run a step; one fed by another command first runs that one and pipes its standard output in."""
+        if not s.stdin_from:
+            return self.run(s.args, files)
+        argv = [KUBECTL, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache), *s.stdin_from]
+        source = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return self.run(s.args, files, stdin=source.stdout)
 
 
 CELL_LINE_CHARS = 240
@@ -224,7 +274,8 @@ def table(rows: list[tuple[Step, Result, Result]], versions: tuple[str, str]) ->
             "|---|---|---|---|---|"]
     body = []
     for i, (s, ref, real) in enumerate(rows, 1):
-        cmd = shlex.join(s.args).replace("|", "\\|")
+        cmd = (shlex.join(s.stdin_from) + " | kubectl " if s.stdin_from else "") + shlex.join(s.args)
+        cmd = cmd.replace("|", "\\|")
         body.append(f"| {i} | `{cmd}` | {cell(ref, s.summary)} | {cell(real, s.summary)} | "
                     f"{difference(s, ref, real)} |")
     same = sum(1 for s, a, b in rows if difference(s, a, b) == "same")
@@ -234,7 +285,8 @@ def table(rows: list[tuple[Step, Result, Result]], versions: tuple[str, str]) ->
 
 def start_reference(work: Path) -> Cluster:
     c = Cluster(ClusterSpec(work / "reference", nodes=1, heartbeat=0.5,
-                            controllers=("scheduler", "job", "disruption", "serviceaccount", "root-ca-cert-publisher")))
+                            controllers=("scheduler", "job", "deployment", "disruption", "serviceaccount",
+                                         "root-ca-cert-publisher")))
     c.start()
     return c
 
@@ -284,7 +336,7 @@ def collect(work: Path, bin_dir: Path) -> tuple[list[Row], tuple[str, str]]:
         for side in sides:  # the clusters are up: a node Ready, the default service account made
             wait_ok(side, ("wait", "--for=condition=Ready", "node", "--all", "--timeout=5s"), "a Ready node")
         wait_ok(sides[1], ("get", "serviceaccount", "default"), "the default service account")
-        rows = [(s, sides[0].run(s.args, files), sides[1].run(s.args, files)) for s in STEPS]
+        rows = [(s, sides[0].run_step(s, files), sides[1].run_step(s, files)) for s in STEPS]
         kubectl = subprocess.run([KUBECTL, "version", "--client"], capture_output=True, text=True)
         return rows, (kubectl.stdout.splitlines()[0].split(": ")[-1], real.build.kubernetes)
     finally:

@@ -74,6 +74,7 @@ def _node() -> dict[str, Any]:
     (MERGE, PatchType.MERGE),
     (SMP, PatchType.STRATEGIC),
     ("Application/Merge-Patch+JSON; charset=utf-8", PatchType.MERGE),
+    ("application/apply-patch+yaml", PatchType.APPLY),
 ])
 def test_content_types(content_type: str, expected: PatchType) -> None:
     assert PatchType.from_content_type(content_type) is expected
@@ -81,17 +82,17 @@ def test_content_types(content_type: str, expected: PatchType) -> None:
 
 BUILTIN_ACCEPTED = ("the body of the request was in an unknown format - accepted media types include: "
                     "application/json-patch+json, application/merge-patch+json, "
-                    "application/strategic-merge-patch+json")
+                    "application/strategic-merge-patch+json, application/apply-patch+yaml")
 
 
 @pytest.mark.parametrize(("content_type", "custom", "message"), [
     ("application/json", False, BUILTIN_ACCEPTED),
-    ("application/apply-patch+yaml", False, BUILTIN_ACCEPTED),
     ("", False, BUILTIN_ACCEPTED),
     (SMP, True, "the body of the request was in an unknown format - accepted media types include: "
-     "application/json-patch+json, application/merge-patch+json"),
+     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
 ])
 def test_unsupported_content_types(content_type: str, custom: bool, message: str) -> None:
+    """Apply patches are accepted (and merged by refplatform.fieldmanager, not by apply_patch)."""
     with pytest.raises(UnsupportedPatchType) as err:
         apply_patch(_pod(), "{}", content_type, "Pod", custom_resource=custom)
     assert str(err.value) == message
@@ -100,8 +101,8 @@ def test_unsupported_content_types(content_type: str, custom: bool, message: str
 
 
 def test_accepted_patch_types() -> None:
-    assert accepted_patch_types(False) == (PatchType.JSON, PatchType.MERGE, PatchType.STRATEGIC)
-    assert accepted_patch_types(True) == (PatchType.JSON, PatchType.MERGE)
+    assert accepted_patch_types(False) == (PatchType.JSON, PatchType.MERGE, PatchType.STRATEGIC, PatchType.APPLY)
+    assert accepted_patch_types(True) == (PatchType.JSON, PatchType.MERGE, PatchType.APPLY)
 
 
 @pytest.mark.parametrize(("body", "content_type", "message"), [

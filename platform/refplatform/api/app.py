@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import yaml
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -44,7 +45,8 @@ from refplatform.api.service import ApiService, DeleteOptions, Selection, rfc333
 from refplatform.api.tables import TableContext, table
 from refplatform.api.usagelog import UsageRecorder
 from refplatform.defects import Defect
-from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
+from refplatform.fieldmanager import manager_from_user_agent
+from refplatform.patching import APPLY_PATCH, PatchError, UnsupportedPatchType, apply_patch
 from refplatform.resources import NAMESPACES, NODES, PODS, REGISTRY, ResourceType
 
 log = logging.getLogger("refplatform.api")
@@ -300,6 +302,7 @@ class ApiServer:
         media = check_media_type(request, rt)
         raw = await read_body(request, self.settings.max_body_bytes) if method != "DELETE" or \
             request.headers.get("content-length") not in (None, "0") else b""
+        manager = field_manager(request, media) if method != "DELETE" else ""
         if method == "POST":
             body = parse_body(raw, media)
             if name is None:
@@ -307,7 +310,7 @@ class ApiServer:
                 note.name = (body.get("metadata") or {}).get("name", "") \
                     if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else ""
                 warnings = self._check_fields(request, rt, body)
-                obj = self.service.create(rt, ns, body, by=who, dry_run=dry)
+                obj = self.service.create(rt, ns, body, by=who, dry_run=dry, manager=manager)
                 note.name = obj["metadata"]["name"]
                 return with_warnings(json_response(obj, 201), warnings)
             if rt is PODS and sub == "binding":
@@ -316,14 +319,20 @@ class ApiServer:
                 return json_response(self.service.evict(ns, name, body), 201)
             raise E.method_not_allowed("POST", f"{rt.plural}/{name}/{sub}" if sub else f"{rt.plural}/{name}")
         if sub == "scale" and method in ("PUT", "PATCH"):
-            return json_response(self._write_scale(request, rt, ns, name, raw, media))
+            return json_response(self._write_scale(request, rt, ns, name, raw, media, manager))
         if sub not in ("", "status"):
             raise E.method_not_allowed(method, f"{rt.plural}/{sub}")
         if method == "PUT":
             body = parse_body(raw, media)
             warnings = self._check_fields(request, rt, body)
-            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub, by=who, dry_run=dry)),
-                                 warnings)
+            return with_warnings(json_response(self.service.update(rt, ns, name, body, sub, by=who, dry_run=dry,
+                                                                   manager=manager)), warnings)
+        if method == "PATCH" and media == APPLY_PATCH:
+            config = parse_apply_body(raw)
+            warnings = self._check_fields(request, rt, config)
+            obj, created = self.service.apply(rt, ns, name, config, manager=manager, force=q.get("force") == "true",
+                                              subresource=sub, by=who, dry_run=dry)
+            return with_warnings(json_response(obj, 201 if created else 200), warnings)
         if method == "PATCH":
             warnings = []
             if media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
@@ -332,7 +341,7 @@ class ApiServer:
                 except ValueError:
                     pass  # refplatform.patching names the bad body
             patched = self.service.patch(rt, ns, name, raw, request.headers.get("content-type", ""), sub, by=who,
-                                         dry_run=dry)
+                                         dry_run=dry, manager=manager)
             return with_warnings(json_response(patched), warnings)
         body = parse_body(raw, media) if raw.strip() else None
         opts = DeleteOptions.from_request(body if isinstance(body, dict) else None, q.get("gracePeriodSeconds"))
@@ -342,11 +351,11 @@ class ApiServer:
         return json_response(self.service.delete(rt, ns, name, opts, by=who, dry_run=dry))
 
     def _write_scale(self, request: Request, rt: ResourceType, ns: str, name: str, raw: bytes,
-                     media: str) -> dict[str, Any]:
+                     media: str, manager: str) -> dict[str, Any]:
         """PUT or PATCH of ``{deployments,replicasets}/scale``: an autoscaling/v1 Scale (JSON or protobuf)."""
         if request.method == "PUT":
             body = parse_body(raw, media)
-            return self.service.write_scale(rt, ns, name, lambda current: body)
+            return self.service.write_scale(rt, ns, name, lambda current: body, manager)
 
         def patched(current: dict[str, Any]) -> Any:
             try:
@@ -356,7 +365,7 @@ class ApiServer:
             except PatchError as exc:
                 reason = {400: "BadRequest", 422: "Invalid"}.get(exc.code, "InternalError")
                 raise E.ApiError(exc.code, reason, str(exc), name, rt.group, f"{rt.plural}/scale") from None
-        return self.service.write_scale(rt, ns, name, patched)
+        return self.service.write_scale(rt, ns, name, patched, manager)
 
     def _check_fields(self, request: Request, rt: ResourceType, body: Any) -> list[str]:
         """Server-side field validation (``fieldValidation``): Strict refuses unknown fields, Warn (the
@@ -537,6 +546,35 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise E.too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def field_manager(request: Request, media: str) -> str:
+    """The write's field manager: ``?fieldManager=``, required for apply; else the User-Agent's product, as
+    upstream (``kubectl-create``, ``kubectl-edit``...).  ``force`` belongs to apply alone."""
+    q = request.query_params
+    given = q.get("fieldManager")
+    causes: list[E.Cause] = []
+    apply = request.method == "PATCH" and media == APPLY_PATCH
+    if apply and not given:
+        causes.append(E.Cause("fieldManager", "Required value: is required for apply patch", "FieldValueRequired"))
+    if not apply and "force" in q:
+        causes.append(E.Cause("force", "Forbidden: may not be specified for non-apply patch", "FieldValueForbidden"))
+    if given and (len(given) > 128 or not given.isprintable()):
+        causes.append(E.Cause("fieldManager", f"Invalid value: {json.dumps(given)}: must be at most 128 printable "
+                                              "characters", "FieldValueInvalid"))
+    if causes:
+        summary = ", ".join(f"{c.field}: {c.message}" for c in causes)
+        raise E.ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {summary}', "", "meta.k8s.io",
+                         "PatchOptions", causes)
+    return given or manager_from_user_agent(request.headers.get("user-agent", ""))
+
+
+def parse_apply_body(raw: bytes) -> Any:
+    """An apply configuration: YAML (JSON is YAML), one document."""
+    try:
+        return yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise E.bad_request(f"error decoding YAML: {exc}") from None
 
 
 def check_media_type(request: Request, rt: ResourceType) -> str:

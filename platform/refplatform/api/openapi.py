@@ -39,7 +39,7 @@ from refplatform import KUBE_VERSION
 from refplatform.api.protobuf import (
     FIELDS_V1, INT_OR_STRING, MICRO_TIME, QUANTITY, RAW_EXTENSION, TIME, upstream_messages,
 )
-from refplatform.patching import StructMeta, Strategy, schema_for
+from refplatform.patching import StructMeta, Strategy, accepted_patch_types, schema_for
 from refplatform.resources import REGISTRY, Registry, ResourceType
 
 Obj = dict[str, Any]
@@ -55,7 +55,7 @@ REF = "#/components/schemas/"
 #: Query parameters of writes; ``fieldValidation`` is what tells kubectl the server validates fields.
 FIELD_MANAGER = {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True},
                  "description": "fieldManager is a name associated with the actor or entity that is making "
-                                "these changes. Accepted and not recorded (no managedFields here)."}
+                                "these changes: recorded in metadata.managedFields; required for apply patches."}
 FIELD_VALIDATION = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
                     "description": "How the server handles unknown or duplicate fields in the request body: "
                                    "Ignore, Warn (a Warning header per field), or Strict (400 BadRequest "
@@ -276,8 +276,7 @@ def _path_params(namespaced: bool, named: bool) -> list[Obj]:
 
 def _paths(rt: ResourceType, kind_schema: str, list_schema: str) -> Iterator[tuple[str, Obj]]:
     base = "/" + gv_path(rt.group, rt.version)
-    patch_types = ("application/json-patch+json", "application/merge-patch+json") + \
-        (() if rt.custom else ("application/strategic-merge-patch+json",))
+    patch_types = tuple(t.value for t in accepted_patch_types(rt.custom))
     ns = rt.namespaced
     coll = f"{base}/namespaces/{{namespace}}/{rt.plural}" if ns else f"{base}/{rt.plural}"
 

@@ -31,7 +31,11 @@ from refplatform.api.restrictions import Restrictions, Write
 from refplatform.api.validation import pod_gpu_request, validate
 from refplatform.core.accounting import UNPLACED_CONDITION
 from refplatform.core.disruptionbudget import may_evict
-from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch
+from refplatform.fieldmanager import (
+    ApplyConflict, FieldManagerError, ManagedEntry, decode_entries, encode_entries, path_string, record_update,
+)
+from refplatform.fieldmanager import apply as server_side_apply
+from refplatform.patching import PatchError, UnsupportedPatchType, apply_patch, schema_for
 from refplatform.resources import (
     CONFIGMAPS, JOBS, NAMESPACES, NODES, PDBS, PODS, REGISTRY, RESOURCEQUOTAS, SECRETS, Registry, ResourceType,
 )
@@ -211,9 +215,11 @@ class ApiService:
 
     # ------------------------------------------------------------------- writes
     def create(self, rt: ResourceType, namespace: str, body: Any, by: Identity | None = None,
-               dry_run: bool = False) -> Obj:
+               dry_run: bool = False, manager: str = "") -> Obj:
         """Create an object; ``by`` is the caller (None: in-process, not restricted by identity). ``dry_run``
-        (``?dryRun=All``): admit it as a create would, store nothing, answer what would have been stored."""
+        (``?dryRun=All``): admit it as a create would, store nothing, answer what would have been stored.
+        ``manager`` (the request's field manager) is recorded as owning every field it set, unless the body
+        brings its own ``managedFields``."""
         obj = self._check_kind(rt, jsoncodec.clone(body), namespace, None)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -222,6 +228,8 @@ class ApiService:
                              "deletionGracePeriodSeconds", "generation"):
             meta.pop(server_owned, None)
         self._admit(rt, obj)
+        if manager:
+            self._track_update(rt, {}, obj, "", manager)
         self._require_namespace(rt, namespace)
         self.restrictions.check(by, Write("create", rt, "", None, obj))
         self.priority.admit_create(rt, obj)
@@ -257,7 +265,7 @@ class ApiService:
         return obj
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "",
-               by: Identity | None = None, dry_run: bool = False) -> Obj:
+               by: Identity | None = None, dry_run: bool = False, manager: str = "") -> Obj:
         obj = self._check_kind(rt, jsoncodec.clone(body), namespace, name)
         expect_rv = obj["metadata"].get("resourceVersion")
         if not expect_rv:
@@ -265,11 +273,11 @@ class ApiService:
             expect_rv = None
 
         def replace(current: Obj) -> Obj:
-            return self._merge_update(rt, current, obj, subresource, "update", by)
+            return self._merge_update(rt, current, obj, subresource, "update", by, manager)
         return self._write(rt, namespace, name, replace, expect_rv, dry_run=dry_run)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, body: bytes, content_type: str,
-              subresource: str = "", by: Identity | None = None, dry_run: bool = False) -> Obj:
+              subresource: str = "", by: Identity | None = None, dry_run: bool = False, manager: str = "") -> Obj:
         media = content_type.split(";")[0].strip().lower()
         expect: list[str | None] = [None]
 
@@ -285,11 +293,97 @@ class ApiService:
             expect[0] = new["metadata"].get("resourceVersion")
             if expect[0] == current["metadata"]["resourceVersion"]:
                 expect[0] = None  # a patch that does not name a version applies to the latest
-            return self._merge_update(rt, current, new, subresource, "patch", by)
+            return self._merge_update(rt, current, new, subresource, "patch", by, manager)
         return self._write(rt, namespace, name, patched, None, expect, dry_run=dry_run)
 
+    def apply(self, rt: ResourceType, namespace: str, name: str, config: Any, *, manager: str, force: bool = False,
+              subresource: str = "", by: Identity | None = None, dry_run: bool = False) -> tuple[Obj, bool]:
+        """Server-side apply (refplatform.fieldmanager): merge ``config`` into the object, or create it; answers
+        the result and whether it was created.  A field another manager set differently is a 409 Conflict
+        naming it, unless ``force``."""
+        if not isinstance(config, dict) or not config.get("apiVersion") or not config.get("kind"):
+            raise E.bad_request("an apply configuration must be an object with its apiVersion and kind")
+        config = self._check_kind(rt, jsoncodec.clone(config), namespace, name)
+        if config["metadata"].get("managedFields") is not None:
+            raise E.bad_request("metadata.managedFields must be nil")
+        has_status = "status" in rt.subresources
+        ns = namespace if rt.namespaced else ""
+        for _ in range(3):
+            if subresource or self.store.find(rt.key, ns, name) is not None:
+                try:
+                    return self._apply_to_live(rt, namespace, name, config, manager, force, subresource, by,
+                                               dry_run), False
+                except ApiError as exc:
+                    if exc.code != 404 or subresource:
+                        raise
+                    continue  # deleted meanwhile: create it
+            merged, entries = self._server_side_apply(rt, None, config, manager, force, subresource, has_status)
+            merged["metadata"]["managedFields"] = encode_entries(entries)
+            try:
+                return self.create(rt, namespace, merged, by=by, dry_run=dry_run), True
+            except ApiError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+        raise E.conflict(rt, name, "the object kept changing between apply and create; try again")
+
+    def _apply_to_live(self, rt: ResourceType, namespace: str, name: str, config: Obj, manager: str, force: bool,
+                       subresource: str, by: Identity | None, dry_run: bool) -> Obj:
+        has_status = "status" in rt.subresources
+        expect: list[str | None] = [None]
+
+        def applied(current: Obj) -> Obj:
+            merged, entries = self._server_side_apply(rt, current, config, manager, force, subresource, has_status)
+            expect[0] = merged["metadata"].get("resourceVersion")
+            if expect[0] == current["metadata"]["resourceVersion"]:
+                expect[0] = None
+            new = self._merge_update(rt, current, merged, subresource, "patch", by)
+            new["metadata"]["managedFields"] = encode_entries(entries)
+            return new
+        return self._write(rt, namespace, name, applied, None, expect, dry_run=dry_run)
+
+    def _server_side_apply(self, rt: ResourceType, current: Obj | None, config: Obj, manager: str, force: bool,
+                           subresource: str, has_status: bool) -> tuple[Obj, list[ManagedEntry]]:
+        name = config["metadata"]["name"]
+        try:
+            live = None
+            entries: list[ManagedEntry] = []
+            if current is not None:
+                entries = decode_entries(current["metadata"].get("managedFields"), check=False)
+                live = jsoncodec.clone(current)
+                live["metadata"].pop("managedFields", None)
+            return server_side_apply(live, config, entries, manager=manager, force=force, api_version=rt.api_version,
+                                     now=self.now(), schema=schema_for(rt.kind), subresource=subresource,
+                                     has_status=has_status)
+        except ApplyConflict as exc:
+            causes = [Cause(path_string(c.path), f"conflict with {c.manager.describe()}", "FieldManagerConflict")
+                      for c in exc.conflicts]
+            raise ApiError(409, "Conflict", str(exc), name, rt.group, rt.plural, causes) from None
+        except FieldManagerError as exc:
+            raise E.bad_request(str(exc)) from None
+
+    def _track_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str, manager: str) -> None:
+        """Record an Update by ``manager`` in ``new``'s managedFields.  A body whose managedFields differ from the
+        stored ones replaces them (``[{}]`` clears them), as upstream lets a client rewrite ownership."""
+        meta = new["metadata"]
+        sent = meta.pop("managedFields", None)
+        stored = (current.get("metadata") or {}).get("managedFields")
+        if sent == [{}]:
+            return
+        try:
+            entries = decode_entries(sent) if sent and sent != stored else decode_entries(stored, check=False)
+        except FieldManagerError as exc:
+            raise E.bad_request(str(exc)) from None
+        old = current
+        if stored is not None:
+            old = dict(current, metadata={k: v for k, v in current["metadata"].items() if k != "managedFields"})
+        entries = record_update(entries, old, new, manager=manager, api_version=rt.api_version, now=self.now(),
+                                schema=schema_for(rt.kind), subresource=subresource,
+                                has_status="status" in rt.subresources)
+        if entries:
+            meta["managedFields"] = encode_entries(entries)
+
     def _merge_update(self, rt: ResourceType, current: Obj, new: Obj, subresource: str, verb: str = "update",
-                      by: Identity | None = None) -> Obj:
+                      by: Identity | None = None, manager: str = "") -> Obj:
         """Apply status-subresource and immutability rules to a proposed replacement; then the caller's
         object-level restrictions (refplatform.api.restrictions)."""
         has_status = "status" in rt.subresources
@@ -318,6 +412,8 @@ class ApiService:
         self.restrictions.check(by, Write(verb, rt, subresource, current, new))
         if new.get("spec") != current.get("spec"):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        if manager:
+            self._track_update(rt, current, new, subresource, manager)
         return new
 
     def _check_pod_spec_update(self, current: Obj, new: Obj) -> None:
@@ -447,9 +543,11 @@ class ApiService:
         """The ``autoscaling/v1`` Scale of a Deployment or ReplicaSet."""
         return scale_of(self.get(rt, namespace, name))
 
-    def write_scale(self, rt: ResourceType, namespace: str, name: str, change: Callable[[Obj], Obj]) -> Obj:
+    def write_scale(self, rt: ResourceType, namespace: str, name: str, change: Callable[[Obj], Obj],
+                    manager: str = "") -> Obj:
         """Set ``spec.replicas`` of the scaled object from ``change(current Scale)`` (a PUT body or a patch
-        applied to it); the Scale's ``resourceVersion``, when given, must be the object's."""
+        applied to it); the Scale's ``resourceVersion``, when given, must be the object's.  ``manager`` then
+        owns ``spec.replicas`` through the ``scale`` subresource, as upstream records it."""
         def scaled(current: Obj) -> Obj:
             scale = change(scale_of(current))
             if not isinstance(scale, dict):
@@ -474,7 +572,10 @@ class ApiService:
                                                                   "than or equal to 0")])
             new = jsoncodec.clone(current)
             new.setdefault("spec", {})["replicas"] = replicas
-            return self._merge_update(rt, current, new, "")
+            new = self._merge_update(rt, current, new, "")
+            if manager:
+                self._track_update(rt, current, new, "scale", manager)
+            return new
         return scale_of(self._write(rt, namespace, name, scaled, None))
 
     # ------------------------------------------------------- pod subresources

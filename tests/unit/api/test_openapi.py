@@ -101,10 +101,11 @@ def test_patch_operations_tell_kubectl_about_field_validation_and_merge_types(op
     assert core["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert {"fieldValidation", "fieldManager"} <= {p["name"] for p in core["parameters"]}
     assert "application/strategic-merge-patch+json" in core["requestBody"]["content"]
-    assert "application/apply-patch+yaml" not in core["requestBody"]["content"]  # no server-side apply
+    assert "application/apply-patch+yaml" in core["requestBody"]["content"]  # server-side apply
     pg = doc(openapi, "apis/scheduling.volcano.sh/v1beta1")
     op = pg["paths"]["/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups/{name}"]["patch"]
-    assert set(op["requestBody"]["content"]) == {"application/json-patch+json", "application/merge-patch+json"}
+    assert set(op["requestBody"]["content"]) == {"application/json-patch+json", "application/merge-patch+json",
+                                                 "application/apply-patch+yaml"}
     schema = pg["components"]["schemas"]["sh.volcano.scheduling.v1beta1.PodGroup"]
     assert "minMember" in schema["properties"]["spec"]["properties"]
     assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in pg["components"]["schemas"]
