@@ -89,6 +89,9 @@ class RefAgents:
     work_dir: Path
     gpus: int = 8
     heartbeat: float = 1.0
+    pod_range: str = POD_RANGE
+    """Each agent's ``--pod-cidr``, ``{index}`` its number: loopback, or a range local to a network namespace
+    the test made (``tests/realk8s/netns.py``)."""
     agents: dict[str, RefAgent] = field(default_factory=dict)
     _admin: client.ApiClient | None = None
 
@@ -119,7 +122,7 @@ class RefAgents:
         argv = [sys.executable, "-m", "refplatform.agent", "--api", self.cluster.url,
                 "--token-file", str(token_file), "--ca-file", str(self.cluster.ca_file), "--node", name,
                 "--data-dir", str(self.data_dir), "--simulate-gpus", "--gpus", str(self.gpus),
-                "--heartbeat", f"{self.heartbeat:g}", "--pod-cidr", POD_RANGE.format(index=index),
+                "--heartbeat", f"{self.heartbeat:g}", "--pod-cidr", self.pod_range.format(index=index),
                 "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
                 "--client-ca-file", str(self.cluster.ca_file), *extra]
         log_path = self.work_dir / f"{name}.log"

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.realk8s.agents import RefAgents
+from tests.realk8s.agents import POD_RANGE, RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterSpec
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.standin import node_user
@@ -74,15 +74,15 @@ class PullCluster:
 
 def start_pull_cluster(bin_dir: Path, work: Path, defects: tuple[str, ...], *,
                        grace: float = NODE_MONITOR_GRACE_PERIOD_S, period: float = NODE_MONITOR_PERIOD_S,
-                       toleration: int = TOLERATION_S) -> PullCluster:
+                       toleration: int = TOLERATION_S, pod_range: str = POD_RANGE) -> PullCluster:
     """Four agents (8 simulated GPUs each, labelled for chaos) of a real control plane with these controller
-    flags; ``defects``: the agents' defect zoo entries."""
+    flags; ``defects``: the agents' defect zoo entries; ``pod_range``: their pod CIDRs (``{index}``)."""
     cluster = RealCluster(RealClusterSpec(
         bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=grace, node_monitor_period=period,
         default_unreachable_toleration_seconds=toleration, default_not_ready_toleration_seconds=toleration,
         extra_users=tuple(node_user(n) for n in NODES)))
     cluster.start()
-    agents = RefAgents(cluster, work / "agents")
+    agents = RefAgents(cluster, work / "agents", pod_range=pod_range)
     extra = tuple(arg for d in defects for arg in ("--defect", d))
     try:
         for name in NODES:

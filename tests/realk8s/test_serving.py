@@ -15,11 +15,11 @@ platform's loopback load balancer (``python -m refplatform.controllers --control
 the real API server: it reads the Service's EndpointSlices and writes its ``status.loadBalancer``, as a
 load-balancer controller does.
 
-What this cluster cannot do, and the drill must say: the agents give pods loopback addresses (this machine
-allows no other network), and upstream's EndpointSlice controller refuses them (API validation: "may not be in
-the loopback range"). So the Service has no endpoint and no request reaches a replica. The drill checks its
-steady state before it drains anything and ends INCONCLUSIVE, naming the Service, the Ready replicas and their
-addresses, never FAIL and never PASS. Without ``inference.image`` in the profile it is INCONCLUSIVE before it
+With loopback pod addresses (the host allows no other network) upstream's EndpointSlice controller refuses
+them (API validation: "may not be in the loopback range"), so the Service has no endpoint and no request reaches
+a replica: the drill checks its steady state before it drains anything and ends INCONCLUSIVE, naming the Service,
+the Ready replicas and their addresses, never FAIL and never PASS.  Inside a network namespace the test owns
+(``tests/realk8s/netns.py``), pods get ``10.244.x`` addresses and the same scenario PASSes. Without ``inference.image`` in the profile it is INCONCLUSIVE before it
 starts anything, and says to set it.
 """
 
@@ -30,10 +30,12 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.realk8s import netns
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.test_native_nodepull import AGENTCTL, NAMESPACE, PullCluster, start_pull_cluster
 
@@ -45,29 +47,38 @@ CONTROL_PLANE_FEATURE = REPO / "features" / "control_plane_under_chaos.feature"
 RUN_TIMEOUT_S = 240
 
 
+@contextmanager
+def load_balancer(made: PullCluster, work: Path) -> Iterator[Path]:
+    """The stand-in load-balancer controller against the real API server, for the block; yields its log."""
+    token = work / "admin.token"
+    token.write_text(made.cluster.admin_token)
+    token.chmod(0o600)
+    log_path = work / "loadbalancer.log"
+    with log_path.open("wb") as log:
+        lb = subprocess.Popen([sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url,
+                               "--token-file", str(token), "--ca-file", str(made.cluster.ca_file),
+                               "--controllers", "loadbalancer"], stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+        try:
+            yield log_path
+        finally:
+            lb.terminate()
+            try:
+                lb.wait(10)
+            except subprocess.TimeoutExpired:
+                lb.kill()
+                lb.wait(10)
+
+
 @pytest.fixture(scope="module")
 def serving_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
                     ) -> Iterator[tuple[PullCluster, Path]]:
     work = tmp_path_factory.mktemp("serving")
     made = start_pull_cluster(realk8s_bin_dir, work, ())
-    token = work / "admin.token"
-    token.write_text(made.cluster.admin_token)
-    token.chmod(0o600)
-    log = (work / "loadbalancer.log").open("wb")
-    lb = subprocess.Popen([sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url,
-                           "--token-file", str(token), "--ca-file", str(made.cluster.ca_file),
-                           "--controllers", "loadbalancer"], stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True)
     try:
-        yield made, work / "loadbalancer.log"
+        with load_balancer(made, work) as lb_log:
+            yield made, lb_log
     finally:
-        lb.terminate()
-        try:
-            lb.wait(10)
-        except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait(10)
-        log.close()
         made.agents.close()
         made.cluster.stop()
 
@@ -116,6 +127,29 @@ def test_the_drain_scenario_runs_through_the_profile_and_names_what_this_cluster
     nodes = subprocess.run(["kubectl", "--kubeconfig", str(made.cluster.admin_kubeconfig), "get", "nodes", "-o",
                             "jsonpath={.items[*].spec.unschedulable}"], capture_output=True, text=True, timeout=30)
     assert "true" not in nodes.stdout, nodes.stdout
+
+
+@pytest.mark.skipif(bool(netns.unavailable()), reason=netns.unavailable() or "-")
+def test_the_drain_scenario_passes_where_pods_have_addresses_upstream_accepts(realk8s_bin_dir: Path,
+                                                                              tmp_path: Path) -> None:
+    """The same run inside a network namespace the test owns (tests/realk8s/netns.py): pods get 10.244.x
+    addresses, upstream's EndpointSlice controller publishes them, the load balancer follows them through the
+    drain, and the scenario, unedited, PASSes on the real controllers."""
+    out = tmp_path / "result.json"
+    proc = netns.run_in_own_namespaces([sys.executable, "-m", "tests.realk8s.serving_netns", str(realk8s_bin_dir),
+                                        str(tmp_path / "work"), str(out)], cwd=REPO, timeout=RUN_TIMEOUT_S + 120)
+    assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-5000:]
+    result = json.loads(out.read_text())
+    scenario, log = result["scenario"], result["stdout"] + result["stderr"] + result["load_balancer_log"]
+    assert result["returncode"] == 0 and scenario["verdict"] == "PASS", log
+    # the load balancer followed upstream's EndpointSlices: three 10.244.x replicas, one drained and replaced
+    sets = [frozenset(m.split(", ")) for m in re.findall(r"backends ([0-9.:, ]+)\n", result["load_balancer_log"])]
+    assert sets and all(a.startswith("10.244.") for backends in sets for a in backends), log
+    full = [b for b in sets if len(b) == 3]
+    assert len(set(full)) >= 2, f"no replica moved during the drain: {sets}"
+    host = subprocess.run(["ip", "-o", "addr", "show", "to", "10.244.0.0/16"], capture_output=True, text=True,
+                          timeout=10)
+    assert host.returncode == 0 and host.stdout.strip() == "", "the pods' range leaked onto the host's network"
 
 
 def test_without_the_inference_image_the_scenario_says_what_to_set(serving_cluster: tuple[PullCluster, Path],

@@ -147,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU partitioning (YAML: mode none|mig-single|mig-mixed|time-slicing|hami, see "
                         "docs/PARTITIONING.md); an invalid file is refused with exit code 2")
     p.add_argument("--pod-cidr", metavar="CIDR",
-                   help="loopback range of this node's pod IPs, e.g. 127.10.0.0/24 (default: a /24 in "
-                        "127.64.0.0/10 derived from the node name)")
+                   help="range of this node's pod IPs, e.g. 127.10.0.0/24 (default: a /24 in 127.64.0.0/10 "
+                        "derived from the node name); outside 127.0.0.0/8 only where the whole range is local, "
+                        "as on the lo of a network namespace you created")
     add_defect_argument(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="agent log level")
     return p

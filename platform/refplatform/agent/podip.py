@@ -1,4 +1,4 @@
-"""Pod IPs: each pod its own loopback address, from the node's pod range (pure).
+"""Pod IPs: each pod its own loopback address, from the node's pod range.
 
 Linux routes all of ``127.0.0.0/8`` to the loopback interface, so a pod can
 bind its own address without any network setup, and two pods on one node can
@@ -10,6 +10,13 @@ never held by two pods, and one released comes back only after every other
 free one was used.  A pod keeps its address across container restarts and
 agent restarts (the agent reclaims the ``status.podIP`` a pod reports).
 
+A range outside ``127.0.0.0/8`` is accepted only where the whole range is local
+to the agent's network namespace (its first and last host addresses can be
+bound): inside a namespace a test created, with the range on that namespace's
+``lo`` (``ip addr add 10.244.0.1/16 dev lo``), pods get addresses upstream's
+EndpointSlice controller accepts, and nothing outside the namespace is ever
+addressed.  A range some other machine could own is refused.
+
 Without ``--pod-cidr`` the range comes from the node name:
 ``127.<64 + h[0] % 64>.<h[1]>.0/24`` where ``h`` is the SHA-256 of the name
 (:func:`default_pod_cidr`), so it stays clear of ``127.0.0.0/16`` and of the
@@ -20,10 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import socket
+from collections.abc import Callable
 
 from refplatform.agent.errors import AgentError
 
-__all__ = ["PodAddressError", "PodAddressPool", "default_pod_cidr", "parse_pod_cidr"]
+__all__ = ["PodAddressError", "PodAddressPool", "address_is_local", "default_pod_cidr", "parse_pod_cidr"]
 
 LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
 
@@ -32,14 +41,32 @@ class PodAddressError(AgentError):
     """A bad pod range, or no free address in it."""
 
 
-def parse_pod_cidr(raw: str) -> ipaddress.IPv4Network:
-    """A pod range: an IPv4 network inside ``127.0.0.0/8`` with room for at least two pods."""
+def address_is_local(address: str) -> bool:
+    """Whether this network namespace owns ``address`` (a socket can be bound to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
+def parse_pod_cidr(raw: str, is_local: Callable[[str], bool] = address_is_local) -> ipaddress.IPv4Network:
+    """A pod range: an IPv4 network with room for at least two pods, inside ``127.0.0.0/8`` or local."""
     try:
         net = ipaddress.ip_network(raw.strip(), strict=True)
     except ValueError as err:
         raise PodAddressError(f"--pod-cidr {raw!r} is not a network address with a prefix ({err})") from None
-    if not isinstance(net, ipaddress.IPv4Network) or not net.subnet_of(LOOPBACK):
-        raise PodAddressError(f"--pod-cidr {raw!r} must lie inside 127.0.0.0/8 (pods get loopback addresses)")
+    if not isinstance(net, ipaddress.IPv4Network):
+        raise PodAddressError(f"--pod-cidr {raw!r} is not IPv4")
+    if not net.subnet_of(LOOPBACK) and net.prefixlen <= 29:
+        hosts = (net.network_address + 1, net.broadcast_address - 1)
+        if not all(is_local(str(h)) for h in hosts):
+            raise PodAddressError(
+                f"--pod-cidr {raw!r} lies outside 127.0.0.0/8 and is not local to this network namespace, so "
+                "pods could get addresses another machine owns; use a loopback range, or run the agent in a "
+                f"network namespace you own with the range on its lo (ip addr add {hosts[0]}/{net.prefixlen} "
+                "dev lo)")
     if net.prefixlen > 29:
         raise PodAddressError(f"--pod-cidr {raw!r} is too small: use a prefix of /29 or shorter")
     if ipaddress.IPv4Address("127.0.0.1") in net:
@@ -56,8 +83,8 @@ def default_pod_cidr(node: str) -> str:
 class PodAddressPool:
     """The addresses of one node's pods, by pod uid.  Not thread-safe: the pod sync thread owns it."""
 
-    def __init__(self, cidr: str) -> None:
-        self.network = parse_pod_cidr(cidr)
+    def __init__(self, cidr: str, is_local: Callable[[str], bool] = address_is_local) -> None:
+        self.network = parse_pod_cidr(cidr, is_local)
         self.cidr = str(self.network)
         hosts = list(self.network.hosts())
         self._addresses = [str(a) for a in hosts[1:]]  # the first host is the node's own

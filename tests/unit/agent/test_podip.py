@@ -37,7 +37,7 @@ def test_claim_keeps_an_address_across_an_agent_restart_and_refuses_conflicts() 
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ("10.0.0.0/24", "must lie inside 127.0.0.0/8"),
+    ("10.0.0.0/24", "outside 127.0.0.0/8 and is not local to this network namespace"),
     ("127.10.0.0/30", "too small"),
     ("127.0.0.0/24", "contains 127.0.0.1"),
     ("127.10.0.5/24", "not a network address"),
@@ -46,6 +46,20 @@ def test_claim_keeps_an_address_across_an_agent_restart_and_refuses_conflicts() 
 def test_bad_ranges_are_refused(raw: str, message: str) -> None:
     with pytest.raises(PodAddressError, match=message):
         parse_pod_cidr(raw)
+
+
+def test_a_range_outside_loopback_is_accepted_only_where_all_of_it_is_local() -> None:
+    """Inside a network namespace a test owns, with the range on its lo; a range partly elsewhere is refused."""
+    asked: list[str] = []
+
+    def local(address: str) -> bool:
+        asked.append(address)
+        return address.startswith("10.244.")
+    assert str(parse_pod_cidr("10.244.3.0/24", is_local=local)) == "10.244.3.0/24"
+    assert asked == ["10.244.3.1", "10.244.3.254"]
+    with pytest.raises(PodAddressError, match="ip addr add 10.244.0.1/15 dev lo"):
+        parse_pod_cidr("10.244.0.0/15", is_local=local)  # its last addresses are not local
+    assert PodAddressPool("10.244.3.0/24", is_local=local).allocate("a") == "10.244.3.2"
 
 
 def test_the_default_range_is_derived_from_the_node_name() -> None:
