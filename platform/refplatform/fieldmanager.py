@@ -108,12 +108,13 @@ class ManagedEntry:
         return (self.manager, self.operation, self.subresource) == (manager, operation, subresource)
 
     def describe(self) -> str:
-        """How upstream names a manager in a conflict: Apply managers by name, Update ones with version and time."""
+        """How upstream names a manager in a conflict: by name, and for an Update with the API version it wrote
+        (kube-apiserver v1.37.2 prints no time: its manager identifiers carry none)."""
         text = json.dumps(self.manager)
         if self.subresource:
             text += f" with subresource {json.dumps(self.subresource)}"
         if self.operation is Operation.UPDATE:
-            text += f" using {self.api_version}" + (f" at {self.time}" if self.time else "")
+            text += f" using {self.api_version}"
         return text
 
     def to_json(self) -> Obj:

@@ -185,8 +185,10 @@ STEPS: tuple[Step, ...] = (
     step("delete configmap ssa"),
     # a Deployment through its everyday life
     step("apply --server-side -f {dir}/deploy.yaml"),
-    step("rollout status deployment/trainer --timeout=60s"),
+    step("rollout status deployment/trainer --timeout=60s",
+         "how many \"Waiting for ...\" lines kubectl prints before the rollout is done depends on timing"),
     step("scale deployment trainer --replicas=2"),
+    step("wait --for=jsonpath={.status.availableReplicas}=2 deployment/trainer --timeout=60s"),
     step("rollout status deployment/trainer --timeout=60s"),
     step("apply --server-side -f {dir}/deploy.yaml"),
     step("get deployment trainer -o jsonpath={.spec.replicas}"),
@@ -285,7 +287,7 @@ def table(rows: list[tuple[Step, Result, Result]], versions: tuple[str, str]) ->
 
 def start_reference(work: Path) -> Cluster:
     c = Cluster(ClusterSpec(work / "reference", nodes=1, heartbeat=0.5,
-                            controllers=("scheduler", "job", "deployment", "disruption", "serviceaccount",
+                            controllers=("scheduler", "job", "deployment", "replicaset", "disruption", "serviceaccount",
                                          "root-ca-cert-publisher")))
     c.start()
     return c

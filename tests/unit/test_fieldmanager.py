@@ -89,7 +89,7 @@ def test_an_apply_that_changes_another_managers_field_conflicts_and_force_takes_
     entries = created(live)
     with pytest.raises(ApplyConflict) as info:
         do_apply(live, config(replicas=3), entries)
-    assert str(info.value) == ('Apply failed with 1 conflict: conflict with "kubectl-create" using apps/v1 at T0: '
+    assert str(info.value) == ('Apply failed with 1 conflict: conflict with "kubectl-create" using apps/v1: '
                                ".spec.replicas")
     same, shared = do_apply(live, config(replicas=1), entries)  # same value: shared, no conflict
     assert ".spec.replicas" in owned(shared, "kubectl-create", Operation.UPDATE) & owned(shared, "kubectl",
@@ -107,7 +107,7 @@ def test_conflicts_with_several_managers_are_grouped_by_manager() -> None:
     with pytest.raises(ApplyConflict) as info:
         do_apply(live, cfg, entries)
     assert str(info.value) == (
-        'Apply failed with 3 conflicts: conflicts with "kubectl-create" using apps/v1 at T0:\n'
+        'Apply failed with 3 conflicts: conflicts with "kubectl-create" using apps/v1:\n'
         "- .spec.replicas\n"
         '- .spec.template.spec.containers[name="main"].image\n'
         'conflicts with "scaler":\n'
