@@ -393,8 +393,14 @@ def verify(
                                                    "which proves integrity only.")] = None,
     ledger: Annotated[Path | None, typer.Option(help="The ledger (reports/ledger.jsonl): also check the run's "
                                                       "line and the whole chain.")] = None,
+    signer: Annotated[list[Path] | None, typer.Option(
+        "--signer", help="A public key that must have signed the run (repeat it: --signer vendor.pub --signer "
+                         "customer.pub); a missing or wrong signature is named.")] = None,
 ) -> None:
     """Check an archive's signatures, file digests and sizes and, with --ledger, the ledger chain.
+
+    With --signer (once per party), every named key must have signed the manifest, as `firedrill witness`
+    adds a second party's signature.
 
     Exit codes: 0 verified, 1 does not verify, 2 cannot read (missing path, not an archive, bad key or ledger file).
     """
@@ -402,13 +408,54 @@ def verify(
     from drills.records.evidence.verify import verify as verify_archive
 
     try:
-        report = verify_archive(run, key, ledger)
+        report = verify_archive(run, key, ledger, tuple(signer or ()))
     except VerifyReadError as exc:
         err.print(f"error: {exc}")
         raise typer.Exit(2) from None
     for line in report.lines():
         console.print(line)
     raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def witness(
+    run: Annotated[Path, typer.Argument(help="A sealed run directory (reports/<run-id>).")],
+    key: Annotated[Path, typer.Option(help="Your private signing key (from `firedrill keygen`).")],
+    vendor_key: Annotated[Path | None, typer.Option(help="The sealer's published public key: checked before you "
+                                                          "sign, so you know whose run you countersign.")] = None,
+) -> None:
+    """Countersign a sealed run as a second party (the customer on acceptance day).
+
+    Checks that the run verifies (with --vendor-key, that the vendor sealed it), then adds your signature to
+    its signed manifest, which lists the digest of every file and statement. Nothing else changes, so the
+    vendor's signatures and the ledger stay valid. Then anyone can demand both:
+    `firedrill verify RUN --signer vendor.pub --signer customer.pub`.
+
+    Exit codes: 0 signed, 1 the run does not verify or this key signed it already, 2 cannot read the key.
+    """
+    from drills.records.evidence.errors import KeyFileError
+    from drills.records.evidence.signing import Signer
+    from drills.records.evidence.witness import WitnessError
+    from drills.records.evidence.witness import witness as countersign
+
+    try:
+        signer = Signer.from_key_file(key)
+    except KeyFileError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    try:
+        done = countersign(run, signer, vendor_key)
+    except KeyFileError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    except WitnessError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(1) from None
+    checked = "the vendor's key checked" if done.vendor_checked else \
+        "integrity checked with the archive's own key; pass --vendor-key to check who sealed it"
+    console.print(f"witnessed run {done.run_id} (verdict {done.verdict or 'unknown'}; {checked}): "
+                  f"signed by keyid {done.keyid[:16]}…, {done.signatures} signatures on the manifest")
+    console.print(f"check both: firedrill verify {run} --signer VENDOR.pub --signer YOUR.pub")
 
 
 @app.command()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import tarfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -276,7 +277,10 @@ def _check_signer(files: dict[str, bytes], report: VerifyReport) -> None:
 
 
 def _check_envelope(path: str, data: bytes, expected_type: str, key: Ed25519PublicKey | None,
-                    report: VerifyReport) -> Envelope | None:
+                    report: VerifyReport, *, witnessed: bool = False) -> Envelope | None:
+    """Check an envelope's signatures against ``key``.  ``witnessed`` (the manifest's envelope): once the sealing
+    key has signed, a signature by another key is a witness's (``firedrill witness``), noted and left to
+    ``--signer``; without the sealing key's signature every other one is still a problem."""
     try:
         envelope = Envelope.from_json(data, path)
     except EnvelopeError as exc:
@@ -291,11 +295,48 @@ def _check_envelope(path: str, data: bytes, expected_type: str, key: Ed25519Publ
         report.problem(path, "signature not checked: no key")
         return envelope
     checks = verify_envelope(envelope, key)
+    sealer = keyid_of(key)
+    if witnessed and any(c.keyid == sealer for c in checks):
+        for c in checks:
+            if c.keyid != sealer:
+                report.notes.append(f"{path} is also signed by keyid {c.keyid[:16] or '(none)'}… (a witness; "
+                                    "check it with --signer PUB)")
+        checks = [c for c in checks if c.keyid == sealer]
     for c in checks:
         report.signatures.append(EnvelopeCheck(path, c.keyid, c.valid, c.reason))
         if not c.valid:
             report.problem(path, f"signature by keyid {c.keyid[:16] or '(none)'}… is not valid: {c.reason}")
     return envelope
+
+
+def _check_required_signers(files: dict[str, bytes], signers: Sequence[Path], report: VerifyReport) -> None:
+    """Each key of ``signers`` must have a valid signature on the manifest; name the one missing or wrong."""
+    if not signers:
+        return
+    envelope: Envelope | None = None
+    try:
+        envelope = Envelope.from_json(files[MANIFEST_SIGNATURE], MANIFEST_SIGNATURE) \
+            if MANIFEST_SIGNATURE in files else None
+    except EnvelopeError:
+        pass  # already a problem of the manifest check
+    for path in signers:
+        try:
+            key = load_public_key(path)
+        except KeyFileError as exc:
+            raise VerifyReadError(str(exc)) from None
+        keyid = keyid_of(key)
+        who = f"the required signer {path} (keyid {keyid[:16]}…)"
+        sigs = [] if envelope is None else [s for s in envelope.signatures if s.keyid in (keyid, "")]
+        checks = [c for c in verify_envelope(Envelope(envelope.payload_type, envelope.payload, tuple(sigs)), key)
+                  if c.valid] if envelope is not None and sigs else []
+        if checks:
+            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, keyid, True, f"signed by {path}"))
+        elif any(s.keyid == keyid for s in sigs):
+            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, keyid, False, f"claims {path}'s keyid"))
+            report.problem(MANIFEST_SIGNATURE, f"the signature of {who} does not match the manifest")
+        else:
+            report.problem(MANIFEST_SIGNATURE, f"no signature by {who}: it has not signed this run "
+                                               "(a witness signs with `firedrill witness RUN --key KEY`)")
 
 
 def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None,
@@ -307,7 +348,8 @@ def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None,
     if MANIFEST_SIGNATURE not in files:
         report.problem(MANIFEST_SIGNATURE, "missing: the manifest is not signed")
     else:
-        envelope = _check_envelope(MANIFEST_SIGNATURE, files[MANIFEST_SIGNATURE], MANIFEST_PAYLOAD_TYPE, key, report)
+        envelope = _check_envelope(MANIFEST_SIGNATURE, files[MANIFEST_SIGNATURE], MANIFEST_PAYLOAD_TYPE, key, report,
+                                   witnessed=True)
         if envelope is not None:
             signed = envelope.payload
             checks = [c for c in report.signatures if c.path == MANIFEST_SIGNATURE]
@@ -480,12 +522,14 @@ def _check_ledger(ledger: Path, files: dict[str, bytes], record: dict[str, Any],
     check_ledger_entry(chain, files, record, report)
 
 
-def verify(path: Path, key: Path | None = None, ledger: Path | None = None) -> VerifyReport:
+def verify(path: Path, key: Path | None = None, ledger: Path | None = None,
+           signers: Sequence[Path] = ()) -> VerifyReport:
     """Verify a run directory or its ``.tar.gz`` (see the module docstring).  Never raises on a mismatch:
     each goes into :attr:`VerifyReport.problems`; raises :class:`VerifyReadError` only when the input cannot
-    be read at all."""
+    be read at all.  ``signers``: public keys each of which must have signed the manifest (the vendor's, the
+    customer's as a witness: ``firedrill witness``)."""
     report = VerifyReport(source=path, kind="directory")
-    return check_files(read_archive(path, report), report, key, ledger)
+    return check_files(read_archive(path, report), report, key, ledger, signers)
 
 
 def read_archive(path: Path, report: VerifyReport) -> dict[str, bytes]:
@@ -497,7 +541,7 @@ def read_archive(path: Path, report: VerifyReport) -> dict[str, bytes]:
 
 
 def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None = None,
-                ledger: Path | None = None) -> VerifyReport:
+                ledger: Path | None = None, signers: Sequence[Path] = ()) -> VerifyReport:
     """The checks of :func:`verify` on files already read by :func:`read_archive` into ``report``."""
     path = report.source
     if MANIFEST not in files and MANIFEST_SIGNATURE not in files:
@@ -506,6 +550,7 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
     public_key = _resolve_key(files, key, report)
     _check_signer(files, report)
     manifest = _check_manifest(files, public_key, report) or {}
+    _check_required_signers(files, signers, report)
     if isinstance(manifest.get("kind"), str):
         report.archive_kind = manifest["kind"]
     if report.archive_kind == "run":
