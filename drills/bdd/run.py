@@ -33,6 +33,7 @@ from drills.errors import FiredrillError
 from drills.kube.flavors import valid_dns_label
 from drills.records.evidence.archive import seal
 from drills.records.evidence.collect import build_record, new_run_id, scenario_record
+from drills.records.evidence.contract import ContractSigner, load_signers
 from drills.records.evidence.report import SignatureStatus, render_report
 from drills.records.evidence.signing import Signer
 from drills.records.score import explain as explain_score, run_score, scored_from_record
@@ -140,6 +141,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
     try:
         features = load_features(options.features)
+        signers = load_signers(options.features)
         profile = load_profile(options.profile) if options.profile else reference_profile()
         if options.namespace:
             if not valid_dns_label(options.namespace):
@@ -253,7 +255,8 @@ def _signer(options: RunOptions, err: Console) -> Signer:
 
 def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: str, run_dir: Path,
               started: datetime, plugin: FiredrillPlugin, target: Target, features: list[FeatureInfo],
-              profile: TargetProfile, signer: Signer, leak_report: dict[str, Any] | None = None) -> None:
+              profile: TargetProfile, signer: Signer, leak_report: dict[str, Any] | None = None,
+              signers: tuple[ContractSigner, ...] = ()) -> None:
     """Build the run record, render the report, sign and seal the archive, chain it in the ledger."""
     fp = target.fingerprint
     record = build_record(
@@ -265,7 +268,8 @@ def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: st
         options={"repeat": options.repeat, "keyword": options.keyword, "context": options.context,
                  "scheduler_profile": options.scheduler_profile if target.embedded is not None else None,
                  "features": options.features.name},
-        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report, target_defects=target.defects)
+        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report, target_defects=target.defects,
+        signers=[s.to_dict() for s in signers])
     (run_dir / "report.html").write_text(
         render_report(record, SignatureStatus(signer.keyid, signer.ephemeral, None)), encoding="utf-8")
     sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=target.secrets())

@@ -118,7 +118,8 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
                  target_kind: str, target_description: str, fingerprint: dict[str, Any], fingerprint_digest: str,
                  features_dir: Path, feature_files: Iterable[Path], profile: dict[str, Any],
                  options: dict[str, Any], timeline: Iterable[dict[str, Any]],
-                 leak_report: dict[str, Any] | None = None, target_defects: Iterable[str] = ()) -> RunRecord:
+                 leak_report: dict[str, Any] | None = None, target_defects: Iterable[str] = (),
+                 signers: Iterable[dict[str, str]] = ()) -> RunRecord:
     outcomes = list(outcomes)
     scenarios = tuple(scenario_record(o) for o in outcomes)
     features = {p.resolve().relative_to(features_dir.resolve()).as_posix(): sha256_file(p)
@@ -132,4 +133,4 @@ def build_record(*, run_id: str, started: datetime, finished: datetime, outcomes
         features=features, profile=json_safe(profile), profile_digest=profile_digest, options=json_safe(options),
         scenarios=scenarios, verdict=worst(s.verdict for s in scenarios),
         timeline=tuple(tag_timeline(json_safe(list(timeline)), outcomes)),
-        leak_report=json_safe(leak_report) if leak_report is not None else None)
+        leak_report=json_safe(leak_report) if leak_report is not None else None, signers=tuple(signers))

@@ -110,6 +110,9 @@ class RunRecord:
     leak_report: dict[str, Any] | None = None
     """The run window's leak report (docs/LEAK_REPORT.md) when the target serves one: ``source`` (kind, where),
     ``report`` (the JSON as served) or ``error`` (why it could not be read); None when not asked."""
+    signers: tuple[dict[str, str], ...] = ()
+    """The parties whose signatures the contract requires (``name``, ``keyid``), from the features folder's
+    ``signers.yaml`` (drills.records.evidence.contract); empty when it pins none."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,4 +129,4 @@ class RunRecord:
         target = d["target"]
         return cls(**{**d, "target": TargetRecord(**{**target, "defects": tuple(target.get("defects") or ())}),
                       "scenarios": tuple(scenario(s) for s in d.get("scenarios") or ()),
-                      "timeline": tuple(d.get("timeline") or ())})
+                      "timeline": tuple(d.get("timeline") or ()), "signers": tuple(d.get("signers") or ())})

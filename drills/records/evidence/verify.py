@@ -339,6 +339,28 @@ def _check_required_signers(files: dict[str, bytes], signers: Sequence[Path], re
                                                "(a witness signs with `firedrill witness RUN --key KEY`)")
 
 
+def _check_contract(pinned: Any, signers: Sequence[Path], report: VerifyReport) -> None:
+    """The signed record's contract signers (``signers.yaml``): with --signer, one key per pinned party, and no
+    key the contract does not name; without, a note saying whose signatures to check."""
+    pins = [p for p in pinned if isinstance(p, dict) and isinstance(p.get("keyid"), str)] \
+        if isinstance(pinned, list) else []
+    if not pins:
+        return
+    names = ", ".join(f"{p.get('name', '?')} (keyid {p['keyid'][:16]}…)" for p in pins)
+    if not signers:
+        report.notes.append(f"the contract requires signatures by {names}: check them with --signer PUB for each")
+        return
+    given = {keyid_of(load_public_key(path)): path for path in signers}  # readable: checked before
+    for pin in pins:
+        if pin["keyid"] not in given:
+            report.problem(RECORD, f"the contract requires a signature by {pin.get('name', '?')} (keyid "
+                                   f"{pin['keyid'][:16]}…): pass its public key with --signer")
+    for keyid, path in given.items():
+        if keyid not in {p["keyid"] for p in pins}:
+            report.problem(RECORD, f"--signer {path} (keyid {keyid[:16]}…) is not a signer the contract names "
+                                   f"({names})")
+
+
 def _check_manifest(files: dict[str, bytes], key: Ed25519PublicKey | None,
                     report: VerifyReport) -> dict[str, Any] | None:
     """Check the manifest and every file it lists; return the manifest read (the signed one when its signature
@@ -570,6 +592,7 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
         report.run_id = record["run_id"]
     if isinstance(record.get("verdict"), str):
         report.verdict = record["verdict"]
+    _check_contract(record.get("signers"), signers, report)
     if ledger is not None:
         _check_ledger(ledger, files, record, report)
     return report

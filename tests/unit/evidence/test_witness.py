@@ -3,6 +3,7 @@ missing or wrong one; nothing the vendor signed stops verifying."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,12 +12,16 @@ from typer.testing import CliRunner
 
 from drills.cli import app
 from drills.records.evidence.archive import make_tarball, seal
+from drills.records.evidence.contract import SIGNERS_FILE, ContractError, load_signers
+from drills.records.evidence.record import RunRecord
+from drills.records.evidence.report import SignatureStatus, render_report
 from drills.records.evidence.signing import Envelope, Signer, generate_keypair
 from drills.records.evidence.verify import verify
 from drills.records.evidence.witness import WitnessError, witness
 from tests.unit.evidence.conftest import NOW, make_record, make_run_dir
 
 MANIFEST_ENVELOPE = "manifest.dsse.json"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def keys(root: Path, who: str) -> tuple[Path, Path]:
@@ -111,3 +116,56 @@ def test_the_cli_witnesses_and_verify_demands_each_signer(run_dir: Path,
     assert again.exit_code == 1 and "already carries a signature" in again.output
     bad_key = runner.invoke(app, ["witness", str(run_dir), "--key", str(run_dir / "nope.key")])
     assert bad_key.exit_code == 2
+
+
+def test_a_contract_pins_its_signers_and_verify_holds_the_run_to_them(
+        tmp_path: Path, reports: Path, parties: dict[str, tuple[Path, Path]]) -> None:
+    (vendor_private, vendor), (customer_private, customer) = parties["vendor"], parties["customer"]
+    _, stranger = parties["stranger"]
+    features = tmp_path / "features"
+    features.mkdir()
+    ids = {who: Signer.from_key_file(parties[who][0]).keyid for who in ("vendor", "customer")}
+    (features / SIGNERS_FILE).write_text(
+        f"signers:\n  - name: vendor\n    keyid: {ids['vendor']}\n  - name: customer\n    keyid: {ids['customer']}\n")
+    pins = load_signers(features)
+    assert [p.name for p in pins] == ["vendor", "customer"]
+    record = dataclasses.replace(make_record(), signers=tuple(p.to_dict() for p in pins))
+    assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    run_dir = seal(make_run_dir(reports, "pinned"), record, Signer.from_key_file(vendor_private),
+                   reports / "ledger.jsonl", now=NOW).run_dir
+    plain = verify(run_dir, vendor)
+    assert plain.ok and any("the contract requires signatures by vendor" in n for n in plain.notes)
+    only_vendor = verify(run_dir, vendor, None, (vendor,))
+    assert any("requires a signature by customer" in p for p in problems(only_vendor))
+    witness(run_dir, Signer.from_key_file(customer_private), vendor)
+    assert verify(run_dir, vendor, None, (vendor, customer)).ok
+    outsider = verify(run_dir, vendor, None, (vendor, customer, stranger))
+    assert any("is not a signer the contract names" in p for p in problems(outsider))
+    html = render_report(record, SignatureStatus(ids["vendor"], False, None))
+    assert 'data-testid="contract-signers"' in html and ids["customer"][:16] in html
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("signers: []\n", "non-empty list"),
+    ("signers:\n  - keyid: " + "a" * 64 + "\n", r"signers\[0\] needs a name"),
+    ("signers:\n  - name: vendor\n    keyid: ABC\n", r"signers\[0\] \(vendor\): keyid must be 64 lowercase hex"),
+    ("signers:\n  - {name: a, keyid: " + "b" * 64 + "}\n  - {name: c, keyid: " + "b" * 64 + "}\n", "already pinned"),
+    ("signers: [\n", "cannot read"),
+])
+def test_a_malformed_signers_file_is_refused_naming_the_entry(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / SIGNERS_FILE).write_text(text)
+    with pytest.raises(ContractError, match=message):
+        load_signers(tmp_path)
+    assert load_signers(tmp_path / "elsewhere") == ()
+
+
+def test_firedrill_run_refuses_a_malformed_signers_file_before_anything_moves(tmp_path: Path) -> None:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "gang.feature").write_text((REPO / "features" / "gang_submission.feature").read_text())
+    (features / SIGNERS_FILE).write_text("signers:\n  - name: vendor\n    keyid: nope\n")
+    result = CliRunner().invoke(app, ["run", "--features", str(features), "--dry-run",
+                                      "--reports", str(tmp_path / "reports")])
+    assert result.exit_code == 2, result.output
+    assert "signers[0] (vendor): keyid must be 64 lowercase hex" in result.output
+    assert not (tmp_path / "reports").exists()
