@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from refplatform.fieldmanager import (
     ANCIENT, MAX_UPDATE_MANAGERS, ApplyConflict, FieldManagerError, ManagedEntry, Operation, apply, decode_entries,
-    encode_entries, fields_v1, path_string, record_update,
+    encode_entries, fields_v1, owned_paths, owned_trie, path_string, record_update,
 )
 from refplatform.patching import schema_for
 
@@ -153,3 +154,25 @@ def test_old_update_managers_fold_into_ancient_changes() -> None:
     assert len(updates) == MAX_UPDATE_MANAGERS  # the ancient-changes bucket included, as upstream
     ancient = next(e for e in entries if e.manager == ANCIENT)
     assert ".spec.replicas" in {path_string(p) for p in ancient.fields}
+
+
+@pytest.mark.parametrize("obj", [
+    deployment(),
+    {"apiVersion": "v1", "kind": "Pod",
+     "metadata": {"name": "p", "finalizers": ["a", "b"], "labels": {}, "annotations": {"x": "1"}, "uid": "u"},
+     "spec": {"containers": [{"name": "main", "image": "i", "env": [{"name": "A", "value": "1"}],
+                              "args": ["x", "y"], "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+              "volumes": [{"name": "v", "emptyDir": {}}], "tolerations": [{"key": "k"}]},
+     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+])
+@pytest.mark.parametrize(("subresource", "has_status"), [("", True), ("", False), ("status", True)])
+def test_a_creates_trie_is_the_same_as_encoding_its_paths(obj: dict[str, Any], subresource: str,
+                                                        has_status: bool) -> None:
+    """The create fast path (owned_trie) and the general one (owned_paths, then fields_v1) agree, key order too."""
+    schema = POD if obj["kind"] == "Pod" else DEPLOYMENT
+    fast = owned_trie(obj, schema, subresource, has_status)
+    slow = fields_v1(owned_paths(obj, schema, subresource, has_status))
+    assert fast == slow and json.dumps(fast) == json.dumps(slow)
+    fast_entry = record_update([], {}, obj, manager="m", api_version="v1", now="T", schema=schema,
+                               subresource=subresource, has_status=has_status)
+    assert [e.fields for e in fast_entry] == ([owned_paths(obj, schema, subresource, has_status)] if slow else [])
