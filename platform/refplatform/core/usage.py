@@ -20,7 +20,8 @@ Sources, in the terms of the leak report's inputs:
   of its containers (limits win).  Tenant: the namespace and the queue
   (annotation ``scheduling.volcano.sh/queue-name``, else ``volcano.sh/queue-name``,
   else its PodGroup's ``spec.queue``, else its Job's, else ``default``).  Job:
-  label ``volcano.sh/job-name``, else the PodGroup annotation, else the pod name.
+  label ``volcano.sh/job-name``, else ``batch.kubernetes.io/job-name``, else the
+  PodGroup annotation, else the pod name.
 - **activity sample**: between consecutive progress snapshots of a pod (the
   annotations the node agent publishes; the first snapshot pairs with the
   container start, ``state.running.startedAt``, where every counter is 0).
@@ -40,7 +41,12 @@ Sources, in the terms of the leak report's inputs:
   GPUs); recomputed = max(0, step at the fault − checkpoint C of the Resumed
   message) x ``firedrill.dev/step-seconds`` x GPUs, where the step at the fault
   is the highest step any old rank had published by the fault instant.  A Job
-  that restarts again before it resumed stays in the one open incident.
+  that restarts again before it resumed stays in the one open incident.  A
+  ``batch/v1`` Indexed Job (the ``native`` and ``kueue`` shapes) has no epoch:
+  a pod that replaces an earlier pod of its completion index (same Job uid)
+  is the restart; fault = the lost pod's last ``progress-at`` (or its end),
+  and the replacement and later pods carry the next epoch, so their
+  ``Resumed`` ends the incident; GPUs = the Job's ranks, one pod per index.
 """
 
 from __future__ import annotations
@@ -80,6 +86,10 @@ ANN_STEP_SECONDS = "firedrill.dev/step-seconds"
 ANN_QUEUE = "scheduling.volcano.sh/queue-name"
 VOLCANO_QUEUE = "volcano.sh/queue-name"
 JOB_LABEL = "volcano.sh/job-name"
+BATCH_JOB_LABEL = "batch.kubernetes.io/job-name"
+BATCH_UID_LABEL = "batch.kubernetes.io/controller-uid"
+BATCH_INDEX = "batch.kubernetes.io/job-completion-index"
+"""A batch/v1 Indexed Job's pods: their Job, its uid, and the index each runs (an annotation)."""
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 QUARANTINE_LABEL = "firedrill.dev/quarantine"
 UNPLACED = UNPLACED_CONDITION
@@ -96,7 +106,7 @@ PROGRESS_ANNOTATIONS = (ANN_STEP, ANN_CHECKPOINT_STEP, ANN_INPUT_STALL_SECONDS, 
 """The annotations of one progress snapshot (cumulative: a later snapshot supersedes an earlier one)."""
 _POD_ANNOTATIONS = (ANN_STEP, ANN_CHECKPOINT_STEP, ANN_INPUT_STALL_SECONDS, ANN_COMM_STALL_SECONDS,
                     ANN_PROGRESS_AT, ANN_STEPPED_SECONDS, ANN_MFU, ANN_EPOCH, ANN_RANK, ANN_STEP_SECONDS,
-                    ANN_QUEUE, VOLCANO_QUEUE, *GROUP_ANNOTATIONS)
+                    ANN_QUEUE, VOLCANO_QUEUE, BATCH_INDEX, *GROUP_ANNOTATIONS)
 _CHECKPOINT = re.compile(r"beyond checkpoint (\d+)")
 
 
@@ -256,7 +266,8 @@ def project(resource: Resource, obj: Obj) -> dict[str, Any] | None:
         kept = {k: anns[k] for k in _POD_ANNOTATIONS if k in anns}
         if kept:
             base["annotations"] = kept
-        kept_labels = {k: labels[k] for k in (JOB_LABEL, VOLCANO_QUEUE) if k in labels}
+        kept_labels = {k: labels[k] for k in (JOB_LABEL, VOLCANO_QUEUE, BATCH_JOB_LABEL, BATCH_UID_LABEL)
+                       if k in labels}
         if kept_labels:
             base["labels"] = kept_labels
         if meta.get("deletionTimestamp"):
@@ -334,6 +345,8 @@ class _Pod:
     bound_at: float | None = None
     released_at: float | None = None
     job_label: str = ""
+    batch: tuple[str, str] | None = None
+    """A batch/v1 Indexed Job's rank: (the Job's uid, the completion index)."""
     group: str = ""
     queue_annotation: str = ""
     epoch: int | None = None
@@ -386,6 +399,8 @@ class UsageTracker:
         self._groups: dict[tuple[str, str], str] = {}
         self._incidents: list[_Incident] = []
         self._resumed_seen: set[str] = set()
+        self._generations: dict[tuple[str, str, str], int] = {}
+        """A batch/v1 Job's restart count, by (namespace, job, uid): its ranks' epoch (the Job has none)."""
 
     # ------------------------------------------------------------------ feeding
     def observe(self, obs: Observation) -> bool:
@@ -442,6 +457,7 @@ class UsageTracker:
         uid = str(meta.get("uid") or "")
         key = f"{ns}/{name}/{uid}"
         p = self._pods.get(key)
+        new = p is None
         if p is None:
             if deleted:
                 return False
@@ -454,7 +470,9 @@ class UsageTracker:
         anns = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
         spec, status = _map(obj, "spec"), _map(obj, "status")
         p.gpus = _gpus_of_containers(spec)
-        p.job_label = str(labels.get(JOB_LABEL) or "")
+        p.job_label = str(labels.get(JOB_LABEL) or labels.get(BATCH_JOB_LABEL) or "")
+        if not labels.get(JOB_LABEL) and labels.get(BATCH_JOB_LABEL) and anns.get(BATCH_INDEX) is not None:
+            p.batch = (str(labels.get(BATCH_UID_LABEL) or ""), str(anns[BATCH_INDEX]))
         p.group = str(next((anns[k] for k in GROUP_ANNOTATIONS if anns.get(k)), ""))
         p.queue_annotation = str(anns.get(ANN_QUEUE) or anns.get(VOLCANO_QUEUE) or labels.get(VOLCANO_QUEUE) or "")
         p.epoch = _int(anns[ANN_EPOCH]) if ANN_EPOCH in anns else p.epoch
@@ -481,11 +499,43 @@ class UsageTracker:
             p.pending = None
         if reason is not None and p.pending is None:
             p.pending = (reason, at)
+        if new and p.batch is not None and p.epoch is None:
+            self._batch_rank(p, at)
         if terminal:
             if p.bound_at is not None and p.released_at is None:
                 p.released_at = at
             p.gone = True
         return merged
+
+    def _batch_rank(self, p: _Pod, at: float) -> None:
+        """A batch/v1 Indexed Job's new pod.  A Job has no restart epoch, so a pod that replaces an earlier pod of
+        its index is the restart: it opens the incident (fault = the lost rank's last progress, or its end), and
+        its ranks from then on carry the next epoch, so their ``Resumed`` ends it, as a Volcano Job's do."""
+        assert p.batch is not None
+        job_uid, index = p.batch
+        gen_key = (p.namespace, p.job_label, job_uid)
+        same_job = [q for q in self._pods.values() if q is not p and q.namespace == p.namespace
+                    and q.job_label == p.job_label and q.batch is not None and q.batch[0] == job_uid]
+        lost = [q for q in same_job if q.batch == p.batch]
+        if not lost:
+            p.epoch = self._generations.get(gen_key, 0)
+            return
+        epoch = p.epoch = self._generations[gen_key] = self._generations.get(gen_key, 0) + 1
+        open_inc = next((i for i in self._incidents if i.namespace == p.namespace and i.job == p.job_label
+                         and i.resume_at is None), None)
+        if open_inc is not None:
+            open_inc.epoch = epoch  # another rank replaced before the job resumed: still the one incident
+            return
+        gone = max(lost, key=lambda q: q.bound_at or 0.0)
+        ends = [t for t in ((gone.recent[-1].at if gone.recent else None), gone.released_at) if t is not None]
+        fault = min([*ends, at])
+        steps = [s.step for q in (*same_job, p) for s in q.recent if s.at <= fault and s.step is not None]
+        ranks: dict[str, int] = {}
+        for q in (*same_job, p):
+            if q.batch is not None and (not q.gone or q is gone):
+                ranks[q.batch[1]] = q.gpus
+        self._incidents.append(_Incident(p.namespace, p.job_label, fault, epoch, sum(ranks.values()),
+                                         max(steps) if steps else None, gone.step_seconds))
 
     def _progress(self, p: _Pod, anns: Obj, started: float | None) -> bool:
         at = parse_instant(anns.get(ANN_PROGRESS_AT))

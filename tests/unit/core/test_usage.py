@@ -315,6 +315,53 @@ def test_incident_downtime_is_charged_to_fault_tolerance() -> None:
     assert ft.gpu_hours * 3600 == pytest.approx(8 * 20.5 + 40.0)
 
 
+def batch_rank(index: int, uid: str, snap: dict[str, str] | None = None, job_uid: str = "job-uid-1",
+               phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
+    """A rank of a batch/v1 Indexed Job (the native flavor): no epoch, an index, the Job's labels."""
+    return pod(f"llm-{index}-{uid}", gpus=4, node_name=f"n{index}", phase=phase, uid=uid, deleting=deleting,
+               labels={"batch.kubernetes.io/job-name": "llm", "batch.kubernetes.io/controller-uid": job_uid},
+               annotations={"batch.kubernetes.io/job-completion-index": str(index),
+                            "firedrill.dev/step-seconds": "0.5", **(snap or {})})
+
+
+def batch_incident_tracker() -> UsageTracker:
+    tr = UsageTracker()
+    # Index 1 publishes step 20 at 100, then its pod fails (101) and the Job controller replaces it (111).
+    feed(tr, Resource.POD, batch_rank(1, "a1", progress(T0 + 99, 9.0, step=18)), T0 + 99)
+    feed(tr, Resource.POD, batch_rank(1, "a1", progress(T0 + 100, 10.0, step=20)), T0 + 100)
+    feed(tr, Resource.POD, batch_rank(0, "a0", progress(T0 + 104, 11.5, step=23)), T0 + 104)
+    feed(tr, Resource.POD, batch_rank(1, "a1", phase="Failed"), T0 + 101)
+    feed(tr, Resource.POD, batch_rank(1, "b1"), T0 + 111)
+    return tr
+
+
+def test_a_batch_jobs_replaced_rank_is_its_restart_and_its_resumed_event_ends_the_incident() -> None:
+    tr = batch_incident_tracker()
+    feed(tr, Resource.EVENT, resumed("llm-0-a0", "a0", T0 + 118, 11, 10), T0 + 118)  # a survivor: not the restart
+    assert tr.history(T0 + 119).incidents == (Incident("team-a", "default", "llm", T0 + 100, T0 + 119, 8, 0.0),)
+    feed(tr, Resource.EVENT, resumed("llm-1-b1", "b1", T0 + 120.5, 11, 10), T0 + 121)
+    # fault = the lost pod's last progress (100); step at the fault 20; recomputed (20 - 10) x 0.5 s x 8 GPUs.
+    assert tr.history(T0 + 200).incidents == (Incident("team-a", "default", "llm", T0 + 100, T0 + 120.5, 8, 40.0),)
+
+
+def test_a_batch_jobs_first_pods_and_another_jobs_pods_open_no_incident() -> None:
+    tr = UsageTracker()
+    feed(tr, Resource.POD, batch_rank(0, "a0"), T0)
+    feed(tr, Resource.POD, batch_rank(1, "a1"), T0)
+    feed(tr, Resource.POD, batch_rank(0, "a0", phase="Succeeded"), T0 + 50)  # done: not replaced
+    feed(tr, Resource.POD, batch_rank(0, "c0", job_uid="job-uid-2"), T0 + 60)  # a new Job of the same name
+    assert tr.history(T0 + 100).incidents == ()
+
+
+def test_a_batch_incident_survives_the_projection_the_usage_log_stores() -> None:
+    tr = UsageTracker()
+    for at, obj in ((99, batch_rank(1, "a1", progress(T0 + 99, 9.0, step=18))), (104, batch_rank(0, "a0")),
+                    (101, batch_rank(1, "a1", deleting=True)), (111, batch_rank(1, "b1"))):
+        tr.observe(Observation(Resource.POD, project(Resource.POD, obj), False, T0 + at))
+    (inc,) = tr.history(T0 + 130).incidents
+    assert (inc.fault_at, inc.gpus) == (T0 + 99, 8)
+
+
 # --------------------------------------------------------------------------- projection, window
 def test_projection_observes_the_same_as_the_object() -> None:
     objs = [(Resource.NODE, node("n1", 8), 0.0), (Resource.JOB, job(0), 0.0),
