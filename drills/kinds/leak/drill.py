@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 from drills.kinds.leak.judge import judge_naming, judge_size, unmeasurable
 from drills.kinds.leak.truth import Truth, fault_truth, fragmentation_truth, measured_stall_truth
-from drills.kube.driver import POD, KubeError, resource_for
-from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, run_selector
+from drills.kube.driver import POD, KubeError
+from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.records.verdict import DrillInconclusive
 from drills.records.verdict import Comparison, Measurement, Threshold
 from drills.scenario.drill import Drill, register
@@ -40,8 +40,7 @@ from drills.target.leakreport.source import LeakSource, rfc3339, source_for
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.faults import fault_permissions
 from drills.target.profile import TargetProfile
-from drills.workloads.canaryjob import storage_problem
-from drills.workloads.training import TrainingRun, training_permissions
+from drills.workloads.training import TrainingRun, training_job_problem, training_permissions
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -72,10 +71,7 @@ class LeakDrill(Drill):
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
-        if profile.flavor is not GangFlavor.VOLCANO:
-            return (f"the leak drill runs its training ranks as a Volcano Job; flavor {profile.flavor.value} is "
-                    "not supported by this drill yet")
-        return storage_problem(profile)
+        return training_job_problem(profile)
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
@@ -94,7 +90,6 @@ class LeakDrill(Drill):
     truth: Truth | None = None
     window: tuple[float, float] | None = None
     reading: LeakReading | None = None
-    specs: list[GangSpec] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
     """Names of the plain pods the drill created (fragmentation)."""
     node_pull: TrainingRun | None = None
@@ -126,6 +121,7 @@ class LeakDrill(Drill):
             raise ValueError(f"the leak window must be longer than 0 s, got {seconds:g}")
         self.hole = hole
         self.result.details["leak"] = {"hole": hole.value, "words": hole.words, "seconds": seconds}
+        self._source_answers()
         if hole in (Hole.DATA_PIPELINE, Hole.COMMUNICATION):
             self._stalls(hole, seconds)
         elif hole is Hole.FRAGMENTATION:
@@ -140,13 +136,28 @@ class LeakDrill(Drill):
         self.target.timeline.action("leak-window", target=hole.value, start=rfc3339(self.window[0]),
                                     end=rfc3339(self.window[1]))
 
-    def _need_volcano(self) -> None:
+    def _need_training_job(self) -> None:
         why = self.unsupported(self.target.profile, reference=self.target.embedded is not None)
         if why:
             raise DrillInconclusive(why)
 
+    def _source_answers(self) -> None:
+        """Before anything moves: the configured leak report is there to be read (a platform that does not serve
+        the contract is INCONCLUSIVE at once, not after minutes of injected leak).  Only the API server and URL
+        sources are asked; a Prometheus source is judged on the window's own samples."""
+        self.source = self.source or source_for(self.target.profile, self.target.driver)
+        if self.source.kind == "prometheus":
+            return
+        now = self.clock.wall()
+        try:
+            self.source.read(now - 2.0, now - 1.0)
+        except ReportUnavailable as exc:
+            raise DrillInconclusive(f"{exc} (asked before injecting anything)") from None
+        except ReportMalformed:
+            pass  # judged, and failed, on the window itself
+
     def _stalls(self, hole: Hole, seconds: float) -> None:
-        self._need_volcano()
+        self._need_training_job()
         free = free_gpus_per_node(self.target)
         if sum(1 for g in free.values() if g >= GPUS_PER_WORKER) < WORKERS:
             raise DrillInconclusive(f"the stall mix needs {WORKERS} nodes with {GPUS_PER_WORKER} free GPUs; "
@@ -159,7 +170,6 @@ class LeakDrill(Drill):
         npd.start_canary(WORKERS, GPUS_PER_WORKER, 0, input_seconds=STEP_SECONDS * input_share,
                          comm_seconds=STEP_SECONDS * comm_share)
         assert npd.spec is not None
-        self.specs.append(npd.spec)
         t0 = self.clock.wall()
         self.window = (t0, t0 + seconds)
         self._until(self.window[1])
@@ -237,13 +247,12 @@ class LeakDrill(Drill):
         self.truth = fragmentation_truth(blocked, sum(left.values()), seconds)
 
     def _fault(self, seconds: float) -> None:
-        self._need_volcano()
+        self._need_training_job()
         npd = TrainingRun(self.target, self.result, self.run_id, step_seconds=STEP_SECONDS)
         self.node_pull = npd
         npd.start_canary(WORKERS, GPUS_PER_WORKER, CHECKPOINT_EVERY)
         npd.wait_checkpoint(READY_TIMEOUT)
         assert npd.spec is not None
-        self.specs.append(npd.spec)
         t0 = self.clock.wall()
         self._until(t0 + FAULT_LEAD)
         npd.pull(0, self.target.profile.fault.method)
@@ -332,10 +341,7 @@ class LeakDrill(Drill):
         driver, ns = self.target.driver, self.target.profile.namespace
         if self.node_pull is not None:
             self.node_pull.rollback()
-        try:
-            for spec in self.specs:
-                for obj in gang_manifests(spec, self.target.profile.flavor, VolcanoForm.JOB):
-                    driver.delete(resource_for(obj), obj["metadata"]["name"], ns)
+        try:  # the training job went with node_pull.rollback(); the fragmentation pods are the drill's own
             for pod in self._mine():
                 driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
             if not self._poll(lambda: not self._mine(), GONE_TIMEOUT, 0.5):

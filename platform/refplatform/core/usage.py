@@ -530,9 +530,9 @@ class UsageTracker:
         ends = [t for t in ((gone.recent[-1].at if gone.recent else None), gone.released_at) if t is not None]
         fault = min([*ends, at])
         steps = [s.step for q in (*same_job, p) for s in q.recent if s.at <= fault and s.step is not None]
-        ranks: dict[str, int] = {}
+        ranks: dict[str, int] = {}  # the job's world: every index seen, whether its pod lives or also failed
         for q in (*same_job, p):
-            if q.batch is not None and (not q.gone or q is gone):
+            if q.batch is not None:
                 ranks[q.batch[1]] = q.gpus
         self._incidents.append(_Incident(p.namespace, p.job_label, fault, epoch, sum(ranks.values()),
                                          max(steps) if steps else None, gone.step_seconds))

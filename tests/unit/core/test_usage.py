@@ -344,6 +344,18 @@ def test_a_batch_jobs_replaced_rank_is_its_restart_and_its_resumed_event_ends_th
     assert tr.history(T0 + 200).incidents == (Incident("team-a", "default", "llm", T0 + 100, T0 + 120.5, 8, 40.0),)
 
 
+def test_a_batch_incident_counts_every_rank_of_the_job_even_one_that_also_failed() -> None:
+    tr = UsageTracker()
+    feed(tr, Resource.POD, batch_rank(0, "a0", progress(T0 + 10, 5.0, step=10)), T0 + 10)
+    feed(tr, Resource.POD, batch_rank(1, "a1", progress(T0 + 10, 5.0, step=10)), T0 + 10)
+    feed(tr, Resource.POD, batch_rank(1, "a1", phase="Failed"), T0 + 11)
+    feed(tr, Resource.POD, batch_rank(0, "a0", phase="Failed"), T0 + 12)  # its peer gone, rank 0 exits too
+    feed(tr, Resource.POD, batch_rank(1, "b1"), T0 + 20)
+    feed(tr, Resource.POD, batch_rank(0, "b0"), T0 + 21)  # the second replacement: the same incident
+    (inc,) = tr.history(T0 + 30).incidents
+    assert (inc.fault_at, inc.gpus) == (T0 + 10, 8)
+
+
 def test_a_batch_jobs_first_pods_and_another_jobs_pods_open_no_incident() -> None:
     tr = UsageTracker()
     feed(tr, Resource.POD, batch_rank(0, "a0"), T0)
