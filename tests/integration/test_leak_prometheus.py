@@ -4,9 +4,9 @@ An embedded platform (4 nodes x 8 GPUs, 1 spare) and Debian's ``prometheus`` on 
 every second, each node agent's DCGM-style ``/metrics`` (http) and the API server's ``/metrics`` (https with
 the cluster CA: the kube-state-metrics series), both with the admin token from a credentials file.  With a profile
 setting ``prometheus.url``, ``firedrill run`` passes data pipeline and fragmentation (named and sized within
-10 % from the metrics alone) and is INCONCLUSIVE for communication, naming the source and why; the fault
-tolerance scenario (whose node pull needs the reference platform's own fault injector, so it runs through
-the drill API on the same platform) is INCONCLUSIVE the same way.
+10 % from the metrics alone) and is INCONCLUSIVE for communication, naming the source and why, before anything
+is injected; the fault tolerance scenario (through the drill API on the same platform) is INCONCLUSIVE the same
+way, before any node is pulled.
 """
 
 from __future__ import annotations
@@ -191,10 +191,10 @@ def test_the_drill_computes_the_holes_from_prometheus_and_is_inconclusive_where_
     driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())
     target = Target(driver, load_profile(tmp_path / "profile.yaml"), platform)
     drill = LeakDrill(target, DrillResult("leak-identification"), "fdprom")
-    try:
-        drill.inject(Hole.FAULT_TOLERANCE, 4)
+    try:  # said before anything is injected: no node is pulled for a hole the source cannot show
         with pytest.raises(DrillInconclusive, match=f"{where} cannot measure fault tolerance: kube-state-metrics"):
-            drill.read()
+            drill.inject(Hole.FAULT_TOLERANCE, 4)
+        assert drill.node_pull is None
     finally:
         drill.rollback()
         target.restore_all()

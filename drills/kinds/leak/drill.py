@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from drills.kinds.leak.judge import judge_naming, judge_size, unmeasurable
+from drills.kinds.leak.judge import cannot_measure, judge_naming, judge_size, unmeasurable
 from drills.kinds.leak.truth import Truth, fault_truth, fragmentation_truth, measured_stall_truth
 from drills.kube.driver import POD, KubeError
 from drills.kube.flavors import RUN_LABEL, run_selector
@@ -36,6 +36,7 @@ from drills.records.verdict import Comparison, Measurement, Threshold
 from drills.scenario.drill import Drill, register
 from drills.target.capacity import free_gpus_per_node
 from drills.target.leakreport.model import Hole, LeakReading, ReportMalformed, ReportUnavailable
+from drills.target.leakreport.promql import UNMEASURED as PROMETHEUS_UNMEASURED
 from drills.target.leakreport.source import LeakSource, rfc3339, source_for
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.faults import fault_permissions
@@ -121,7 +122,7 @@ class LeakDrill(Drill):
             raise ValueError(f"the leak window must be longer than 0 s, got {seconds:g}")
         self.hole = hole
         self.result.details["leak"] = {"hole": hole.value, "words": hole.words, "seconds": seconds}
-        self._source_answers()
+        self._source_answers(hole)
         if hole in (Hole.DATA_PIPELINE, Hole.COMMUNICATION):
             self._stalls(hole, seconds)
         elif hole is Hole.FRAGMENTATION:
@@ -141,17 +142,26 @@ class LeakDrill(Drill):
         if why:
             raise DrillInconclusive(why)
 
-    def _source_answers(self) -> None:
-        """Before anything moves: the configured leak report is there to be read (a platform that does not serve
-        the contract is INCONCLUSIVE at once, not after minutes of injected leak).  Only the API server and URL
-        sources are asked; a Prometheus source is judged on the window's own samples."""
+    def _source_answers(self, hole: Hole) -> None:
+        """Before anything moves: the configured leak report is there to be read and can measure ``hole`` (a
+        platform that does not serve the contract, or a Prometheus source and a hole its metrics cannot show, is
+        INCONCLUSIVE at once, not after minutes of injected leak).  A Prometheus source is not asked: it is
+        judged on the window's own samples."""
         self.source = self.source or source_for(self.target.profile, self.target.driver)
+        self.result.details["leak"]["source"] = {"kind": self.source.kind, "where": self.source.description}
         if self.source.kind == "prometheus":
+            if hole in PROMETHEUS_UNMEASURED:
+                why = cannot_measure(hole, PROMETHEUS_UNMEASURED[hole], self.source.description,
+                                     "the hole (asked before injecting anything)")
+                self.result.details["leak"]["unmeasured"] = why
+                self.result.inconclusive(why)
+                raise DrillInconclusive(why)
             return
         now = self.clock.wall()
         try:
             self.source.read(now - 2.0, now - 1.0)
         except ReportUnavailable as exc:
+            self.result.inconclusive(f"{exc} (asked before injecting anything)")
             raise DrillInconclusive(f"{exc} (asked before injecting anything)") from None
         except ReportMalformed:
             pass  # judged, and failed, on the window itself

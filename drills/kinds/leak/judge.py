@@ -31,9 +31,13 @@ def unmeasurable(truth: Truth, reading: LeakReading, where: str) -> str | None:
     why = reading.unmeasured.get(truth.hole.value)
     if why is None:
         return None
-    return (f"{where} cannot measure {truth.hole.words}: {why}; no claim either way about the "
-            f"{gpu_hours_text(truth.gpu_hours)} injected. To judge this hole, set leakReport.url in the target "
-            "profile to a URL that serves the contract (docs/LEAK_REPORT.md)")
+    return cannot_measure(truth.hole, why, where, f"the {gpu_hours_text(truth.gpu_hours)} injected")
+
+
+def cannot_measure(hole: Hole, why: str, where: str, what: str) -> str:
+    """The INCONCLUSIVE reason for a hole the source cannot measure, ``what`` naming what no claim is made about."""
+    return (f"{where} cannot measure {hole.words}: {why}; no claim either way about {what}. To judge this hole, "
+            "set leakReport.url in the target profile to a URL that serves the contract (docs/LEAK_REPORT.md)")
 
 
 def _among(reading: LeakReading) -> str:

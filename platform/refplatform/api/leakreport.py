@@ -24,10 +24,9 @@ from starlette.responses import Response
 from refplatform.api import errors as E
 from refplatform.api.auth import Identity, Role
 from refplatform.api.usagelog import UsageRecorder
+from refplatform.controllers.kubestate import KubeStateCollector
 from refplatform.core.accounting import API_VERSION, Window
 from refplatform.core.usage import parse_instant
-from refplatform.resources import NODES, PODS
-from refplatform.store import Store
 
 __all__ = ["LEAKREPORT_PATH", "METRICS_PATH", "PATHS", "KubeStateCollector", "misrank", "parse_window",
            "render_metrics", "serve"]
@@ -122,72 +121,8 @@ class SchedulerCollector(Collector):
                                 "Whole GPUs bound to live pods on healthy nodes.", value=float(allocated))
 
 
-GPU_RESOURCE = "nvidia.com/gpu"
-KSM_GPU = "nvidia_com_gpu"
-"""kube-state-metrics writes a resource name with ``.`` and ``/`` as ``_``."""
-
-
-def _gpus(raw: object) -> float | None:
-    try:
-        return float(str(raw))
-    except ValueError:
-        return None
-
-
-class KubeStateCollector(Collector):
-    """The kube-state-metrics series a Prometheus-based leak report needs (KSM's exact names and labels), read
-    from the store at the scrape: GPU allocatable and Ready of every node; unschedulable pods and the GPU
-    requests of live pods.  Only GPU resources are listed (the rest of KSM is not needed here)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def collect(self) -> Iterator[Metric]:
-        allocatable = GaugeMetricFamily("kube_node_status_allocatable",
-                                        "The allocatable for different resources of a node that are available "
-                                        "for scheduling.", labels=["node", "resource", "unit"])
-        condition = GaugeMetricFamily("kube_node_status_condition", "The condition of a cluster node.",
-                                      labels=["node", "condition", "status"])
-        nodes, _ = self.store.list(NODES.key)
-        for node in nodes:
-            name = str((node.get("metadata") or {}).get("name", ""))
-            status = node.get("status") or {}
-            gpus = _gpus((status.get("allocatable") or {}).get(GPU_RESOURCE, ""))
-            if gpus is not None:
-                allocatable.add_metric([name, KSM_GPU, "integer"], gpus)
-            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-            if ready is not None:
-                for value in ("true", "false", "unknown"):
-                    condition.add_metric([name, "Ready", value],
-                                         1.0 if str(ready.get("status", "")).lower() == value else 0.0)
-        unschedulable = GaugeMetricFamily("kube_pod_status_unschedulable",
-                                          "Describes the unschedulable status for the pod.",
-                                          labels=["namespace", "pod", "uid"])
-        requests = GaugeMetricFamily("kube_pod_container_resource_requests",
-                                     "The number of requested request resource by a container.",
-                                     labels=["namespace", "pod", "uid", "container", "node", "resource", "unit"])
-        pods, _ = self.store.list(PODS.key)
-        for pod in pods:
-            meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-            if status.get("phase") in ("Succeeded", "Failed"):
-                continue
-            ids = [str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))]
-            scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-            if not spec.get("nodeName") and scheduled.get("status") == "False" \
-                    and scheduled.get("reason") == "Unschedulable":
-                unschedulable.add_metric(ids, 1.0)
-            for c in spec.get("containers") or []:
-                res = c.get("resources") or {}
-                gpus = _gpus((res.get("requests") or {}).get(GPU_RESOURCE, (res.get("limits") or {}).get(
-                    GPU_RESOURCE, "")))  # an extended resource's request defaults to its limit
-                if gpus is not None:
-                    requests.add_metric([*ids, str(c.get("name", "")), str(spec.get("nodeName") or ""), KSM_GPU,
-                                         "integer"], gpus)
-        yield from (allocatable, condition, unschedulable, requests)
-
-
 def render_metrics(recorder: UsageRecorder) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SchedulerCollector(recorder))
-    registry.register(KubeStateCollector(recorder.store))
+    registry.register(KubeStateCollector(lambda rt: recorder.store.list(rt.key)[0]))
     return generate_latest(registry)

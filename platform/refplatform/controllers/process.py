@@ -23,6 +23,7 @@ from refplatform.controllers.deployment import DeploymentController, ReplicaSetC
 from refplatform.controllers.endpoints import EndpointsController
 from refplatform.controllers.healer import HealerController
 from refplatform.controllers.health import HealthProber
+from refplatform.controllers.kubestate import KubeStateMetrics
 from refplatform.controllers.loadbalancer import LoadBalancerController
 from refplatform.controllers.manager import Controller, ControllerManager
 from refplatform.controllers.namespacedefaults import RootCAPublisher, ServiceAccountController
@@ -126,8 +127,11 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "disruption": lambda client, args: DisruptionController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),
     "root-ca-cert-publisher": lambda client, args: RootCAPublisher(client, args.ca_file),
+    "kube-state-metrics": lambda client, args: KubeStateMetrics(args.metrics_address),
 }
 """Every controller this process can run, by name (``--controllers`` picks among them)."""
+DEFAULT_CONTROLLERS = tuple(n for n in FACTORIES if n != "kube-state-metrics")
+"""The reference platform's own; the kube-state-metrics stand-in is for an API server that serves no KSM series."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,8 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="file holding the scheduler's own bearer token (system:kube-scheduler): its binds, "
                         "evictions, status writes and Events go out as that identity (default: --token-file's)")
     p.add_argument("--ca-file", type=Path, help="CA certificate that signed the API server's certificate")
-    p.add_argument("--controllers", default=",".join(FACTORIES),
-                   help=f"comma-separated controllers to run (default: all of {', '.join(FACTORIES)})")
+    p.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS),
+                   help=f"comma-separated controllers to run (default: {', '.join(DEFAULT_CONTROLLERS)}; also "
+                        f"{', '.join(n for n in FACTORIES if n not in DEFAULT_CONTROLLERS)})")
     p.add_argument("--scheduler-profile", choices=[p.value for p in core.Profile], default=core.Profile.GANG.value,
                    help="gang: all-or-nothing gangs (default); no-gang: bind pods one by one (the deadlock baseline)")
     p.add_argument("--placement", choices=sorted(core.PLACEMENT_POLICIES), default="best-fit",
@@ -179,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spare-nodes", metavar="NAME,...", default="",
                    help="nodes the healer enrolls in the spare pool (label firedrill.dev/spare=true, "
                         "taint firedrill.dev/spare:NoSchedule)")
+    p.add_argument("--metrics-address", default="127.0.0.1:0", metavar="HOST:PORT",
+                   help="where the kube-state-metrics controller serves /metrics (loopback only; default: a free "
+                        "port, logged)")
     add_defect_argument(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
