@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import httpx
 import pytest
 import yaml
 
-from refplatform.cluster import wait_until
+from refplatform.cluster import ManagedProcess, wait_until
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.test_native_nodepull import PullCluster, profile_yaml, start_pull_cluster
 
@@ -49,22 +48,10 @@ def free_port() -> int:
 
 @dataclass
 class Observed:
-    """The cluster, the kube-state-metrics stand-in and Prometheus, all of this test's making."""
+    """The cluster and the Prometheus (fed by the kube-state-metrics stand-in) this test made."""
 
     made: PullCluster
     prometheus_url: str
-    processes: list[subprocess.Popen[bytes]]
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 @pytest.fixture(scope="module")
@@ -73,18 +60,16 @@ def observed(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         pytest.skip("no prometheus on PATH: install Debian's 'prometheus' package (.ci/run does)")
     work = tmp_path_factory.mktemp("leak")
     made = start_pull_cluster(realk8s_bin_dir, work / "cluster", ())
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = [(work / "ksm.log").open("wb"), (work / "prometheus.log").open("wb")]
+    procs: list[ManagedProcess] = []
     try:
         token = work / "admin.token"
         token.write_text(made.cluster.admin_token)
         token.chmod(0o600)
         ksm_port = free_port()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url, "--token-file", str(token),
-             "--ca-file", str(made.cluster.ca_file), "--controllers", "kube-state-metrics",
-             "--metrics-address", f"127.0.0.1:{ksm_port}"],
-            stdout=logs[0], stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(ManagedProcess.spawn("kube-state-metrics", [
+            sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url, "--token-file", str(token),
+            "--ca-file", str(made.cluster.ca_file), "--controllers", "kube-state-metrics",
+            "--metrics-address", f"127.0.0.1:{ksm_port}"], work / "ksm.log"))
         agents = sorted(json.loads(p.read_text())["logPort"] for p in (made.agents.data_dir / "agents").glob("*.json"))
         config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
                   "scrape_configs": [
@@ -93,10 +78,9 @@ def observed(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
                       {"job_name": "kube-state-metrics", "static_configs": [{"targets": [f"127.0.0.1:{ksm_port}"]}]}]}
         (work / "prometheus.yml").write_text(yaml.safe_dump(config))
         url = f"http://127.0.0.1:{free_port()}"
-        procs.append(subprocess.Popen(
-            [str(PROMETHEUS), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}",
-             f"--web.listen-address={url.removeprefix('http://')}"],
-            stdout=logs[1], stderr=subprocess.STDOUT, cwd=work, start_new_session=True))
+        procs.append(ManagedProcess.spawn("prometheus", [
+            str(PROMETHEUS), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}",
+            f"--web.listen-address={url.removeprefix('http://')}"], work / "prometheus.log"))
 
         def scraping() -> bool:
             try:
@@ -108,11 +92,10 @@ def observed(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
             return len(targets) == len(agents) + 1 and all(t["health"] == "up" for t in targets) \
                 and bool(have["data"]["result"])
         wait_until(scraping, 60, "prometheus scraping every agent and the kube-state-metrics stand-in", interval=0.5)
-        yield Observed(made, url, procs)
+        yield Observed(made, url)
     finally:
-        _stop(procs)
-        for log in logs:
-            log.close()
+        for proc in procs:
+            proc.stop()
         made.agents.close()
         made.cluster.stop()
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from refplatform.cluster import ManagedProcess
 from tests.realk8s import netns
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.test_native_nodepull import AGENTCTL, NAMESPACE, PullCluster, start_pull_cluster
@@ -53,21 +54,13 @@ def load_balancer(made: PullCluster, work: Path) -> Iterator[Path]:
     token = work / "admin.token"
     token.write_text(made.cluster.admin_token)
     token.chmod(0o600)
-    log_path = work / "loadbalancer.log"
-    with log_path.open("wb") as log:
-        lb = subprocess.Popen([sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url,
-                               "--token-file", str(token), "--ca-file", str(made.cluster.ca_file),
-                               "--controllers", "loadbalancer"], stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-        try:
-            yield log_path
-        finally:
-            lb.terminate()
-            try:
-                lb.wait(10)
-            except subprocess.TimeoutExpired:
-                lb.kill()
-                lb.wait(10)
+    lb = ManagedProcess.spawn("loadbalancer", [
+        sys.executable, "-m", "refplatform.controllers", "--api", made.cluster.url, "--token-file", str(token),
+        "--ca-file", str(made.cluster.ca_file), "--controllers", "loadbalancer"], work / "loadbalancer.log")
+    try:
+        yield lb.log_path
+    finally:
+        lb.stop()
 
 
 @pytest.fixture(scope="module")

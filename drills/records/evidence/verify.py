@@ -309,8 +309,28 @@ def _check_envelope(path: str, data: bytes, expected_type: str, key: Ed25519Publ
     return envelope
 
 
-def _check_required_signers(files: dict[str, bytes], signers: Sequence[Path], report: VerifyReport) -> None:
-    """Each key of ``signers`` must have a valid signature on the manifest; name the one missing or wrong."""
+@dataclass(frozen=True)
+class RequiredSigner:
+    """A ``--signer`` key, read once for every check that needs it."""
+
+    path: Path
+    key: Ed25519PublicKey
+    keyid: str
+
+
+def _read_signers(signers: Sequence[Path]) -> list[RequiredSigner]:
+    out: list[RequiredSigner] = []
+    for path in signers:
+        try:
+            key = load_public_key(path)
+        except KeyFileError as exc:
+            raise VerifyReadError(str(exc)) from None
+        out.append(RequiredSigner(path, key, keyid_of(key)))
+    return out
+
+
+def _check_required_signers(files: dict[str, bytes], signers: Sequence[RequiredSigner], report: VerifyReport) -> None:
+    """Each of ``signers`` must have a valid signature on the manifest; name the one missing or wrong."""
     if not signers:
         return
     envelope: Envelope | None = None
@@ -319,27 +339,23 @@ def _check_required_signers(files: dict[str, bytes], signers: Sequence[Path], re
             if MANIFEST_SIGNATURE in files else None
     except EnvelopeError:
         pass  # already a problem of the manifest check
-    for path in signers:
-        try:
-            key = load_public_key(path)
-        except KeyFileError as exc:
-            raise VerifyReadError(str(exc)) from None
-        keyid = keyid_of(key)
-        who = f"the required signer {path} (keyid {keyid[:16]}…)"
-        sigs = [] if envelope is None else [s for s in envelope.signatures if s.keyid in (keyid, "")]
-        checks = [c for c in verify_envelope(Envelope(envelope.payload_type, envelope.payload, tuple(sigs)), key)
-                  if c.valid] if envelope is not None and sigs else []
-        if checks:
-            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, keyid, True, f"signed by {path}"))
-        elif any(s.keyid == keyid for s in sigs):
-            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, keyid, False, f"claims {path}'s keyid"))
+    for signer in signers:
+        who = f"the required signer {signer.path} (keyid {signer.keyid[:16]}…)"
+        sigs = () if envelope is None else tuple(s for s in envelope.signatures if s.keyid in (signer.keyid, ""))
+        valid = envelope is not None and bool(sigs) and any(
+            c.valid for c in verify_envelope(Envelope(envelope.payload_type, envelope.payload, sigs), signer.key))
+        if valid:
+            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, signer.keyid, True, f"signed by {signer.path}"))
+        elif any(s.keyid == signer.keyid for s in sigs):
+            report.signatures.append(EnvelopeCheck(MANIFEST_SIGNATURE, signer.keyid, False,
+                                                   f"claims {signer.path}'s keyid"))
             report.problem(MANIFEST_SIGNATURE, f"the signature of {who} does not match the manifest")
         else:
             report.problem(MANIFEST_SIGNATURE, f"no signature by {who}: it has not signed this run "
                                                "(a witness signs with `firedrill witness RUN --key KEY`)")
 
 
-def _check_contract(pinned: Any, signers: Sequence[Path], report: VerifyReport) -> None:
+def _check_contract(pinned: Any, signers: Sequence[RequiredSigner], report: VerifyReport) -> None:
     """The signed record's contract signers (``signers.yaml``): with --signer, one key per pinned party, and no
     key the contract does not name; without, a note saying whose signatures to check."""
     pins = [p for p in pinned if isinstance(p, dict) and isinstance(p.get("keyid"), str)] \
@@ -350,7 +366,7 @@ def _check_contract(pinned: Any, signers: Sequence[Path], report: VerifyReport) 
     if not signers:
         report.notes.append(f"the contract requires signatures by {names}: check them with --signer PUB for each")
         return
-    given = {keyid_of(load_public_key(path)): path for path in signers}  # readable: checked before
+    given = {s.keyid: s.path for s in signers}
     for pin in pins:
         if pin["keyid"] not in given:
             report.problem(RECORD, f"the contract requires a signature by {pin.get('name', '?')} (keyid "
@@ -570,9 +586,10 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
         raise VerifyReadError(f"{path}: not a Firedrill archive (no {MANIFEST} or {MANIFEST_SIGNATURE})")
     report.files = len(files)
     public_key = _resolve_key(files, key, report)
+    required = _read_signers(signers)
     _check_signer(files, report)
     manifest = _check_manifest(files, public_key, report) or {}
-    _check_required_signers(files, signers, report)
+    _check_required_signers(files, required, report)
     if isinstance(manifest.get("kind"), str):
         report.archive_kind = manifest["kind"]
     if report.archive_kind == "run":
@@ -592,7 +609,7 @@ def check_files(files: dict[str, bytes], report: VerifyReport, key: Path | None 
         report.run_id = record["run_id"]
     if isinstance(record.get("verdict"), str):
         report.verdict = record["verdict"]
-    _check_contract(record.get("signers"), signers, report)
+    _check_contract(record.get("signers"), required, report)
     if ledger is not None:
         _check_ledger(ledger, files, record, report)
     return report

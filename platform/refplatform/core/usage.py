@@ -375,6 +375,18 @@ class _Job:
 
 
 @dataclass(slots=True)
+class _BatchJob:
+    """A batch/v1 Indexed Job as its pods show it (the Job object itself is not read)."""
+
+    generation: int = 0
+    """Its restarts so far: the epoch its ranks carry (a Job has none of its own)."""
+    latest: dict[str, str] = field(default_factory=dict)
+    """The newest pod (key) of each completion index."""
+    pods: list[str] = field(default_factory=list)
+    """Every pod (key) of the Job seen, in order."""
+
+
+@dataclass(slots=True)
 class _Incident:
     namespace: str
     job: str
@@ -399,8 +411,8 @@ class UsageTracker:
         self._groups: dict[tuple[str, str], str] = {}
         self._incidents: list[_Incident] = []
         self._resumed_seen: set[str] = set()
-        self._generations: dict[tuple[str, str, str], int] = {}
-        """A batch/v1 Job's restart count, by (namespace, job, uid): its ranks' epoch (the Job has none)."""
+        self._batch_jobs: dict[tuple[str, str, str], _BatchJob] = {}
+        """batch/v1 Indexed Jobs by (namespace, job, uid): their ranks' pods and restart count."""
 
     # ------------------------------------------------------------------ feeding
     def observe(self, obs: Observation) -> bool:
@@ -513,28 +525,28 @@ class UsageTracker:
         its ranks from then on carry the next epoch, so their ``Resumed`` ends it, as a Volcano Job's do."""
         assert p.batch is not None
         job_uid, index = p.batch
-        gen_key = (p.namespace, p.job_label, job_uid)
-        same_job = [q for q in self._pods.values() if q is not p and q.namespace == p.namespace
-                    and q.job_label == p.job_label and q.batch is not None and q.batch[0] == job_uid]
-        lost = [q for q in same_job if q.batch == p.batch]
-        if not lost:
-            p.epoch = self._generations.get(gen_key, 0)
+        job = self._batch_jobs.setdefault((p.namespace, p.job_label, job_uid), _BatchJob())
+        previous = job.latest.get(index)
+        job.latest[index] = p.key
+        job.pods.append(p.key)
+        if previous is None:
+            p.epoch = job.generation
             return
-        epoch = p.epoch = self._generations[gen_key] = self._generations.get(gen_key, 0) + 1
+        job.generation += 1
+        epoch = p.epoch = job.generation
         open_inc = next((i for i in self._incidents if i.namespace == p.namespace and i.job == p.job_label
                          and i.resume_at is None), None)
         if open_inc is not None:
             open_inc.epoch = epoch  # another rank replaced before the job resumed: still the one incident
             return
-        gone = max(lost, key=lambda q: q.bound_at or 0.0)
+        gone = self._pods[previous]
         ends = [t for t in ((gone.recent[-1].at if gone.recent else None), gone.released_at) if t is not None]
         fault = min([*ends, at])
-        steps = [s.step for q in (*same_job, p) for s in q.recent if s.at <= fault and s.step is not None]
-        ranks: dict[str, int] = {}  # the job's world: every index seen, whether its pod lives or also failed
-        for q in (*same_job, p):
-            if q.batch is not None:
-                ranks[q.batch[1]] = q.gpus
-        self._incidents.append(_Incident(p.namespace, p.job_label, fault, epoch, sum(ranks.values()),
+        ranks = [self._pods[k] for k in job.pods]
+        steps = [s.step for q in ranks for s in q.recent if s.at <= fault and s.step is not None]
+        # the job's world: every index seen (its newest pod's GPUs), whether that pod lives or also failed
+        gpus = sum(self._pods[k].gpus for k in job.latest.values())
+        self._incidents.append(_Incident(p.namespace, p.job_label, fault, epoch, gpus,
                                          max(steps) if steps else None, gone.step_seconds))
 
     def _progress(self, p: _Pod, anns: Obj, started: float | None) -> bool:
