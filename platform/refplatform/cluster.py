@@ -406,6 +406,8 @@ class Cluster:
             wait_until(ready, timeout, f"{want[0]} Ready nodes and {want[1]} enrolled spare(s)", interval=0.1)
 
     def stop(self) -> None:
+        for proc in self.agents.values():  # every agent winds down at once; then each is waited for
+            proc.signal(signal.SIGTERM)
         for proc in self.agents.values():
             proc.stop()
         if self.controller_manager is not None:

@@ -63,6 +63,7 @@ class ControllerManager:
         self.cache = Cache(self.informers)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._wakes: list[threading.Event] = []
 
     def start(self, sync_timeout: float = 30.0) -> None:
         for inf in self.informers.values():
@@ -73,6 +74,7 @@ class ControllerManager:
                 raise TimeoutError(f"informer for {inf.rt.plural} did not sync within {sync_timeout:.0f}s")
         for controller in self.controllers:
             wake = threading.Event()
+            self._wakes.append(wake)
             for rt in controller.watches:
                 self.informers[rt.key].subscribe(wake.set)
             t = threading.Thread(target=self._work, args=(controller, wake), name=f"ctrl-{controller.name}",
@@ -94,6 +96,8 @@ class ControllerManager:
 
     def stop(self) -> None:
         self._stop.set()
+        for wake in self._wakes:  # a controller idling until its next resync ends now, not a resync later
+            wake.set()
         for inf in self.informers.values():
             inf.stop()
         for t in self._threads:
