@@ -18,6 +18,7 @@ from typing import Any
 import allure
 import pytest
 
+from drills.bdd.cost import HarnessMeter
 from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Verdict
 from drills.scenario import needs
 from drills.scenario.context import ScenarioContext
@@ -100,12 +101,14 @@ class FiredrillPlugin:
     def drill(self, request: pytest.FixtureRequest) -> Iterator[ScenarioContext]:
         ctx = ScenarioContext(self.target, DrillResult("scenario"), kinds=self._kinds.get(request.node.nodeid, ()))
         request.node.stash[CONTEXT] = ctx
+        meter = HarnessMeter().start()
         ctx.watch_invariants()
         try:
             yield ctx
         finally:
             self._say("  rollback")
             ctx.rollback()
+            ctx.result.details["harness_cost"] = meter.stop().as_dict()  # the evidence is sealed after every scenario
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if self.repeat > 1:

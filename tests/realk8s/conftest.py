@@ -1,7 +1,8 @@
 """The ``real_cluster`` fixture: an upstream control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) built from Go modules by ``build.sh`` and started on loopback once per session.
 
-The builds (``build.sh``, and ``build_kueue.sh`` when Kueue's tests are collected) run when collection is
+The builds (``build.sh``, ``build_kueue.sh`` when Kueue's tests are collected and ``build_kwok.sh`` when the
+tests at size are) run when collection is
 finished (pytest_collection_finish), before any test's timeout starts: a cold build takes minutes, a cached
 one milliseconds. The fixtures then only reuse what was built.
 """
@@ -22,6 +23,8 @@ from tests.realk8s.standin import node_user
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 KUEUE_BUILD_SCRIPT = Path(__file__).with_name("build_kueue.sh")
 KUEUE_TESTS = "test_kueue_gang.py"
+KWOK_BUILD_SCRIPT = Path(__file__).with_name("build_kwok.sh")
+KWOK_TESTS = "test_at_size.py"
 BUILD_TIMEOUT_S = 3600
 NO_GO_EXIT = 3
 
@@ -79,6 +82,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     scripts = [BUILD_SCRIPT]
     if any(item.path.name == KUEUE_TESTS for item in session.items):
         scripts.append(KUEUE_BUILD_SCRIPT)
+    if any(item.path.name == KWOK_TESTS for item in session.items):
+        scripts.append(KWOK_BUILD_SCRIPT)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for script in scripts:
         if reporter is not None:
@@ -106,6 +111,12 @@ def realk8s_bin_dir() -> Path:
 def kueue_dir() -> Path:
     """Kueue's manager, CRDs and webhook configurations (``build_kueue.sh``)."""
     return _built(KUEUE_BUILD_SCRIPT)
+
+
+@pytest.fixture(scope="session")
+def kwok_dir() -> Path:
+    """KWOK's controller and its stages (``build_kwok.sh``): the fake nodes of the tests at size."""
+    return _built(KWOK_BUILD_SCRIPT)
 
 
 @pytest.fixture(scope="session")

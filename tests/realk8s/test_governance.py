@@ -147,11 +147,13 @@ def settle_tenants(cluster: RealCluster, agents: RefAgents, namespaces: Sequence
     return tenant, node
 
 
-def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True,
-                   nodes: tuple[str, ...] = NODES) -> Governed:
+def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True, nodes: tuple[str, ...] = NODES,
+                   node_monitor_grace_period: float = NODE_MONITOR_GRACE_PERIOD_S,
+                   controller_manager_args: tuple[str, ...] = ()) -> Governed:
     """A control plane with the audit log, the tenants, their RBAC, the quota and the classes; ``limit_class``
     False starts kube-apiserver without the admission configuration (no class is limited); ``nodes``: the
-    refplatform agents to start as kubelets (the node kubeconfig is the first one's)."""
+    refplatform agents to start as kubelets (the node kubeconfig is the first one's); ``node_monitor_grace_period`` and
+    ``controller_manager_args`` as :func:`tests.realk8s.test_native_gang.start_gang_cluster` takes them."""
     work.mkdir(parents=True, exist_ok=True)
     audit_log = work / "audit.log"
     apiserver = [f"--audit-log-path={audit_log}",
@@ -159,12 +161,12 @@ def start_governed(bin_dir: Path, work: Path, *, limit_class: bool = True,
     if limit_class:
         apiserver.append(f"--admission-control-config-file={_write_yaml(work / 'admission.yaml', ADMISSION_CONFIG)}")
     cluster = RealCluster(RealClusterSpec(
-        bin_dir=bin_dir, work_dir=work / "cluster", node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
+        bin_dir=bin_dir, work_dir=work / "cluster", node_monitor_grace_period=node_monitor_grace_period,
         node_monitor_period=NODE_MONITOR_PERIOD_S,
         default_unreachable_toleration_seconds=DEFAULT_UNREACHABLE_TOLERATION_S,
         default_not_ready_toleration_seconds=DEFAULT_NOT_READY_TOLERATION_S,
         extra_users=(TENANT, NEIGHBOUR, *(node_user(n) for n in NODES)),
-        extra_args={Component.APISERVER: tuple(apiserver)}))
+        extra_args={Component.APISERVER: tuple(apiserver), Component.CONTROLLER_MANAGER: controller_manager_args}))
     cluster.start()
     agents = RefAgents(cluster, work / "agents", gpus=2)
     try:

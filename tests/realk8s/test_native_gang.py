@@ -25,7 +25,7 @@ import pytest
 
 from drills.kube.flavors import GangFlavor, GangSpec, gang_manifests
 from tests.realk8s.agents import RefAgents
-from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.cluster import Component, RealCluster, RealClusterSpec
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.conftest import (DEFAULT_NOT_READY_TOLERATION_S, DEFAULT_UNREACHABLE_TOLERATION_S,
                                     NODE_MONITOR_GRACE_PERIOD_S, NODE_MONITOR_PERIOD_S)
@@ -49,13 +49,19 @@ class GangCluster:
     agents: RefAgents
 
 
-def start_gang_cluster(bin_dir: Path, work: Path, *, gang_admission: bool) -> GangCluster:
+def start_gang_cluster(bin_dir: Path, work: Path, *, gang_admission: bool,
+                       node_monitor_grace_period: float = NODE_MONITOR_GRACE_PERIOD_S,
+                       controller_manager_args: tuple[str, ...] = ()) -> GangCluster:
+    """``node_monitor_grace_period``: tuned short by default; a cluster of KWOK nodes, whose Leases are renewed
+    every 10 s as a kubelet's are, takes upstream's default, and ``controller_manager_args`` raise the
+    controllers' API rate limits as a large cluster's are (``tests/realk8s/kwok.py``)."""
     cluster = RealCluster(RealClusterSpec(
-        bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
+        bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=node_monitor_grace_period,
         node_monitor_period=NODE_MONITOR_PERIOD_S,
         default_unreachable_toleration_seconds=DEFAULT_UNREACHABLE_TOLERATION_S,
         default_not_ready_toleration_seconds=DEFAULT_NOT_READY_TOLERATION_S,
-        scheduler_gang_scheduling=gang_admission, extra_users=tuple(node_user(n) for n in NODES)))
+        scheduler_gang_scheduling=gang_admission, extra_users=tuple(node_user(n) for n in NODES),
+        extra_args={Component.CONTROLLER_MANAGER: controller_manager_args}))
     cluster.start()
     agents = RefAgents(cluster, work / "agents")
     try:
