@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from tests.realk8s.agents import POD_RANGE, RefAgents
-from tests.realk8s.cluster import RealCluster, RealClusterSpec
+from tests.realk8s.cluster import Component, RealCluster, RealClusterSpec
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.standin import node_user
 from tests.realk8s.test_control_plane import kubectl
@@ -74,20 +74,22 @@ class PullCluster:
 
 def start_pull_cluster(bin_dir: Path, work: Path, defects: tuple[str, ...], *,
                        grace: float = NODE_MONITOR_GRACE_PERIOD_S, period: float = NODE_MONITOR_PERIOD_S,
-                       toleration: int = TOLERATION_S, pod_range: str = POD_RANGE) -> PullCluster:
-    """Four agents (8 simulated GPUs each, labelled for chaos) of a real control plane with these controller
+                       toleration: int = TOLERATION_S, pod_range: str = POD_RANGE, nodes: tuple[str, ...] = NODES,
+                       controller_manager_args: tuple[str, ...] = ()) -> PullCluster:
+    """Agents (``nodes``; 8 simulated GPUs each, labelled for chaos) of a real control plane with these controller
     flags; ``defects``: the agents' defect zoo entries; ``pod_range``: their pod CIDRs (``{index}``)."""
     cluster = RealCluster(RealClusterSpec(
         bin_dir=bin_dir, work_dir=work, node_monitor_grace_period=grace, node_monitor_period=period,
         default_unreachable_toleration_seconds=toleration, default_not_ready_toleration_seconds=toleration,
-        extra_users=tuple(node_user(n) for n in NODES)))
+        extra_users=tuple(node_user(n) for n in nodes),
+        extra_args={Component.CONTROLLER_MANAGER: controller_manager_args}))
     cluster.start()
     agents = RefAgents(cluster, work / "agents", pod_range=pod_range)
     extra = tuple(arg for d in defects for arg in ("--defect", d))
     try:
-        for name in NODES:
+        for name in nodes:
             agents.start(name, wait_ready=False, extra=extra)
-        for name in NODES:
+        for name in nodes:
             agents.wait_ready(name)
             kubectl(cluster.admin_kubeconfig, "label", "node", name, "firedrill.dev/chaos=allowed")
         kubectl(cluster.admin_kubeconfig, "create", "namespace", NAMESPACE)
@@ -121,8 +123,10 @@ def profile_yaml(agents: RefAgents) -> str:
         "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
 
 
-def feature_for_this_cluster(one_worker: bool = False, windows: dict[str, int] | None = None) -> str:
-    """Scenario 5.1 of the shipped feature, with the edits the module docstring names."""
+def feature_for_this_cluster(one_worker: bool = False, windows: dict[str, int] | None = None,
+                             workers: tuple[int, int] | None = None) -> str:
+    """Scenario 5.1 of the shipped feature, with the edits the module docstring names; ``workers``: (ranks, GPUs
+    each) for a job of another shape (the tests at size)."""
     text = FEATURE.read_text()
     header, *scenarios = re.split(r"\n(?=  @clause:)", text)
     (scenario,) = [s for s in scenarios if "@clause:5.1" in s]
@@ -131,7 +135,12 @@ def feature_for_this_cluster(one_worker: bool = False, windows: dict[str, int] |
         scenario, found = re.subn(sentence.format(r"\d+"), sentence.format(seconds), scenario)
         assert found == 1, f"the shipped scenario 5.1 no longer says {sentence!r}"
     if one_worker:
-        scenario = re.sub(r"of \d+ workers with \d+ GPUs each", "of 1 worker with 8 GPUs each", scenario)
+        workers = (1, 8)
+    if workers is not None:
+        ranks, gpus = workers
+        scenario, found = re.subn(r"of \d+ workers with \d+ GPUs each",
+                                  f"of {ranks} worker{'s' if ranks > 1 else ''} with {gpus} GPUs each", scenario)
+        assert found == 1, "the shipped scenario 5.1 no longer starts its job with 'of N workers with G GPUs each'"
     return header + "\n" + scenario.rstrip() + "\n"
 
 
