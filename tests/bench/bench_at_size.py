@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO))
 from drills.kube.driver import KubeDriver, Resource  # noqa: E402
 from drills.kube.timeline import Timeline  # noqa: E402
 from tests.realk8s.firedrill import firedrill_run  # noqa: E402
-from tests.realk8s.kwok import CONTROLLER_MANAGER_ARGS, NODE_MONITOR_GRACE_PERIOD_S, start_fleet  # noqa: E402
+from tests.realk8s.kwok import CONTROLLER_MANAGER_ARGS, NODE_MONITOR_GRACE_PERIOD_S, fleet_beside  # noqa: E402
 from tests.realk8s.test_governance import _features, start_governed  # noqa: E402
 from tests.realk8s.test_native_gang import firedrill_run as gang_run, start_gang_cluster  # noqa: E402
 from tests.realk8s.test_native_nodepull import (FEATURE, NAMESPACE, feature_for_this_cluster,  # noqa: E402
@@ -158,65 +158,44 @@ def main(argv: list[str] | None = None) -> int:
 
 def gang_part(bins: Path, kwok: Path, work: Path, fake_nodes: int, slow: dict[str, Any]) -> bool:
     gang = start_gang_cluster(bins, work / "gang", gang_admission=True, **slow)
-    try:
-        fleet = start_fleet(kwok, gang.cluster, work / "gang-kwok", fake_nodes)
+    with fleet_beside(gang, kwok, work / "gang", fake_nodes) as fleet:
         print(f"  fleet Ready in {fleet.seconds_to_ready:.1f} s", flush=True)
-        try:
-            return report("gang", gang_run(gang.cluster.admin_kubeconfig, work / "gang-run")[1])
-        finally:
-            fleet.stop()
-    finally:
-        gang.agents.close()
-        gang.cluster.stop()
+        return report("gang", gang_run(gang.cluster.admin_kubeconfig, work / "gang-run")[1])
 
 
 def governance_part(bins: Path, kwok: Path, work: Path, fake_nodes: int, slow: dict[str, Any]) -> bool:
     governed = start_governed(bins, work / "governance", **slow)
-    try:
-        fleet = start_fleet(kwok, governed.cluster, work / "governance-kwok", fake_nodes)
-        try:
-            run = work / "governance-run"
-            run.mkdir()
-            return report("governance", firedrill_run(
-                governed.cluster.admin_kubeconfig, governed.profile(run / "profile.yaml"), _features(run),
-                run / "reports", timeout=600)[1])
-        finally:
-            fleet.stop()
-    finally:
-        governed.agents.close()
-        governed.cluster.stop()
+    with fleet_beside(governed, kwok, work / "governance", fake_nodes):
+        run = work / "governance-run"
+        run.mkdir()
+        return report("governance", firedrill_run(
+            governed.cluster.admin_kubeconfig, governed.profile(run / "profile.yaml"), _features(run),
+            run / "reports", timeout=600)[1])
 
 
 def pull_part(bins: Path, kwok: Path, work: Path, args: argparse.Namespace) -> tuple[bool, list[float], list[float]]:
     nodes = tuple(f"pull-node-{i}" for i in range(args.agents))
     pull = start_pull_cluster(bins, work / "pull", (), grace=NODE_MONITOR_GRACE_PERIOD_S, period=5.0,
                               nodes=nodes, controller_manager_args=CONTROLLER_MANAGER_ARGS)
-    try:
-        fleet = start_fleet(kwok, pull.cluster, work / "pull-kwok", args.fake_nodes)
+    with fleet_beside(pull, kwok, work / "pull", args.fake_nodes):
+        run = work / "pull-run"
+        (run / "features").mkdir(parents=True)
+        (run / "features" / FEATURE.name).write_text(
+            feature_for_this_cluster(windows=WIDE_WINDOWS, workers=(args.ranks, 1)))
+        (run / "profile.yaml").write_text(profile_yaml(pull.agents))
+        probe = WatchProbe(pull.cluster.admin_kubeconfig)
+        probe.start()
         try:
-            run = work / "pull-run"
-            (run / "features").mkdir(parents=True)
-            (run / "features" / FEATURE.name).write_text(
-                feature_for_this_cluster(windows=WIDE_WINDOWS, workers=(args.ranks, 1)))
-            (run / "profile.yaml").write_text(profile_yaml(pull.agents))
-            probe = WatchProbe(pull.cluster.admin_kubeconfig)
-            probe.start()
-            try:
-                _, scenarios = firedrill_run(pull.cluster.admin_kubeconfig, run / "profile.yaml", run / "features",
-                                             run / "reports", timeout=900, extra=("--namespace", NAMESPACE))
-            finally:
-                from_start, from_answer = probe.stop()
-            ok = report(f"node pull of {args.ranks} ranks", scenarios)
-            measured = {m["name"]: m["value"] for m in scenarios[0]["measurements"]}
-            print("  phases: " + ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if v is not None))
-            if scenarios[0]["verdict"] != "PASS":
-                print("  findings: " + "; ".join(scenarios[0]["findings"]))
-            return ok, from_start, from_answer
+            _, scenarios = firedrill_run(pull.cluster.admin_kubeconfig, run / "profile.yaml", run / "features",
+                                         run / "reports", timeout=900, extra=("--namespace", NAMESPACE))
         finally:
-            fleet.stop()
-    finally:
-        pull.agents.close()
-        pull.cluster.stop()
+            from_start, from_answer = probe.stop()
+        ok = report(f"node pull of {args.ranks} ranks", scenarios)
+        measured = {m["name"]: m["value"] for m in scenarios[0]["measurements"]}
+        print("  phases: " + ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if v is not None))
+        if scenarios[0]["verdict"] != "PASS":
+            print("  findings: " + "; ".join(scenarios[0]["findings"]))
+        return ok, from_start, from_answer
 
 
 def print_delays(from_start: list[float], from_answer: list[float]) -> bool:

@@ -1,8 +1,10 @@
 """KWOK's fake GPU nodes beside the refplatform agents: the real-cluster tests at the size users run (issue 29).
 
-``build_kwok.sh`` (the ``kwok_dir`` fixture) builds ``sigs.k8s.io/kwok``'s controller from the Go module proxy; :func:`start_fleet` points
-it, with the release's own fast Stages, at a :class:`~tests.realk8s.cluster.RealCluster` and registers ``count`` Nodes that it keeps alive (their
-Ready condition and Lease heartbeats) and whose bound pods it reports Running, with no process behind them.
+``build_kwok.sh`` (the ``kwok_dir`` fixture) builds ``sigs.k8s.io/kwok``'s controller from the Go module proxy;
+:func:`start_fleet` points it, with the release's own fast Stages, at a :class:`~tests.realk8s.cluster.RealCluster`
+and registers ``count`` Nodes that it keeps alive (their Ready condition and Lease heartbeats) and whose bound
+pods it reports Running, with no process behind them; :func:`fleet_beside` does so for a cluster of agents and
+stops all of it on the way out.
 Each fake node looks like a GPU node of the cluster: ``nvidia.com/gpu`` capacity and GPU Feature Discovery
 labels, and ``load_per_node`` pods of 4 GPUs bound to it (a busy cluster, so every list the harness makes is as
 long as on a real one). What keeps the drills on the real agents, whose canary processes are the truth a drill
@@ -19,15 +21,18 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from refplatform.cluster import ManagedProcess
+from tests.realk8s.agents import RefAgents
 from tests.realk8s.cluster import RealCluster, RealClusterError
 from tests.realk8s.standin import api_client, wait_for
 
@@ -85,11 +90,13 @@ class Fleet:
 
 def start_fleet(kwok_dir: Path, cluster: RealCluster, work: Path, count: int, *, load_per_node: int = 1,
                 ready_timeout: float = 300.0) -> Fleet:
-    """Start KWOK (``kwok_dir``: the ``kwok_dir`` fixture) against ``cluster`` and register ``count`` fake GPU nodes (``kwok-node-00000``...), each with
-    ``load_per_node`` Running pods; returns once every fake node is Ready and every load pod Running."""
+    """Start KWOK (``kwok_dir``: the ``kwok_dir`` fixture) against ``cluster`` and register ``count`` fake GPU nodes
+    (``kwok-node-00000``...), each with ``load_per_node`` Running pods; returns once every fake node is Ready and
+    every load pod Running."""
     work.mkdir(parents=True, exist_ok=True)
     process = ManagedProcess.spawn("kwok", [
-        str(kwok_dir / "bin" / "kwok"), f"--config={kwok_dir / 'stages.yaml'}", "--kubeconfig", str(cluster.admin_kubeconfig), "--manage-all-nodes=false",
+        str(kwok_dir / "bin" / "kwok"), f"--config={kwok_dir / 'stages.yaml'}",
+        "--kubeconfig", str(cluster.admin_kubeconfig), "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={FAKE}=fake", "--cidr=10.250.0.1/16",
         "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={LEASE_SECONDS}"], work / "kwok.log")
     started = time.monotonic()
@@ -132,13 +139,36 @@ def start_fleet(kwok_dir: Path, cluster: RealCluster, work: Path, count: int, *,
                         and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or []))
             running = sum(1 for p in core.list_namespaced_pod(LOAD_NAMESPACE).items if p.status.phase == "Running")
             return ready == count and running == len(pods)
-        wait_for(fleet_ready, ready_timeout, f"{count} KWOK nodes Ready and untainted and {len(pods)} load pods Running")
+        wait_for(fleet_ready, ready_timeout,
+                 f"{count} KWOK nodes Ready and untainted and {len(pods)} load pods Running")
     except BaseException:
         process.stop()
         raise
     finally:
         api.close()
     return Fleet(process, names, len(pods), time.monotonic() - started)
+
+
+class WithAgents(Protocol):
+    """A started cluster of refplatform agents (the gang, governance and node-pull tests' clusters)."""
+
+    cluster: RealCluster
+    agents: RefAgents
+
+
+@contextmanager
+def fleet_beside(made: WithAgents, kwok_dir: Path, work: Path, count: int) -> Iterator[Fleet]:
+    """``count`` fake nodes beside ``made``'s agents; stops all of it (fleet, agents, control plane) on the way out,
+    the cluster too when the fleet cannot start."""
+    try:
+        fleet = start_fleet(kwok_dir, made.cluster, work / "kwok", count)
+        try:
+            yield fleet
+        finally:
+            fleet.stop()
+    finally:
+        made.agents.close()
+        made.cluster.stop()
 
 
 def node_counts(kubeconfig: Path) -> dict[str, int]:

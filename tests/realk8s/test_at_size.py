@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.realk8s.kwok import CONTROLLER_MANAGER_ARGS, NODE_MONITOR_GRACE_PERIOD_S, Fleet, node_counts, start_fleet
+from tests.realk8s.kwok import CONTROLLER_MANAGER_ARGS, NODE_MONITOR_GRACE_PERIOD_S, Fleet, fleet_beside, node_counts
 from tests.realk8s.test_governance import Governed, _features, start_governed
 from tests.realk8s.test_native_gang import NODES as GANG_NODES
 from tests.realk8s.test_native_gang import GangCluster, firedrill_run as gang_run, start_gang_cluster
@@ -37,12 +35,6 @@ MOST_RSS_MIB = 400.0
 """The harness process's peak resident memory in one scenario (about 100 MiB on the embedded platform)."""
 
 
-@dataclass
-class AtSize:
-    fleet: Fleet
-    work: Path
-
-
 def _costs(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
     costs = [s["details"]["harness_cost"] for s in scenarios]
     for scenario, cost in zip(scenarios, costs):
@@ -55,37 +47,23 @@ def _bounded(costs: list[dict[str, Any]]) -> None:
     assert all(c["peak_rss_mib"] <= MOST_RSS_MIB for c in costs), costs
 
 
-@contextmanager
-def _with_fleet(made: GangCluster | Governed, kwok_dir: Path, work: Path) -> Iterator[AtSize]:
-    """The fake nodes beside ``made``'s agents; stops all of it (fleet, agents, control plane) on the way out."""
-    try:
-        fleet = start_fleet(kwok_dir, made.cluster, work / "kwok", FAKE_NODES)
-        try:
-            yield AtSize(fleet, work)
-        finally:
-            fleet.stop()
-    finally:
-        made.agents.close()
-        made.cluster.stop()
-
-
 @pytest.fixture(scope="module")
 def gang_cluster(realk8s_bin_dir: Path, kwok_dir: Path,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GangCluster, AtSize]]:
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GangCluster, Fleet]]:
     work = tmp_path_factory.mktemp("gang-at-size")
     made = start_gang_cluster(realk8s_bin_dir, work / "cluster", gang_admission=True,
                               node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
                               controller_manager_args=CONTROLLER_MANAGER_ARGS)
-    with _with_fleet(made, kwok_dir, work) as at_size:
-        yield made, at_size
+    with fleet_beside(made, kwok_dir, work, FAKE_NODES) as fleet:
+        yield made, fleet
 
 
-def test_the_gang_feature_passes_among_a_fleet_of_fake_gpu_nodes(gang_cluster: tuple[GangCluster, AtSize],
+def test_the_gang_feature_passes_among_a_fleet_of_fake_gpu_nodes(gang_cluster: tuple[GangCluster, Fleet],
                                                                 tmp_path: Path) -> None:
-    made, at_size = gang_cluster
+    made, fleet = gang_cluster
     assert node_counts(made.cluster.admin_kubeconfig) == {"nodes": FAKE_NODES + len(GANG_NODES), "fake": FAKE_NODES}
-    print(f"{FAKE_NODES} KWOK nodes Ready and {at_size.fleet.load_pods} load pods Running in "
-          f"{at_size.fleet.seconds_to_ready:.1f} s")
+    print(f"{FAKE_NODES} KWOK nodes Ready and {fleet.load_pods} load pods Running in "
+          f"{fleet.seconds_to_ready:.1f} s")
     proc, scenarios = gang_run(made.cluster.admin_kubeconfig, tmp_path)
     assert {s["scenario"]: s["verdict"] for s in scenarios} == {
         "A gang that fits is placed whole": "PASS",
@@ -100,15 +78,15 @@ def test_the_gang_feature_passes_among_a_fleet_of_fake_gpu_nodes(gang_cluster: t
 
 @pytest.fixture(scope="module")
 def governed_cluster(realk8s_bin_dir: Path, kwok_dir: Path,
-                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Governed, AtSize]]:
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Governed, Fleet]]:
     work = tmp_path_factory.mktemp("governance-at-size")
     made = start_governed(realk8s_bin_dir, work / "governed", node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
                           controller_manager_args=CONTROLLER_MANAGER_ARGS)
-    with _with_fleet(made, kwok_dir, work) as at_size:
-        yield made, at_size
+    with fleet_beside(made, kwok_dir, work, FAKE_NODES) as fleet:
+        yield made, fleet
 
 
-def test_the_governance_feature_passes_among_a_fleet_of_fake_gpu_nodes(governed_cluster: tuple[Governed, AtSize],
+def test_the_governance_feature_passes_among_a_fleet_of_fake_gpu_nodes(governed_cluster: tuple[Governed, Fleet],
                                                                       tmp_path: Path) -> None:
     made, _ = governed_cluster
     proc, scenarios = firedrill_run(made.cluster.admin_kubeconfig, made.profile(tmp_path / "profile.yaml"),
