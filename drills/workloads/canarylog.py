@@ -143,6 +143,11 @@ class CanaryLog:
         wanted = None if uids is None else set(uids)
         return [ln for ln in self.snapshot() if ln.event is event and (wanted is None or ln.uid in wanted)]
 
+    def uids(self) -> set[str]:
+        """The pods that logged anything so far."""
+        with self._lock:
+            return {ln.uid for ln in self.lines}
+
     def last_step_before(self, instant: float) -> int:
         """The highest step any rank logged at or before ``instant`` (the canary's clock); 0 if none."""
         return max((ln.step or 0 for ln in self.of(CanaryEvent.STEP) if ln.ts <= instant), default=0)

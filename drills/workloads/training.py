@@ -175,7 +175,10 @@ class TrainingRun:
     victims: set[str] = field(default_factory=set)
     """UIDs of the job's pods on the pulled node at the fault."""
     before_fault: set[str] = field(default_factory=set)
-    """UIDs of every pod of the job at the fault (their Events are not the recovery's)."""
+    """UIDs of every pod of the job that existed before the fault, deleted since or not (their Events and
+    their log lines are not the recovery's); set by :meth:`_mark_before_fault`."""
+    seen: set[str] = field(default_factory=set)
+    """UIDs of every pod of the job the watch has shown, deleted ones included."""
     checkpoint_at_fault: int = 0
     """The newest checkpoint the canary logged durable before the fault (its own log)."""
     step_at_fault: int = 0
@@ -281,6 +284,8 @@ class TrainingRun:
         def handle(event: str, obj: Obj) -> None:
             with self._cond:
                 name = obj["metadata"]["name"]
+                if store is self.pods:
+                    self.seen.add(obj["metadata"]["uid"])
                 if event == "DELETED":
                     store.pop(name, None)
                 else:
@@ -371,6 +376,12 @@ class TrainingRun:
                                               max(first.wall, self.instants["replace"].wall)))
 
     # ----------------------------------------------------------------- act
+    def _mark_before_fault(self) -> None:
+        """Under the lock, just before a fault: every pod of the job so far is of the old incarnation, including
+        a rank replaced and deleted before the fault (a rendezvous retried at start), whose fresh start from
+        step 0 would otherwise read as the recovery's resume point."""
+        self.before_fault = self.seen | {p["metadata"]["uid"] for p in self.pods.values()} | self.canary.uids()
+
     def pull(self, rank: int, method: FaultMethod) -> None:
         assert self.spec is not None, "start the canary job first"
         with self._cond:
@@ -380,7 +391,7 @@ class TrainingRun:
             node = pod["spec"]["nodeName"]
             self.victims = {p["metadata"]["uid"] for p in self.pods.values()
                             if (p.get("spec") or {}).get("nodeName") == node}
-            self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
+            self._mark_before_fault()
         if self.target.embedded is None:
             all_nodes = self.target.driver.list(NODE)
             chosen = [n for n in eligible_nodes(all_nodes, self.target.profile.safety) if n["metadata"]["name"] == node]

@@ -146,7 +146,7 @@ class BlipDrill(TrainingRun, Drill):
         assert self.spec is not None, "start the canary job first"
         clock = self.target.timeline.clock
         with self._cond:
-            self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
+            self._mark_before_fault()
             self.restarts_before = {p["metadata"]["uid"]: _restarts(p) for p in self.pods.values()}
             self.ready_before = {n for n in self.nodes if self._node_healthy(n)}
         self.outage = outage

@@ -111,7 +111,7 @@ class GpuFaultDrill(TrainingRun, Drill):
                                                                  [p["metadata"]["uid"] for p in self._running_pods()])
                             if self._names_failed(line)}
             self.victims = set(self.holders)
-            self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
+            self._mark_before_fault()
         self._seq += 1
         detail: dict[str, object] = {"method": "xid"}
         if real:

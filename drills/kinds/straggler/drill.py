@@ -108,7 +108,7 @@ class StragglerDrill(TrainingRun, Drill):
         if self.before_step_s is None:
             raise DrillInconclusive("the canary job completed no step on every rank before the fault, so its step "
                                     "time before the fault is unknown")
-        self.before_fault = {p["metadata"]["uid"] for p in self.pods.values()}
+        self._mark_before_fault()
         self._tainted_before = {n for n, obj in self.nodes.items() if _named_by_taint(obj)}
         self._events_before = len(self.events)
 

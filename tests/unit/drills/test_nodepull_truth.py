@@ -249,3 +249,17 @@ def test_a_job_its_controller_gave_up_on_ends_the_wait_for_it_with_the_reason() 
     drill.events.append({"involvedObject": {"kind": "Job", "name": "canary-r"}, "reason": "JobFailed",
                          "message": "job restarted 3 times, maxRetry is 3"})
     assert drill._job_failed() == "JobFailed: job restarted 3 times, maxRetry is 3"
+
+
+def test_a_rank_replaced_and_deleted_before_the_fault_is_not_the_recovery() -> None:
+    """A rank that started fresh (resumed from 0), stepped, and was deleted before the fault (a rendezvous
+    retried at start, seen at 64 ranks) is of the old incarnation: its fresh start is not the resume point."""
+    drill = NodePullDrill(target=None, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    on_pod = drill._on(drill.pods)
+    early = {"kind": "Pod", "metadata": {"name": "job-1-x", "uid": "z"}, "spec": {}, "status": {}}
+    on_pod("ADDED", early)
+    add(drill.canary, "z", 1, "resumed", T0 + 0.05, 0.05, from_step=0, checkpoint=None, skipped=[], rank=1)
+    add(drill.canary, "z", 2, "step", T0 + 0.1, 0.1, step=1, wall_s=0.1, rank=1)
+    on_pod("DELETED", early)
+    drill._mark_before_fault()
+    assert "z" in drill.before_fault and not drill.canary.resumptions(exclude=drill.before_fault)
