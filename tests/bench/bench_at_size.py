@@ -51,16 +51,11 @@ from drills.kube.driver import KubeDriver, Resource  # noqa: E402
 from drills.kube.timeline import Timeline  # noqa: E402
 from tests.realk8s.firedrill import firedrill_run  # noqa: E402
 from tests.realk8s.kwok import CONTROLLER_MANAGER_ARGS, NODE_MONITOR_GRACE_PERIOD_S, fleet_beside  # noqa: E402
+from tests.realk8s.test_at_size import pull_among_fakes, start_pull_at_size  # noqa: E402
 from tests.realk8s.test_governance import _features, start_governed  # noqa: E402
 from tests.realk8s.test_native_gang import firedrill_run as gang_run, start_gang_cluster  # noqa: E402
-from tests.realk8s.test_native_nodepull import (FEATURE, NAMESPACE, feature_for_this_cluster,  # noqa: E402
-                                                profile_yaml, start_pull_cluster)
 
 BUDGET_P95_MS = 50.0
-WIDE_WINDOWS = {"detects the failure within {} seconds": 120,
-                "off the failed node within {} seconds of detection": 60,
-                "runs again on healthy nodes within {} seconds of eviction": 120,
-                "the whole recovery takes at most {} seconds": 300}
 
 
 def built(script: str) -> Path:
@@ -174,20 +169,12 @@ def governance_part(bins: Path, kwok: Path, work: Path, fake_nodes: int, slow: d
 
 
 def pull_part(bins: Path, kwok: Path, work: Path, args: argparse.Namespace) -> tuple[bool, list[float], list[float]]:
-    nodes = tuple(f"pull-node-{i}" for i in range(args.agents))
-    pull = start_pull_cluster(bins, work / "pull", (), grace=NODE_MONITOR_GRACE_PERIOD_S, period=5.0,
-                              nodes=nodes, controller_manager_args=CONTROLLER_MANAGER_ARGS)
+    pull = start_pull_at_size(bins, work / "pull", args.agents)
     with fleet_beside(pull, kwok, work / "pull", args.fake_nodes):
-        run = work / "pull-run"
-        (run / "features").mkdir(parents=True)
-        (run / "features" / FEATURE.name).write_text(
-            feature_for_this_cluster(windows=WIDE_WINDOWS, workers=(args.ranks, 1)))
-        (run / "profile.yaml").write_text(profile_yaml(pull.agents))
         probe = WatchProbe(pull.cluster.admin_kubeconfig)
         probe.start()
         try:
-            _, scenarios = firedrill_run(pull.cluster.admin_kubeconfig, run / "profile.yaml", run / "features",
-                                         run / "reports", timeout=900, extra=("--namespace", NAMESPACE))
+            _, scenarios = pull_among_fakes(pull, work / "pull-run", args.ranks)
         finally:
             from_start, from_answer = probe.stop()
         ok = report(f"node pull of {args.ranks} ranks", scenarios)

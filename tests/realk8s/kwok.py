@@ -45,6 +45,11 @@ LEASE_SECONDS = 40
 renewal interval: :data:`NODE_MONITOR_GRACE_PERIOD_S` (upstream's default), not the tests' tuned 6 s, under
 which fake nodes flip unreachable between renewals and their pods are evicted."""
 NODE_MONITOR_GRACE_PERIOD_S = 50.0
+PULL_WINDOWS = {"detects the failure within {} seconds": 120,
+                "off the failed node within {} seconds of detection": 60,
+                "runs again on healthy nodes within {} seconds of eviction": 120,
+                "the whole recovery takes at most {} seconds": 300}
+"""Node pull's windows on :data:`NODE_MONITOR_GRACE_PERIOD_S`: detection alone takes about that long."""
 CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=300", "--kube-api-burst=600")
 """kube-controller-manager's client rate limits as large clusters raise them: at the default 20 requests a
 second its node lifecycle controller lifts the not-ready taint of about 5 registering nodes a second (200 s
