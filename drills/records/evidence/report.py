@@ -16,7 +16,9 @@ Rendering is deterministic (no clock, no randomness): re-rendering the same reco
 Firedrill version gives the same bytes, so an archive's manifest digest of ``report.html`` stays valid.
 
 Charts are computed here as plain geometry (numbers and label strings) and drawn by the template, so the
-template escapes every label like any other text.
+template escapes every label like any other text.  The chart cards are macros of ``templates/charts.html.j2`` and
+the style sheet is ``templates/report.css``: the report inlines both, and the live view of a run
+(:mod:`drills.records.live`) draws the same cards with :func:`scenario_charts` and serves the same sheet.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,8 @@ from drills.records.evidence.errors import EvidenceError
 from drills.records.evidence.record import JudgementRecord, MeasurementRecord, RunRecord, ScenarioRecord
 from drills.records.score import explain as explain_score, run_score, scored_from_record
 
-__all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "write_report"]
+__all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "report_css",
+           "scenario_charts", "write_report"]
 
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
 VERDICT_ICON = {"PASS": "\u2713", "FAIL": "\u2717", "INCONCLUSIVE": "?", "ERROR": "!"}
@@ -1316,6 +1320,38 @@ def _grouped(views: list[tuple[ScenarioRecord, Any]]) -> list[list[Any]]:
     return list(groups.values())
 
 
+CHART_MACROS = ("nodepull", "gangchart", "isolationmatrix", "loadchart")
+"""The chart cards of ``templates/charts.html.j2``, in the order the report's sections show them."""
+
+
+def chart_views(s: ScenarioRecord, repeats: int, timeline: tuple[dict[str, Any], ...]) -> list[tuple[str, Any]]:
+    """The cards the report draws for one scenario: (macro of ``charts.html.j2``, its view), in section order."""
+    views: list[tuple[str, Any]] = []
+    if s.drill in RECOVERY_PHASES:
+        views.append(("nodepull", node_pull_view(s, repeats)))
+    if s.drill == "gang-submission":
+        views.append(("gangchart", gang_view(s, repeats, timeline)))
+    if (s.details or {}).get("isolation_matrix"):
+        views.append(("isolationmatrix", isolation_view(s, repeats)))
+    if s.drill in LOAD_DRILLS or (s.details or {}).get("series"):
+        views.append(("loadchart", load_view(s, repeats)))
+    return views
+
+
+def scenario_charts(s: ScenarioRecord, timeline: tuple[dict[str, Any], ...] = (), repeats: int = 1) -> str:
+    """The report's chart cards of one scenario as an HTML fragment, drawn by the same macros as ``report.html``:
+    what the live view (:mod:`drills.records.live`) shows of a scenario as its record fills in. Empty when the
+    report would draw none (a drill with no chart, or none started yet)."""
+    module = _environment().get_template("charts.html.j2").module
+    return "".join(str(getattr(module, macro)(view)) for macro, view in chart_views(s, repeats, timeline))
+
+
+def report_css() -> str:
+    """The report's style sheet (``templates/report.css``), inlined by ``report.html`` and served by the live view,
+    so a chart looks the same in both."""
+    return resources.files("drills.records.evidence").joinpath("templates", "report.css").read_text(encoding="utf-8")
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("drills.records.evidence", "templates"), autoescape=True,
@@ -1325,6 +1361,7 @@ def _environment() -> jinja2.Environment:
     env.filters["fmt_time"] = fmt_time
     env.filters["fmt_value"] = fmt_value
     env.filters["lower"] = lambda v: str(v).lower()
+    env.globals["icon"] = VERDICT_ICON  # the chart macros' badges (charts.html.j2 is imported without context)
     return env
 
 
@@ -1336,14 +1373,12 @@ def render_report(record: RunRecord, signature: SignatureStatus) -> str:
         repeats[key] = max(repeats.get(key, 0), s.repeat, sum(1 for t in record.scenarios
                                                             if (t.feature_file, t.scenario) == key))
     start, end = _parse_time(record.started), _parse_time(record.finished)
-    node_pulls = _grouped([(s, node_pull_view(s, repeats[(s.feature_file, s.scenario)]))
-                           for s in record.scenarios if s.drill in RECOVERY_PHASES])
-    gangs = _grouped([(s, gang_view(s, repeats[(s.feature_file, s.scenario)], record.timeline))
-                      for s in record.scenarios if s.drill == "gang-submission"])
-    isolations = _grouped([(s, isolation_view(s, repeats[(s.feature_file, s.scenario)]))
-                           for s in record.scenarios if (s.details or {}).get("isolation_matrix")])
-    loads = _grouped([(s, load_view(s, repeats[(s.feature_file, s.scenario)]))
-                      for s in record.scenarios if s.drill in LOAD_DRILLS or (s.details or {}).get("series")])
+    cards: dict[str, list[tuple[ScenarioRecord, Any]]] = {macro: [] for macro in CHART_MACROS}
+    for s in record.scenarios:
+        for macro, view in chart_views(s, repeats[(s.feature_file, s.scenario)], record.timeline):
+            cards[macro].append((s, view))
+    node_pulls, gangs = _grouped(cards["nodepull"]), _grouped(cards["gangchart"])
+    isolations, loads = _grouped(cards["isolationmatrix"]), _grouped(cards["loadchart"])
     findings = [(s, _split_finding(f)) for s in record.scenarios for f in s.findings]
     errors = [s for s in record.scenarios if s.verdict == "ERROR" or (s.verdict != "PASS" and s.error
                                                                         and not s.findings)]
