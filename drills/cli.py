@@ -242,12 +242,22 @@ def run(
         "Seconds a node-pull phase that missed its threshold is still waited for, so the evidence holds the "
         "value it took (acceptance day on a cluster with slow timers). Default 0: fail fast, a broken promise "
         "ends its scenario a quarter of the threshold after it (docs/INVARIANTS.md)."))] = 0.0,
+    live: Annotated[bool | None, typer.Option("--live/--no-live", help=(
+        "Serve a page on 127.0.0.1 that follows the run as it happens: each scenario's steps, the act's instant, "
+        "each phase as it is measured against its threshold, report.html's charts filling in, the verdicts, and at "
+        "the end the archive and the command that verifies it (docs/LIVE.md). The URL is printed. Default: on "
+        "when the output is a terminal and $CI is unset, off otherwise."), show_default=False)] = None,
+    live_port: Annotated[int, typer.Option(min=0, max=65535, help="The live view's port on 127.0.0.1 (0: any free "
+                                                                  "port).")] = 0,
+    live_linger: Annotated[float, typer.Option(min=0, max=3600, help=(
+        "Seconds the live view stays up after the run ends, showing its final state (Ctrl-C ends it sooner). "
+        "Default 0: it ends with the run (an open page keeps what it shows)."))] = 0.0,
 ) -> None:
     """Perform every scenario of the features against a platform, judge it, and print the verdicts.
 
     Exit codes: 0 all passed, 1 a promise was broken (FAIL), 2 bad input, 3 inconclusive, 4 harness error.
     """
-    from drills.bdd.run import ExitCode, RunOptions, run as run_features
+    from drills.bdd.run import ExitCode, RunOptions, live_by_default, run as run_features
 
     if kubeconfig is not None and profile is None:
         err.print("error: a real cluster needs --profile FILE (flavor, queue, fault method, safety); "
@@ -264,7 +274,9 @@ def run(
     defects = _check_defects(defect)
     code = run_features(RunOptions(features, kubeconfig, context, profile, repeat, dry_run, keyword,
                                    scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key,
-                                   defects=defects, real_gpus=real_gpus, keep_measuring=keep_measuring), console)
+                                   defects=defects, real_gpus=real_gpus, keep_measuring=keep_measuring,
+                                   live=live_by_default() if live is None else live, live_port=live_port,
+                                   live_linger=live_linger), console)
     raise typer.Exit(int(code))
 
 

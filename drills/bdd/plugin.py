@@ -5,6 +5,8 @@
 - After a scenario's last step its verdict is delivered: FAIL fails the test with every missed threshold
   named; INCONCLUSIVE skips it with the reason (JUnit shows it as skipped, the run's exit code says 3).
 - Each Gherkin step is also an Allure step, when Allure is recording.
+- With ``firedrill run --live``, each scenario, step, act, measured phase and verdict is also published to the live
+  view (:mod:`drills.bdd.live`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import allure
 import pytest
 
 from drills.bdd.cost import HarnessMeter
+from drills.bdd.live import LivePublisher
+from drills.records.live.events import StepLine, StepState
 from drills.records.verdict import DrillInconclusive, DrillResult, ScenarioHalted, Verdict
 from drills.scenario import needs
 from drills.scenario.context import ScenarioContext
@@ -79,13 +83,16 @@ def live_line(outcome: ScenarioOutcome) -> str:
 
 class FiredrillPlugin:
     def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
-                 features_dir: Path | None = None) -> None:
+                 features_dir: Path | None = None, live: LivePublisher | None = None) -> None:
         self.target = target
+        self.live = live
+        """Where the live view's events go (``firedrill run --live``); None: no live view."""
         self.features_dir = features_dir
         self.progress = progress
         self.repeat = repeat
         self.outcomes: list[ScenarioOutcome] = []
         self._open_steps: dict[int, Any] = {}
+        self._step_started: dict[int, float] = {}
         self._started: dict[str, float] = {}
         self._timeline_start: dict[str, int] = {}
         self._names: dict[str, tuple[str, str, list[str], str]] = {}
@@ -101,6 +108,9 @@ class FiredrillPlugin:
     def drill(self, request: pytest.FixtureRequest) -> Iterator[ScenarioContext]:
         ctx = ScenarioContext(self.target, DrillResult("scenario"), kinds=self._kinds.get(request.node.nodeid, ()))
         request.node.stash[CONTEXT] = ctx
+        if self.live is not None:
+            node = request.node
+            self.live.attach(node.nodeid, ctx, lambda: self._outcome(node, ctx.result.verdict, ctx))
         meter = HarnessMeter().start()
         ctx.watch_invariants()
         try:
@@ -134,6 +144,9 @@ class FiredrillPlugin:
         for tag in tags:
             allure.dynamic.tag(tag)
         self._say(f"{feature.name} > {scenario.name}" + (f"  [{' '.join('@' + t for t in tags)}]" if tags else ""))
+        if self.live is not None:
+            self.live.scenario(request.node.nodeid, feature.name, scenario.name, tags,
+                               [StepLine(st.keyword, st.name) for st in scenario.steps], _repeat(request.node))
 
     def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, scenario: Any, step: Any,
                                step_func: Any) -> None:
@@ -143,6 +156,8 @@ class FiredrillPlugin:
         if step is scenario.steps[0]:
             self._can_run([s.name for s in scenario.steps], request.node.nodeid, ctx)
         self._say(f"  {step.keyword} {step.name}")
+        self._step_started[id(step)] = time.monotonic()
+        self._live_step(request, scenario, step, StepState.RUNNING)
         cm = allure.step(f"{step.keyword} {step.name}")
         cm.__enter__()
         self._open_steps[id(step)] = cm
@@ -165,6 +180,9 @@ class FiredrillPlugin:
         cm = self._open_steps.pop(id(step), None)
         if cm is not None:
             cm.__exit__(None, None, None)
+        self._live_step(request, scenario, step, StepState.PASSED)
+        if self.live is not None and step.type == "when":
+            self.live.act(request.node.nodeid, f"{step.keyword} {step.name}")
         if step is scenario.steps[-1]:
             self._deliver(request)
 
@@ -173,6 +191,16 @@ class FiredrillPlugin:
         cm = self._open_steps.pop(id(step), None)
         if cm is not None:
             cm.__exit__(type(exception), exception, exception.__traceback__)
+        self._live_step(request, scenario, step, StepState.FAILED)
+
+    def _live_step(self, request: pytest.FixtureRequest, scenario: Any, step: Any, state: StepState) -> None:
+        if self.live is None:
+            return
+        index = next((i for i, st in enumerate(scenario.steps) if st is step), -1)
+        began = self._step_started.get(id(step)) if state is not StepState.RUNNING else None
+        if state is not StepState.RUNNING:
+            self._step_started.pop(id(step), None)
+        self.live.step(request.node.nodeid, index, state, None if began is None else time.monotonic() - began)
 
     def pytest_bdd_step_func_lookup_error(self, request: pytest.FixtureRequest, feature: Any, scenario: Any,
                                           step: Any, exception: BaseException) -> None:
@@ -211,19 +239,22 @@ class FiredrillPlugin:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self._record(item, report, call)
 
-    def _record(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[Any]) -> None:
+    def _outcome(self, item: pytest.Item, verdict: Verdict | None, ctx: ScenarioContext | None) -> ScenarioOutcome:
+        """The scenario's outcome with this verdict: the final one (:meth:`_record`), or one so far (the live view's)."""
         feature, scenario, tags, feature_file = self._names.get(item.nodeid, ("", item.name, [], ""))
-        ctx = item.stash.get(CONTEXT, None)
-        callspec = getattr(item, "callspec", None)
-        repeat = int(callspec.params.get("firedrill_repeat", 1)) if callspec is not None else 1
-        out = ScenarioOutcome(item.nodeid, feature, feature_file, scenario, tags,
+        out = ScenarioOutcome(item.nodeid, feature, feature_file, scenario, tags, verdict=verdict,
                               seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()),
-                              repeat=repeat, timeline_span=(self._timeline_start.get(item.nodeid, 0),
-                                                            len(self.target.timeline)))
+                              repeat=_repeat(item), timeline_span=(self._timeline_start.get(item.nodeid, 0),
+                                                                   len(self.target.timeline)))
         if ctx is not None:
             out.result = ctx.result
         elif UNSTARTED in item.stash:
             out.result = item.stash[UNSTARTED]
+        return out
+
+    def _record(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[Any]) -> None:
+        ctx = item.stash.get(CONTEXT, None)
+        out = self._outcome(item, None, ctx)
         if report.passed:
             out.verdict = Verdict.PASS
         elif report.skipped:
@@ -240,3 +271,11 @@ class FiredrillPlugin:
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
         self._say(live_line(out))
         self.outcomes.append(out)
+        if self.live is not None:
+            self.live.verdict(item.nodeid, out)
+
+
+def _repeat(item: pytest.Item) -> int:
+    """Which run of its scenario ``item`` is (``--repeat``), from 1."""
+    callspec = getattr(item, "callspec", None)
+    return int(callspec.params.get("firedrill_repeat", 1)) if callspec is not None else 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import IntEnum
@@ -27,15 +28,17 @@ from rich.console import Console
 from rich.table import Table
 
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
+from drills.bdd.live import LivePublisher
 from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
 from drills.bdd.rbac import needed, rbac_command
 from drills.errors import FiredrillError
 from drills.kube.flavors import valid_dns_label
 from drills.records.evidence.archive import seal
-from drills.records.evidence.collect import build_record, new_run_id, scenario_record
+from drills.records.evidence.collect import build_record, new_run_id, rfc3339, scenario_record
 from drills.records.evidence.contract import ContractSigner, load_signers
 from drills.records.evidence.report import SignatureStatus, render_report
 from drills.records.evidence.signing import Signer
+from drills.records.live import LiveServer, LiveServerError, RunFinished, RunStarted, TargetReady
 from drills.records.score import explain as explain_score, run_score, scored_from_record
 from drills.records.verdict import Verdict
 from drills.scenario import needs
@@ -43,6 +46,11 @@ from drills.target.connect import AccessCheck, Target, cluster_target, embedded_
 from drills.target.leakreport.source import run_window_report, source_for
 from drills.target.profile import TargetProfile, load_profile, reference_profile
 
+
+LIVE_TEST_HOLD = "FIREDRILL_LIVE_TEST_HOLD"
+"""Test-only: with the live view on and this set, the run waits for a line on its stdin after the last scenario's
+verdict and before it seals the archive, so a browser test can look at the page while the run is surely still
+running (a wait on an event the test sends, not a sleep). Never set it for a real run."""
 
 DEFECT_NOTE = ("  NOTE: the reference platform runs with defect(s) {defects} from the defect zoo (docs/DEFECTS.md): "
                "a FAIL is what the drills owe it; this run is no acceptance of any platform.")
@@ -78,6 +86,31 @@ class RunOptions:
     """Embedded platform only: report this machine's GPUs instead of simulating them (``--real-gpus``)."""
     keep_measuring: float = 0.0
     """Seconds a phase that missed its threshold is still waited for (0: fail fast)."""
+    live: bool = False
+    """Serve the live view on loopback while the run goes (``--live``; :func:`live_by_default`)."""
+    live_port: int = 0
+    """The live view's port on 127.0.0.1 (0: any free port, printed)."""
+    live_linger: float = 0.0
+    """Seconds the live view stays up after the run (its final state), 0: it ends with the run."""
+
+
+def live_by_default(environ: dict[str, str] | None = None, interactive: bool | None = None) -> bool:
+    """Whether ``firedrill run`` serves the live view when neither ``--live`` nor ``--no-live`` is given: where it
+    costs nothing and someone may look, that is when the run's output is a terminal and no CI is running it
+    (``$CI`` unset, as GitHub Actions, GitLab CI and most others set it)."""
+    env = os.environ if environ is None else environ
+    tty = sys.stdout.isatty() if interactive is None else interactive
+    return tty and not env.get("CI")
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """How a run that got past its inputs ended: what the live view's last event says."""
+
+    code: int
+    summary: str
+    sealed: bool = False
+    """The archive was sealed (and chained in the ledger)."""
 
 
 def _plan(console: Console, features: list[FeatureInfo], target: str, profile: TargetProfile,
@@ -175,12 +208,51 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     run_id = new_run_id()
     run_dir = options.reports / run_id
     started = datetime.now(timezone.utc)
+    live: LiveServer | None = None
+    if options.live:
+        try:
+            live = LiveServer(port=options.live_port).start()
+        except LiveServerError as exc:
+            err.print(f"error: {exc}")
+            return ExitCode.USAGE
+        console.print(f"Live view: {live.url} (loopback only; follow the run in a browser there, --no-live to "
+                      "turn it off)")
+        live.log.publish(RunStarted(run_id, where, rfc3339(started), str(run_dir)))
+    ended = RunEnded(ExitCode.HARNESS, "the run was stopped before its end")
+    try:
+        ended = _perform(options, console, err, features=features, profile=profile, where=where, signer=signer,
+                         run_id=run_id, run_dir=run_dir, started=started, live=live)
+        return ended.code
+    finally:
+        if live is not None:
+            _end_live(live, ended, run_dir, options.live_linger, console)
+
+
+def _end_live(live: LiveServer, ended: RunEnded, run_dir: Path, linger: float, console: Console) -> None:
+    """The live view's last event (the archive and how to verify it), its linger if asked, and its end."""
+    try:
+        live.log.publish(RunFinished(int(ended.code), ended.summary, str(run_dir) if ended.sealed else None,
+                                     str(run_dir / "report.html") if ended.sealed else None,
+                                     f"firedrill verify {run_dir}" if ended.sealed else None))
+        if linger > 0:
+            console.print(f"Live view: its final state stays up {linger:g} s more at {live.url} (Ctrl-C ends it now)")
+            live.linger(linger)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        live.close()
+
+
+def _perform(options: RunOptions, console: Console, err: Console, *, features: list[FeatureInfo],
+             profile: TargetProfile, where: str, signer: Signer, run_id: str, run_dir: Path, started: datetime,
+             live: LiveServer | None) -> RunEnded:
+    """Connect the target, run the scenarios, seal the evidence, print the verdicts."""
     console.print(f"Starting: {where}")
     try:
         target = _connect(options, profile, features)
     except FiredrillError as exc:
         err.print(f"error: {exc}")
-        return ExitCode.HARNESS
+        return RunEnded(ExitCode.HARNESS, f"the target could not be reached: {exc}")
     target.keep_measuring = options.keep_measuring
     console.print(f"Target: {target.description}")
     if target.access_checked is not None:
@@ -195,8 +267,12 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         console.print(f"  warning: {warning}")
     if target.defects:
         console.print(DEFECT_NOTE.format(defects=", ".join(target.defects)))
+    publisher = None
+    if live is not None:
+        live.log.publish(TargetReady(target.description))
+        publisher = LivePublisher(live.log, target, repeats=options.repeat).start()
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
-                             features_dir=options.features.resolve())
+                             features_dir=options.features.resolve(), live=publisher)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
@@ -206,8 +282,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     if options.keyword:
         args += ["-k", options.keyword]
     os.environ["FIREDRILL_FEATURES"] = str(options.features.resolve())
+    sealed = False
     try:
         code = pytest.main(args, plugins=[plugin])
+        if publisher is not None:
+            publisher.close()
+            if os.environ.get(LIVE_TEST_HOLD):
+                console.print(f"{LIVE_TEST_HOLD} is set: waiting for a line on stdin before sealing (a test's hold)")
+                sys.stdin.readline()
         if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED:
             leak = run_window_report(source_for(target.profile, target.driver), started.timestamp(),
                                      datetime.now(timezone.utc).timestamp())
@@ -216,29 +298,33 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         if plugin.outcomes:
             _evidence(options, console, err, run_id=run_id, run_dir=run_dir, started=started, plugin=plugin,
                       target=target, features=features, profile=profile, signer=signer, leak_report=leak)
+            sealed = True
     except KeyboardInterrupt:
         err.print("interrupted: faults undone and drill objects deleted")
-        return ExitCode.HARNESS
+        return RunEnded(ExitCode.HARNESS, "interrupted: faults undone and drill objects deleted")
     except FiredrillError as exc:
         err.print(f"error: the run's evidence could not be sealed: {exc}")
-        return ExitCode.HARNESS
+        return RunEnded(ExitCode.HARNESS, f"the run's evidence could not be sealed: {exc}")
     finally:
+        if publisher is not None:
+            publisher.close()
         target.close()
     if code == pytest.ExitCode.INTERRUPTED:
         if plugin.outcomes:
             summary(console, plugin.outcomes, options.repeat)
         err.print("interrupted: every started drill was rolled back (faults undone, drill objects deleted)")
-        return ExitCode.HARNESS
+        return RunEnded(ExitCode.HARNESS, "interrupted: every started drill was rolled back", sealed)
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         err.print(f"error: the harness could not run the scenarios (pytest exit {int(code)})")
-        return ExitCode.HARNESS
+        return RunEnded(ExitCode.HARNESS, f"the harness could not run the scenarios (pytest exit {int(code)})")
     if not plugin.outcomes:
-        err.print("error: no scenario ran" + (f" (nothing matched -k {options.keyword!r})" if options.keyword else ""))
-        return ExitCode.USAGE
+        why = "no scenario ran" + (f" (nothing matched -k {options.keyword!r})" if options.keyword else "")
+        err.print(f"error: {why}")
+        return RunEnded(ExitCode.USAGE, why)
     summary(console, plugin.outcomes, options.repeat)
     if options.defects:
         console.print(DEFECT_NOTE.format(defects=", ".join(options.defects)))
-    return exit_code(plugin.outcomes)
+    return RunEnded(exit_code(plugin.outcomes), counts_line(plugin.outcomes), sealed)
 
 
 def _signer(options: RunOptions, err: Console) -> Signer:
@@ -312,15 +398,20 @@ def summary(console: Console, outcomes: list[ScenarioOutcome], repeat: int) -> N
     console.print(table)
     if repeat > 1:
         _percentiles(console, outcomes)
-    counts = {v: sum(1 for o in outcomes if o.verdict is v) for v in Verdict}
-    errors = sum(1 for o in outcomes if o.verdict is None)
-    console.print(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, "
-                  f"{counts[Verdict.INCONCLUSIVE]} inconclusive, {errors} harness errors")
+    console.print(counts_line(outcomes))
     scored = [scored_from_record(scenario_record(o)) for o in outcomes]
     score = run_score(scored)
     if score is not None:
         console.print(f"resilience score: {score:.1f} / 100 ({explain_score(scored)}; a threshold with no "
                       "measured value counts as missed: docs/TRENDS.md)")
+
+
+def counts_line(outcomes: list[ScenarioOutcome]) -> str:
+    """``2 passed, 1 failed, 0 inconclusive, 0 harness errors``."""
+    counts = {v: sum(1 for o in outcomes if o.verdict is v) for v in Verdict}
+    errors = sum(1 for o in outcomes if o.verdict is None)
+    return (f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.INCONCLUSIVE]} "
+            f"inconclusive, {errors} harness errors")
 
 
 def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:
@@ -342,4 +433,4 @@ def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:
     console.print(table)
 
 
-__all__: list[Any] = ["ExitCode", "RunOptions", "run", "exit_code"]
+__all__: list[Any] = ["ExitCode", "RunOptions", "live_by_default", "run", "exit_code"]

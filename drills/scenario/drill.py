@@ -32,7 +32,7 @@ import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from drills.records.verdict import DrillResult
 from drills.target.access import Permission
@@ -66,6 +66,12 @@ class Drill(ABC):
     @abstractmethod
     def rollback(self) -> None:
         """Undo every fault and delete everything the drill made; called once, on every exit path."""
+
+    def live_details(self) -> dict[str, Any]:
+        """What the drill has measured so far that its result's details hold only once it is done (a load drill's
+        per-second series while the load runs), for the live view (``firedrill run --live``) to draw as the report
+        will; never judged, never sealed. Called from another thread about once a second; {} when nothing new."""
+        return {}
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:

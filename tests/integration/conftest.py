@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -26,3 +27,21 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+@dataclass
+class WatchedPage:
+    """A browser page, with every URL it requested and every console error or warning and uncaught error it had."""
+
+    page: Any
+    requests: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def watched_page(browser: Any, width: int = 1280, height: int = 900) -> WatchedPage:
+    """A new page of ``browser`` that records what it fetches and what goes wrong in it."""
+    watched = WatchedPage(browser.new_page(viewport={"width": width, "height": height}))
+    watched.page.on("request", lambda r: watched.requests.append(r.url))
+    watched.page.on("console", lambda m: watched.problems.append(m.text) if m.type in ("error", "warning") else None)
+    watched.page.on("pageerror", lambda e: watched.problems.append(str(e)))
+    return watched

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from drills.records.evidence.report import SignatureStatus, render_report
+from tests.integration.conftest import watched_page
 from tests.unit.evidence.test_report import KEYID, gang_deadlock, gang_fits, make_record, node_pull
 
 pytestmark = pytest.mark.integration
@@ -22,12 +23,8 @@ def test_report_opens_from_disk_and_reads(browser: Any, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     report.write_text(render_report(record, SignatureStatus(KEYID, ephemeral=True)), encoding="utf-8")
 
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    requests: list[str] = []
-    problems: list[str] = []
-    page.on("request", lambda r: requests.append(r.url))
-    page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
+    watched = watched_page(browser)
+    page, requests, problems = watched.page, watched.requests, watched.problems
     page.goto(report.as_uri())
 
     verdict = page.get_by_test_id("verdict")

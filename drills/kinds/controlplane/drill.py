@@ -302,6 +302,18 @@ class ControlPlaneDrill(Drill):
                    SETTLE_S)
         self._judge()
 
+    def live_details(self) -> dict[str, Any]:
+        """While the load runs: the mutating calls' per-second series so far (from the pull, or from the load's start
+        before it), as :meth:`_judge` will record it at the end."""
+        if self.samples or self.load is None:
+            return {}
+        origin = self.act_mono if self.act_mono is not None else self.load_started
+        try:
+            samples = self.load.samples()
+        except LoadError:
+            return {}
+        return {"series": mutating_series(samples, origin)} if origin is not None and samples else {}
+
     # ------------------------------------------------------------- judge
     def _judge(self) -> None:
         samples = self.samples

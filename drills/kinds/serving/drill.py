@@ -391,6 +391,23 @@ class ServingDrill(Drill):
         self.target.timeline.action("load stopped", target=self.url or "", sent=len(self.samples))
         self._record(locust_total)
 
+    def live_details(self) -> dict[str, Any]:
+        """While the load runs: the requests' per-second series so far (from the act, or from the load's start before
+        it) and the Ready replica changes, as :meth:`_record` will record them at the end."""
+        if self.samples or self.load is None:
+            return {}
+        origin = self.act_mono if self.act_mono is not None else self.load_started
+        runs = [run for run in (self.load, self.burst_load) if run is not None]
+        try:
+            samples = [*self.burst_samples, *(s for run in runs for s in run.samples())]
+        except LoadError:
+            return {}
+        samples = [s for s in samples if s.kind == "inference"]
+        if origin is None or not samples:
+            return {}
+        return {"series": series(samples, origin),
+                "replicas_ready": [{"t": round(t - origin, 3), "ready": n} for t, n in list(self.ready_series)]}
+
     # ------------------------------------------------------------- judge
     def _record(self, locust_requests: int) -> None:
         samples, act = self.samples, self.act_mono
