@@ -12,7 +12,9 @@ on the agents' PYTHONPATH: in a process whose environment asks for capabilities 
 (tests/unit/drills/fakegpu), one 2 GiB "GPU" all tenants of the time-sliced node share, whose Xid is a file.
 It does so only while the test's "driver installed" marker exists, so the same cluster also shows a node
 without a driver.  Which drill code runs with which fake is in each test's docstring; nothing of the drill
-is replaced.
+is replaced.  The agent's own GPUs are simulated (its Node says ``firedrill.dev/simulated-gpus=true``), for which
+the drill would run canary tenants as on the embedded platform; the drills here ask for probe tenants
+(``tenants_as``), the form a real GPU node gets.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from drills.kinds.isolation.drill import EVERY_ON_GPU, IsolationDrill, partition_config
-from drills.records.verdict import DrillResult, Verdict
+from drills.kinds.isolation.drill import EVERY_ON_GPU, IsolationDrill, TenantForm, partition_config
+from drills.records.verdict import DrillInconclusive, DrillResult, Verdict
 from drills.target.connect import Target, cluster_target
 from drills.target.profile import load_profile
 from refplatform.cluster import Cluster, ClusterSpec, wait_until
@@ -133,10 +135,13 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 def drill_on(rig: Rig, tmp_path: Path) -> Iterator[Any]:
     made: list[tuple[Target, IsolationDrill]] = []
 
-    def make(run_id: str, **profile: Any) -> IsolationDrill:
+    def make(run_id: str, tenants_as: TenantForm | None = TenantForm.PROBE, **profile: Any) -> IsolationDrill:
         target = cluster_target(Path(str(rig.cluster.kubeconfig)), None, load_profile(rig.profile(tmp_path, **profile)))
         assert target.embedded is None, "the drill must take the real-cluster path"
-        drill = IsolationDrill(target, DrillResult("partition-isolation"), run_id, probe_timeout=30.0)
+        # the node's GPUs are the agent's simulated ones, which alone would make the drill run canary tenants;
+        # the rig's stand-in driver is for the probe path, so the tests ask for it
+        drill = IsolationDrill(target, DrillResult("partition-isolation"), run_id, probe_timeout=30.0,
+                               tenants_as=tenants_as)
         made.append((target, drill))
         return drill
 
@@ -147,6 +152,23 @@ def drill_on(rig: Rig, tmp_path: Path) -> Iterator[Any]:
     rig.enabled.unlink(missing_ok=True)
     rig.fault.unlink(missing_ok=True)
     rig.calls.unlink(missing_ok=True)
+
+
+def test_the_shipped_sentence_finds_the_cluster_node_it_describes_or_names_what_it_saw(rig: Rig,
+                                                                                      drill_on: Any) -> None:
+    """'Given a node of one H100-80GB GPU partitioned as time-slicing x 4' on a real cluster picks the node that
+    advertises it; left to the node, its simulated GPUs get canary tenants. A layout no node has is
+    INCONCLUSIVE, naming the layout wanted and each partitioned node's difference."""
+    drill = drill_on("fdiso0", tenants_as=None)
+    drill.use_partitioned_node(1, "H100-80GB", "time-slicing x 4")
+    assert drill.node == NODE and drill.tenants_as is TenantForm.CANARY
+    assert drill.result.details["partition_layout"]["simulated_gpus"] is True
+    other = drill_on("fdiso3", tenants_as=None)
+    with pytest.raises(DrillInconclusive) as caught:
+        other.use_partitioned_node(1, "H200", "MIG 7 x 1g.18gb")
+    assert "no node with the allow label nvidia.com/gpu.present=true advertises 1 H200 GPU partitioned as " \
+           "MIG 7 x 1g.18gb" in str(caught.value)
+    assert f"partitioned nodes seen: {NODE}: mode time-slicing, not mig-single" in str(caught.value)
 
 
 def test_with_a_driver_every_probe_is_performed_and_judged_from_the_tenants_logs(rig: Rig, drill_on: Any) -> None:

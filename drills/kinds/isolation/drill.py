@@ -17,7 +17,14 @@ naming it; so does a tenant that survived a fault the mode says must kill it.
 Probes that cannot be performed (a real cluster with no injection method) are
 INCONCLUSIVE, never PASS.
 
-On a real cluster the tenant program is the probe (:mod:`drills.workloads.probe`): each
+On a real cluster the scenario's partitioned node is one the cluster already has: the partitioned node's
+sentence picks the first node carrying the allow label whose labels and allocatable advertise the layout the
+sentence describes (model, GPU count, mode, MIG profiles or tenants per GPU), and is INCONCLUSIVE naming the
+layout when none does.  A node whose GPUs are simulated (the reference agent serving as a kubelet, labelled
+``firedrill.dev/simulated-gpus=true``) is drilled as on the embedded platform: the tenants are canaries, the
+agent's simulated GPUs decide who fails, and only the Xid comes from the profile's template.
+
+On a real GPU the tenant program is the probe (:mod:`drills.workloads.probe`): each
 tenant pod runs it in ``canary_image``; it holds GPU memory through the CUDA
 driver API and reports through its pod log, which the drill follows through
 ``pods/log``.  The memory probe's victim really allocates, until the driver
@@ -35,6 +42,7 @@ functions of plain dicts, tested without a cluster.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import re
@@ -75,6 +83,8 @@ GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
 GPUMEM = "nvidia.com/gpumem"
 MIG_PREFIX = "nvidia.com/mig-"
+SIMULATED_LABEL = "firedrill.dev/simulated-gpus"
+"""The reference agent's label on its Node when its GPUs are simulated (``true``)."""
 MODES = ("none", "mig-single", "mig-mixed", "time-slicing", "hami")
 PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb(\+me)?$")
 
@@ -391,6 +401,38 @@ def discover_layout(node: Obj) -> Layout:
     return Layout(name, mode, gpus, product, tuple(slices), enforced, extra, gpu_memory)
 
 
+def layout_mismatch(layout: Layout, gpus: int, model: str, config: dict[str, Any]) -> str:
+    """Why ``layout`` (a node's, as it advertises it) is not the one a feature describes: ``gpus`` GPUs of
+    ``model`` (canonical, :func:`gpu_model`) partitioned by ``config`` (:func:`partition_config`); '' when it is.
+    Whether the node enforces isolation is not compared: that is what the drill finds out."""
+    mode = config["mode"]
+    if layout.mode != mode:
+        return f"mode {layout.mode}, not {mode}"
+    if normalized(model) not in normalized(layout.product):
+        return f"GPU {layout.product}, not {model}"
+    if layout.gpus != gpus:
+        return f"{layout.gpus} GPUs, not {gpus}"
+    if mode.startswith("mig"):
+        wanted: dict[str, int] = {}
+        for profile in config["layout"][0]:
+            wanted[profile] = wanted.get(profile, 0) + gpus
+        have = {s.profile: s.count for s in layout.slices}
+        if have != wanted:
+            return "MIG instances " + ", ".join(f"{n} x {p}" for p, n in sorted(have.items())) + ", not " + \
+                ", ".join(f"{n} x {p}" for p, n in sorted(wanted.items()))
+        return ""
+    per_gpu = int(config.get("replicas") or config.get("vgpus_per_gpu") or 1)
+    if layout.total_slices != per_gpu * gpus:
+        return f"{layout.total_slices} tenant slices, not {per_gpu * gpus} ({per_gpu} per GPU)"
+    return ""
+
+
+def normalized(text: str) -> str:
+    """A GPU name compared loosely: lower case, letters and digits only (``NVIDIA-H100-80GB-HBM3`` holds
+    ``H100-80GB``)."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
 def partitioned(node: Obj) -> bool:
     """Does the node say it is partitioned (the Firedrill label, NVIDIA's MIG or sharing labels)?"""
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -499,6 +541,15 @@ class Tenant:
 TERMINAL = ("Succeeded", "Failed")
 
 
+class TenantForm(enum.Enum):
+    """What a tenant pod runs."""
+
+    PROBE = "probe"
+    """The probe program (:mod:`drills.workloads.probe`): a real GPU, reached through its driver."""
+    CANARY = "canary"
+    """The training canary, its memory use declared to the node's simulated GPUs (the reference agent)."""
+
+
 @register
 @dataclass
 class IsolationDrill(Drill):
@@ -532,11 +583,18 @@ class IsolationDrill(Drill):
     reports: dict[str, list[ProbeReport]] = field(default_factory=dict)
     """Real clusters: each tenant pod's probe lines, as the harness read them from its log."""
     follower: LogFollower | None = None
+    tenants_as: TenantForm | None = None
+    """What the tenants run; None: decided by the node (:meth:`_read_layout`)."""
 
     @property
     def real(self) -> bool:
-        """A real cluster: the tenants run the probe program and Xids come from the profile's template."""
+        """A real cluster: the node is picked among the cluster's, and Xids come from the profile's template."""
         return self.target.embedded is None
+
+    @property
+    def probing(self) -> bool:
+        """The tenants run the probe program and their logs are the truth (a real cluster's real GPUs)."""
+        return self.tenants_as is TenantForm.PROBE
 
     # ---------------------------------------------------------------- steady state
     def use_embedded_node(self, gpus: int, model: str, config: dict[str, Any]) -> None:
@@ -553,12 +611,44 @@ class IsolationDrill(Drill):
         self.embedded_node = True
         self._read_layout(self.target.driver.get(NODE, name))
 
+    def use_partitioned_node(self, gpus: int, model: str, layout: str) -> None:
+        """The embedded platform starts the node the feature describes (``gpus`` GPUs of ``model`` partitioned
+        as ``layout``, the feature's words); a real cluster must have one: the first node (by name) with the
+        allow label that advertises that layout, else INCONCLUSIVE naming it."""
+        config = partition_config(layout, model)
+        if self.target.embedded is not None:
+            self.use_embedded_node(gpus, gpu_model(model), config)
+            return
+        model = gpu_model(model)
+        wanted = f"{gpus} {model} GPU{'s' if gpus > 1 else ''} partitioned as {layout}"
+        seen = []
+        for node in sorted(self._allowed_nodes(), key=lambda n: n["metadata"]["name"]):
+            if not partitioned(node):
+                continue
+            try:
+                layout = discover_layout(node)
+            except LayoutError as exc:
+                seen.append(str(exc))
+                continue
+            why = layout_mismatch(layout, gpus, model, config)
+            if not why:
+                self._read_layout(node)
+                return
+            seen.append(f"{layout.node}: {why}")
+        allow = self.target.profile.safety.allow_label
+        raise DrillInconclusive(
+            f"no node with the allow label {allow} advertises {wanted} (docs/PARTITIONING.md, 'What the node "
+            "advertises'): partition a node so, or write the layout your nodes have; "
+            + ("partitioned nodes seen: " + "; ".join(seen) if seen else "no partitioned node carries the label"))
+
+    def _allowed_nodes(self) -> list[Obj]:
+        safety = self.target.profile.safety
+        return [n for n in self.target.driver.list(NODE) if ((n.get("metadata") or {}).get("labels") or {}).get(
+            safety.allow_label_key) == safety.allow_label_value]
+
     def use_cluster_node(self) -> None:
         """Pick a node that is partitioned (its labels say so) and carries the profile's allow label."""
-        safety = self.target.profile.safety
-        nodes = self.target.driver.list(NODE)
-        allowed = [n for n in nodes if ((n.get("metadata") or {}).get("labels") or {}).get(
-            safety.allow_label_key) == safety.allow_label_value]
+        allowed = self._allowed_nodes()
         chosen = [n for n in allowed if partitioned(n)]
         if not chosen:
             raise DrillInconclusive(f"no node carries both the allow label {safety.allow_label} and a partition "
@@ -572,7 +662,11 @@ class IsolationDrill(Drill):
         except LayoutError as exc:
             raise DrillInconclusive(str(exc)) from None
         self.node = self.layout.node
-        self.result.details["partition_layout"] = self.layout.to_dict()
+        simulated = ((node.get("metadata") or {}).get("labels") or {}).get(SIMULATED_LABEL) == "true"
+        if self.tenants_as is None:
+            self.tenants_as = TenantForm.CANARY if simulated or not self.real else TenantForm.PROBE
+        self.result.details["partition_layout"] = {**self.layout.to_dict(), "simulated_gpus": simulated,
+                                                   "tenants": self.tenants_as.value}
 
     # ------------------------------------------------------------------------ act
     def _pod(self, t: Tenant, memory_mib: int | None = None) -> Obj:
@@ -581,7 +675,7 @@ class IsolationDrill(Drill):
         limits: dict[str, str] = {t.resource: "1"}
         for res, amount in self.layout.extra_requests:
             limits[res] = str(amount)
-        if self.real:  # the tenant program is the probe; memory_mib: the memory probe's victim
+        if self.probing:  # the tenant program is the probe; memory_mib: the memory probe's victim
             t.generation += 1
             t.pod = f"iso-{self.run_id}-{t.name}-{t.generation}"
             greedy = 0 if memory_mib is None else memory_mib
@@ -591,7 +685,7 @@ class IsolationDrill(Drill):
             return probe_pod(t.pod, profile.namespace, profile.canary_image, t.resource, args=args,
                              limits={r: v for r, v in limits.items() if r != t.resource}, node=self.node,
                              labels={RUN_LABEL: self.run_id, TENANT_LABEL: t.name})
-        # The embedded platform: each tenant is the training canary alone (a real process on the node, stepping
+        # Simulated GPUs (the embedded platform, or its agent as a kubelet): each tenant is the training canary alone (a real process on the node, stepping
         # on its slice); its GPU memory use is what it declares to the simulated device (firedrill.dev/memory-mib).
         annotations = {} if memory_mib is None else {MEMORY_ANNOTATION: str(memory_mib)}
         t.generation += 1
@@ -636,7 +730,7 @@ class IsolationDrill(Drill):
                                         note=f"{up_to} asked for, {self.layout.total_slices} slices advertised"))
         self.result.details["fill"] = {"wanted": up_to, "reached": self.reached,
                                        "advertised": self.layout.total_slices, "pending": dict(self.pending)}
-        if self.real:
+        if self.probing:
             running = [t.pod for t in self.tenants.values() if _phase(pods.get(t.pod, {})) == "Running"]
             self._wait_reports(running, self.run_timeout)
             self.result.details["probe_reports"] = self._report_summary()
@@ -666,7 +760,7 @@ class IsolationDrill(Drill):
     def _pods(self) -> dict[str, Obj]:
         pods = {p["metadata"]["name"]: p for p in self.target.driver.list(
             POD, self.target.profile.namespace, label_selector=run_selector(self.run_id))}
-        if self.real:  # follow every tenant's probe log from the moment it is bound
+        if self.probing:  # follow every tenant's probe log from the moment it is bound
             if self.follower is None:
                 self.follower = LogFollower(self.target.driver, self._on_log_line, self.target.timeline.clock)
             for pod in pods.values():
@@ -714,10 +808,10 @@ class IsolationDrill(Drill):
         pods = self._pods()
         # on a real cluster a tenant whose probe reported a failure is on its way out (it lingers): replace it
         self._recreate([t for t in self._running_tenants() if _phase(pods.get(t.pod, {})) != "Running"
-                        or (self.real and self._failed_report(t.pod) is not None)])
+                        or (self.probing and self._failed_report(t.pod) is not None)])
         want = {t.pod for t in self._running_tenants()}
         self._wait(lambda ps: all(_phase(ps.get(n, {})) == "Running" for n in want), self.run_timeout)
-        if self.real:
+        if self.probing:
             self._wait_reports(sorted(want), self.run_timeout)
 
     def _recreate(self, tenants: list[Tenant], memory_mib: dict[str, int] | None = None) -> None:
@@ -764,7 +858,7 @@ class IsolationDrill(Drill):
         self.last_probe = column
         self.probes.append(column)
         self.result.details["isolation_matrix"] = self.matrix()
-        if self.real:
+        if self.probing:
             self._run_probe_real(key, victim, live, column)
             return
         before = {t.name: t.pod for t in live}
@@ -774,17 +868,24 @@ class IsolationDrill(Drill):
             before[victim.name] = victim.pod
             column["note"] = f"tenant {victim.name} uses {overuse} MiB of a {victim.memory_mib} MiB share"
             self.target.timeline.action("probe-memory", target=victim.pod, memory_mib=overuse)
-        else:
+        injected: FaultRecord | None = None
+        if key != "memory":
             xid = PROBES[key].xid
             gpu = gpus.get(victim.name)
             inst = instance_of(pods.get(victim.pod, {})) if key == "contained" else None
+            inst = inst if self.layout.mode.startswith("mig") else None
             if gpu is None:
                 gpu = 0
                 column["note"] = f"the agent wrote no {DEVICES_ANNOTATION} on {victim.pod}; injected on GPU 0"
-            if not self._inject(xid, gpu, inst if self.layout.mode.startswith("mig") else None, column):
-                self.result.details["isolation_matrix"] = self.matrix()
-                return
+            if self.real:  # the agent as a kubelet: the site's injector, as for a real GPU
+                injected = self._inject_real(key, gpu, inst, column)
+                if injected is None:
+                    return
+            else:
+                self._inject(xid, gpu, inst, column)
         failed = self._observe(before, column)
+        if injected is not None:
+            self._restore_xid(injected, column)
         if key == "memory":  # the recreated victim may sit on another GPU than its predecessor
             gpus[victim.name] = gpu_of(self._pods().get(victim.pod, {})) if gpu_of(
                 self._pods().get(victim.pod, {})) is not None else gpus.get(victim.name)
@@ -842,7 +943,8 @@ class IsolationDrill(Drill):
             column["gpu"] = gpus[victim.name]
         injected: FaultRecord | None = None
         if key != "memory":
-            injected = self._inject_real(key, reports.get(victim.name), column)
+            aim = self._aim(key, reports.get(victim.name), column)
+            injected = None if aim is None else self._inject_real(key, *aim, column)
             if injected is None:
                 return
         failed = self._observe(before, column)
@@ -878,18 +980,9 @@ class IsolationDrill(Drill):
             column["restored"] = False
             column["note"] = (column["note"] + "; " if column["note"] else "") + f"the restore command failed: {exc}"
 
-    def _inject_real(self, key: str, report: ProbeReport | None, column: dict[str, Any]) -> FaultRecord | None:
-        """Inject the probe's Xid through ``fault.xid.command_template``, behind the node-fault safety checks;
-        the record (whose undo runs the restore command), or None when it was not (the probe INCONCLUSIVE)."""
+    def _aim(self, key: str, report: ProbeReport | None, column: dict[str, Any]) -> tuple[int, int | None] | None:
+        """The victim's GPU and MIG instance as its probe read them through NVML (None: the probe INCONCLUSIVE)."""
         assert self.layout is not None
-        profile = self.target.profile
-        xid = PROBES[key].xid
-        assert xid is not None
-        settings = profile.fault.xid
-        if settings is None:
-            return self._not_injected(column, "this cluster has no Xid injection method: set "
-                                                    "fault.xid.command_template in the target profile "
-                                                    "(docs/PROFILE.md, 'Xid injection')")
         if report is None or report.gpu is None:
             return self._not_injected(column, "the victim's probe could not read its GPU's minor number "
                                                     "through NVML, so the Xid cannot be aimed")
@@ -899,6 +992,20 @@ class IsolationDrill(Drill):
             if instance is None:
                 return self._not_injected(column, "the victim's probe could not read its MIG GPU instance "
                                                         "id through NVML, so the contained fault cannot be aimed")
+        return report.gpu, instance
+
+    def _inject_real(self, key: str, gpu: int, instance: int | None, column: dict[str, Any]) -> FaultRecord | None:
+        """Inject the probe's Xid on GPU ``gpu`` (MIG instance ``instance``) through
+        ``fault.xid.command_template``, behind the node-fault safety checks; the record (whose undo runs the
+        restore command), or None when it was not (the probe INCONCLUSIVE)."""
+        profile = self.target.profile
+        xid = PROBES[key].xid
+        assert xid is not None
+        settings = profile.fault.xid
+        if settings is None:
+            return self._not_injected(column, "this cluster has no Xid injection method: set "
+                                                    "fault.xid.command_template in the target profile "
+                                                    "(docs/PROFILE.md, 'Xid injection')")
         nodes = self.target.driver.list(NODE)
         chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == self.node] or [
             {"metadata": {"name": self.node}}]
@@ -907,17 +1014,17 @@ class IsolationDrill(Drill):
         except SafetyError as exc:
             return self._not_injected(column, f"not injected: {exc}")
         self._inject_seq += 1
-        command = settings.command_for(self.node, report.gpu, instance, xid)
-        column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": report.gpu, "instance": instance,
+        command = settings.command_for(self.node, gpu, instance, xid)
+        column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance,
                                "xid": xid, "command": command, "blast_radius": radius.describe()}
-        self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=report.gpu,
+        self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
         try:
             record = run_command(command, self.node, profile.fault.timeout_seconds)
         except FaultError as exc:
             return self._not_injected(column, f"the Xid injection command could not run: {exc}")
         record = FaultRecord(self.node, FaultMethod.COMMAND, record.confirmed, f"Xid {xid}: {record.detail}")
-        restore = settings.restore_for(self.node, report.gpu, instance, xid)
+        restore = settings.restore_for(self.node, gpu, instance, xid)
         if restore is not None:
             record.undo = _restorer(restore, self.node, profile.fault.timeout_seconds)
         self.target.faults_done.append(record)  # undone (restore_template) on every exit path
@@ -930,7 +1037,7 @@ class IsolationDrill(Drill):
         self._probe_inconclusive(column, message)
         return None
 
-    def _inject(self, xid: int | None, gpu: int, instance: int | None, column: dict[str, Any]) -> bool:
+    def _inject(self, xid: int | None, gpu: int, instance: int | None, column: dict[str, Any]) -> None:
         """Embedded platform: ask the node's agent for an Xid through the Node annotation (docs/PARTITIONING.md)."""
         self._inject_seq += 1
         entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
@@ -938,7 +1045,6 @@ class IsolationDrill(Drill):
         inject_xid(self.target.driver, self.node, entry)  # the Node annotation the embedded platform's agent applies
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
-        return True
 
     def _observe(self, before: dict[str, str], column: dict[str, Any]) -> dict[str, str]:
         """Wait until some tenant has failed and nothing changed for ``settle_seconds`` (or the timeout);
@@ -947,7 +1053,7 @@ class IsolationDrill(Drill):
         last: dict[str, str] = {}
         changed = time.monotonic()
         # a real tenant meets a fault at its next working set, one every probe_period
-        settle = max(self.settle_seconds, 4 * self.probe_period) if self.real else self.settle_seconds
+        settle = max(self.settle_seconds, 4 * self.probe_period) if self.probing else self.settle_seconds
         while time.monotonic() < deadline:
             now = self._failures(before)
             if now != last:
@@ -964,7 +1070,7 @@ class IsolationDrill(Drill):
         pods = self._pods()
         out = {}
         for tenant, name in before.items():
-            said = self._failed_report(name) if self.real else None
+            said = self._failed_report(name) if self.probing else None
             if said is not None:  # the tenant's own account of its failure
                 out[tenant] = failure_reason(said)
                 continue
@@ -994,7 +1100,7 @@ class IsolationDrill(Drill):
             return None
         tenants = list(column["outcomes"])
         failed = {t: o["reason"] for t, o in column["outcomes"].items() if o["state"] == "failed"}
-        if not failed and (column["probe"] != "memory" or self.target.embedded is None):
+        if not failed and (column["probe"] != "memory" or self.probing):
             # no trace of the fault (and on a real cluster the memory probe's victim always meets the
             # driver's refusal in the end, so no failure at all means the probe never took effect)
             column["status"] = "inconclusive"

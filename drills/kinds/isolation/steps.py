@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from drills.errors import PlaceholderError
-from drills.kinds.isolation.drill import (MIG_PROFILES, MODEL_ALIASES, PROBES, IsolationDrill, gpu_model,
+from drills.kinds.isolation.drill import (MIG_PROFILES, MODEL_ALIASES, PROBES, IsolationDrill,
                                           parse_scope, partition_config, promise)
 from drills.records.verdict import Comparison, Measurement, Threshold
 from drills.scenario.context import ScenarioContext
@@ -48,11 +48,6 @@ def _node_of_one(model: str, layout: str) -> dict[str, Any]:
     return partition_config(layout, model)
 
 
-EMBEDDED_NODE = ("this sentence starts a partitioned node of the reference platform, which only the embedded platform "
-                 "can do; on a real cluster write 'Given a partitioned node' (a node of yours, labelled for its "
-                 "partitioning: docs/PARTITIONING.md)")
-
-
 def _tenant_cap(count: int) -> None:
     if count > MAX_TENANTS:
         raise PlaceholderError(str(count), f"more than {MAX_TENANTS} tenants", f"write 1 to {MAX_TENANTS}",
@@ -60,22 +55,23 @@ def _tenant_cap(count: int) -> None:
 
 
 @step("Given", "a node of {gpus:Count} {model} GPUs partitioned as {layout}",
-      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb", check=_node_of, reference_only=EMBEDDED_NODE)
+      "a node of 2 H200 GPUs partitioned as MIG 7 x 1g.18gb", check=_node_of)
 def partitioned_node(drill: ScenarioContext, gpus: int, model: str, layout: str) -> None:
-    """Embedded platform: start an extra node of that many GPUs of that model, partitioned as described:
-    `MIG 7 x 1g.18gb` (one profile), `MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb` (a mixed layout, every
-    GPU), `time-slicing x 4` or `HAMi x 4` (tenants per GPU); add `(isolation not enforced)` for a node
-    that claims the mode but behaves like time-slicing. The node is stopped and deleted on rollback."""
-    config = _node_of(gpus, model, layout)
-    _isolation(drill).use_embedded_node(gpus, gpu_model(model), config)
+    """A node of that many GPUs of that model, partitioned as described: `MIG 7 x 1g.18gb` (one profile),
+    `MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb` (a mixed layout, every GPU), `time-slicing x 4` or
+    `HAMi x 4` (tenants per GPU). Embedded platform: an extra node started so, stopped and deleted on
+    rollback; add `(isolation not enforced)` for a node that claims the mode but behaves like time-slicing.
+    Real cluster: the first node with the allow label whose labels and allocatable advertise that layout
+    (docs/PARTITIONING.md, "What the node advertises"); none: INCONCLUSIVE, naming what it saw."""
+    _node_of(gpus, model, layout)
+    _isolation(drill).use_partitioned_node(gpus, model, layout)
 
 
 @step("Given", "a node of one {model} GPU partitioned as {layout}",
-      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb", check=_node_of_one, reference_only=EMBEDDED_NODE)
+      "a node of one H200 GPU partitioned as MIG 7 x 1g.18gb", check=_node_of_one)
 def partitioned_node_one(drill: ScenarioContext, model: str, layout: str) -> None:
     """The same, with a single GPU (the layout descriptions are the same)."""
-    config = _node_of_one(model, layout)
-    _isolation(drill).use_embedded_node(1, gpu_model(model), config)
+    _isolation(drill).use_partitioned_node(1, model, layout)
 
 
 @step("Given", "a partitioned node", "a partitioned node")

@@ -17,6 +17,7 @@ from drills.kinds.isolation.drill import (
     describe_affected,
     discover_layout,
     judge_probe,
+    layout_mismatch,
     parse_scope,
     partition_config,
     partitioned,
@@ -213,3 +214,28 @@ def test_a_pod_refused_at_admission_is_no_probe_outcome(status: dict[str, Any], 
     pod = {"metadata": {"name": "tenant-1"}, "status": status}
     assert admission_refused(pod) is refused
     assert pod_reason(pod) == reason
+
+
+MIG7 = node({**H200, "nvidia.com/mig.strategy": "single", "nvidia.com/mig.config": "all-1g.18gb",
+             "nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb"}, {"nvidia.com/gpu": "7"}, name="mig7")
+MIXED = node({**H200, "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/mig-3g.71gb": "1",
+             "nvidia.com/mig-2g.35gb": "1", "nvidia.com/mig-1g.18gb": "2"}, name="mixed")
+SLICED = node({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "1",
+               "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"},
+              {"nvidia.com/gpu": "4"}, name="sliced")
+
+
+@pytest.mark.parametrize("layout_node, gpus, model, words, why", [
+    (MIG7, 1, "H200", "MIG 7 x 1g.18gb", ""),
+    (MIXED, 1, "H200", "MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb", ""),
+    (SLICED, 1, "H100-80GB", "time-slicing x 4", ""),
+    (MIG7, 1, "H200", "MIG 3g.71gb + 2g.35gb + 1g.18gb + 1g.18gb", "mode mig-single, not mig-mixed"),
+    (MIXED, 1, "H200", "MIG 3g.71gb + 2g.35gb + 2g.35gb", "MIG instances 2 x 1g.18gb, 1 x 2g.35gb, 1 x 3g.71gb, "
+                                                         "not 2 x 2g.35gb, 1 x 3g.71gb"),
+    (SLICED, 1, "H200", "time-slicing x 4", "GPU NVIDIA-H100-80GB-HBM3, not H200"),
+    (SLICED, 1, "H100-80GB", "time-slicing x 2", "4 tenant slices, not 2 (2 per GPU)"),
+    (MIG7, 2, "H200", "MIG 7 x 1g.18gb", "1 GPUs, not 2"),
+])
+def test_a_node_is_the_one_a_feature_describes_only_when_its_layout_is(layout_node: dict[str, Any], gpus: int,
+                                                                       model: str, words: str, why: str) -> None:
+    assert layout_mismatch(discover_layout(layout_node), gpus, model, partition_config(words, model)) == why
