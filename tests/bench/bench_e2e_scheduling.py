@@ -17,8 +17,11 @@ per-second bind counts while binding went on, and the p50/p99 of created -> boun
 "End-to-end throughput"): >= 300 pods/s bound and startup p99 <= 5 s; anchors: kube-scheduler 180 pods/s
 with extended resources at 5,000 nodes, the Kubernetes pod startup SLO 5 s at p99.
 
-The run is also checked: every pod bound exactly once and never moved, every gang whole, no GPU booked
-twice on a node (the scheduler's ``firedrill.dev/gpu-index`` annotations), every pod Running.
+The run is also checked: every pod bound exactly once and never moved, every gang whole, no node holding
+more GPUs than it has and no GPU booked twice on it (the scheduler's ``firedrill.dev/gpu-index``
+annotations), every pod Running.  The watch, the creating threads, the checks and the figures live in
+``sched_measure.py``, shared with ``bench_schedulers.py``, which runs this same round beside upstream
+kube-scheduler.
 
     nice -n 15 python tests/bench/bench_e2e_scheduling.py --nice 4         # 1,000 nodes, 10,000 pods, 3 rounds
     nice -n 15 python tests/bench/bench_e2e_scheduling.py --nodes 50 --pods 400 --rounds 1
@@ -29,140 +32,33 @@ Exit status 1 when a budget is missed or the run is not correct (the figures are
 from __future__ import annotations
 
 import argparse
-import math
-import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from refplatform.client import ApiStatusError, ApiUnreachable, RestClient, resource_path
-from refplatform.cluster import Cluster, ClusterSpec, wait_until
-from refplatform.hollow.launch import start_hollow, wait_nodes_ready
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: tests.bench lives in the repository, not in the installed packages
+    sys.path.insert(0, str(ROOT))
+
+from refplatform.client import RestClient, resource_path  # noqa: E402
+from refplatform.cluster import Cluster, ClusterSpec, wait_until  # noqa: E402
+from refplatform.hollow.launch import start_hollow, wait_nodes_ready  # noqa: E402
+from tests.bench.sched_measure import (NAMESPACE, Gang, Observer, PodToCreate, RoundResult,  # noqa: E402
+                                       gpu_gangs, measure, scheduler_probe)
 
 BOUND_BUDGET = 300.0
 """Pods bound per second, end to end (docs/SCHEDULER.md)."""
 STARTUP_P99_BUDGET = 5.0
 """Pod startup latency p99, seconds (the Kubernetes SLO)."""
-GPU_INDEX = "firedrill.dev/gpu-index"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-NAMESPACE = "default"
+PREFIX = "b"
+"""The measured pods' (and gangs') names start with it; the scheduler's probe pod's does not."""
 
 Obj = dict[str, Any]
-
-
-@dataclass
-class PodTimes:
-    """What the harness saw of one pod (time.monotonic() instants)."""
-
-    created: float | None = None
-    added: float | None = None
-    """When the harness's watch first showed the pod: created -> added is the watch's own delay."""
-    bound: float | None = None
-    running: float | None = None
-    node: str = ""
-    gpus: int = 0
-    gpu_index: str = ""
-    group: str = ""
-    binds: int = 0
-    """How often the watch showed the pod's node change from none (or another) to a node: 1 when bound once."""
-
-
-@dataclass
-class Observer:
-    """The harness's own watch on the benchmark's pods."""
-
-    client: RestClient
-    prefix: str
-    pods: dict[str, PodTimes] = field(default_factory=lambda: defaultdict(PodTimes))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stop_event: threading.Event = field(default_factory=threading.Event)
-    errors: list[str] = field(default_factory=list)
-    relists: int = 0
-    """How often the watch broke and was resumed or relisted (printed: the figures around a relist are late)."""
-    _thread: threading.Thread | None = None
-    _rv: str = ""
-
-    def start(self) -> None:
-        self._relist()
-        self._thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
-        self._thread.start()
-
-    def _relist(self) -> None:
-        """List the pods (each seen now: a relist can only make the figures later, never earlier) and watch on
-        from the list's version."""
-        listed = self.client.list(resource_path("", "v1", "pods", NAMESPACE))
-        now = time.monotonic()
-        for pod in listed.get("items") or []:
-            self.see(pod, now)
-        self._rv = str(listed["metadata"]["resourceVersion"])
-
-    def _run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                stream = self.client.watch(resource_path("", "v1", "pods", NAMESPACE), resource_version=self._rv,
-                                           timeout_seconds=60, read_timeout=5)
-                self._stream = stream
-                for event in stream:
-                    if self.stop_event.is_set():
-                        break
-                    if event.type == "ERROR":  # 410 Gone (or another error): relist, as an informer does
-                        self.relists += 1
-                        self._relist()
-                        break
-                    meta = event.object.get("metadata") or {}
-                    if meta.get("resourceVersion"):
-                        self._rv = str(meta["resourceVersion"])
-                    if event.type in ("ADDED", "MODIFIED"):
-                        self.see(event.object, time.monotonic())
-            except (ApiStatusError, ApiUnreachable) as exc:
-                self.relists += 1  # the stream broke: resume from the last version seen (or relist on 410)
-                if isinstance(exc, ApiStatusError) and exc.gone:
-                    try:
-                        self._relist()
-                    except (ApiStatusError, ApiUnreachable) as again:
-                        self.errors.append(f"watch failed and relist failed: {again}")
-                        self.stop_event.wait(0.2)
-                else:
-                    self.stop_event.wait(0.2)
-
-    def see(self, pod: Obj, now: float) -> None:
-        meta = pod.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        if not name.startswith(self.prefix):
-            return
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
-        phase = (pod.get("status") or {}).get("phase")
-        with self.lock:
-            t = self.pods[name]
-            if t.added is None:
-                t.added = now
-            if node and node != t.node:
-                t.binds += 1
-                t.node = node
-                if t.bound is None:
-                    t.bound = now
-            t.gpu_index = str((meta.get("annotations") or {}).get(GPU_INDEX) or t.gpu_index)
-            if phase == "Running" and t.running is None:
-                t.running = now
-
-    def count(self, what: str) -> int:
-        with self.lock:
-            return sum(1 for t in self.pods.values() if getattr(t, what) is not None)
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        stream = getattr(self, "_stream", None)
-        if stream is not None:
-            stream.stop()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
 
 def pod_body(name: str, group: str, gpus: int) -> Obj:
@@ -173,151 +69,28 @@ def pod_body(name: str, group: str, gpus: int) -> Obj:
                      "containers": [{"name": "main", "image": "firedrill/bench:1", "resources": resources}]}}
 
 
-def gpu_gangs(gangs: int, gang_size: int, gpu_capacity: int) -> list[bool]:
-    """Which gangs ask one GPU a pod: as many as the GPUs hold (10,000 pods cannot each hold one of 8,000
-    GPUs), spread evenly among the others, which ask one CPU a pod instead."""
-    with_gpu = min(gangs, gpu_capacity // gang_size)
-    return [(g + 1) * with_gpu // gangs > g * with_gpu // gangs for g in range(gangs)]
-
-
-def create_gangs(client: RestClient, observer: Observer, prefix: str, gangs: list[bool], gang_size: int,
-                 creators: int, rate: float = 0.0) -> tuple[float, float]:
-    """Create a PodGroup (minMember ``gang_size``) and its pods for each gang (True: one GPU a pod) from
-    ``creators`` threads; each pod's created instant is taken just before its create is sent.  ``rate``:
-    pods a second at most (gang ``g`` starts no earlier than ``g * gang_size / rate`` seconds in; 0: as fast
-    as the creators go).  Returns the first and the last instant."""
+def reference_gangs(gangs: list[bool], gang_size: int) -> Callable[[int], Gang]:
+    """Gang ``g`` as the reference scheduler takes it: a PodGroup (``scheduling.volcano.sh/v1beta1``, minMember =
+    the gang size), then its pods (one GPU each where ``gangs[g]``, else one CPU)."""
     groups_path = resource_path("scheduling.volcano.sh", "v1beta1", "podgroups", NAMESPACE)
     pods_path = resource_path("", "v1", "pods", NAMESPACE)
 
-    def one_gang(g: int) -> None:
-        if rate > 0:  # pacing the load, not waiting for a condition
-            time.sleep(max(0.0, first + g * gang_size / rate - time.monotonic()))
-        group, gpus = f"{prefix}g{g}", 1 if gangs[g] else 0
+    def make(g: int) -> Gang:
+        group, gpus = f"{PREFIX}g{g}", 1 if gangs[g] else 0
         min_resources = {"nvidia.com/gpu": str(gang_size)} if gpus else {"cpu": str(gang_size)}
-        client.create(groups_path, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                                    "metadata": {"name": group},
-                                    "spec": {"minMember": gang_size, "minResources": min_resources}})
-        for i in range(gang_size):
-            name = f"{group}-{i}"
-            sent = time.monotonic()
-            with observer.lock:
-                t = observer.pods[name]
-                t.created, t.group, t.gpus = sent, group, gpus
-            client.create(pods_path, pod_body(name, group, gpus))
-
-    first = time.monotonic()
-    with ThreadPoolExecutor(max_workers=creators, thread_name_prefix="bench-create") as pool:
-        list(pool.map(one_gang, range(len(gangs))))
-    return first, time.monotonic()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-@dataclass(frozen=True)
-class RoundResult:
-    pods: int
-    nodes: int
-    created_per_s: float
-    bound_per_s: float
-    """pods / (last bound - first created)."""
-    bound_per_s_windows: float
-    """Median of the per-second bind counts between the first and the last bind (whole seconds only)."""
-    bind_p50: float
-    bind_p99: float
-    startup_p50: float
-    startup_p99: float
-    watch_p50: float
-    """created -> the harness's watch shows the pod: what the harness's own observation adds to the others."""
-    watch_p99: float
-    cpu: dict[str, float]
-    """CPU seconds (user + system) each process spent from the first create to the last pod Running:
-    apiserver, controllers (the scheduler), hollow, bench (this process: creators and watch)."""
-    problems: tuple[str, ...]
-
-
-def check(observer: Observer, gang_size: int, gpus_per_node: int) -> list[str]:
-    """Every pod bound once and Running, gangs whole, no GPU index booked twice on a node."""
-    problems: list[str] = []
-    with observer.lock:
-        pods = dict(observer.pods)
-    moved = [n for n, t in pods.items() if t.binds > 1]
-    if moved:
-        problems.append(f"{len(moved)} pod(s) bound more than once or moved, e.g. {moved[:3]}")
-    unbound = [n for n, t in pods.items() if t.bound is None]
-    if unbound:
-        problems.append(f"{len(unbound)} pod(s) never bound, e.g. {sorted(unbound)[:3]}")
-    not_running = [n for n, t in pods.items() if t.running is None]
-    if not_running:
-        problems.append(f"{len(not_running)} pod(s) never Running, e.g. {sorted(not_running)[:3]}")
-    per_group = Counter(t.group for t in pods.values() if t.bound is not None)
-    partial = [g for g, c in per_group.items() if c != gang_size]
-    if partial:
-        problems.append(f"{len(partial)} gang(s) not whole, e.g. {partial[:3]}")
-    booked: dict[str, Counter[str]] = defaultdict(Counter)
-    for name, t in pods.items():
-        if not t.node:
-            continue
-        indices = [i for i in t.gpu_index.split(",") if i]
-        if len(indices) != t.gpus:
-            problems.append(f"pod {name} holds GPU indices {t.gpu_index!r}, wants {t.gpus}")
-        booked[t.node].update(indices)
-    for node, counts in booked.items():
-        twice = sorted(i for i, c in counts.items() if c > 1)
-        if twice:
-            problems.append(f"node {node}: GPU(s) {twice} booked twice")
-        if sum(counts.values()) > gpus_per_node:
-            problems.append(f"node {node}: {sum(counts.values())} GPUs booked of {gpus_per_node}")
-    return problems
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system) of a process so far, from /proc (NaN where there is none)."""
-    if pid is None:
-        t = os.times()
-        return t.user + t.system
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def summarize(observer: Observer, nodes: int, first: float, last_sent: float, problems: list[str],
-              cpu: dict[str, float] | None = None) -> RoundResult:
-    with observer.lock:
-        pods = list(observer.pods.values())
-    created = [t.created for t in pods if t.created is not None]
-    bound = sorted(t.bound for t in pods if t.bound is not None)
-    binds = [t.bound - t.created for t in pods if t.bound is not None and t.created is not None]
-    startup = [t.running - t.created for t in pods if t.running is not None and t.created is not None]
-    seen = [t.added - t.created for t in pods if t.added is not None and t.created is not None]
-    span = (bound[-1] - min(created)) if bound and created else math.nan
-    windows: list[float] = []
-    if len(bound) > 1:
-        per_second = Counter(int(b - bound[0]) for b in bound)
-        whole = int(bound[-1] - bound[0])  # the last, partial second is left out
-        windows = [float(per_second.get(s, 0)) for s in range(whole)] or [float(len(bound))]
-    return RoundResult(
-        pods=len(pods), nodes=nodes,
-        created_per_s=len(created) / max(1e-9, last_sent - first),
-        bound_per_s=len(bound) / span if span and span > 0 else math.nan,
-        bound_per_s_windows=statistics.median(windows) if windows else math.nan,
-        bind_p50=percentile(binds, 50), bind_p99=percentile(binds, 99),
-        startup_p50=percentile(startup, 50), startup_p99=percentile(startup, 99),
-        watch_p50=percentile(seen, 50), watch_p99=percentile(seen, 99), cpu=dict(cpu or {}),
-        problems=tuple(problems))
+        pod_group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": group},
+                     "spec": {"minMember": gang_size, "minResources": min_resources}}
+        pods = [PodToCreate(f"{group}-{i}", gpus, pod_body(f"{group}-{i}", group, gpus)) for i in range(gang_size)]
+        return Gang(group, [(groups_path, pod_group)], pods, pods_path)
+    return make
 
 
 def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per_node: int, creators: int,
               profile: str, nice: int, timeout: float, log: Any = print, rate: float = 0.0,
-              server_http: str = "httptools") -> RoundResult:
-    """One cluster from scratch: API server, scheduler, hollow fleet; the workload; the figures."""
+              server_http: str = "httptools", gpu_indices: bool = True) -> RoundResult:
+    """One cluster from scratch: API server, scheduler, hollow fleet; the workload; the figures.
+    ``gpu_indices``: also check the scheduler's GPU index annotations (``bench_schedulers.py`` turns it off, so
+    that both schedulers it compares are judged by the same checks)."""
     if pods % gang_size:
         raise SystemExit(f"--pods {pods} is not a multiple of --gang {gang_size}")
     spec = ClusterSpec(data_dir, nodes=nodes, gpus_per_node=gpus_per_node, controllers=("scheduler",),
@@ -333,48 +106,23 @@ def run_round(data_dir: Path, *, nodes: int, pods: int, gang_size: int, gpus_per
         cluster.start_controllers()
         client = RestClient(cluster.url, cluster.token, ca_file=cluster.ca_file, maxsize=creators + 2,
                             timeout=30)
-        observer = Observer(client, "b")
+        observer = Observer(client, PREFIX)
         observer.start()
-        wait_until(lambda: _scheduler_ready(client), 60, "the scheduler to come up (its first PodGroup status)")
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe-ready"},
+                 "spec": {"schedulerName": "volcano", "containers": [{"name": "main", "image": "firedrill/bench:1"}]}}
+        wait_until(lambda: scheduler_probe(client, NAMESPACE, probe), 60,
+                   "the scheduler to come up (a probe pod bound)")
         gangs = gpu_gangs(pods // gang_size, gang_size, nodes * gpus_per_node)
-        procs = {"apiserver": cluster.server.pid if cluster.server else None,
-                 "controllers": cluster.controller_manager.pid if cluster.controller_manager else None,
-                 "hollow": hollow.pid}
-        cpu0 = {name: cpu_seconds(pid) for name, pid in procs.items()} | {"bench": cpu_seconds()}
-        first, last_sent = create_gangs(client, observer, "b", gangs, gang_size, creators, rate)
-        log(f"  created {pods} pods in {last_sent - first:.1f}s ({pods / (last_sent - first):.0f}/s)")
-        try:
-            wait_until(lambda: observer.count("running") >= pods, timeout, f"{pods} pods Running", interval=0.2)
-        except Exception as exc:  # noqa: BLE001 - report what was reached, as a problem
-            log(f"  {exc}: bound {observer.count('bound')}, running {observer.count('running')}")
-        cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in procs.items()}
-        cpu["bench"] = cpu_seconds() - cpu0["bench"]
-        observer.stop()
-        problems = check(observer, gang_size, gpus_per_node) + observer.errors
-        if observer.relists:
-            log(f"  the harness's watch was resumed or relisted {observer.relists} time(s)")
-        return summarize(observer, nodes, first, last_sent, problems, cpu)
+        pids = {"apiserver": cluster.server.pid if cluster.server else None,
+                "controllers": cluster.controller_manager.pid if cluster.controller_manager else None,
+                "hollow": hollow.pid}
+        return measure(client, observer, nodes=nodes, pods=pods, gang_size=gang_size, gpus_per_node=gpus_per_node,
+                       make_gang=reference_gangs(gangs, gang_size), creators=creators, pids=pids, timeout=timeout,
+                       log=log, rate=rate, gpu_indices=gpu_indices)
     finally:
         if hollow is not None:
             hollow.stop()
         cluster.stop()
-
-
-def _scheduler_ready(client: RestClient) -> bool:
-    """Whether the scheduler is up, judged by its effect: a probe pod (no GPU, no gang, outside the measured
-    set) gets bound.  The harness reads no platform log."""
-    probe = "probe-ready"
-    path = resource_path("", "v1", "pods", NAMESPACE)
-    try:
-        pod = client.get(f"{path}/{probe}")
-    except ApiStatusError as exc:
-        if not exc.not_found:
-            raise
-        client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": probe},
-                             "spec": {"schedulerName": "volcano",
-                                      "containers": [{"name": "main", "image": "firedrill/bench:1"}]}})
-        return False
-    return bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -408,12 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                             nice=args.nice, timeout=args.timeout, log=lambda m: print(m, flush=True),
                             rate=args.rate, server_http=args.server_http)
         results.append(res)
-        print(f"  created/s {res.created_per_s:.0f}; bound/s {res.bound_per_s:.0f} (per-second median "
-              f"{res.bound_per_s_windows:.0f}); created->bound p50 {res.bind_p50:.2f}s p99 {res.bind_p99:.2f}s; "
-              f"startup p50 {res.startup_p50:.2f}s p99 {res.startup_p99:.2f}s; created->seen by the harness's "
-              f"watch p50 {res.watch_p50:.2f}s p99 {res.watch_p99:.2f}s; CPU s "
-              + ", ".join(f"{k} {v:.1f}" for k, v in res.cpu.items())
-              + (f"; PROBLEMS: {'; '.join(res.problems)}" if res.problems else "; correct"), flush=True)
+        print("  " + res.line(), flush=True)
 
     def med(attr: str) -> float:
         return statistics.median(getattr(r, attr) for r in results)

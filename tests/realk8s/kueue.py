@@ -134,6 +134,9 @@ class KueueManager:
     cluster: RealCluster
     work_dir: Path
     pods_ready_timeout_s: int = 30
+    client_qps: float | None = None
+    """The manager's ``clientConnection.qps`` towards kube-apiserver (None: Kueue's default, 20, burst 30)."""
+    client_burst: int | None = None
     port: int = field(default=0, init=False)
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False)
@@ -175,6 +178,9 @@ class KueueManager:
             "waitForPodsReady": {"timeout": f"{self.pods_ready_timeout_s}s", "blockAdmission": False},
             "integrations": {"frameworks": ["batch/job", "pod"]},
         }
+        if self.client_qps is not None or self.client_burst is not None:
+            config["clientConnection"] = {k: v for k, v in (("qps", self.client_qps), ("burst", self.client_burst))
+                                          if v is not None}
         config_file = self.work_dir / "kueue-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

@@ -94,12 +94,14 @@ class Fleet:
 
 
 def start_fleet(kwok_dir: Path, cluster: RealCluster, work: Path, count: int, *, load_per_node: int = 1,
-                ready_timeout: float = 300.0) -> Fleet:
+                ready_timeout: float = 300.0, nice: int = 0) -> Fleet:
     """Start KWOK (``kwok_dir``: the ``kwok_dir`` fixture) against ``cluster`` and register ``count`` fake GPU nodes
-    (``kwok-node-00000``...), each with ``load_per_node`` Running pods; returns once every fake node is Ready and
-    every load pod Running."""
+    (``kwok-node-00000``...), each with ``load_per_node`` Running pods (0: every GPU free); returns once every fake
+    node is Ready and every load pod Running.  ``nice``: run KWOK that many steps nicer (a benchmark on a shared
+    machine, where the fleet stands in for other machines)."""
     work.mkdir(parents=True, exist_ok=True)
     process = ManagedProcess.spawn("kwok", [
+        *(("nice", "-n", str(nice)) if nice else ()),
         str(kwok_dir / "bin" / "kwok"), f"--config={kwok_dir / 'stages.yaml'}",
         "--kubeconfig", str(cluster.admin_kubeconfig), "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={FAKE}=fake", "--cidr=10.250.0.1/16",
