@@ -35,6 +35,9 @@ from drills.kube.timeline import Timeline
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TRANSIENT_CODES = frozenset({429, 500, 502, 503, 504})
+JSON = "application/json"
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""A list of each object's metadata alone, or (a server without that form) the full objects, as kubectl asks."""
 
 
 class KubeError(FiredrillError):
@@ -152,10 +155,10 @@ class KubeDriver:
 
     # ---------------------------------------------------------------- verbs
     def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
-                content_type: str = "application/json", retry: bool = True) -> Obj:
+                content_type: str = "application/json", retry: bool = True, accept: str = JSON) -> Obj:
         """One REST call returning the JSON answer; transient failures retried, 4xx raised at once."""
         def once() -> Obj:
-            return self._request_once(method, path, body, query, content_type)
+            return self._request_once(method, path, body, query, content_type, accept=accept)
         if not retry:
             return once()
         for attempt in Retrying(stop=stop_after_attempt(self.attempts), reraise=True,
@@ -166,10 +169,11 @@ class KubeDriver:
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def _request_once(self, method: str, path: str, body: Any, query: dict[str, Any] | None,
-                      content_type: str, timeout: float | None = None, stream: bool = False) -> Any:
+                      content_type: str, timeout: float | None = None, stream: bool = False,
+                      accept: str = JSON) -> Any:
         params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
                   if v is not None]
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         m, url, hdrs, data, post = self.api.param_serialize(method, path, query_params=params, header_params=headers,
@@ -211,6 +215,12 @@ class KubeDriver:
         answer = self.request("GET", res.path(namespace), query={"labelSelector": label_selector,
                                                                   "fieldSelector": field_selector})
         return answer.get("items") or []
+
+    def list_metadata(self, res: Resource, namespace: str | None = None) -> list[Obj]:
+        """Each object's ``metadata`` alone (kube-apiserver's PartialObjectMetadataList: no spec or status, less
+        than half of a pod's JSON to read and decode); a server that does not serve that form answers the full
+        objects, which hold the same metadata."""
+        return self.request("GET", res.path(namespace), query={}, accept=METADATA_ONLY).get("items") or []
 
     def create(self, obj: Obj, namespace: str | None = None) -> Obj:
         res = resource_for(obj)

@@ -13,6 +13,7 @@ import logging
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -201,10 +202,17 @@ class Target:
                 found += kubeconfig_secrets(Path(kubeconfig).expanduser())
         return [s for s in found if len(s) >= 8]
 
-    def preflight(self) -> None:
-        """Refuse to drill an already degraded cluster (when the profile says so); keep warnings otherwise."""
-        self.warnings = require_preflight(self.driver.list(NODE), self.driver.list(POD), self.profile.safety,
-                                          gpu_resource=self.profile.gpu_resource)
+    def preflight(self, now: datetime | None = None) -> None:
+        """Refuse to drill an already degraded cluster (when the profile says so); keep warnings otherwise.
+        ``now``: the clock a deletion is judged stuck against (default: the current time).
+
+        Of the pods only those being deleted can be damage (stuck Terminating), so every pod's metadata is read
+        (less than half of a full list of a large cluster's pods) and only those are read whole."""
+        deleting = [p["metadata"] for p in self.driver.list_metadata(POD)
+                    if (p.get("metadata") or {}).get("deletionTimestamp")]
+        pods = [self.driver.find(POD, m["name"], m.get("namespace")) or {"metadata": m} for m in deleting]
+        self.warnings = require_preflight(self.driver.list(NODE), pods, self.profile.safety,
+                                          gpu_resource=self.profile.gpu_resource, now=now)
 
     @property
     def defects(self) -> tuple[str, ...]:

@@ -127,6 +127,8 @@ class Server:
     ca_file: Path
     token: str
     stop: Callable[[], None]
+    kubeconfig: Path
+    """An admin kubeconfig, for a client that reads one (the harness's KubeDriver)."""
     tls: ssl.SSLContext = field(init=False)
 
     def __post_init__(self) -> None:
@@ -172,7 +174,7 @@ def start(backend: Backend, work: Path, bin_dir: Path) -> Server:
     if backend is Backend.REAL:
         real = ApiServerAndEtcd(RealClusterSpec(bin_dir=bin_dir, work_dir=work))
         real.start()
-        server = Server(real.url, real.ca_file, real.admin_token, real.stop)
+        server = Server(real.url, real.ca_file, real.admin_token, real.stop, real.admin_kubeconfig)
         with server.client() as http:
             sa = http.post(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
                            json={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
@@ -183,7 +185,7 @@ def start(backend: Backend, work: Path, bin_dir: Path) -> Server:
     ref = Cluster(ClusterSpec(work, nodes=0, extra_server_args=("--durability", durability)))
     ref.start_server()
     assert ref.url and ref.token and ref.ca_file
-    return Server(ref.url, ref.ca_file, ref.token, ref.stop)
+    return Server(ref.url, ref.ca_file, ref.token, ref.stop, Path(str(ref.kubeconfig)))
 
 
 def pod(name: str, index: int, phase: str) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime, timedelta, timezone
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from drills.kube.driver import POD, KubeDriver
+from drills.kube.timeline import Timeline
+from drills.target.connect import Target
+from drills.target.profile import reference_profile
+from drills.target.safety import SafetyError
 from tests.realk8s.cluster import (SCHEDULER_USER, Component, RealCluster, RealClusterError, RealClusterSpec,
                                   write_kubeconfig)
 from tests.realk8s.conftest import (DEFAULT_UNREACHABLE_TOLERATION_S, NODE_MONITOR_GRACE_PERIOD_S,
@@ -274,3 +280,31 @@ def test_a_process_that_fails_to_start_is_named_with_its_log_and_the_rest_are_st
     codes = cluster.exit_codes()
     assert list(codes) == [Component.ETCD, Component.APISERVER], "started past the failure, or not at all"
     assert all(code is not None for code in codes.values()), f"left running: {codes}"
+
+
+def test_the_preflight_reads_pod_metadata_and_names_a_pod_stuck_terminating_with_its_node(
+        real_cluster: RealCluster, admin: client.ApiClient) -> None:
+    """kube-apiserver answers the pre-flight's metadata-only pod list (PartialObjectMetadataList); the one pod being
+    deleted is then read whole, so the refusal names its node as a full list would have."""
+    core = client.CoreV1Api(admin)
+    name, ns = "preflight-stuck", "realk8s-preflight"
+    namespace_with_default_service_account(admin, ns)
+    core.create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "finalizers": ["firedrill.dev/hold"]},
+        "spec": {"nodeName": "gpu-nowhere", "containers": [{"name": "c", "image": "firedrill-canary:local"}]}})
+    try:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+        driver = KubeDriver.connect(real_cluster.admin_kubeconfig, timeline=Timeline())
+        try:
+            items = driver.list_metadata(POD, ns)
+            assert items and all(set(i) <= {"kind", "apiVersion", "metadata"} for i in items), items[:1]
+            assert {i["kind"] for i in items} == {"PartialObjectMetadata"}
+            target = Target(driver, reference_profile())
+            with pytest.raises(SafetyError) as refused:
+                target.preflight(now=datetime.now(timezone.utc) + timedelta(minutes=5))
+        finally:
+            driver.close()
+        assert f"pod {ns}/{name} on gpu-nowhere has been Terminating" in str(refused.value)
+    finally:
+        core.patch_namespaced_pod(name, ns, {"metadata": {"finalizers": None}})
