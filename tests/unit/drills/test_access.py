@@ -69,8 +69,8 @@ def test_on_a_cluster_what_cannot_run_says_why_and_what_to_set(profile_file: Pat
     # the leak drill's canary runs as any training job (a batch/v1 Indexed Job here); its report source is asked
     # when the scenario starts, before anything is injected
     assert needs.problems(scenario("The leak report names the data pipeline hole"), profile, reference=False) == []
-    (iso,) = needs.problems(scenario("Filling a partitioned GPU beyond its slices"), profile, reference=False)
-    assert "write 'Given a partitioned node'" in iso
+    # the partitioned node's sentence picks a node of the cluster that advertises its layout, when it runs
+    assert needs.problems(scenario("Filling a partitioned GPU beyond its slices"), profile, reference=False) == []
     (gov,) = needs.problems(scenario("Access: a tenant stays in its namespace"), profile, reference=False)
     assert "governance.tenant_kubeconfig" in gov
     no_storage = dataclasses.replace(profile, canary=dataclasses.replace(profile.canary, shared_volume=None))
