@@ -252,6 +252,11 @@ def run(
     live_linger: Annotated[float, typer.Option(min=0, max=3600, help=(
         "Seconds the live view stays up after the run ends, showing its final state (Ctrl-C ends it sooner). "
         "Default 0: it ends with the run (an open page keeps what it shows)."))] = 0.0,
+    parallel: Annotated[int, typer.Option(min=1, max=16, help=(
+        "Embedded platform only: run independent scenarios N at a time, each on a node pool of its own (an "
+        "embedded node group: its own API server, controllers and nodes). The plan (waves, which scenario runs on "
+        "which nodes, which run alone and why) is printed first; scenarios that measure the control plane run "
+        "alone. One archive, as a serial run's (docs/PARALLEL.md). Default 1: one scenario after another."))] = 1,
 ) -> None:
     """Perform every scenario of the features against a platform, judge it, and print the verdicts.
 
@@ -276,7 +281,7 @@ def run(
                                    scheduler_profile, namespace=namespace, reports=reports, sign_key=sign_key,
                                    defects=defects, real_gpus=real_gpus, keep_measuring=keep_measuring,
                                    live=live_by_default() if live is None else live, live_port=live_port,
-                                   live_linger=live_linger), console)
+                                   live_linger=live_linger, parallel=parallel), console)
     raise typer.Exit(int(code))
 
 

@@ -46,6 +46,8 @@ class ScenarioInfo:
     line: int
     tags: tuple[str, ...]
     steps: tuple[str, ...]
+    example: tuple[tuple[str, str], ...] = ()
+    """A Scenario Outline's Examples row this scenario is (column, value pairs in column order); () otherwise."""
 
 
 @dataclass
@@ -174,7 +176,8 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
                     problems.append(str(placed))
                     bad_values.append(placed)
             info.scenarios.append(ScenarioInfo(_fill(scenario["name"], row[0] if row is not None else None),
-                                               scenario["location"]["line"], _tags(scenario), tuple(texts)))
+                                               scenario["location"]["line"], _tags(scenario), tuple(texts),
+                                               tuple(row[0].items()) if row is not None else ()))
         if not scenario.get("steps"):
             problems.append(f"{path}:{scenario['location']['line']}: scenario \"{scenario['name']}\" has no steps")
         try:

@@ -19,6 +19,7 @@ from typing import Any
 
 import allure
 import pytest
+from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from drills.bdd.cost import HarnessMeter
 from drills.bdd.live import LivePublisher
@@ -39,6 +40,11 @@ class ScenarioFailed(AssertionError):
     """The platform broke a promise stated in the scenario."""
 
 
+ScenarioKey = tuple[str, int, tuple[tuple[str, str], ...]]
+"""Which scenario, as :mod:`drills.bdd.parallel` names it: its feature file (relative to the features directory),
+its line, and its Examples row ((column, value) pairs; () for a plain Scenario)."""
+
+
 @dataclass
 class ScenarioOutcome:
     nodeid: str
@@ -54,6 +60,13 @@ class ScenarioOutcome:
     seconds: float = 0.0
     repeat: int = 1
     timeline_span: tuple[int, int] = (0, 0)
+    wall: tuple[float, float] = (0.0, 0.0)
+    """Wall-clock instants (epoch seconds) the scenario began and ended: when scenarios run side by side
+    (``--parallel``), whether they overlapped."""
+    key: ScenarioKey | None = None
+    """Which scenario of the features it is (:meth:`FiredrillPlugin.key_of`)."""
+    placement: dict[str, Any] | None = None
+    """Where a ``--parallel`` run placed it (its wave, pool and nodes, and why it ran alone); None: a serial run."""
 
 
 def broken_promises(result: DrillResult) -> list[str]:
@@ -83,8 +96,11 @@ def live_line(outcome: ScenarioOutcome) -> str:
 
 class FiredrillPlugin:
     def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
-                 features_dir: Path | None = None, live: LivePublisher | None = None) -> None:
+                 features_dir: Path | None = None, live: LivePublisher | None = None,
+                 select: frozenset[ScenarioKey] | None = None) -> None:
         self.target = target
+        self.select = select
+        """Only these scenarios run (a ``--parallel`` worker's share); None: every collected one."""
         self.live = live
         """Where the live view's events go (``firedrill run --live``); None: no live view."""
         self.features_dir = features_dir
@@ -94,6 +110,7 @@ class FiredrillPlugin:
         self._open_steps: dict[int, Any] = {}
         self._step_started: dict[int, float] = {}
         self._started: dict[str, float] = {}
+        self._wall_started: dict[str, float] = {}
         self._timeline_start: dict[str, int] = {}
         self._names: dict[str, tuple[str, str, list[str], str]] = {}
         self._kinds: dict[str, tuple[type[Drill], ...]] = {}
@@ -125,6 +142,30 @@ class FiredrillPlugin:
             metafunc.fixturenames.append("firedrill_repeat")
             metafunc.parametrize("firedrill_repeat", range(1, self.repeat + 1), ids=lambda i: f"run{i}")
 
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """A ``--parallel`` worker runs only its share: the other scenarios are deselected, never skipped (they
+        are another worker's, and its record holds them)."""
+        if self.select is None:
+            return
+        keep, drop = [], []
+        for item in items:
+            (keep if self.key_of(item) in self.select else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def key_of(self, item: pytest.Item) -> ScenarioKey | None:
+        """The :data:`ScenarioKey` of a collected scenario, None for an item that is none."""
+        template = scenario_wrapper_template_registry.get(getattr(item, "obj", None))  # type: ignore[arg-type]
+        if template is None:
+            return None
+        path = Path(template.feature.filename)
+        if self.features_dir is not None and path.is_relative_to(self.features_dir):
+            path = path.relative_to(self.features_dir)
+        callspec = getattr(item, "callspec", None)
+        example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
+        return path.as_posix(), int(template.line_number), tuple((example or {}).items())
+
     # ---------------------------------------------------------- bdd hooks
     def pytest_bdd_apply_tag(self, tag: str, function: Any) -> bool:
         """Tags name contract clauses (``@clause:4.2``) and conformance items; they are recorded with each
@@ -138,6 +179,7 @@ class FiredrillPlugin:
             path = path.relative_to(self.features_dir)
         self._names[request.node.nodeid] = (feature.name, scenario.name, tags, path.as_posix())
         self._started[request.node.nodeid] = time.monotonic()
+        self._wall_started[request.node.nodeid] = time.time()
         self._timeline_start[request.node.nodeid] = len(self.target.timeline)
         allure.dynamic.feature(feature.name)
         allure.dynamic.title(scenario.name)
@@ -245,7 +287,9 @@ class FiredrillPlugin:
         out = ScenarioOutcome(item.nodeid, feature, feature_file, scenario, tags, verdict=verdict,
                               seconds=time.monotonic() - self._started.get(item.nodeid, time.monotonic()),
                               repeat=_repeat(item), timeline_span=(self._timeline_start.get(item.nodeid, 0),
-                                                                   len(self.target.timeline)))
+                                                                   len(self.target.timeline)),
+                              wall=(self._wall_started.get(item.nodeid, time.time()), time.time()),
+                              key=self.key_of(item))
         if ctx is not None:
             out.result = ctx.result
         elif UNSTARTED in item.stash:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import statistics
 import sys
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from rich.table import Table
 
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.live import LivePublisher
-from drills.bdd.plugin import FiredrillPlugin, ScenarioOutcome
+from drills.bdd import parallel
+from drills.bdd.plugin import FiredrillPlugin, ScenarioKey, ScenarioOutcome
 from drills.bdd.rbac import needed, rbac_command
 from drills.errors import FiredrillError
 from drills.kube.flavors import valid_dns_label
@@ -92,6 +94,14 @@ class RunOptions:
     """The live view's port on 127.0.0.1 (0: any free port, printed)."""
     live_linger: float = 0.0
     """Seconds the live view stays up after the run (its final state), 0: it ends with the run."""
+    parallel: int = 1
+    """Pools run side by side (``--parallel N``; :mod:`drills.bdd.parallel`); 1: one scenario after another."""
+    select: frozenset[ScenarioKey] | None = None
+    """A ``--parallel`` worker's share of the scenarios; None: all of them."""
+    node_prefix: str = "gpu-node"
+    """The embedded platform's node names (a ``--parallel`` pool's own)."""
+    part_out: Path | None = None
+    """A ``--parallel`` worker: write the outcomes here (:class:`drills.bdd.parallel.Part`) instead of sealing."""
 
 
 def live_by_default(environ: dict[str, str] | None = None, interactive: bool | None = None) -> bool:
@@ -149,7 +159,7 @@ def _connect(options: RunOptions, profile: TargetProfile, features: list[Feature
         access = AccessCheck(needed(features, profile), rbac_command(options.profile, options.features))
         return cluster_target(options.kubeconfig, options.context, profile, access)
     return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
-                           real_gpus=options.real_gpus)
+                           real_gpus=options.real_gpus, node_prefix=options.node_prefix)
 
 
 def check_defects(options: RunOptions) -> tuple[str, ...]:
@@ -184,6 +194,11 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         if options.real_gpus and (options.kubeconfig is not None or options.context is not None):
             raise FiredrillError("--real-gpus: only the embedded reference platform simulates GPUs; a real "
                                  "cluster's GPUs are always its own (drop --real-gpus)")
+        if options.parallel > 1 and (options.kubeconfig is not None or options.context is not None):
+            raise FiredrillError("--parallel: pools are embedded node groups, so it runs on the embedded reference "
+                                 "platform only for now; drop --parallel to drill a real cluster (docs/PARALLEL.md)")
+        if options.parallel > 1 and options.real_gpus:
+            raise FiredrillError("--parallel with --real-gpus: this machine's GPUs cannot be split between pools")
     except FeatureError as exc:
         for line in exc.lines():
             err.print(line)
@@ -198,10 +213,21 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
         (f", {profile.flavor.value} flavor" if profile.flavor.value != "volcano" else "") + \
         (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")")
+    plan = None
+    if options.parallel > 1:
+        plan = parallel.make_plan(parallel.units_of(features, options.features,
+                                                    parallel.past_seconds(options.reports), options.keyword),
+                                  parallel.node_pools(options.parallel, options.nodes))
+        where = (f"embedded reference platform, {options.parallel} node groups side by side ({options.nodes} nodes "
+                 f"+ 1 spare each, {options.scheduler_profile} scheduler, simulated GPUs" +
+                 (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")"))
     if options.dry_run:
-        return ExitCode.INCONCLUSIVE if _plan(console, features, where, profile, options) else ExitCode.PASSED
+        cannot = _plan(console, features, where, profile, options)
+        for line in parallel.plan_lines(plan) if plan is not None else []:
+            console.print(line)
+        return ExitCode.INCONCLUSIVE if cannot else ExitCode.PASSED
     try:
-        signer = _signer(options, err)
+        signer = _signer(options, err) if options.part_out is None else Signer.generate_ephemeral()
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         return ExitCode.USAGE
@@ -209,7 +235,10 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     run_dir = options.reports / run_id
     started = datetime.now(timezone.utc)
     live: LiveServer | None = None
-    if options.live:
+    if options.live and plan is not None:
+        console.print("Live view: off with --parallel (it follows one scenario at a time; each pool's progress "
+                      "lines are printed, prefixed with the pool)")
+    elif options.live:
         try:
             live = LiveServer(port=options.live_port).start()
         except LiveServerError as exc:
@@ -220,8 +249,12 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         live.log.publish(RunStarted(run_id, where, rfc3339(started), str(run_dir)))
     ended = RunEnded(ExitCode.HARNESS, "the run was stopped before its end")
     try:
-        ended = _perform(options, console, err, features=features, profile=profile, where=where, signer=signer,
-                         run_id=run_id, run_dir=run_dir, started=started, live=live)
+        if plan is not None:
+            ended = _perform_parallel(options, console, err, plan, features=features, profile=profile, where=where,
+                                      signer=signer, run_id=run_id, run_dir=run_dir, started=started)
+        else:
+            ended = _perform(options, console, err, features=features, profile=profile, where=where,
+                             signer=signer, run_id=run_id, run_dir=run_dir, started=started, live=live)
         return ended.code
     finally:
         if live is not None:
@@ -272,7 +305,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         live.log.publish(TargetReady(target.description))
         publisher = LivePublisher(live.log, target, repeats=options.repeat).start()
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
-                             features_dir=options.features.resolve(), live=publisher)
+                             features_dir=options.features.resolve(), live=publisher, select=options.select)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
@@ -295,6 +328,10 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
                                      datetime.now(timezone.utc).timestamp())
         else:
             leak = None
+        if options.part_out is not None:  # a --parallel worker: the run seals its outcomes with the others'
+            _write_part(options, target, plugin, leak, run_dir)
+            return RunEnded(exit_code(plugin.outcomes) if plugin.outcomes else ExitCode.HARNESS,
+                            counts_line(plugin.outcomes))
         if plugin.outcomes:
             _evidence(options, console, err, run_id=run_id, run_dir=run_dir, started=started, plugin=plugin,
                       target=target, features=features, profile=profile, signer=signer, leak_report=leak)
@@ -327,6 +364,88 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
     return RunEnded(exit_code(plugin.outcomes), counts_line(plugin.outcomes), sealed)
 
 
+def _write_part(options: RunOptions, target: Target, plugin: FiredrillPlugin, leak: dict[str, Any] | None,
+                run_dir: Path) -> None:
+    """A worker's outcomes and what the archive needs of its pool, for the run that seals them (mode 0600: the
+    pool's tokens are among them, so the run can check none reaches the archive)."""
+    import pickle
+
+    fp = target.fingerprint
+    nodes = tuple(target.embedded.cluster.spec.all_node_names()) if target.embedded is not None and \
+        target.embedded.cluster is not None else ()
+    part = parallel.Part("", nodes, plugin.outcomes, [ob.to_json() for ob in target.timeline],
+                         _public_description(target, options), fp.to_dict() if fp else {},
+                         fp.digest() if fp else "", leak, target.secrets(), str(run_dir), target.defects)
+    assert options.part_out is not None
+    fd = os.open(options.part_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        pickle.dump(part, out)
+
+
+def _perform_parallel(options: RunOptions, console: Console, err: Console, plan: parallel.Plan, *,
+                      features: list[FeatureInfo], profile: TargetProfile, where: str, signer: Signer, run_id: str,
+                      run_dir: Path, started: datetime) -> RunEnded:
+    """Print the plan, run its waves (one worker per pool), merge the workers' outcomes into one archive."""
+    import shutil
+    import tempfile
+    import threading
+
+    for line in parallel.plan_lines(plan):
+        console.print(line)
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            console.print(text)
+
+    work = Path(tempfile.mkdtemp(prefix="firedrill-parallel-"))
+    try:
+        try:
+            done = parallel.run_plan(plan, options, work, say)
+        except KeyboardInterrupt:
+            err.print("interrupted: every worker rolled back its drills (faults undone, drill objects deleted)")
+            return RunEnded(ExitCode.HARNESS, "interrupted: every worker rolled back its drills")
+        order = {u.key: i for i, u in enumerate(parallel.units_of(features, options.features))}
+        outcomes, timeline = parallel.merge(done, plan, order)
+        parts = [p for _, p in done if p is not None]
+        if not outcomes:
+            err.print("error: no scenario ran" + (f" (nothing matched -k {options.keyword!r})"
+                                                 if options.keyword else ""))
+            return RunEnded(ExitCode.USAGE, "no scenario ran")
+        run_dir.mkdir(parents=True, exist_ok=False)
+        parallel.merge_junit(parts, run_dir / "junit.xml")
+        parallel.merge_allure(parts, run_dir / "allure-results")
+        first = parts[0] if parts else None
+        try:
+            _seal(options, console, run_id=run_id, run_dir=run_dir, started=started, outcomes=outcomes,
+                  embedded=True, description=where if first is None else
+                  f"{first.description.split(' (', 1)[0]}, {len(plan.pools)} node groups side by side",
+                  fingerprint=first.fingerprint if first else {},
+                  fingerprint_digest=first.fingerprint_digest if first else "", timeline=timeline,
+                  features=features, profile=profile, signer=signer, leak_report=parallel.leak_reports(parts),
+                  defects=first.defects if first else options.defects,
+                  secrets=[s for p in parts for s in p.secrets], extra={"parallel": options.parallel})
+        except FiredrillError as exc:
+            err.print(f"error: the run's evidence could not be sealed: {exc}")
+            return RunEnded(ExitCode.HARNESS, f"the run's evidence could not be sealed: {exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary(console, outcomes, options.repeat)
+    if options.defects:
+        console.print(DEFECT_NOTE.format(defects=", ".join(options.defects)))
+    return RunEnded(exit_code(outcomes), counts_line(outcomes), True)
+
+
+def worker_main(spec_path: str) -> int:
+    """A ``--parallel`` worker (:mod:`drills.bdd.parallel`): ``firedrill run`` of its share on its own pool, its
+    outcomes written to ``options.part_out`` instead of an archive.  SIGTERM is taken as Ctrl-C: rollback first."""
+    import pickle
+
+    options = pickle.loads(Path(spec_path).read_bytes())
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return int(run(options, Console(highlight=False, soft_wrap=True, markup=False, width=200)))
+
+
 def _signer(options: RunOptions, err: Console) -> Signer:
     """The run's signing key: --sign-key, else $FIREDRILL_SIGNING_KEY, else a throwaway key (said loudly)."""
     path = options.sign_key or (Path(os.environ["FIREDRILL_SIGNING_KEY"])
@@ -345,20 +464,32 @@ def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: st
               signers: tuple[ContractSigner, ...] = ()) -> None:
     """Build the run record, render the report, sign and seal the archive, chain it in the ledger."""
     fp = target.fingerprint
+    _seal(options, console, run_id=run_id, run_dir=run_dir, started=started, outcomes=plugin.outcomes,
+          embedded=target.embedded is not None, description=_public_description(target, options),
+          fingerprint=fp.to_dict() if fp else {}, fingerprint_digest=fp.digest() if fp else "",
+          timeline=[ob.to_json() for ob in target.timeline], features=features, profile=profile, signer=signer,
+          leak_report=leak_report, defects=target.defects, secrets=target.secrets(), signers=signers)
+
+
+def _seal(options: RunOptions, console: Console, *, run_id: str, run_dir: Path, started: datetime,
+          outcomes: list[ScenarioOutcome], embedded: bool, description: str, fingerprint: dict[str, Any],
+          fingerprint_digest: str, timeline: list[dict[str, Any]], features: list[FeatureInfo],
+          profile: TargetProfile, signer: Signer, leak_report: dict[str, Any] | None, defects: tuple[str, ...],
+          secrets: list[str], signers: tuple[ContractSigner, ...] = (), extra: dict[str, Any] | None = None) -> None:
+    """The record of a serial or a ``--parallel`` run, its report, the sealed and signed archive, the ledger."""
     record = build_record(
-        run_id=run_id, started=started, finished=datetime.now(timezone.utc), outcomes=plugin.outcomes,
-        target_kind="embedded" if target.embedded is not None else "cluster",
-        target_description=_public_description(target, options), fingerprint=fp.to_dict() if fp else {},
-        fingerprint_digest=fp.digest() if fp else "", features_dir=options.features, feature_files=[
-            f.path for f in features], profile=profile.to_dict(),
+        run_id=run_id, started=started, finished=datetime.now(timezone.utc), outcomes=outcomes,
+        target_kind="embedded" if embedded else "cluster", target_description=description,
+        fingerprint=fingerprint, fingerprint_digest=fingerprint_digest, features_dir=options.features,
+        feature_files=[f.path for f in features], profile=profile.to_dict(),
         options={"repeat": options.repeat, "keyword": options.keyword, "context": options.context,
-                 "scheduler_profile": options.scheduler_profile if target.embedded is not None else None,
-                 "features": options.features.name},
-        timeline=[ob.to_json() for ob in target.timeline], leak_report=leak_report, target_defects=target.defects,
+                 "scheduler_profile": options.scheduler_profile if embedded else None,
+                 "features": options.features.name, **(extra or {})},
+        timeline=timeline, leak_report=leak_report, target_defects=defects,
         signers=[s.to_dict() for s in signers])
     (run_dir / "report.html").write_text(
         render_report(record, SignatureStatus(signer.keyid, signer.ephemeral, None)), encoding="utf-8")
-    sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=target.secrets())
+    sealed = seal(run_dir, record, signer, options.reports / "ledger.jsonl", secrets=secrets)
     console.print(f"Evidence: {run_dir} ({len(sealed.files)} files, signed by {'a throwaway key' if sealed.ephemeral else 'key'} "
                   f"{sealed.keyid[:16]}, ledger {sealed.ledger_path}); report: {run_dir / 'report.html'}")
     console.print(f"Verify it with: firedrill verify {run_dir}")

@@ -63,6 +63,15 @@ class Drill(ABC):
     result: DrillResult
     run_id: str
 
+    measures_control_plane: ClassVar[str] = ""
+    """Why a drill of this kind measures the control plane itself (its latency SLOs, what it acknowledges), or "".
+    ``firedrill run --parallel`` runs its scenarios with nothing beside them: another scenario's load would be
+    measured with it (:mod:`drills.bdd.parallel`)."""
+    needs_whole_cluster: ClassVar[str] = ""
+    """Why a drill of this kind acts on every node of the cluster it runs on (most nodes cut off at once), or "".
+    Where parallel pools share one control plane such a scenario runs alone; where each pool is a node group with
+    a control plane of its own (the embedded platform's pools), the pool is its whole cluster."""
+
     @abstractmethod
     def rollback(self) -> None:
         """Undo every fault and delete everything the drill made; called once, on every exit path."""

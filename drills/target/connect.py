@@ -52,6 +52,8 @@ class EmbeddedPlatform:
     real_gpus: bool = False
     """Report this machine's GPUs (NVML) instead of simulating them (``--real-gpus``); False: every agent runs with
     ``--simulate-gpus``, so a run behaves the same on a machine with a GPU as on one without."""
+    node_prefix: str = "gpu-node"
+    """Its nodes are ``<prefix>-0``, ``<prefix>-1``, ...: a ``--parallel`` pool's own names (``p2-gpu-node``)."""
     data_dir: Path | None = None
     cluster: Any = None
     _tmp: Any = field(default=None, repr=False)
@@ -64,7 +66,8 @@ class EmbeddedPlatform:
             self.data_dir = Path(self._tmp.name)
         spec = ClusterSpec(self.data_dir, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                            scheduler_profile=self.scheduler_profile, profile=self.healing_profile,
-                           spares=self.spares, defects=self.defects, real_gpus=self.real_gpus)
+                           spares=self.spares, defects=self.defects, real_gpus=self.real_gpus,
+                           node_prefix=self.node_prefix)
         self.cluster = Cluster(spec)
         try:
             self.cluster.start()
@@ -282,9 +285,9 @@ class Target:
 
 def embedded_target(scheduler_profile: str = "gang", nodes: int = 4, spares: int = 1,
                     profile: TargetProfile | None = None, defects: tuple[str, ...] = (),
-                    real_gpus: bool = False) -> Target:
+                    real_gpus: bool = False, node_prefix: str = "gpu-node") -> Target:
     platform = EmbeddedPlatform(nodes=nodes, spares=spares, scheduler_profile=scheduler_profile,
-                                defects=tuple(defects), real_gpus=real_gpus).start()
+                                defects=tuple(defects), real_gpus=real_gpus, node_prefix=node_prefix).start()
     profile = profile or reference_profile()
     try:
         driver = KubeDriver.connect(platform.kubeconfig, timeline=Timeline())

@@ -77,6 +77,7 @@ class BlipDrill(TrainingRun, Drill):
     """A control-plane or network blip under a training job: nothing may be evicted, restarted or lost."""
 
     kind: ClassVar[str] = "blip"
+    needs_whole_cluster: ClassVar[str] = "it cuts off the control plane, or most nodes, of the whole cluster at once"
     CHAIN: ClassVar[tuple[str, ...]] = ("end", "ready")
     STARTS: ClassVar[dict[str, str]] = {"end": "fault", "ready": "end", "total": "fault"}
     AFTER_RESUME: ClassVar[tuple[str, ...]] = ()

@@ -148,6 +148,8 @@ class PodStart:
 @dataclass
 class ControlPlaneDrill(Drill):
     kind: ClassVar[str] = "control-plane"
+    measures_control_plane: ClassVar[str] = ("it measures the API server's and scheduler's latency SLOs: another "
+                                             "scenario's work on the same machine would be measured with them")
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:

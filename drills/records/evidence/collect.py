@@ -38,6 +38,8 @@ class Outcome(Protocol):
     repeat: int
     timeline_span: tuple[int, int]
     """[start, end) indices of the run timeline observed during this scenario."""
+    placement: dict[str, Any] | None
+    """Where ``--parallel`` ran it (wave, pool, nodes, alone); None in a serial run."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -92,7 +94,7 @@ def scenario_record(o: Outcome) -> ScenarioRecord:
         drill=r.drill if r is not None else "scenario", verdict=verdict, judgements=judgements,
         measurements=measurements, findings=tuple(r.findings) if r is not None else (),
         details=json_safe(r.details) if r is not None else {}, seconds=round(o.seconds, 3), error=o.error,
-        repeat=o.repeat)
+        repeat=o.repeat, placement=json_safe(placed) if (placed := getattr(o, "placement", None)) else None)
 
 
 def _finite(value: float | None) -> float | None:

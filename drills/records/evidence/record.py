@@ -62,6 +62,9 @@ class ScenarioRecord:
     seconds: float = 0.0
     error: str = ""
     repeat: int = 1
+    placement: dict[str, Any] | None = None
+    """``firedrill run --parallel`` only: the wave, the pool and its nodes the scenario ran on, whether it ran
+    alone and why, and the wall-clock instants it began and ended (RFC 3339); None in a serial run."""
 
     @property
     def clauses(self) -> tuple[str, ...]:

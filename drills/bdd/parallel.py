@@ -1,0 +1,404 @@
+"""``firedrill run --parallel N``: independent scenarios at the same time, each on a node pool of its own.
+
+The plan (:func:`make_plan`, pure: scenarios + pools -> waves) is printed before anything moves:
+
+- A **pool** is an embedded node group: a reference platform of its own (API server, controllers, the same
+  4 nodes + 1 spare a serial run has), its nodes named for the pool (``p2-gpu-node-0`` ...), so no two pools
+  share a node, a scheduler, a healer or a spare.  Each scenario therefore sees exactly the cluster a serial run
+  gives it: what it proves, how it is timed and what its verdict rests on are unchanged.  Pinning scenarios to
+  labelled nodes of one platform would not keep that: free capacity, gang placement, spare promotion and the
+  invariant watches all read the whole cluster.
+- **Alone**: a scenario whose drill measures the control plane (:attr:`Drill.measures_control_plane`) runs
+  with nothing beside it, before the parallel wave: the other scenarios' work would be measured with it.  A
+  scenario that acts on the whole cluster (:attr:`Drill.needs_whole_cluster`) runs alone only where pools share
+  a control plane (``shared_control_plane``); an embedded pool is a whole cluster of its own.
+- **Parallel wave**: the rest, spread over the pools longest first (each scenario's seconds from the last
+  archives under ``--reports``, else :data:`DEFAULT_SECONDS`), each pool running its share in order.
+
+Each pool's share is run by a worker: a ``firedrill run`` subprocess (:func:`drills.bdd.run.worker_main`) against
+its own pool, the same pytest plugin, steps and rollback as a serial run, writing its outcomes instead of an
+archive.  Processes, not threads: pytest is not thread-safe, and a worker's crash or Ctrl-C stays its own.  The
+run merges every worker's outcomes, timeline, JUnit and Allure results into ONE archive sealed, signed and
+chained exactly as a serial run's is (``firedrill verify`` is unchanged); each scenario's record says where it
+ran (``placement``: wave, pool, nodes, why alone, its wall-clock span).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pickle
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from drills.bdd.features import FeatureInfo
+from drills.bdd.plugin import ScenarioKey, ScenarioOutcome
+from drills.records.evidence.collect import rfc3339
+from drills.scenario import needs
+
+DEFAULT_SECONDS = 15.0
+"""A scenario's expected seconds when no earlier archive under ``--reports`` timed it."""
+HISTORY_RUNS = 20
+"""How many of the newest archives the estimates read."""
+WORKER_STOP_S = 120.0
+"""Seconds a worker is given to roll back after it is told to stop, before it is killed."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One scenario (one Examples row of an outline) as the planner sees it."""
+
+    key: ScenarioKey
+    name: str
+    feature_file: str
+    seconds: float = DEFAULT_SECONDS
+    control_plane: str = ""
+    """Why it measures the control plane ("" if it does not): it runs alone."""
+    whole_cluster: str = ""
+    """Why it acts on the whole cluster ("" if it does not): alone where pools share a control plane."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: tuple[str, ...]
+    prefix: str = "gpu-node"
+    """The node-name prefix its embedded node group starts with."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One worker: a pool and the scenarios it runs there, in order."""
+
+    pool: Pool
+    units: tuple[Unit, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(u.seconds for u in self.units)
+
+
+@dataclass(frozen=True)
+class Wave:
+    slots: tuple[Slot, ...]
+    alone: bool
+    """The scenarios of this wave run one at a time with nothing beside them."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    waves: tuple[Wave, ...]
+    pools: tuple[Pool, ...]
+    shared_control_plane: bool = False
+
+    def why_alone(self, unit: Unit) -> str:
+        return unit.control_plane or (unit.whole_cluster if self.shared_control_plane else "")
+
+
+def node_pools(count: int, nodes: int = 4, spares: int = 1) -> tuple[Pool, ...]:
+    """``count`` embedded node groups of ``nodes`` working nodes + ``spares`` spares each, names disjoint."""
+    out = []
+    for i in range(1, count + 1):
+        prefix = f"p{i}-gpu-node"
+        out.append(Pool(f"pool-{i}", tuple(f"{prefix}-{n}" for n in range(nodes + spares)), prefix))
+    return tuple(out)
+
+
+def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_plane: bool = False) -> Plan:
+    """Waves for ``units`` over ``pools`` (pure).  First the scenarios that must run alone, one after another on
+    the first pool (all of its nodes, nothing beside); then one wave with the rest spread over every pool, longest
+    first onto the pool with the least work so far (ties: the lower pool), each pool keeping the scenarios' own
+    order.  Raises ValueError without a pool."""
+    if not pools:
+        raise ValueError("a plan needs at least one pool")
+    plan = Plan((), tuple(pools), shared_control_plane)
+    alone = tuple(u for u in units if plan.why_alone(u))
+    rest = [u for u in units if not plan.why_alone(u)]
+    order = {u.key: i for i, u in enumerate(units)}
+    shares: list[list[Unit]] = [[] for _ in pools]
+    load = [0.0] * len(pools)
+    for unit in sorted(rest, key=lambda u: (-u.seconds, order[u.key])):
+        best = min(range(len(pools)), key=lambda i: (load[i], i))
+        shares[best].append(unit)
+        load[best] += unit.seconds
+    waves = []
+    if alone:
+        waves.append(Wave((Slot(pools[0], alone),), alone=True))
+    parallel = tuple(Slot(pool, tuple(sorted(share, key=lambda u: order[u.key])))
+                     for pool, share in zip(pools, shares) if share)
+    if parallel:
+        waves.append(Wave(parallel, alone=False))
+    return replace(plan, waves=tuple(waves))
+
+
+def _matches(keyword: str | None, scenario: str, example: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``-k keyword`` keeps the scenario, as pytest matches it: case-insensitive substrings of the test's
+    name (``test_`` + the scenario's name as pytest-bdd makes it) and of its Examples id.  The workers apply
+    the real ``-k``; this only keeps the printed plan from starting pools for scenarios it drops."""
+    if not keyword:
+        return True
+    from _pytest.mark.expression import Expression
+    from pytest_bdd.scenario import make_python_name
+
+    names = [f"test_{make_python_name(scenario)}", "-".join(v for _, v in example), "test_contract.py"]
+    return Expression.compile(keyword).evaluate(lambda sub, **_: any(sub.lower() in n.lower() for n in names))
+
+
+def units_of(features: Sequence[FeatureInfo], features_dir: Path,
+             history: dict[tuple[str, str], float] | None = None, keyword: str | None = None) -> list[Unit]:
+    """Every scenario of the features (``-k keyword`` kept) as a :class:`Unit`: its kinds' declarations, its
+    expected seconds."""
+    history = history or {}
+    out = []
+    root = features_dir.resolve()
+    for f in features:
+        rel = f.path.resolve().relative_to(root).as_posix()
+        for sc in f.scenarios:
+            if not _matches(keyword, sc.name, sc.example):
+                continue
+            kinds = needs.needs_of(sc.steps).kinds
+            cp = next((k.measures_control_plane for k in kinds if k.measures_control_plane), "")
+            whole = next((k.needs_whole_cluster for k in kinds if k.needs_whole_cluster), "")
+            out.append(Unit((rel, sc.line, sc.example), sc.name, rel, history.get((rel, sc.name), DEFAULT_SECONDS),
+                            cp, whole))
+    return out
+
+
+def past_seconds(reports: Path, newest: int = HISTORY_RUNS) -> dict[tuple[str, str], float]:
+    """Each scenario's median seconds over the newest sealed archives under ``reports`` (by feature file and
+    scenario name); unreadable archives are passed over."""
+    records = sorted(reports.glob("*/record.json"), key=lambda p: p.parent.name)[-newest:] if reports.is_dir() else []
+    seen: dict[tuple[str, str], list[float]] = {}
+    for path in records:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for s in doc.get("scenarios") or []:
+            if isinstance(s, dict) and s.get("verdict") == "PASS" and isinstance(s.get("seconds"), (int, float)):
+                seen.setdefault((str(s.get("feature_file")), str(s.get("scenario"))), []).append(float(s["seconds"]))
+    return {k: statistics.median(v) for k, v in seen.items()}
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan in words: each wave, each pool's nodes and scenarios, and why a scenario runs alone."""
+    lines = [f"Parallel plan: {len(plan.pools)} pool(s), {len(plan.waves)} wave(s); each pool is an embedded node "
+             "group of its own (API server, controllers, nodes), so no two scenarios share a node"]
+    for w, wave in enumerate(plan.waves, 1):
+        expect = max(s.seconds for s in wave.slots)
+        lines.append(f"  wave {w}: " + ("alone, one scenario at a time, nothing beside" if wave.alone else
+                                       f"{len(wave.slots)} pool(s) side by side") + f" (about {expect:.0f} s)")
+        for slot in wave.slots:
+            lines.append(f"    {slot.pool.name} [{', '.join(slot.pool.nodes)}]:")
+            for u in slot.units:
+                why = plan.why_alone(u)
+                lines.append(f"      - {u.feature_file}: {u.name} (~{u.seconds:.0f} s)" +
+                             (f"  ALONE: {why}" if why else ""))
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Part:
+    """What a worker hands back: its outcomes, its timeline, and what the archive needs of its pool."""
+
+    pool: str
+    nodes: tuple[str, ...]
+    outcomes: list[ScenarioOutcome]
+    timeline: list[dict[str, Any]]
+    description: str
+    fingerprint: dict[str, Any]
+    fingerprint_digest: str
+    leak_report: dict[str, Any] | None
+    secrets: list[str]
+    run_dir: str
+    """The worker's own run directory (its junit.xml and allure-results)."""
+    defects: tuple[str, ...] = ()
+
+
+@dataclass
+class Worker:
+    slot: Slot
+    wave: int
+    alone: bool
+    spec: Path
+    out: Path
+    proc: subprocess.Popen[str] | None = None
+    reader: threading.Thread | None = None
+    tail: list[str] = field(default_factory=list)
+
+
+def _die_with_parent() -> None:
+    """In the worker, before exec: SIGINT it if the run dies (Linux), so nothing outlives the run."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
+
+
+def _start(worker: Worker, say: Callable[[str], None]) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    worker.proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from drills.bdd.run import worker_main; "
+         "sys.exit(worker_main(sys.argv[1]))", str(worker.spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env,
+        start_new_session=True, preexec_fn=_die_with_parent)
+
+    def pump() -> None:
+        assert worker.proc is not None and worker.proc.stdout is not None
+        for line in worker.proc.stdout:
+            line = line.rstrip("\n")
+            worker.tail = (worker.tail + [line])[-20:]
+            say(f"[{worker.slot.pool.name}] {line}")
+
+    worker.reader = threading.Thread(target=pump, name=f"firedrill-{worker.slot.pool.name}", daemon=True)
+    worker.reader.start()
+
+
+def _stop(workers: Iterable[Worker]) -> None:
+    """Ask every running worker to roll back (SIGINT, as Ctrl-C would), wait for each with a deadline, and kill
+    only one that outlived it.  Only the run's own workers are signalled, by their pid."""
+    live = [w for w in workers if w.proc is not None and w.proc.poll() is None]
+    for w in live:
+        assert w.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            w.proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + WORKER_STOP_S
+    for w in live:
+        assert w.proc is not None
+        try:
+            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
+
+
+def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -> list[tuple[Worker, Part | None]]:
+    """Run each wave's workers side by side, one wave after the other; every worker's part (None: it left
+    none)."""
+    done: list[tuple[Worker, Part | None]] = []
+    for number, wave in enumerate(plan.waves, 1):
+        workers = []
+        for slot in wave.slots:
+            base = work / f"wave{number}-{slot.pool.name}"
+            base.mkdir()
+            w = Worker(slot, number, wave.alone, base / "spec.pickle", base / "part.pickle")
+            select = frozenset(u.key for u in slot.units)
+            spec = replace(options, parallel=1, select=select, node_prefix=slot.pool.prefix, part_out=w.out,
+                           reports=base / "reports", live=False)
+            w.spec.write_bytes(pickle.dumps(spec))
+            workers.append(w)
+        say(f"wave {number}: starting {len(workers)} worker(s): "
+            + ", ".join(f"{w.slot.pool.name} ({len(w.slot.units)} scenario(s))" for w in workers))
+        try:
+            for w in workers:
+                _start(w, say)
+            for w in workers:
+                assert w.proc is not None and w.reader is not None
+                w.proc.wait()
+                w.reader.join()
+        except BaseException:
+            _stop(workers)
+            raise
+        for w in workers:
+            part = pickle.loads(w.out.read_bytes()) if w.out.exists() else None
+            if part is not None:
+                part.pool = w.slot.pool.name
+            done.append((w, part))
+    return done
+
+
+def merge(done: Sequence[tuple[Worker, Part | None]], plan: Plan,
+          order: dict[ScenarioKey, int]) -> tuple[list[ScenarioOutcome], list[dict[str, Any]]]:
+    """Every worker's outcomes (placed) in the features' order, and one timeline (each worker's in turn, the
+    outcomes' spans moved with it).  A worker that left no part counts each of its scenarios as a harness error."""
+    outcomes: list[ScenarioOutcome] = []
+    timeline: list[dict[str, Any]] = []
+    for w, part in done:
+        if part is None:
+            code = w.proc.returncode if w.proc is not None else None
+            why = (f"the worker of {w.slot.pool.name} ended (exit {code}) without a result: "
+                   + " / ".join(w.tail[-3:]))
+            for u in w.slot.units:
+                o = ScenarioOutcome(nodeid=f"{u.feature_file}::{u.name}", feature_file=u.feature_file,
+                                    scenario=u.name, error=why, key=u.key)
+                o.placement = _placement(w, plan, u, o)
+                outcomes.append(o)
+            continue
+        offset = len(timeline)
+        timeline += part.timeline
+        units = {u.key: u for u in w.slot.units}
+        for o in part.outcomes:
+            start, end = o.timeline_span
+            o.timeline_span = (start + offset, end + offset)
+            o.placement = _placement(w, plan, units.get(o.key) if o.key is not None else None, o)
+            outcomes.append(o)
+    outcomes.sort(key=lambda o: (order.get(o.key, len(order)) if o.key is not None else len(order), o.repeat))
+    return outcomes, timeline
+
+
+def _placement(w: Worker, plan: Plan, unit: Unit | None, o: ScenarioOutcome) -> dict[str, Any]:
+    began, ended = o.wall
+    return {"wave": w.wave, "pool": w.slot.pool.name, "nodes": list(w.slot.pool.nodes),
+            "alone": (plan.why_alone(unit) or "run alone") if w.alone and unit is not None else None,
+            "started": rfc3339(datetime.fromtimestamp(began, timezone.utc)) if began else None,
+            "finished": rfc3339(datetime.fromtimestamp(ended, timezone.utc)) if ended else None}
+
+
+def merge_junit(parts: Sequence[Part], out: Path) -> None:
+    """One junit.xml: every worker's test cases in one ``firedrill`` suite, the counts summed."""
+    suite = ET.Element("testsuite", name="firedrill")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
+    for part in parts:
+        path = Path(part.run_dir) / "junit.xml"
+        if not path.exists():
+            continue
+        root = ET.parse(path).getroot()
+        for s in ([root] if root.tag == "testsuite" else root.iter("testsuite")):
+            for k in totals:
+                totals[k] += int(s.get(k, "0"))
+            seconds += float(s.get("time", "0") or 0)
+            suite.extend(s.findall("testcase"))
+    for k, v in totals.items():
+        suite.set(k, str(v))
+    suite.set("time", f"{seconds:.3f}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+
+
+def merge_allure(parts: Sequence[Part], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        src = Path(part.run_dir) / "allure-results"
+        for f in sorted(src.glob("*")) if src.is_dir() else []:
+            if f.is_file():
+                shutil.copyfile(f, out / f.name)
+
+
+def leak_reports(parts: Sequence[Part]) -> dict[str, Any] | None:
+    """One pool's run-window leak report as is; several: each under its pool, none summed (each is its own
+    platform's claim about its own node group)."""
+    reports = [p for p in parts if p.leak_report is not None]
+    if len(reports) <= 1:
+        return reports[0].leak_report if reports else None
+    return {"error": "a --parallel run: one leak report per node group, under pools (not summed)",
+            "pools": {p.pool: p.leak_report for p in reports}}
+
+
+__all__ = ["Unit", "Pool", "Slot", "Wave", "Plan", "Part", "make_plan", "node_pools", "units_of", "past_seconds",
+           "plan_lines", "run_plan", "merge", "merge_junit", "merge_allure", "leak_reports"]
