@@ -6,7 +6,7 @@ the shipped ``features/gpu_fault.feature`` runs unedited with the ``native`` fla
 rank's canary logged, the one thing a real pod reveals), its ``restore_template`` ``xidctl.py clear``. The
 profile names no Prometheus, so DCGM's ``DCGM_FI_DEV_XID_ERRORS`` cannot be read:
 
-- Xid 79 (12.1): the GPU leaves the Node's allocatable as upstream's API server stores it (the agent is the
+- Xid 79 (12.1) and Xid 48 (12.2): the GPU leaves the Node's allocatable as upstream's API server stores it (the agent is the
   device plugin), which confirms the injection and times detect; the rest is the real Job controller and
   kube-scheduler. The verdict is the harness's own;
 - Xid 13 (12.3), an application error: the GPU rightly stays allocatable, and nothing can confirm the Xid ever
@@ -64,11 +64,12 @@ def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gp
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_yaml(gpu_cluster))
     proc, scenarios = run(gpu_cluster.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
-                          timeout=RUN_TIMEOUT_S, extra=("-k", "bus or application"))
+                          timeout=RUN_TIMEOUT_S, extra=("-k", "bus or ecc or application"))
     out = proc.stdout + proc.stderr
     by = {s["scenario"]: s for s in scenarios}
-    bus = next(s for name, s in by.items() if "falls off the bus" in name)
-    app = next(s for name, s in by.items() if "application's own Xid" in name)
+    bus, app, ecc = (next((s for name, s in by.items() if words in name), None)
+                     for words in ("falls off the bus", "application's own Xid", "double-bit ECC"))
+    assert bus and app and ecc, f"scenarios run: {sorted(by)}\n{out}"
     measured = {m["name"]: m["value"] for m in bus["measurements"]}
     figures = ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if isinstance(v, float))
     print(f"GPU fault on the real control plane: Xid 79 {bus['verdict']} ({figures}; {bus.get('findings')} "
@@ -77,4 +78,9 @@ def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gp
     assert fault["method"] == "command" and "xidctl.py inject" in fault["command"] and fault["gpu"] is None, out
     assert measured["detect"] is not None and measured["detect"] <= 3, out  # allocatable dropped: confirmed
     assert bus["verdict"] in ("PASS", "FAIL"), out  # judged, on the harness's own measurements
+    # Xid 48 takes the GPU out as Xid 79 does: confirmed by allocatable, and judged
+    ecc_measured = {m["name"]: m["value"] for m in ecc["measurements"]}
+    print(f"Xid 48 {ecc['verdict']} ({ecc_measured}; {ecc.get('findings')})")
+    assert ecc_measured["detect"] is not None and ecc_measured["detect"] <= 3, out
+    assert ecc["verdict"] in ("PASS", "FAIL"), out
     assert app["verdict"] == "INCONCLUSIVE" and "prometheus.url" in (app.get("error") or json.dumps(app)), out
