@@ -8,19 +8,78 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import urllib3
 
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
+from drills.target.faults import FaultError, FaultRecord, run_command
+from drills.target.profile import FaultMethod, TargetProfile
+from drills.target.safety import SafetyError, check_blast_radius
 
-__all__ = ["INJECT_ANNOTATION", "UNHEALTHY_ANNOTATION", "XID_METRIC", "clear_xids", "dcgm_last_xid", "inject_xid",
-           "unhealthy_gpus", "wait_seen"]
+__all__ = ["INJECT_ANNOTATION", "NO_XID_COMMAND", "UNHEALTHY_ANNOTATION", "XID_METRIC", "XidCommand", "clear_xids",
+           "dcgm_last_xid", "inject_by_command", "inject_xid", "unhealthy_gpus", "wait_seen"]
 
 INJECT_ANNOTATION = "firedrill.dev/inject-xid"
 UNHEALTHY_ANNOTATION = "firedrill.dev/unhealthy-gpus"
 """Written by the reference platform's node agent: the whole GPUs it reports out of service (``"3"``, ``"0,5"``)."""
+
+
+NO_XID_COMMAND = ("this profile has no Xid injection: set fault.xid.command_template in the target profile (a "
+                  "command with {node} and {xid}, aimed by {uuid}, or by {gpu} and {instance}: your site's "
+                  "injector; docs/PROFILE.md, 'Xid injection')")
+
+
+@dataclass(frozen=True)
+class XidCommand:
+    """An Xid injected on a real cluster by the profile's ``fault.xid`` command."""
+
+    command: str
+    record: FaultRecord
+    """Its undo runs ``fault.xid.restore_template`` and raises :class:`FaultError` when that fails (None: none)."""
+    restore: str | None
+    blast_radius: str
+
+
+def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: list[FaultRecord], node: str, xid: int,
+                      *, gpu: int | None = None, instance: int | None = None, uuid: str = "") -> XidCommand:
+    """Inject Xid ``xid`` on ``node``'s GPU (its minor number ``gpu`` and MIG ``instance``, or its ``uuid``) with
+    the profile's ``fault.xid`` command, behind the same blast-radius check as a node fault. The record joins
+    ``faults_done`` before its outcome is judged, so the restore runs on every exit path. Raises
+    :class:`FaultError`, saying why, when nothing was (or may have been) injected."""
+    settings = profile.fault.xid
+    if settings is None:
+        raise FaultError(NO_XID_COMMAND)
+    nodes = driver.list(NODE)
+    chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == node] or [{"metadata": {"name": node}}]
+    try:
+        radius = check_blast_radius(chosen, nodes, profile.safety, profile.gpu_resource)
+    except SafetyError as exc:
+        raise FaultError(f"the Xid is not injected: {exc}") from None
+    command = settings.command_for(node, gpu, instance, xid, uuid)
+    try:
+        ran = run_command(command, node, profile.fault.timeout_seconds)
+    except FaultError as exc:
+        raise FaultError(f"the Xid injection command could not run: {exc}") from None
+    record = FaultRecord(node, FaultMethod.COMMAND, ran.confirmed, f"Xid {xid}: {ran.detail}")
+    restore = settings.restore_for(node, gpu, instance, xid, uuid)
+    if restore is not None:
+        record.undo = _restorer(restore, node, profile.fault.timeout_seconds)
+    faults_done.append(record)
+    if not record.confirmed:
+        raise FaultError(f"the Xid injection command failed: {ran.detail}")
+    return XidCommand(command, record, restore, radius.describe())
+
+
+def _restorer(command: str, node: str, timeout: float) -> Callable[[], None]:
+    """The undo of an Xid injection: run the restore command; raise FaultError when it fails."""
+    def restore() -> None:
+        record = run_command(command, node, timeout)
+        if not record.confirmed:
+            raise FaultError(f"restore command for {node} failed: {record.detail}")
+    return restore
 
 
 def inject_xid(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:

@@ -163,7 +163,7 @@ def test_the_shipped_sentence_finds_the_cluster_node_it_describes_or_names_what_
     drill.use_partitioned_node(1, "H100-80GB", "time-slicing x 4")
     assert drill.node == NODE and drill.tenants_as is TenantForm.CANARY
     assert drill.result.details["partition_layout"]["simulated_gpus"] is True
-    other = drill_on("fdiso3", tenants_as=None)
+    other = drill_on("fdiso4", tenants_as=None)
     with pytest.raises(DrillInconclusive) as caught:
         other.use_partitioned_node(1, "H200", "MIG 7 x 1g.18gb")
     assert "no node with the allow label nvidia.com/gpu.present=true advertises 1 H200 GPU partitioned as " \

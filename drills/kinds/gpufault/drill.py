@@ -29,9 +29,9 @@ from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.capacity import allocatable_gpus
 from drills.target.profile import TargetProfile
-from drills.target.faults import FaultError, run_command
-from drills.target.safety import SafetyError, check_blast_radius
-from drills.target.xid import XID_METRIC, clear_xids, dcgm_last_xid, inject_xid, unhealthy_gpus, wait_seen
+from drills.target.faults import FaultError
+from drills.target.xid import (NO_XID_COMMAND, XID_METRIC, clear_xids, dcgm_last_xid, inject_by_command, inject_xid,
+                               unhealthy_gpus, wait_seen)
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
@@ -41,8 +41,6 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
 """Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
 BACK_IN_SERVICE_S = 15.0
 """How long the rollback waits for the GPU to be allocatable again, so the next scenario finds the cluster whole."""
-NO_XID_COMMAND = ("this profile has no Xid injection: set fault.xid.command_template (a command with {node}, {uuid} "
-                  "and {xid}: your site's injector) in the target profile (docs/PROFILE.md, 'Xid injection')")
 
 
 @dataclass(frozen=True)
@@ -131,34 +129,18 @@ class GpuFaultDrill(TrainingRun, Drill):
     def _inject_by_command(self, node: str, uuid: str, xid: int) -> dict[str, object]:
         """A real cluster: the profile's ``fault.xid`` command, behind the blast-radius check; its restore (a GPU
         reset) is the rollback's. INCONCLUSIVE when it cannot be aimed or run."""
-        profile = self.target.profile
-        settings = profile.fault.xid
-        if settings is None:
-            raise DrillInconclusive(NO_XID_COMMAND)
-        if settings.uses("gpu"):
+        settings = self.target.profile.fault.xid
+        if settings is not None and settings.uses("gpu"):
             raise DrillInconclusive("fault.xid uses {gpu}, the GPU's minor number, which a pod on a real cluster "
                                     "does not reveal to the harness; aim with {uuid} (the GPU's UUID, as the rank's "
                                     "canary logged it)")
-        nodes = self.target.driver.list(NODE)
-        chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == node]
         try:
-            radius = check_blast_radius(chosen or [{"metadata": {"name": node}}], nodes, profile.safety,
-                                        profile.gpu_resource)
-        except SafetyError as exc:
-            raise DrillInconclusive(f"the Xid is not injected on {node}: {exc}") from None
-        command = settings.command_for(node, None, None, xid, uuid)
-        try:
-            record = run_command(command, node, profile.fault.timeout_seconds)
+            done = inject_by_command(self.target.driver, self.target.profile, self.target.faults_done, node, xid,
+                                     uuid=uuid)
         except FaultError as exc:
-            raise DrillInconclusive(f"the Xid injection command could not run: {exc}") from None
-        restore = settings.restore_for(node, None, None, xid, uuid)
-        if restore is not None:
-            record.undo = lambda: run_command(restore, node, profile.fault.timeout_seconds)
-        self.target.faults_done.append(record)  # the restore runs on every exit path
-        if not record.confirmed:
-            raise DrillInconclusive(f"the Xid injection command failed: {record.detail}")
-        return {"method": "command", "command": command, "blast_radius": radius.describe(),
-                "restore": restore or "none: the GPU may need a reset by hand"}
+            raise DrillInconclusive(str(exc)) from None
+        return {"method": "command", "command": done.command, "blast_radius": done.blast_radius,
+                "restore": done.restore or "none: the GPU may need a reset by hand"}
 
     def _dcgm_saw_it(self) -> tuple[bool | None, str]:
         """A real cluster: did DCGM see the Xid on the failed GPU (through the profile's Prometheus)? (None: it

@@ -57,11 +57,10 @@ from drills.kube.logs import LogFollower, LogLine
 from drills.records.verdict import DrillInconclusive
 from drills.records.verdict import Measurement
 from drills.scenario.drill import Drill, register
-from drills.target.faults import FaultError, FaultRecord, run_command
+from drills.target.faults import FaultError, FaultRecord
 from drills.target.access import CLUSTER, Permission, grant
-from drills.target.profile import FaultMethod, TargetProfile
-from drills.target.safety import SafetyError, check_blast_radius
-from drills.target.xid import clear_xids, inject_xid
+from drills.target.profile import TargetProfile
+from drills.target.xid import clear_xids, inject_by_command, inject_xid
 from drills.workloads.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
 
 log = logging.getLogger(__name__)
@@ -995,43 +994,22 @@ class IsolationDrill(Drill):
         return report.gpu, instance
 
     def _inject_real(self, key: str, gpu: int, instance: int | None, column: dict[str, Any]) -> FaultRecord | None:
-        """Inject the probe's Xid on GPU ``gpu`` (MIG instance ``instance``) through
-        ``fault.xid.command_template``, behind the node-fault safety checks; the record (whose undo runs the
-        restore command), or None when it was not (the probe INCONCLUSIVE)."""
-        profile = self.target.profile
+        """Inject the probe's Xid on GPU ``gpu`` (MIG instance ``instance``) through ``fault.xid.command_template``,
+        behind the node-fault safety checks; the record (whose undo runs the restore command), or None when it was
+        not (the probe INCONCLUSIVE)."""
         xid = PROBES[key].xid
         assert xid is not None
-        settings = profile.fault.xid
-        if settings is None:
-            return self._not_injected(column, "this cluster has no Xid injection method: set "
-                                                    "fault.xid.command_template in the target profile "
-                                                    "(docs/PROFILE.md, 'Xid injection')")
-        nodes = self.target.driver.list(NODE)
-        chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == self.node] or [
-            {"metadata": {"name": self.node}}]
-        try:
-            radius = check_blast_radius(chosen, nodes, profile.safety, profile.gpu_resource)
-        except SafetyError as exc:
-            return self._not_injected(column, f"not injected: {exc}")
         self._inject_seq += 1
-        command = settings.command_for(self.node, gpu, instance, xid)
-        column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance,
-                               "xid": xid, "command": command, "blast_radius": radius.describe()}
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
         try:
-            record = run_command(command, self.node, profile.fault.timeout_seconds)
+            done = inject_by_command(self.target.driver, self.target.profile, self.target.faults_done, self.node, xid,
+                                     gpu=gpu, instance=instance)
         except FaultError as exc:
-            return self._not_injected(column, f"the Xid injection command could not run: {exc}")
-        record = FaultRecord(self.node, FaultMethod.COMMAND, record.confirmed, f"Xid {xid}: {record.detail}")
-        restore = settings.restore_for(self.node, gpu, instance, xid)
-        if restore is not None:
-            record.undo = _restorer(restore, self.node, profile.fault.timeout_seconds)
-        self.target.faults_done.append(record)  # undone (restore_template) on every exit path
-        if not record.confirmed:
-            self._not_injected(column, f"the Xid injection command failed: {record.detail}")
-            return None
-        return record
+            return self._not_injected(column, str(exc))
+        column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance,
+                               "xid": xid, "command": done.command, "blast_radius": done.blast_radius}
+        return done.record
 
     def _not_injected(self, column: dict[str, Any], message: str) -> None:
         self._probe_inconclusive(column, message)
@@ -1175,15 +1153,6 @@ def failure_reason(report: ProbeReport) -> str:
     held = (f" (it held {report.allocated_mib} MiB; its share is {report.share_mib} MiB)"
             if report.reason == "OutOfMemory" and report.share_mib else "")
     return f"{report.reason or 'failed'}: {report.error or 'no detail'}{held}"
-
-
-def _restorer(command: str, node: str, timeout: float) -> Any:
-    """The undo of an Xid injection: run the restore command; raise FaultError when it fails."""
-    def restore() -> None:
-        record = run_command(command, node, timeout)
-        if not record.confirmed:
-            raise FaultError(f"restore command for {node} failed: {record.detail}")
-    return restore
 
 
 ADMISSION_REFUSED = "UnexpectedAdmissionError"
