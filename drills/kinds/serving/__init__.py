@@ -22,13 +22,13 @@ already missed), since then the act proves nothing.
 """
 
 from drills.kinds.serving.drill import ServingDrill
-from drills.kinds.serving.judge import lost_findings, sla_back
+from drills.kinds.serving.judge import autoscaler_blind, lost_findings, sla_back
 from drills.kinds.serving.manifests import (BURST_SHAPE, INFERENCE_COMMAND, LB_PORTS_ANNOTATION, PORT, SERVICE_NAME,
                                             Autoscale, ServiceShape, hpa_manifest, inference_manifests, service_url)
 from drills.kinds.serving.replicas import (Reading, first_served_by_new, metric_value, pod_ready, prometheus_readings,
                                            queue_crossing, ready_endpoint_addresses)
 
 __all__ = ["BURST_SHAPE", "INFERENCE_COMMAND", "LB_PORTS_ANNOTATION", "PORT", "SERVICE_NAME", "Autoscale", "Reading",
-           "ServiceShape", "ServingDrill", "first_served_by_new", "hpa_manifest", "inference_manifests",
-           "lost_findings", "metric_value", "pod_ready", "prometheus_readings", "queue_crossing",
+           "ServiceShape", "ServingDrill", "autoscaler_blind", "first_served_by_new", "hpa_manifest",
+           "inference_manifests", "lost_findings", "metric_value", "pod_ready", "prometheus_readings", "queue_crossing",
            "ready_endpoint_addresses", "service_url", "sla_back"]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from drills.kinds.serving.judge import lost_findings, sla_back
+from drills.errors import FiredrillError
+from drills.kinds.serving.judge import autoscaler_blind, lost_findings, sla_back
 from drills.kinds.serving.manifests import (BURST_SHAPE, DEPLOYMENT, HPA, LOW_PRIORITY, PORT, PRIORITY_CLASS,
                                             QUEUE_METRIC, SERVICE, SERVICE_NAME, Autoscale, ServiceShape, hpa_manifest,
                                             inference_manifests, service_url)
@@ -24,9 +25,10 @@ from drills.kube.flavors import RUN_LABEL, run_selector
 from drills.kube.timeline import wait_for
 from drills.load.run import LoadError, LoadRun, LoadSpec, LoadUser, Outcome, Sample, nearest_rank, totals
 from drills.load.series import series
-from drills.records.verdict import DrillInconclusive, Measurement
+from drills.records.verdict import DrillInconclusive, Measurement, Verdict
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, READ, Permission, grant
+from drills.target.faults import FaultRecord
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
 from drills.workloads.canarylog import CanaryEvent
@@ -68,8 +70,8 @@ class ServingDrill(Drill):
         out = grant(ns, "", "pods", READ, why)
         out += grant(ns, "apps", "deployments", ("create", "delete"), f"{why}: the inference canary")
         out += grant(ns, "", "services", ("get", "create", "delete"), f"{why}: the inference canary's Service")
-        out += grant(ns, "autoscaling", "horizontalpodautoscalers", ("create", "patch", "delete"),
-                     f"{why}: scaling out and in")
+        out += grant(ns, "autoscaling", "horizontalpodautoscalers", ("get", "create", "patch", "delete"),
+                     f"{why}: scaling out and in, and whether the autoscaler could read its metric")
         out += grant(ns, "discovery.k8s.io", "endpointslices", ("list",), f"{why}: why no request was answered")
         out += grant(CLUSTER, "", "nodes", ("list", "patch"), f"{why}: draining a replica's node (cordon, uncordon)")
         out += grant(ns, "", "pods", ("create",), f"{why}: draining a replica's node", subresource="eviction")
@@ -87,6 +89,9 @@ class ServingDrill(Drill):
     load_started: float | None = None
     act_mono: float | None = None
     cordoned: str | None = None
+    pulled: FaultRecord | None = None
+    """The fault that pulled a replica's node: the rollback undoes it before it waits for the replicas to go (a
+    hung or dead node confirms no deletion until it is back)."""
     samples: tuple[Sample, ...] = ()
     autoscale: Autoscale | None = None
     users: int = 0
@@ -292,7 +297,7 @@ class ServingDrill(Drill):
         """After ``after_s`` of load: pull the node of one replica with a fault method."""
         self._let_load_run(max(after_s, BASELINE_MIN_S))
         node, _ = self._victim_node()
-        record = self.target.pull(node, method, self.run_id)
+        record = self.pulled = self.target.pull(node, method, self.run_id)
         self.result.details["act"] = {"kind": "pull", "node": node, "method": method.value,
                                       "confirmed": record.confirmed, "detail": record.detail}
         if not record.confirmed:
@@ -459,9 +464,32 @@ class ServingDrill(Drill):
         if served is None:
             self.result.measure(Measurement(name, None, "s", note=f"no new replica served before the load stopped "
                                             f"({(self.end_mono or crossed) - crossed:.1f} s after the crossing)"))
+            self._autoscaler_could_scale()
             return
         self.result.details["burst"]["first_new_replica"] = served[1]
         self.result.measure(Measurement(name, served[0] - crossed, "s", note=f"replica {served[1]}"))
+
+    def _autoscaler_could_scale(self) -> None:
+        """No new replica served: a FAIL, unless the HPA says it could not read its metric at all (its
+        ``ScalingActive`` condition False): then the cluster lacks a prerequisite of the scenario (a metrics API),
+        nothing it measures about absorbing the burst is the platform's doing, and the scenario ends INCONCLUSIVE
+        here, quoting the HPA and naming what the cluster needs. A FAIL already found stands."""
+        try:
+            hpa = self.target.driver.find(HPA, self.name, self.target.profile.namespace)
+        except KubeError as exc:
+            self.result.findings.append(f"the HorizontalPodAutoscaler {self.name} could not be read ({exc}), so "
+                                        "whether it could read its metric is unknown")
+            return
+        blind = autoscaler_blind(hpa, QUEUE_METRIC)
+        if blind is None:
+            return
+        self.result.details.setdefault("burst", {})["autoscaler"] = (hpa or {}).get("status")
+        why = (f"no new replica served, and {blind}; the scenario cannot tell whether this platform absorbs a "
+               "burst until its autoscaler can read the queue")
+        if self.result.verdict is Verdict.FAIL:
+            self.result.findings.append(why)
+            return
+        raise DrillInconclusive(why)
 
     def measure_sla_back(self, ttft_s: float) -> None:
         """``time until the SLA holds again``: from the jump (or the pull) to the start of the last unbroken run of one-second
@@ -555,13 +583,20 @@ class ServingDrill(Drill):
         return wait_for(self._cond, predicate, timeout, self.target.timeline.clock, check=self.result.raise_if_halted)
 
     def rollback(self) -> None:
-        """Stop the load, uncordon a drained node, delete the service, its autoscaler and its pods."""
+        """Stop the load, undo the pull of a pulled node, uncordon a drained node, delete the service, its
+        autoscaler and its pods."""
         self._stop.set()
         for run in (self.load, self.burst_load):
             if run is not None:
                 run.stop()
                 run.__exit__(None, None, None)
         driver, ns = self.target.driver, self.target.profile.namespace
+        if self.pulled is not None:
+            try:
+                self.target.restore(self.pulled)
+            except (FiredrillError, OSError) as exc:  # a KubeError or a FaultError: the rest must still run
+                log.warning("could not undo the %s fault on %s: %s", self.pulled.method.value, self.pulled.node, exc)
+            self.pulled = None
         if self.cordoned is not None:
             driver.patch(NODE, self.cordoned, {"spec": {"unschedulable": False}})
         if self.name:

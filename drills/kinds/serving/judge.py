@@ -1,5 +1,6 @@
 """How the users' samples are judged: when the SLA held again and which requests were lost (pure); the
-per-second series the report draws is :func:`drills.load.series.series`."""
+per-second series the report draws is :func:`drills.load.series.series`; and whether the autoscaler could
+read its metric at all, when no new replica served (pure)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,32 @@ def lost_findings(samples: tuple[Sample, ...], act_mono: float | None, limit: in
     if len(lost) > limit:
         out.append(f"... and {len(lost) - limit} more lost request(s)")
     return out
+
+
+METRIC_REASONS = ("FailedGetPodsMetric", "FailedGetObjectMetric", "FailedGetExternalMetric",
+                  "FailedGetResourceMetric", "FailedGetContainerResourceMetric", "InvalidMetricSourceType")
+"""``ScalingActive`` reasons upstream's HPA controller gives when it cannot read a metric (a missing metrics API)."""
+
+ADAPTER_NEEDED = ("the cluster needs a custom metrics adapter serving custom.metrics.k8s.io, such as "
+                  "prometheus-adapter or KEDA, that exposes {metric} per pod of the service from a Prometheus "
+                  "scraping the replicas (docs/SERVICES.md)")
+
+
+def autoscaler_blind(hpa: Obj | None, metric: str) -> str | None:
+    """Why the HorizontalPodAutoscaler ``hpa`` could not scale at all, from its ``ScalingActive`` condition
+    (pure): None while that condition is not False (the autoscaler read its metric, or says nothing), else the
+    condition's reason and message, and, for a metric it could not get, what the cluster needs to serve it.
+
+    A missing prerequisite of the test, not a broken promise: with no metrics API the HPA cannot scale out,
+    and the scenario is INCONCLUSIVE rather than a FAIL that blames the platform."""
+    status = (hpa or {}).get("status") or {}
+    active = next((c for c in status.get("conditions") or [] if c.get("type") == "ScalingActive"), None)
+    if active is None or active.get("status") != "False":
+        return None
+    name = ((hpa or {}).get("metadata") or {}).get("name", "?")
+    reason, message = active.get("reason") or "no reason given", (active.get("message") or "").strip()
+    why = (f"the HorizontalPodAutoscaler {name} could not scale: its ScalingActive condition is False "
+           f"({reason}{': ' + message if message else ''})")
+    if reason in METRIC_REASONS:
+        why += "; " + ADAPTER_NEEDED.format(metric=metric)
+    return why

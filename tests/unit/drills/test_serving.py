@@ -1,4 +1,6 @@
-"""The serving drill's pure parts: the manifests it submits, where it finds the service, how it words losses."""
+"""The serving drill's pure parts: the manifests it submits, where it finds the service, how it words losses; and
+its judgement of a burst no new replica absorbed (FAIL, or INCONCLUSIVE when the autoscaler could not read its
+metric)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,21 @@ import json
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from drills.kinds.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, first_served_by_new,
-                                  hpa_manifest, inference_manifests, lost_findings, metric_value, pod_ready,
-                                  prometheus_readings, ready_endpoint_addresses, queue_crossing, service_url, sla_back)
+import pytest
+
+from drills.kinds.serving import (LB_PORTS_ANNOTATION, PORT, Autoscale, Reading, ServiceShape, ServingDrill,
+                                  autoscaler_blind, first_served_by_new, hpa_manifest, inference_manifests,
+                                  lost_findings, metric_value, pod_ready, prometheus_readings, ready_endpoint_addresses,
+                                  queue_crossing, service_url, sla_back)
+from drills.kube.driver import KubeError
 from drills.load.run import Outcome, Sample
 from drills.load.series import series
+from drills.records.verdict import DrillInconclusive, DrillResult, Threshold, Verdict
+from drills.target.profile import reference_profile
 
 
 def sample(rid: str, start: float, outcome: Outcome = Outcome.ANSWERED, ttft: float | None = 0.05,
@@ -159,3 +169,90 @@ def test_ready_endpoints_are_those_not_marked_unready() -> None:
                              {"addresses": ["10.0.0.1"]}]}, {"endpoints": None}]
     assert ready_endpoint_addresses(slices) == ["10.0.0.1", "10.0.0.2"]
     assert ready_endpoint_addresses([]) == []
+
+
+#: What upstream's HPA controller writes when no custom metrics API is served (kube-controller-manager v1.37.2).
+NO_ADAPTER = {"type": "ScalingActive", "status": "False", "reason": "FailedGetPodsMetric",
+              "message": "the HPA was unable to compute the replica count: unable to get metric "
+                         "vllm:num_requests_waiting: unable to fetch metrics from custom metrics API: no custom "
+                         "metrics API (custom.metrics.k8s.io) registered"}
+ABLE = {"type": "AbleToScale", "status": "True", "reason": "SucceededGetScale", "message": "ok"}
+
+
+def hpa(*conditions: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": "infer-x"}, "status": {"conditions": list(conditions)}}
+
+
+def test_an_autoscaler_that_cannot_read_its_metric_is_named_with_what_the_cluster_needs() -> None:
+    why = autoscaler_blind(hpa(ABLE, NO_ADAPTER), "vllm:num_requests_waiting")
+    assert why is not None and why.startswith("the HorizontalPodAutoscaler infer-x could not scale: its ScalingActive "
+                                              "condition is False (FailedGetPodsMetric: the HPA was unable to")
+    assert "no custom metrics API (custom.metrics.k8s.io) registered" in why
+    assert "a custom metrics adapter serving custom.metrics.k8s.io, such as prometheus-adapter or KEDA, that " \
+        "exposes vllm:num_requests_waiting per pod" in why
+    # another reason is quoted, without advice about metrics
+    other = autoscaler_blind(hpa({"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled"}), "m")
+    assert other == ("the HorizontalPodAutoscaler infer-x could not scale: its ScalingActive condition is False "
+                     "(ScalingDisabled)")
+
+
+@pytest.mark.parametrize("found", [
+    None, {"metadata": {"name": "infer-x"}}, hpa(ABLE),
+    hpa(ABLE, {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound", "message": "ok"}),
+    hpa({"type": "ScalingActive", "status": "Unknown"})], ids=["gone", "no-status", "no-condition", "active",
+                                                               "unknown"])
+def test_an_autoscaler_that_read_its_metric_or_says_nothing_is_not_blind(found: dict[str, Any] | None) -> None:
+    assert autoscaler_blind(found, "vllm:num_requests_waiting") is None
+
+
+class HpaDriver:
+    """Answers the drill's one read of its HPA."""
+
+    def __init__(self, answer: dict[str, Any] | KubeError | None) -> None:
+        self.answer = answer
+
+    def find(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        assert res.kind == "HorizontalPodAutoscaler" and name == "infer-x", (res, name)
+        if isinstance(self.answer, KubeError):
+            raise self.answer
+        return self.answer
+
+
+def unabsorbed_burst(answer: dict[str, Any] | KubeError | None) -> ServingDrill:
+    """A drill after a burst whose queue crossed 2 per replica at t=11 and that no new replica served."""
+    target = SimpleNamespace(profile=reference_profile(), driver=HpaDriver(answer))
+    drill = ServingDrill(target=target, result=DrillResult("serving"), run_id="x")  # type: ignore[arg-type]
+    drill.name, drill.autoscale, drill.jump_mono, drill.end_mono = "infer-x", Autoscale(4, 2, 2.0), 10.0, 25.0
+    drill.serving_before = {"old-a", "old-b"}
+    drill.readings = [Reading(11.0, "old-a", 5, 10), Reading(11.1, "old-b", 5, 10), Reading(12.0, "new", 0, 0)]
+    return drill
+
+
+def test_a_burst_no_replica_absorbed_fails_when_the_autoscaler_read_its_metric() -> None:
+    drill = unabsorbed_burst(hpa(ABLE, {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound"}))
+    drill.measure_new_replica()
+    judged = drill.result.check(Threshold("time to a new replica serving", 10.0, "s"))
+    assert judged.verdict is Verdict.FAIL and "no new replica served before the load stopped (14.0 s after the " \
+        "crossing)" in judged.message
+
+
+def test_a_burst_no_replica_absorbed_is_inconclusive_when_the_autoscaler_could_not_read_its_metric() -> None:
+    drill = unabsorbed_burst(hpa(ABLE, NO_ADAPTER))
+    with pytest.raises(DrillInconclusive) as raised:
+        drill.measure_new_replica()
+    assert str(raised.value).startswith("no new replica served, and the HorizontalPodAutoscaler infer-x could not "
+                                        "scale: its ScalingActive condition is False (FailedGetPodsMetric: ")
+    assert "prometheus-adapter or KEDA" in str(raised.value)
+    assert drill.result.details["burst"]["autoscaler"]["conditions"][1]["reason"] == "FailedGetPodsMetric"
+    # a FAIL found before stands: the missing metric is said beside it, never instead of it
+    failed = unabsorbed_burst(hpa(ABLE, NO_ADAPTER))
+    failed.result.fail("an invariant broke")
+    failed.measure_new_replica()
+    assert failed.result.verdict is Verdict.FAIL and "FailedGetPodsMetric" in failed.result.findings[-1]
+
+
+def test_an_autoscaler_that_cannot_be_read_leaves_the_missed_promise_a_fail() -> None:
+    drill = unabsorbed_burst(KubeError("forbidden", code=403))
+    drill.measure_new_replica()
+    assert drill.result.check(Threshold("time to a new replica serving", 10.0, "s")).verdict is Verdict.FAIL
+    assert "could not be read" in drill.result.findings[-1]
