@@ -1,13 +1,13 @@
-"""The load-during-chaos features against an upstream control plane (issue 14, Done-when 4).
+"""The load-during-chaos features against an upstream control plane (issue 14, Done-when 4; issue 29, item 1).
 
 The control-plane scenario (10.1) runs whole: the real kube-apiserver and etcd keep the SLOs and every write
-they acknowledged while the profile's command kills a node's agent. The serving scenario (9.1) runs as far as
-this cluster allows, below.
+they acknowledged while the profile's command kills a node's agent. The serving feature runs as far as this
+cluster allows, below.
 
 Four refplatform agents are the kubelets of a real kube-apiserver, kube-controller-manager and kube-scheduler.
-``firedrill run --kubeconfig --profile`` runs scenario 9.1 of the shipped ``inference_under_chaos.feature``
-as it stands, through a profile: the real Deployment and ReplicaSet controllers start the inference canary's
-three replicas and the real kube-scheduler spreads them, one per node; the agents run them and mark them Ready
+``firedrill run --kubeconfig --profile`` runs scenarios of the shipped ``inference_under_chaos.feature`` as
+they stand, through a profile: the real Deployment and ReplicaSet controllers start the inference canary's
+replicas and the real kube-scheduler spreads them, one per node; the agents run them and mark them Ready
 after their readiness probe.
 
 A real cluster's load balancer comes from its cloud or from MetalLB. Here the stand-in is the reference
@@ -17,10 +17,14 @@ load-balancer controller does.
 
 With loopback pod addresses (the host allows no other network) upstream's EndpointSlice controller refuses
 them (API validation: "may not be in the loopback range"), so the Service has no endpoint and no request reaches
-a replica: the drill checks its steady state before it drains anything and ends INCONCLUSIVE, naming the Service,
-the Ready replicas and their addresses, never FAIL and never PASS.  Inside a network namespace the test owns
-(``tests/realk8s/netns.py``), pods get ``10.244.x`` addresses and the same scenario PASSes. Without ``inference.image`` in the profile it is INCONCLUSIVE before it
-starts anything, and says to set it.
+a replica: scenario 9.1 checks its steady state before it drains anything and ends INCONCLUSIVE, naming the
+Service, the Ready replicas and their addresses, never FAIL and never PASS. Without ``inference.image`` in the
+profile it is INCONCLUSIVE before it starts anything, and says to set it.
+
+Inside a network namespace the test owns (``tests/realk8s/netns.py``, ``serving_netns.py``), pods get
+``10.244.x`` addresses and the whole feature runs in one ``firedrill run``: 9.1 (drain) and 9.4 (a node hangs,
+``agentctl.py hang``/``resume`` standing in for ``hang``) PASS; 9.2 and 9.3 are INCONCLUSIVE, quoting the
+HorizontalPodAutoscaler, which cannot read ``vllm:num_requests_waiting`` without a custom metrics adapter.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,38 +81,56 @@ def serving_cluster(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFact
         made.cluster.stop()
 
 
-def profile_yaml(image: bool = True, fault: str = "true {node}") -> str:
+def profile_yaml(image: bool = True, fault: str = "true {node}", *, hang: tuple[str, str] | None = None) -> str:
+    """The serving profile; ``hang``: (fault command, restore command) standing in for the reference platform's
+    ``hang`` (``fault.stand_ins.hang: command``), with the canary's shared nfs folder for the training that
+    shares the cluster (9.3)."""
+    fault_lines = ["  method: command", f"  command_template: {json.dumps(fault if hang is None else hang[0])}"]
+    if hang is not None:
+        fault_lines += [f"  restore_template: {json.dumps(hang[1])}", "  stand_ins:", "    hang: command"]
     lines = ["apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-serving",
              "flavor: native", f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
-             "fault:", "  method: command", f"  command_template: {json.dumps(fault)}", "  timeout_seconds: 60",
+             "fault:", *fault_lines, "  timeout_seconds: 60",
              "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3"]
+    if hang is not None:
+        lines += ["canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill"]
     if image:
         lines += ["inference:", "  image: firedrill-inference:local"]
     return "\n".join(lines) + "\n"
 
 
-def drained_scenario() -> str:
-    """Scenario 9.1 of the shipped feature, unedited."""
-    header, *scenarios = re.split(r"\n(?=  @clause:)", FEATURE.read_text())
-    (scenario,) = [s for s in scenarios if "@clause:9.1" in s]
-    return header + "\n" + scenario.rstrip() + "\n"
+def hang_commands(made: PullCluster) -> tuple[str, str]:
+    """``agentctl.py hang`` and ``resume`` for this cluster's own agents: SIGSTOP and SIGCONT of the agent's
+    process group (a frozen host: node and pods stop, their sockets stay open)."""
+    hang, resume = (f"{sys.executable} {AGENTCTL} {action} {made.agents.data_dir} {{node}}"
+                    for action in ("hang", "resume"))
+    return hang, resume
 
 
-def firedrill_run(made: PullCluster, work: Path, *, image: bool = True):  # type: ignore[no-untyped-def]
+def shipped_scenarios(*clauses: str) -> str:
+    """These scenarios of the shipped feature, unedited (all of them: the file as it is)."""
+    text = FEATURE.read_text()
+    header, *scenarios = re.split(r"\n(?=  @clause:)", text)
+    chosen = [s.rstrip() for s in scenarios if s.split("@clause:", 1)[1].split()[0] in clauses]
+    assert len(chosen) == len(clauses), clauses
+    return text if len(chosen) == len(scenarios) else header + "\n" + "\n\n".join(chosen) + "\n"
+
+
+def firedrill_run(made: PullCluster, work: Path, *, image: bool = True, clauses: tuple[str, ...] = ("9.1",),
+                  hang: bool = False) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """``firedrill run`` of these scenarios of the shipped feature; the process and the record's scenarios."""
     features = work / "features"
     features.mkdir(parents=True)
-    (features / FEATURE.name).write_text(drained_scenario())
+    (features / FEATURE.name).write_text(shipped_scenarios(*clauses))
     profile = work / "profile.yaml"
-    profile.write_text(profile_yaml(image))
-    proc, (scenario,) = run(made.cluster.admin_kubeconfig, profile, features, work / "reports",
-                            timeout=RUN_TIMEOUT_S)
-    return proc, scenario
+    profile.write_text(profile_yaml(image, hang=hang_commands(made) if hang else None))
+    return run(made.cluster.admin_kubeconfig, profile, features, work / "reports", timeout=RUN_TIMEOUT_S)
 
 
 def test_the_drain_scenario_runs_through_the_profile_and_names_what_this_cluster_lacks(
         serving_cluster: tuple[PullCluster, Path], tmp_path: Path) -> None:
     made, lb_log = serving_cluster
-    proc, scenario = firedrill_run(made, tmp_path)
+    proc, (scenario,) = firedrill_run(made, tmp_path)
     out = proc.stdout + proc.stderr + "\n--- load balancer ---\n" + lb_log.read_text()[-3000:]
     assert proc.returncode == 3 and scenario["verdict"] == "INCONCLUSIVE", out
     (finding,) = [f for f in scenario["findings"] if "answered none of the" in f]
@@ -122,21 +145,51 @@ def test_the_drain_scenario_runs_through_the_profile_and_names_what_this_cluster
     assert "true" not in nodes.stdout, nodes.stdout
 
 
+#: What upstream's HPA controller says when no adapter serves custom.metrics.k8s.io (v1.37.2), quoted by 9.2 and 9.3.
+NO_METRICS_API = ("its ScalingActive condition is False (FailedGetPodsMetric: the HPA was unable to compute the "
+                  "replica count: unable to get metric vllm:num_requests_waiting: unable to fetch metrics from custom "
+                  "metrics API: no custom metrics API (custom.metrics.k8s.io) registered)")
+
+
 @pytest.mark.skipif(bool(netns.unavailable()), reason=netns.unavailable() or "-")
-def test_the_drain_scenario_passes_where_pods_have_addresses_upstream_accepts(realk8s_bin_dir: Path,
-                                                                              tmp_path: Path) -> None:
-    """The same run inside a network namespace the test owns (tests/realk8s/netns.py): pods get 10.244.x
-    addresses, upstream's EndpointSlice controller publishes them, the load balancer follows them through the
-    drain, and the scenario, unedited, PASSes on the real controllers."""
+def test_the_serving_feature_passes_drain_and_hang_and_names_the_missing_metrics_api(realk8s_bin_dir: Path,
+                                                                                      tmp_path: Path) -> None:
+    """The shipped feature, unedited, in one run inside a network namespace the test owns (tests/realk8s/netns.py):
+    pods get 10.244.x addresses, upstream's EndpointSlice controller publishes them and the load balancer follows
+    them. 9.1 (drain) and 9.4 (a node hangs: ``agentctl.py hang``, SIGSTOP of the agent's process group, standing
+    in for ``hang``; ``resume`` on rollback) PASS on the real controllers. 9.2 and 9.3 scale out through an HPA on
+    ``vllm:num_requests_waiting``, which upstream reads from the custom metrics API that no adapter serves here:
+    both are INCONCLUSIVE, quoting the HPA and naming the adapter a real cluster needs, never a FAIL."""
     out = tmp_path / "result.json"
     proc = netns.run_in_own_namespaces([sys.executable, "-m", "tests.realk8s.serving_netns", str(realk8s_bin_dir),
                                         str(tmp_path / "work"), str(out)], cwd=REPO, timeout=RUN_TIMEOUT_S + 120)
     assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-5000:]
     result = json.loads(out.read_text())
-    scenario, log = result["scenario"], result["stdout"] + result["stderr"] + result["load_balancer_log"]
-    assert result["returncode"] == 0 and scenario["verdict"] == "PASS", log
-    # the load balancer followed upstream's EndpointSlices: three 10.244.x replicas, one drained and replaced
-    sets = [frozenset(m.split(", ")) for m in re.findall(r"backends ([0-9.:, ]+)\n", result["load_balancer_log"])]
+    lb_log = result["load_balancer_log"]
+    log = result["stdout"] + result["stderr"] + lb_log[-6000:]
+    by_clause = {tag.removeprefix("clause:"): s for s in result["scenarios"] for tag in s["tags"]
+                 if tag.startswith("clause:")}
+    verdicts = {clause: s["verdict"] for clause, s in sorted(by_clause.items())}
+    hung = {m["name"]: m["value"] for m in by_clause.get("9.4", {}).get("measurements", [])}
+    print(f"serving upstream: {verdicts}; 9.4 after the hang: {hung}")
+    assert verdicts == {"9.1": "PASS", "9.2": "INCONCLUSIVE", "9.3": "INCONCLUSIVE", "9.4": "PASS"}, log
+    assert result["returncode"] == 3, log  # INCONCLUSIVE, and nothing FAILed
+    # 9.2, 9.3: the burst really queued (the replicas' own /metrics), the HPA could not read it, and the scenario
+    # says so and what the cluster needs; nothing it measured after is judged against the platform
+    for clause in ("9.2", "9.3"):
+        scenario = by_clause[clause]
+        (finding,) = [f for f in scenario["findings"] if f.startswith("no new replica served, and the "
+                                                                      "HorizontalPodAutoscaler infer-")]
+        assert NO_METRICS_API in finding and "a custom metrics adapter serving custom.metrics.k8s.io, such as " \
+            "prometheus-adapter or KEDA, that exposes vllm:num_requests_waiting per pod" in finding, finding
+        assert scenario["details"]["burst"]["queue_crossed_s"] >= 0 and scenario["judgements"] == [], scenario
+    # 9.4: the hang was the test's own agent's process group stopping, confirmed by its Lease; it thawed after
+    act = by_clause["9.4"]["details"]["act"]
+    assert act["method"] == "command" and act["confirmed"] and "agentctl: hang node" in act["detail"], act
+    assert result["agents_stopped"] == [], result["agents_stopped"]
+    # 9.1: the load balancer followed upstream's EndpointSlices: three 10.244.x replicas, one drained and replaced
+    drained = by_clause["9.1"]["details"]["service"]["name"]
+    sets = [frozenset(m.split(", ")) for m in re.findall(rf"/{drained} port \d+: backends ([0-9.:, ]+)\n", lb_log)]
     assert sets and all(a.startswith("10.244.") for backends in sets for a in backends), log
     full = [b for b in sets if len(b) == 3]
     assert len(set(full)) >= 2, f"no replica moved during the drain: {sets}"
@@ -148,7 +201,7 @@ def test_the_drain_scenario_passes_where_pods_have_addresses_upstream_accepts(re
 def test_without_the_inference_image_the_scenario_says_what_to_set(serving_cluster: tuple[PullCluster, Path],
                                                                    tmp_path: Path) -> None:
     made, _ = serving_cluster
-    proc, scenario = firedrill_run(made, tmp_path, image=False)
+    proc, (scenario,) = firedrill_run(made, tmp_path, image=False)
     assert proc.returncode == 3 and scenario["verdict"] == "INCONCLUSIVE", proc.stdout + proc.stderr
     assert any("set inference.image in the target profile" in f for f in scenario["findings"]), scenario
 
