@@ -276,8 +276,12 @@ class FiredrillPlugin:
                 early = DrillResult("scenario")
                 early.inconclusive(why)
                 item.stash[UNSTARTED] = early
-            report.outcome = "skipped"
-            report.longrepr = (str(item.path), 0, f"INCONCLUSIVE: {call.excinfo.value}")
+            if ctx is not None and ctx.result.verdict is Verdict.FAIL:  # found before this step could not go on
+                report.outcome = "failed"
+                report.longrepr = f"FAIL: {summarize(ctx.result)}"
+            else:
+                report.outcome = "skipped"
+                report.longrepr = (str(item.path), 0, f"INCONCLUSIVE: {call.excinfo.value}")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self._record(item, report, call)
 
@@ -299,24 +303,33 @@ class FiredrillPlugin:
     def _record(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[Any]) -> None:
         ctx = item.stash.get(CONTEXT, None)
         out = self._outcome(item, None, ctx)
-        if report.passed:
-            out.verdict = Verdict.PASS
-        elif report.skipped:
-            out.verdict = Verdict.INCONCLUSIVE
+        raised = call.excinfo.value if call.excinfo is not None else None
+        out.verdict = scenario_verdict(report.passed, report.skipped, raised, ctx.result if ctx is not None else None)
+        if out.verdict is Verdict.FAIL:
+            out.error = str(raised) if isinstance(raised, ScenarioFailed) else summarize(ctx.result) if ctx else ""
+        elif out.verdict is Verdict.INCONCLUSIVE:
             out.error = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        elif call.excinfo is not None and call.excinfo.errisinstance(ScenarioFailed):
-            out.verdict = Verdict.FAIL
-            out.error = str(call.excinfo.value)
-        elif call.excinfo is not None and call.excinfo.errisinstance(ScenarioHalted) and ctx is not None:
-            out.verdict = Verdict.FAIL  # ended early: what it rests on is in the result's findings
-            out.error = summarize(ctx.result)
-        else:
-            out.verdict = None
+        elif out.verdict is None:
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
         self._say(live_line(out))
         self.outcomes.append(out)
         if self.live is not None:
             self.live.verdict(item.nodeid, out)
+
+
+def scenario_verdict(passed: bool, skipped: bool, raised: BaseException | None,
+                     result: DrillResult | None) -> Verdict | None:
+    """A scenario's verdict from how its test ended: PASS, FAIL (its drill's findings, also when it ended early, or
+    when a later step could not go on after a FAIL was found: the FAIL stands), INCONCLUSIVE (a skip: a drill could
+    not establish the truth), or None (the harness failed: its exception is the error)."""
+    if passed:
+        return Verdict.PASS
+    failed = result is not None and result.verdict is Verdict.FAIL
+    if isinstance(raised, ScenarioFailed) or (failed and isinstance(raised, (ScenarioHalted, DrillInconclusive))):
+        return Verdict.FAIL
+    if skipped or isinstance(raised, DrillInconclusive):
+        return Verdict.INCONCLUSIVE
+    return None
 
 
 def _repeat(item: pytest.Item) -> int:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
-from drills.bdd.plugin import ScenarioOutcome, live_line, summarize
-from drills.records.verdict import Comparison, DrillResult, Measurement, Threshold, Verdict
+import pytest
+
+from drills.bdd.plugin import ScenarioFailed, ScenarioOutcome, live_line, scenario_verdict, summarize
+from drills.records.verdict import (Comparison, DrillInconclusive, DrillResult, Measurement, ScenarioHalted, Threshold,
+                                    Verdict)
 
 
 def outcome(result: DrillResult | None, verdict: Verdict | None, error: str = "") -> ScenarioOutcome:
@@ -78,3 +81,23 @@ def test_a_phase_measured_after_its_judgement_is_reported_with_its_value() -> No
     assert messages[1] == "evict: measured 3.000 s, threshold <= 8 s, measured only after its window closed"
     assert messages[2] == "resume: never measured (t_resume never observed); the promise is <= 10 s"
     assert [j.verdict for j in result.judgements] == [Verdict.FAIL] * 3 and result.verdict is Verdict.FAIL
+
+
+@pytest.mark.parametrize(("passed", "skipped", "raised", "found", "verdict"), [
+    (True, False, None, None, Verdict.PASS),
+    (False, False, ScenarioFailed("x"), Verdict.FAIL, Verdict.FAIL),
+    (False, False, ScenarioHalted("x"), Verdict.FAIL, Verdict.FAIL),
+    (False, True, DrillInconclusive("x"), Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE),
+    # a later step could not go on after a FAIL was found: the FAIL stands, never softened to INCONCLUSIVE
+    (False, False, DrillInconclusive("x"), Verdict.FAIL, Verdict.FAIL),
+    (False, True, None, None, Verdict.INCONCLUSIVE),
+    (False, False, KeyError("x"), None, None),
+    (False, False, KeyError("x"), Verdict.FAIL, None),  # a harness error stays one
+])
+def test_a_scenarios_verdict_from_how_its_test_ended(passed: bool, skipped: bool, raised: BaseException | None,
+                                                     found: Verdict | None, verdict: Verdict | None) -> None:
+    result = None
+    if found is not None:
+        result = DrillResult("d")
+        (result.fail if found is Verdict.FAIL else result.inconclusive)("why")
+    assert scenario_verdict(passed, skipped, raised, result) is verdict
