@@ -306,7 +306,7 @@ class FiredrillPlugin:
         raised = call.excinfo.value if call.excinfo is not None else None
         out.verdict = scenario_verdict(report.passed, report.skipped, raised, ctx.result if ctx is not None else None)
         if out.verdict is Verdict.FAIL:
-            out.error = str(raised) if isinstance(raised, ScenarioFailed) else summarize(ctx.result) if ctx else ""
+            out.error = summarize(ctx.result) if ctx is not None else str(raised)
         elif out.verdict is Verdict.INCONCLUSIVE:
             out.error = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         elif out.verdict is None:

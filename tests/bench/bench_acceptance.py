@@ -27,18 +27,24 @@ EVERY_FEATURE_BUDGET_S = 120.0
 """DESIGN.md: every shipped feature in one run."""
 
 
+def chosen_features(work: Path, stems: list[str] | None) -> Path:
+    """The shipped features folder, or a copy under ``work`` of those ``stems`` alone."""
+    if not stems:
+        return REPO / "features"
+    features = work / "features"
+    features.mkdir()
+    for stem in stems:
+        shutil.copy(REPO / "features" / f"{stem}.feature", features)
+    return features
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", nargs="*", help="feature file stems, e.g. gang_submission node_pull")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="firedrill-bench-"))
-    features = REPO / "features"
-    if args.only:
-        features = work / "features"
-        features.mkdir()
-        for stem in args.only:
-            shutil.copy(REPO / "features" / f"{stem}.feature", features)
+    features = chosen_features(work, args.only)
     names = ", ".join(sorted(p.stem for p in features.glob("*.feature")))
     walls, codes = [], []
     for i in range(args.runs):
