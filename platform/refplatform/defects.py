@@ -107,6 +107,23 @@ class Defect(enum.Enum):
     """Straggler controller: judges each rank against its own earlier step time instead of against its peers, so a
     job that slows down as a whole (input-bound) gets every node it runs on tainted and its ranks moved."""
 
+    VISIBLE_TO_ALL = "visible-to-all"
+    """Node agents (the device plugin and container toolkit): every container is told every GPU of its node
+    (``NVIDIA_VISIBLE_DEVICES`` with all the node's devices, the ``=all`` leak) and may open any of them, whatever
+    it requested, so a pod that asked for no GPU sees them all and a pod reaches its neighbours' GPUs."""
+
+    STALE_METRICS = "stale-metrics"
+    """Node agents (the metrics exporter): after its first scrape the exporter keeps answering 200 with the
+    samples of that scrape, frozen, so utilization never rises under load and an Xid never shows."""
+
+    SLOW_LINK = "slow-link"
+    """Simulated interconnect: one node's link (the last GPU node's) runs at a quarter of the bandwidth its
+    inventory states, so every collective that crosses it is paced down to that speed."""
+
+    TOPOLOGY_BLIND = "topology-blind"
+    """Scheduler: a gang's required topology domain (``kueue.x-k8s.io/podset-required-topology``) is ignored, so
+    its pods are spread over whatever nodes fit, across racks."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -137,6 +154,10 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
     Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
+    Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
+    Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
+    Defect.SLOW_LINK: "one node's interconnect runs at a quarter of its stated bandwidth",
+    Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
 }
 
 

@@ -147,6 +147,10 @@ PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRI
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
+    "visible-to-all": "issue 31: features/accelerator_access.feature is being built",
+    "stale-metrics": "issue 31: features/accelerator_metrics.feature is being built",
+    "slow-link": "issue 31: features/fabric.feature is being built",
+    "topology-blind": "issue 31: the topology scenario is being built",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 
