@@ -46,8 +46,12 @@ from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 
 ADDRESS_FILE = "apiserver.json"
 AUDIT_LOG_FILE = "audit.log"
-__all__ = ["AUDIT_LOG_FILE", "KUBECONFIG_FILE", "TOKENS_FILE", "Cluster", "ClusterError", "ClusterSpec",
-           "ManagedProcess", "wait_until"]
+RACK_LABEL = "cloud.provider.com/topology-rack"
+"""The node label naming a node's rack: the label Kueue's and KAI's topology-aware scheduling examples use."""
+BLOCK_LABEL = "cloud.provider.com/topology-block"
+"""The node label naming the block (a group of racks under one spine) a node's rack is in."""
+__all__ = ["AUDIT_LOG_FILE", "BLOCK_LABEL", "KUBECONFIG_FILE", "RACK_LABEL", "TOKENS_FILE", "Cluster", "ClusterError",
+           "ClusterSpec", "ManagedProcess", "wait_until"]
 
 
 class ClusterError(RefPlatformError):
@@ -171,6 +175,11 @@ class ClusterSpec:
     """Report the GPUs NVML finds on this machine instead of simulating ``gpus_per_node`` x ``gpu_model``
     (``firedrill up/run --real-gpus``).  False: every agent gets ``--simulate-gpus``, so the platform behaves
     the same on a machine with a GPU as on one without."""
+    nodes_per_rack: int = 2
+    """Nodes are racked in order, this many to a rack: node ``i`` (working nodes, then spares) carries
+    ``cloud.provider.com/topology-rack: rack-<i // nodes_per_rack>`` and, two racks to a block,
+    ``cloud.provider.com/topology-block: block-<i // (2 * nodes_per_rack)>`` (docs/TOPOLOGY.md); 0: no topology
+    labels.  Labels only: the nodes, their GPUs and every count a drill makes stay the same."""
 
     def __post_init__(self) -> None:
         get_profile(self.profile)  # an unknown name fails here, naming the known ones
@@ -180,6 +189,8 @@ class ClusterSpec:
             raise ClusterError(str(exc)) from None
         if self.spares < 0:
             raise ClusterError("spares must be >= 0")
+        if self.nodes_per_rack < 0:
+            raise ClusterError("nodes_per_rack must be >= 0")
 
     @property
     def healing(self) -> Profile:
@@ -203,6 +214,15 @@ class ClusterSpec:
 
     def all_node_names(self) -> list[str]:
         return self.node_names() + self.spare_names()
+
+    def topology_labels(self, name: str) -> dict[str, str]:
+        """The rack and block labels of node ``name`` (see :attr:`nodes_per_rack`); none for a node started beyond
+        the spec, or with racks switched off."""
+        names = self.all_node_names()
+        if not self.nodes_per_rack or name not in names:
+            return {}
+        i = names.index(name)
+        return {RACK_LABEL: f"rack-{i // self.nodes_per_rack}", BLOCK_LABEL: f"block-{i // (2 * self.nodes_per_rack)}"}
 
 
 @dataclass
@@ -347,6 +367,9 @@ class Cluster:
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
         if "--pod-cidr" not in extra:
             argv += ["--pod-cidr", self.pod_cidr(name)]
+        racked = self.spec.topology_labels(name)
+        if racked:
+            argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in racked.items())]
         if not self.spec.real_gpus:
             argv.append("--simulate-gpus")
         fence_after = self.spec.healing.fence_after()

@@ -25,6 +25,9 @@ from refplatform.defects import add_defect_argument
 from refplatform.gpu.mig import PartitionError
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _node_name(value: str) -> str:
@@ -58,6 +61,19 @@ def _non_negative_int(value: str) -> int:
     if i < 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
     return i
+
+
+def _node_labels(value: str) -> dict[str, str]:
+    """``KEY=VALUE[,KEY=VALUE...]``, as the kubelet's ``--node-labels``: each key a label key, each value a label
+    value."""
+    labels: dict[str, str] = {}
+    for item in (part.strip() for part in value.split(",")):
+        key, eq, val = item.partition("=")
+        if not item or not eq or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(val):
+            raise argparse.ArgumentTypeError(f"{item!r} is not KEY=VALUE with a label key and a label value, e.g. "
+                                             "cloud.provider.com/topology-rack=rack-0")
+        labels[key] = val
+    return labels
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -115,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status-every", type=_non_negative_int, default=10, metavar="N",
                    help="refresh the Node's Ready condition every N heartbeats")
     p.add_argument("--node-group", metavar="GROUP", help="value of the firedrill.dev/node-group label")
+    p.add_argument("--node-labels", type=_node_labels, action="append", default=[], metavar="KEY=VALUE,...",
+                   help="labels the Node registers with, as the kubelet's flag (repeatable): its rack or NVLink "
+                        "domain, e.g. cloud.provider.com/topology-rack=rack-0; the agent's own labels win")
     p.add_argument("--cpu", default="64", help="cpu capacity (a quantity)")
     p.add_argument("--memory", default="512Gi", help="memory capacity (a quantity)")
     p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
@@ -222,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             serving_tls=serving_tls,
             client_tokens_file=args.client_tokens_file,
             audit_log_path=args.audit_log_path,
+            node_labels={k: v for labels in args.node_labels for k, v in labels.items()},
         )
         agent = Agent(config)
     except PartitionError as err:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import platform
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -83,6 +84,9 @@ class NodeConfig:
     """The model's short name (``--gpu-model``), for the MIG profile table."""
     pod_cidr: str | None = None
     """The node's pod range (``spec.podCIDR``): its pods' loopback addresses."""
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+    """``--node-labels``: labels the node registers with besides its own facts, as the kubelet's flag of that
+    name (a rack or NVLink domain: ``cloud.provider.com/topology-rack=rack-0``); the agent's own labels win."""
 
     def spec(self) -> Obj:
         """The Node's ``spec`` as the agent registers it."""
@@ -115,6 +119,7 @@ def system_info(config: NodeConfig) -> Obj:
 
 def node_labels(config: NodeConfig) -> dict[str, str]:
     labels = {
+        **config.extra_labels,
         "kubernetes.io/hostname": config.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": _arch(),

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,8 @@ class AgentConfig:
     None: they stay open (only ``/containerLogs`` behind ``--client-ca-file``), as before issue 15."""
     audit_log_path: Path | None = None
     """``--audit-log-path``: where refused calls to the endpoints are recorded (None: DIR/nodes/NODE/audit.log)."""
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    """``--node-labels``: extra labels the Node registers with (its rack, its NVLink domain), as the kubelet's."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -173,6 +176,7 @@ class Agent:
             partition=self.gpu_partition,
             gpu_model=gpu_model,
             pod_cidr=self.pod_cidr,
+            extra_labels=dict(config.node_labels),
         )
         self.heartbeat = NodeHeartbeat(
             self.hb_client,

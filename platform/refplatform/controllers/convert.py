@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from refplatform import core
+from refplatform.core.topology import topology_request
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, parse_unhealthy
 from refplatform.core import (
     GPU, GPU_INDEX_ANNOTATION, GPU_MILLI, NodeSelectorRequirement, PodGroupPhase, PodPhase, PreemptionPolicy,
@@ -164,7 +165,8 @@ def pod_of(obj: Obj, arrival: float = 0.0) -> core.Pod:
                     node_selector=dict(spec.get("nodeSelector") or {}), affinity=_affinity(spec),
                     tolerations=_tolerations(spec), created_at=_epoch(meta.get("creationTimestamp")) + arrival,
                     phase=phase, terminating=bool(meta.get("deletionTimestamp")),
-                    preemption_policy=_preemption_policy(spec.get("preemptionPolicy")))
+                    preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+                    topology=topology_request(meta.get("annotations") or {}))
 
 
 def _preemption_policy(value: Any) -> PreemptionPolicy:

@@ -66,16 +66,24 @@ from refplatform.core.scheduler import schedule
 from refplatform.core.snapshot import Snapshot
 from refplatform.core.state import ClusterState
 from refplatform.core.status import Status, StatusCode
+from refplatform.core.topology import (
+    PREFERRED_TOPOLOGY_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    TopologyMode,
+    TopologyRequest,
+)
 
 __all__ = [
     "DEFAULT_ACTIONS", "DEFAULT_PLUGINS", "DEFAULT_QUEUE", "GPU", "GPU_INDEX_ANNOTATION", "GPU_MILLI",
-    "GPU_MODEL_LABEL", "MILLI_PER_GPU", "PLACEMENT_POLICIES", "PLACER_PLUGINS", "TOPOLOGY_LABEL",
+    "GPU_MODEL_LABEL", "MILLI_PER_GPU", "PLACEMENT_POLICIES", "PLACER_PLUGINS", "PREFERRED_TOPOLOGY_ANNOTATION",
+    "REQUIRED_TOPOLOGY_ANNOTATION", "TOPOLOGY_LABEL",
     "Bind", "ClusterState", "ConditionType", "ConfigError", "CoreError", "Decisions", "Evict",
     "EvictReason", "ExtensionPoint", "FailedScheduling", "FragmentationModel", "FragmentationTracker",
     "GangCommit", "Node", "NodeSelectorRequirement", "Nomination", "Placer", "Plugin", "PluginSpec", "Pod", "PodGroup",
     "PodGroupCondition", "PodGroupPhase", "PodGroupStatus", "PodPhase", "PodRef", "PodShape", "PreemptionPolicy", "Profile",
     "Queue", "QueueState", "Quota", "Reservation", "Resources", "SchedulerConfig", "SelectorOperator",
     "Session", "Snapshot", "SnapshotError", "Status", "StatusCode", "Taint", "TaintEffect", "TieBreak",
-    "Toleration", "TolerationOperator", "TypicalPods", "Usage", "gpu_model_requirement",
+    "Toleration", "TolerationOperator", "TopologyMode", "TopologyRequest", "TypicalPods", "Usage",
+    "gpu_model_requirement",
     "register_action", "register_plugin", "schedule",
 ]

@@ -96,6 +96,9 @@ class SchedulerConfig:
     partial_gang_bind: bool = False
     """The ``partial-gang-bind`` defect (docs/DEFECTS.md), off on an honest platform: a gang that does not
     fit whole is bound as far as it fits, its placed pods holding GPUs the gang cannot use."""
+    topology_blind: bool = False
+    """The ``topology-blind`` defect (docs/DEFECTS.md), off on an honest platform: a gang's required topology
+    (``kueue.x-k8s.io/podset-required-topology``) is ignored, so its pods go wherever they fit, across domains."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENT_POLICIES:

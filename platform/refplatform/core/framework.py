@@ -41,6 +41,7 @@ from refplatform.core.snapshot import Snapshot
 from refplatform.core.state import ClusterState
 from refplatform.core.statement import Statement
 from refplatform.core.status import Status
+from refplatform.core.topology import gang_request
 
 
 class ExtensionPoint(Enum):
@@ -76,6 +77,9 @@ class ExtensionPoint(Enum):
     """``fn(job)``: the job failed to be placed this cycle (e.g. reserve nodes for it)."""
     NODE_GROUPS = "nodeGroups"
     """``fn(job) -> list of node masks``: groups to try, in preference order, before all nodes."""
+    CONFINE = "confine"
+    """``fn(job) -> str | None``: why the job may be placed only inside one of the ``NODE_GROUPS`` (a required
+    topology), in words that name what no group could hold; None: it may go on to all nodes."""
     GPU_PICK = "gpuPick"
     """``fn(task, state, node) -> gpu indices``: which GPUs of the chosen node (first wins)."""
 
@@ -230,6 +234,7 @@ class Session:
                 else:
                     job.priority = max([job.priority] + pods)
             job.tasks.sort(key=lambda t: (-t.pod.priority, t.pod.created_at, t.pod.name))
+            job.topology = gang_request([t.pod.topology for t in job.tasks])
 
     def _job(self, key: str, namespace: str, name: str, queue: str, priority: int, min_member: int,
              created_at: float, group=None, missing: bool = False) -> Job:
@@ -370,22 +375,43 @@ class Session:
             stmt.allocate(task, *choice)
         return True
 
+    def confinement(self, job: Job) -> str | None:
+        """Why the job may be placed only inside one of its node groups (``CONFINE``), or None."""
+        for _, fn, _ in self._fns[ExtensionPoint.CONFINE]:
+            why = fn(job)
+            if why is not None:
+                return str(why)
+        return None
+
+    def node_groups(self, job: Job) -> list[np.ndarray]:
+        """The node groups the ``NODE_GROUPS`` plugins propose for the job, in preference order."""
+        return [mask for _, fn, _ in self._fns[ExtensionPoint.NODE_GROUPS] for mask in fn(job)]
+
     def allocate_job(self, job: Job) -> bool:
         """Place a gang all-or-nothing (or as much as fits in the no-gang profile).
 
         Node groups proposed by ``NODE_GROUPS`` plugins (topology) are tried first;
-        a group is kept only if the whole gang fits inside it.
+        a group is kept only if the whole gang fits inside it.  A gang ``CONFINE``d
+        to its groups (a required topology) that no group holds goes no further: it
+        waits whole, its pods told why.
         """
         job.attempted = True
         if not job.pending():
             return True
-        for _, fn, _ in self._fns[ExtensionPoint.NODE_GROUPS]:
-            for group_mask in fn(job):
-                stmt = Statement(self)
-                if self.place_tasks(job, stmt, group_mask, record=False) and self.job_ready(job):
-                    stmt.commit()
-                    return True
-                stmt.discard()
+        for group_mask in self.node_groups(job):
+            stmt = Statement(self)
+            if self.place_tasks(job, stmt, group_mask, record=False) and self.job_ready(job):
+                stmt.commit()
+                return True
+            stmt.discard()
+        confined = self.confinement(job)
+        if confined is not None:
+            job.failed_task, job.quota_blocked, job.fit_error = None, False, confined
+            if self.gang and job.min_member > 1:
+                job.gang_message = f"{gang_not_ready(job)}; {confined}"
+            for _, fn, _ in self._fns[ExtensionPoint.JOB_UNSCHEDULABLE]:
+                fn(job)
+            return False
         stmt = Statement(self)
         self.place_tasks(job, stmt)
         if self.job_ready(job) and (self.gang or stmt.ops):
@@ -435,8 +461,18 @@ class Session:
         for victim in victims:
             for task in victim.active():
                 stmt.evict(task)
-        ok = self.place_tasks(job, stmt, record=False) and self.job_ready(job)
-        placed = [(t, t.node) for kind, t, _ in stmt.ops if kind == "allocate"] if ok else None
+        placed = None
+        if self.confinement(job) is None:
+            if self.place_tasks(job, stmt, record=False) and self.job_ready(job):
+                placed = [(t, t.node) for kind, t, _ in stmt.ops if kind == "allocate"]
+        else:  # only inside one of its groups, as they stand with the victims gone
+            for group_mask in self.node_groups(job):
+                inner = Statement(self)
+                if self.place_tasks(job, inner, group_mask, record=False) and self.job_ready(job):
+                    placed = [(t, t.node) for kind, t, _ in inner.ops if kind == "allocate"]
+                inner.discard()
+                if placed is not None:
+                    break
         stmt.discard()
         return placed
 

@@ -13,6 +13,7 @@ from enum import Enum
 from refplatform.core.pod import Pod, PreemptionPolicy
 from refplatform.core.podgroup import PodGroup
 from refplatform.core.resources import MILLI_PER_GPU, Extended, Usage
+from refplatform.core.topology import TopologyRequest
 
 
 class TaskStatus(Enum):
@@ -120,6 +121,9 @@ class Job:
     """Set when its queue or spec refused it (the first such refusal wins); see :class:`Hold`."""
     hold_message: str = ""
     """The refusal in words (the plugin's message)."""
+    topology: TopologyRequest | None = None
+    """Its pods' request to stay inside one domain of a node label
+    (:func:`~refplatform.core.topology.gang_request`)."""
 
     def held(self, hold: Hold, message: str) -> None:
         """Record a refusal by its queue or spec; the first one is kept."""

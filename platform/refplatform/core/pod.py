@@ -8,6 +8,7 @@ from enum import Enum
 
 from refplatform.core.node import Node, Taint, TaintEffect
 from refplatform.core.resources import GPU_MODEL_LABEL, Resources
+from refplatform.core.topology import TopologyRequest
 
 
 class PodPhase(Enum):
@@ -118,6 +119,8 @@ class Pod:
     pod being deleted or evicted: it still holds its resources, it is never a victim again.
     ``priority`` is ``spec.priority`` (resolved from the pod's PriorityClass at admission) and
     ``preemption_policy`` says whether the pod may evict lower-priority pods when it does not fit.
+    ``topology`` is the gang's request to stay inside one domain of a node label (Kueue's pod-set annotations,
+    :mod:`refplatform.core.topology`), carried by each of its pods.
     """
 
     namespace: str
@@ -135,6 +138,7 @@ class Pod:
     phase: PodPhase = PodPhase.PENDING
     terminating: bool = False
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    topology: TopologyRequest | None = None
 
     @property
     def key(self) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 from refplatform.core.errors import SnapshotError
 from refplatform.core.node import Node
 from refplatform.core.resources import GPU_MODEL_LABEL, MILLI_PER_GPU, Extended
+from refplatform.core.topology import DomainIndex
 
 
 class ClusterState:
@@ -68,6 +69,15 @@ class ClusterState:
                 self.ext_alloc[name][i] = amount
         self.ext_free: dict[str, np.ndarray] = {name: a.copy() for name, a in self.ext_alloc.items()}
         """Free amount of each extended resource per node."""
+        self._domains: dict[str, DomainIndex] = {}
+
+    def domains(self, key: str) -> DomainIndex:
+        """The domains of node label ``key`` (a gang's topology request), built once per label: labels are
+        static facts of the snapshot, shared by copies."""
+        found = self._domains.get(key)
+        if found is None:
+            found = self._domains[key] = DomainIndex.of(self.nodes, key)
+        return found
 
     @property
     def size(self) -> int:

@@ -4,7 +4,7 @@ Small pods may take idle GPUs while a large gang waits.  Once a gang has waited
 longer than ``SchedulerConfig.starvation_seconds`` (snapshot clock), it is served
 first, and if it still does not fit, nodes are reserved for it: the nodes where
 its pods would go on an idle cluster, preferring those with the most free GPUs
-now.  No other job may use reserved nodes, so the gang runs as soon as the pods
+now (all inside one domain for a gang whose topology requires one).  No other job may use reserved nodes, so the gang runs as soon as the pods
 already there finish.  The same filter keeps room for pipelined preemptors.
 """
 
@@ -58,22 +58,40 @@ class ReservationPlugin(Plugin):
         if job.reserved or job.quota_blocked or not self.starving(job):
             return
         ssn = self.ssn
-        plan = ssn.state.emptied()
         now_free = ssn.state.gpu_free_total.astype(np.float64) * 1e6 + ssn.state.cpu_free
+        for restrict in self._where(job, now_free):
+            nodes = self._plan(job, now_free, restrict)
+            if nodes is not None:
+                ssn.reserve_nodes(job, nodes, f"pending {self.waited(job):.0f}s > starvation bound "
+                                              f"{self.config.starvation_seconds:.0f}s")
+                return
+
+    def _where(self, job: Job, now_free: np.ndarray) -> list[np.ndarray | None]:
+        """Where the gang's reservation may lie: anywhere, or, for a gang confined to one domain of a node label
+        (a required topology), inside one domain, the domain with the most free now first."""
+        if job.topology is None or self.ssn.confinement(job) is None:
+            return [None]
+        index = self.ssn.state.domains(job.topology.key)
+        free = index.totals(now_free)
+        return [index.mask(d) for d in sorted(range(len(index)), key=lambda d: (-free[d], index.names[d]))]
+
+    def _plan(self, job: Job, now_free: np.ndarray, restrict: np.ndarray | None) -> list[int] | None:
+        """The nodes its pods would take on an idle cluster (among ``restrict``), preferring those with the most
+        free now; None when they do not fit there."""
+        ssn = self.ssn
+        plan = ssn.state.emptied()
         nodes: list[int] = []
         for task in sorted(job.pending(), key=lambda t: (-t.gpu_total, -t.cpu, t.pod.name)):
-            mask = None
+            mask = plan.all_nodes if restrict is None else restrict
             for flt in ssn.fns(ExtensionPoint.FILTER):
-                m = flt.mask(task, plan)
-                mask = m if mask is None else mask & m
+                mask = mask & flt.mask(task, plan)
             idx = np.flatnonzero(mask)
             if len(idx) == 0:
-                return
+                return None
             node = int(idx[np.argmax(now_free[idx])])
             gpus = plan.best_fit_gpus(node, task.gpu_count, task.gpu_milli)
             if gpus is None:
-                return
+                return None
             plan.allocate(node, task.cpu, task.mem, gpus, task.gpu_milli, task.ext)
             nodes.append(node)
-        ssn.reserve_nodes(job, nodes, f"pending {self.waited(job):.0f}s > starvation bound "
-                                      f"{self.config.starvation_seconds:.0f}s")
+        return nodes
