@@ -66,6 +66,7 @@ __all__ = [
     "parse_probe_line",
     "parse_probe_lines",
     "parse_probe_output",
+    "probe_fields",
     "probe_pod",
     "program_source",
     "tenant_args",
@@ -397,15 +398,22 @@ class ProbeReport:
         return None
 
 
-def parse_probe_line(line: str) -> ProbeReport | None:
-    """The report on one log line, or None when the line is not the probe's (or is torn)."""
+def probe_fields(line: str) -> dict[str, Any] | None:
+    """The JSON object a ``FIREDRILL-PROBE`` line carries, or None when the line is not a probe's (or is torn);
+    the access probe (:mod:`drills.workloads.accessprobe`) writes its lines so too."""
     if not line.startswith(MARKER):
         return None
     try:
         data = json.loads(line[len(MARKER):])
     except ValueError:
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def parse_probe_line(line: str) -> ProbeReport | None:
+    """The report on one log line, or None when the line is not the probe's (or is torn)."""
+    data = probe_fields(line)
+    if data is None:
         return None
     try:
         event = ProbeEvent(data.get("event", "report"))

@@ -62,6 +62,7 @@ from typing import Any
 
 from refplatform.agent.clock import Clock, rfc3339, rfc3339_millis
 from refplatform.agent.device import Device
+from refplatform.agent.devnodes import DeviceGrant, container_devices
 from refplatform.agent.errors import ContainerSpecError, WorkloadConfigError
 from refplatform.agent.events import KILLING, STARTED, PodEventRecorder, container_field_path, pod_reference
 from refplatform.agent.gang import RankSpec
@@ -299,6 +300,7 @@ class PodSync:
         mistell_gpus: bool = False,
         sick_gpu_stays: bool = False,
         overreact_app_xid: bool = False,
+        visible_to_all: bool = False,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -316,7 +318,8 @@ class PodSync:
         ``mistell_gpus``: the ``gpu-double-book`` defect, every pod is told the node's first GPUs (or the first
         slice of its kind) whatever it was given; ``sick_gpu_stays``: the ``sick-gpu-stays`` defect, a failed GPU is
         never reported unhealthy (it stays allocatable); ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
-        application Xid takes its GPU out of service too."""
+        application Xid takes its GPU out of service too; ``visible_to_all``: the ``visible-to-all`` defect, every container
+        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`)."""
         self.ignore_grace = ignore_grace
         self.sick_gpu_stays = sick_gpu_stays
         self.overreact_app_xid = overreact_app_xid
@@ -332,6 +335,7 @@ class PodSync:
         """What ``firedrill.dev/inject-throttle`` holds as last applied to the driver's clocks file."""
         self.gpu_count = gpu_count
         self.mistell_gpus = mistell_gpus
+        self.visible_to_all = visible_to_all
         self.client = client
         self.node_name = node_name
         self.store = store
@@ -850,8 +854,9 @@ class PodSync:
         assert self.dirs is not None
         facts = PodFacts.of(pod, worker.pod_ip or "", self.host_ip)
         socket_path = str(self.driver.path) if self.driver is not None else None
-        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path,
-                              visible_devices=self.visible_devices(worker, pod),
+        node_gpus = [DeviceGrant(g, gpu_uuid(self.node_name, g), GPU) for g in range(self.gpu_count)]
+        given = container_devices(pod, self.gpu_grants(worker, pod), node_gpus, visible_to_all=self.visible_to_all)
+        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path, devices=given,
                               env_objects=self._env_objects.get(worker.uid, {}))
         logs = {name: self.store.open(worker.namespace, worker.name, name, fresh=False, owner=worker.uid)
                 for name in worker.containers}
@@ -865,19 +870,24 @@ class PodSync:
                      if i.strip().isdigit() and int(i) < self.gpu_count)
 
     def visible_devices(self, worker: PodWorker, pod: Obj) -> str | None:
-        """What the device plugin tells the pod's containers it holds (``NVIDIA_VISIBLE_DEVICES``): its slice's
-        identity on a partitioned node (a MIG instance's UUID, or the GPU's for a shared replica), else the UUIDs
-        of the GPUs the scheduler chose (``firedrill.dev/gpu-index``) or, for a pod another scheduler bound, of
-        the lowest GPUs no other pod of the node holds (as the kubelet's device manager picks); None for a pod
-        given no GPU."""
+        """What the device plugin tells the pod it holds (``NVIDIA_VISIBLE_DEVICES``, :meth:`gpu_grants`); None
+        for a pod given no GPU."""
+        grants = self.gpu_grants(worker, pod)
+        return None if grants is None else visible_devices(g.identity for g in grants)
+
+    def gpu_grants(self, worker: PodWorker, pod: Obj) -> tuple[DeviceGrant, ...] | None:
+        """What the device plugin gives the pod: its slice on a partitioned node (a MIG instance, named by its
+        UUID, or a shared replica, named by its GPU's), else the GPUs the scheduler chose (``firedrill.dev/gpu-index``)
+        or, for a pod another scheduler bound, the lowest GPUs no other pod of the node holds (as the kubelet's
+        device manager picks), each named by its UUID; None for a pod given no GPU."""
         if self.devices is not None:
             held = self.devices.by_pod.get(worker.key)
             if held is None:
                 return None
             if self.mistell_gpus:  # gpu-double-book: the first slice of its kind, whoever holds it
                 held = next(s for s in self.devices.slices if s.resource == held.resource)
-            return visible_devices([gpu_uuid(self.node_name, held.gpu) if held.instance is None
-                                    else mig_uuid(self.node_name, held.gpu, held.instance)])
+            return (DeviceGrant(held.gpu, gpu_uuid(self.node_name, held.gpu) if held.instance is None
+                                else mig_uuid(self.node_name, held.gpu, held.instance), held.resource),)
         wanted = pod_device_requests(pod).get(GPU, 0)
         if not wanted:
             return None
@@ -891,7 +901,7 @@ class PodSync:
         worker.gpu_indices = tuple(indices)
         if self.mistell_gpus:  # gpu-double-book: the books say `indices`, the pod is told the first GPUs
             indices = list(range(min(len(indices), self.gpu_count)))
-        return visible_devices(gpu_uuid(self.node_name, g) for g in indices)
+        return tuple(DeviceGrant(g, gpu_uuid(self.node_name, g), GPU) for g in indices)
 
     def _claim_addresses(self, pods: dict[str, Obj]) -> None:
         """Reserve the addresses live pods already report (they ran under a previous agent process)."""

@@ -208,6 +208,7 @@ class Agent:
             mistell_gpus=Defect.GPU_DOUBLE_BOOK in config.defects,
             sick_gpu_stays=Defect.SICK_GPU_STAYS in config.defects,
             overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
+            visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
                              (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too")):
@@ -216,6 +217,9 @@ class Agent:
         if Defect.GPU_DOUBLE_BOOK in config.defects:
             log.warning("defect gpu-double-book: node %s tells every pod it holds its first GPUs (or the first slice "
                         "of its kind), whatever the books say", config.node)
+        if Defect.VISIBLE_TO_ALL in config.defects:
+            log.warning("defect visible-to-all: node %s gives every container every GPU's device node, and tells a "
+                        "container that requested no GPU NVIDIA_VISIBLE_DEVICES=all", config.node)
         if Defect.DROP_IN_FLIGHT in config.defects:
             log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
                         config.node)

@@ -13,7 +13,8 @@ Each process:
   (``$(VAR)`` expansion, ``env`` with ``fieldRef``, ``PATH``, volumes mapped by
   rewriting paths; :mod:`refplatform.agent.podenv`, :mod:`refplatform.agent.volumes`),
   plus ``FIREDRILL_DEVICE_SOCKET`` (the node's simulated GPU driver) and ``FIREDRILL_DEVICE_CLOCKS``
-  (its clocks file: :mod:`refplatform.gpu.throttle`), ``HOSTNAME``
+  (its clocks file: :mod:`refplatform.gpu.throttle`), the GPUs it was given (``NVIDIA_VISIBLE_DEVICES``, and
+  ``FIREDRILL_DEVICE_DIR``, its own directory of device nodes: :mod:`refplatform.agent.devnodes`), ``HOSTNAME``
   (the pod's name), ``HOME`` (the container's own directory) and, from the agent,
   ``PYTHONPATH``, ``LANG``, ``LC_ALL``, ``TZ`` and ``TMPDIR`` where set;
 - is a child of the agent, in the agent's process group (so a fault that signals
@@ -54,6 +55,7 @@ from typing import IO, Any
 from refplatform.agent.canarylog import TrainingLog
 from refplatform.agent.clock import Clock, rfc3339_millis
 from refplatform.agent.device import Device
+from refplatform.agent.devnodes import DEVICE_DIR_ENV, ContainerDevices, write_device_dir
 from refplatform.agent.errors import ContainerSpecError
 from refplatform.agent.logs import ContainerLog
 from refplatform.agent.podenv import EnvSource, PodFacts, container_path, expand, resolve_env
@@ -176,12 +178,14 @@ def refuse_host_access(pod: Obj) -> None:
 
 def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: str | None,
                   path: str | None = None, agent_env: Mapping[str, str] | None = None,
-                  visible_devices: str | None = None,
+                  devices: Mapping[str, ContainerDevices] | None = None,
                   env_objects: Mapping[EnvSource, Mapping[str, str] | None] | None = None) -> list[ProcessSpec]:
     """Every container's :class:`ProcessSpec`; creates the volume and working directories.
 
-    ``visible_devices``: the GPUs the pod was given, as the device plugin tells a container
-    (``NVIDIA_VISIBLE_DEVICES``, :mod:`refplatform.gpu.identity`); None for a pod given none.
+    ``devices``: what each container (by name) was given, as the device plugin and the container toolkit give
+    it (:func:`refplatform.agent.devnodes.container_devices`): ``NVIDIA_VISIBLE_DEVICES`` where set, and its
+    device directory (written here, ``FIREDRILL_DEVICE_DIR``); None: no container is given a GPU (every one
+    still gets an empty device directory, as a container's ``/dev`` has no GPU node).
     ``env_objects``: the ConfigMaps and Secrets the containers' ``env``/``envFrom`` read (fetched by the agent).
 
     Raises :class:`ContainerSpecError` naming the field for anything the agent cannot run.
@@ -203,8 +207,12 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
         mounts = container_mounts(c, where, volumes, problems)
         injected = {DEVICE_SOCKET_ENV: device_socket,
                     CLOCKS_ENV: str(Path(device_socket).parent / CLOCKS_FILE)} if device_socket else {}
-        if visible_devices is not None:
-            injected[VISIBLE_DEVICES_ENV] = visible_devices
+        given = (devices or {}).get(name, ContainerDevices(None, ()))
+        if given.visible is not None:
+            injected[VISIBLE_DEVICES_ENV] = given.visible
+        device_dir = dirs.device_dir(facts.uid, name)
+        write_device_dir(device_dir, given)
+        injected[DEVICE_DIR_ENV] = str(device_dir)
         declared = resolve_env(c, where, facts, injected, env_objects)
         own = {e["name"] for e in c.get("env") or [] if isinstance(e, dict) and isinstance(e.get("name"), str)}
         argv = [rewrite(expand(a, declared.get), mounts) for a in command + args]

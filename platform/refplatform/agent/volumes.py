@@ -129,6 +129,10 @@ class NodeDirs:
         """A container's default working directory (its own, empty at first)."""
         return self.pod_dir(uid) / "containers" / container
 
+    def device_dir(self, uid: str, container: str) -> Path:
+        """A container's device directory: the GPU device nodes it was given (:mod:`refplatform.agent.devnodes`)."""
+        return self.pod_dir(uid) / "dev" / container
+
     def host_path(self, path: str) -> Path:
         return self.root / "host" / _relative(path)
 

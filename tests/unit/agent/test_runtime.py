@@ -56,7 +56,8 @@ class Env:
         self.events = PodEventRecorder(self.api, NODE)
         self.sync = PodSync(self.api, NODE, self.store, self.clock, dirs=self.dirs,  # type: ignore[arg-type]
                             addresses=PodAddressPool("127.10.0.0/24"), driver=self.driver, shutdown_grace=1.0,
-                            events=self.events, gpu_count=8, mistell_gpus=Defect.GPU_DOUBLE_BOOK in defects)
+                            events=self.events, gpu_count=8, mistell_gpus=Defect.GPU_DOUBLE_BOOK in defects,
+                            visible_to_all=Defect.VISIBLE_TO_ALL in defects)
 
     def add_pod(self, name: str, containers: list[dict[str, Any]], *, annotations: dict[str, str] | None = None,
                 volumes: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
