@@ -91,7 +91,7 @@ class AccessDrill(Drill):
     follower: LogFollower | None = None
     period: float = 0.5
     """Seconds between a probe's rounds."""
-    rounds: int = 60
+    rounds: int = 120
     run_timeout: float = 30.0
     """How long a probe pod may take to run and report before the scenario is INCONCLUSIVE."""
     report_timeout: float = 15.0
