@@ -104,6 +104,7 @@ def _nvidia_major() -> Any:  # pragma: no cover - exercised through subprocesses
 def _open_device(directory: str, name: str, major: Any, scratch: Any) -> tuple:  # pragma: no cover - subprocess
     """(attempt, fd): try to open one GPU's device node; where it is absent from a real ``/dev``, make the node
     in ``scratch`` (as a container with CAP_MKNOD can) and try that, so only the device cgroup can refuse."""
+    import errno
     import os
     import stat
 
@@ -122,8 +123,9 @@ def _open_device(directory: str, name: str, major: Any, scratch: Any) -> tuple: 
             return attempt, None
         try:
             fd = os.open(made, os.O_RDWR)
-        except OSError as exc:
-            attempt["made"] = f"denied: {exc.strerror}"
+        except OSError as exc:  # EPERM: the device cgroup; ENXIO: no such GPU behind that number
+            refused = "denied" if exc.errno in (errno.EPERM, errno.EACCES) else "failed"
+            attempt["made"] = f"{refused}: {exc.strerror}"
             return attempt, None
         finally:
             os.unlink(made)
@@ -259,7 +261,8 @@ class Attempt:
     """The GPU's identity where the probe could read it (the reference platform's node, or NVML by minor)."""
     made: str | None = None
     """A real node without the device node: what became of the node it made itself (``opened``, ``denied: ...``,
-    ``refused: ...``); None where it did not try."""
+    ``refused: ...`` when it could not make it, ``failed: ...`` when no GPU answers that number); None where it did
+    not try."""
     error: str | None = None
 
     @property
