@@ -51,6 +51,8 @@ from drills.errors import FiredrillError
 __all__ = [
     "thaw",
     "GANG_LABEL",
+    "GROUP_OBJECTS",
+    "REQUIRED_TOPOLOGY_ANNOTATION",
     "RUN_LABEL",
     "JOB_COMPLETION_INDEX_ANNOTATION",
     "TRAINING_JOB_FLAVORS",
@@ -110,6 +112,8 @@ KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_GROUP_ANNOTATION = "pod-group-name"
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+"""Kueue's topology-aware scheduling: the node label whose one domain must hold the pod set (on the pod template)."""
 NATIVE_API_VERSION = "scheduling.k8s.io/v1beta1"
 """Workload and PodGroup in Kubernetes 1.37 (v1alpha2 in 1.36, with other gates; see docs/REAL_CLUSTERS.md)."""
 NATIVE_TEMPLATE = TASK
@@ -217,6 +221,11 @@ class GangSpec:
     """Volcano Job only: restarts allowed before the job fails."""
     gpu_resource: str = GPU
     """The extended resource requested in ``limits`` (e.g. a MIG resource ``nvidia.com/mig-1g.10gb``)."""
+    required_topology: str | None = None
+    """A node label one of whose domains (the nodes sharing a value: a rack, an NVLink domain) must hold the whole
+    gang: Kueue's pod-set annotation ``kueue.x-k8s.io/podset-required-topology`` on every pod (the reference
+    platform reads it in every flavor) and, in the native flavor, the PodGroup's and its template's
+    ``schedulingConstraints.topology`` (Kubernetes' ``TopologyAwareWorkloadScheduling``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _frozen_map(self.labels))
@@ -275,6 +284,9 @@ def _spec_problems(spec: GangSpec) -> list[str]:
                 problems.append(f"{what} {key} has value {value!r}; values must be strings (quote numbers)")
             elif check_values and not valid_label_value(value):
                 problems.append(f"{what} {key}={value!r} is not a valid label value")
+    if spec.required_topology is not None and not valid_label_key(spec.required_topology):
+        problems.append(f"required_topology {spec.required_topology!r} is not a node label key such as "
+                        "cloud.provider.com/topology-rack")
     reserved = {RUN_LABEL, GANG_LABEL, WORKER_INDEX_LABEL} & set(spec.labels)
     if reserved:
         problems.append(f"labels {sorted(reserved)} are set by Firedrill; remove them from labels")
@@ -354,6 +366,13 @@ def thaw(value: Any) -> Any:
     return value
 
 
+def _pod_annotations(spec: GangSpec) -> dict[str, str]:
+    """Every pod's (and pod template's) annotations: the spec's, and its required topology as Kueue writes it."""
+    if spec.required_topology is None:
+        return dict(spec.annotations)
+    return {**spec.annotations, REQUIRED_TOPOLOGY_ANNOTATION: spec.required_topology}
+
+
 def _pods(spec: GangSpec, scheduler: str | None, labels: Mapping[str, str],
           annotations: Mapping[str, str]) -> list[Manifest]:
     return [{
@@ -363,7 +382,7 @@ def _pods(spec: GangSpec, scheduler: str | None, labels: Mapping[str, str],
             "name": name,
             "namespace": spec.namespace,
             "labels": _pod_labels(spec, i, labels),
-            "annotations": {**spec.annotations, **annotations},
+            "annotations": {**_pod_annotations(spec), **annotations},
         },
         "spec": _pod_spec(spec, scheduler),
     } for i, name in enumerate(pod_names(spec))]
@@ -389,7 +408,7 @@ def volcano_job(spec: GangSpec) -> Manifest:
             "name": TASK,
             "replicas": spec.workers,
             "template": {
-                "metadata": {"labels": _pod_labels(spec, None), "annotations": dict(spec.annotations)},
+                "metadata": {"labels": _pod_labels(spec, None), "annotations": _pod_annotations(spec)},
                 "spec": _pod_spec(spec, None),
             },
         }],
@@ -510,9 +529,19 @@ def _native_policy(spec: GangSpec) -> dict[str, Any]:
     return {"gang": {"minCount": spec.min_available}}
 
 
+def _native_constraints(spec: GangSpec, group: dict[str, Any]) -> dict[str, Any]:
+    """A pod group (or its template) with the spec's required topology as ``schedulingConstraints.topology``
+    (one constraint, its node label ``key``); kube-apiserver drops the field while its
+    ``TopologyAwareWorkloadScheduling`` gate is off."""
+    if spec.required_topology is not None:
+        group["schedulingConstraints"] = {"topology": [{"key": spec.required_topology}]}
+    return group
+
+
 def native_workload(spec: GangSpec) -> Manifest:
     """The Workload: one pod-group template ``worker``, gang-scheduled with ``minCount`` = min_member."""
-    template: dict[str, Any] = {"name": NATIVE_TEMPLATE, "schedulingPolicy": _native_policy(spec)}
+    template: dict[str, Any] = _native_constraints(
+        spec, {"name": NATIVE_TEMPLATE, "schedulingPolicy": _native_policy(spec)})
     if spec.priority_class:
         template["priorityClassName"] = spec.priority_class
     return {"apiVersion": NATIVE_API_VERSION, "kind": "Workload", "metadata": _object_meta(spec, spec.name),
@@ -521,8 +550,9 @@ def native_workload(spec: GangSpec) -> Manifest:
 
 def native_pod_group(spec: GangSpec) -> Manifest:
     """The PodGroup of the Workload's template, as a workload controller would make it from the template."""
-    pg_spec: dict[str, Any] = {"workloadRef": {"workloadName": spec.name, "templateName": NATIVE_TEMPLATE},
-                               "schedulingPolicy": _native_policy(spec)}
+    pg_spec: dict[str, Any] = _native_constraints(spec, {
+        "workloadRef": {"workloadName": spec.name, "templateName": NATIVE_TEMPLATE},
+        "schedulingPolicy": _native_policy(spec)})
     if spec.priority_class:
         pg_spec["priorityClassName"] = spec.priority_class
     return {"apiVersion": NATIVE_API_VERSION, "kind": "PodGroup", "metadata": _object_meta(spec, spec.name),
@@ -570,7 +600,7 @@ def indexed_job(spec: GangSpec, flavor: GangFlavor) -> Manifest:
         "backoffLimitPerIndex": spec.max_retry,
         "podReplacementPolicy": "TerminatingOrFailed",
         "template": {
-            "metadata": {"labels": _pod_labels(spec, None), "annotations": dict(spec.annotations)},
+            "metadata": {"labels": _pod_labels(spec, None), "annotations": _pod_annotations(spec)},
             "spec": _pod_spec(spec, None),
         },
     }
@@ -611,6 +641,16 @@ def queue_manifests(flavor: GangFlavor, *, queue: str, namespace: str, gpus: int
         return []  # native gang scheduling has no queues; the profile's queue is not used
     return kai_queues(queue=queue, gpus=gpus, run_id=run_id)
 
+
+GROUP_OBJECTS: dict[GangFlavor, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    GangFlavor.VOLCANO: (("scheduling.volcano.sh", "podgroups", ("create", "delete")),),
+    GangFlavor.KAI: (("scheduling.run.ai", "podgroups", ("create", "delete")),),
+    GangFlavor.NATIVE: (("scheduling.k8s.io", "workloads", ("create", "delete")),
+                        ("scheduling.k8s.io", "podgroups", ("create", "delete"))),
+    GangFlavor.KUEUE: (("kueue.x-k8s.io", "workloads", ("delete",)),),  # Kueue makes it; rollback deletes it
+}
+"""(group, resource, verbs) of the objects beside the pods each flavor's gang (plain form) writes or removes: the
+permissions a drill that submits gangs asks for."""
 
 _APIS: dict[GangFlavor, dict[str, tuple[str, ...]]] = {
     GangFlavor.VOLCANO: {"batch.volcano.sh": ("v1alpha1",), "scheduling.volcano.sh": ("v1beta1",)},

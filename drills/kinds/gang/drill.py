@@ -26,9 +26,10 @@ from drills.kube.flavors import GangFlavor, GangSpec, VolcanoForm, gang_manifest
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.capacity import free_gpus_per_node
-from drills.target.access import CLUSTER, Permission, grant
+from drills.target.access import Permission
 from drills.target.profile import TargetProfile
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
+from drills.workloads.gangs import gang_permissions
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -50,16 +51,6 @@ class PodTrack:
     phase: str = "Pending"
 
 
-GROUP_OBJECTS: dict[GangFlavor, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
-    GangFlavor.VOLCANO: (("scheduling.volcano.sh", "podgroups", ("create", "delete")),),
-    GangFlavor.KAI: (("scheduling.run.ai", "podgroups", ("create", "delete")),),
-    GangFlavor.NATIVE: (("scheduling.k8s.io", "workloads", ("create", "delete")),
-                        ("scheduling.k8s.io", "podgroups", ("create", "delete"))),
-    GangFlavor.KUEUE: (("kueue.x-k8s.io", "workloads", ("delete",)),),  # Kueue makes it; rollback deletes it
-}
-"""(group, resource, verbs) of the objects beside the pods each flavor's gang writes or removes."""
-
-
 @register
 @dataclass
 class GangDrill(Drill):
@@ -71,13 +62,7 @@ class GangDrill(Drill):
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
-        ns, why = profile.namespace, "gang submission"
-        out = grant(ns, "", "pods", ("get", "list", "watch", "create", "delete"), why)
-        out += grant(CLUSTER, "", "nodes", ("list",), f"{why}: free capacity")
-        out += grant(CLUSTER, "", "pods", ("list",), f"{why}: free capacity (GPUs held in every namespace)")
-        for group, resource, verbs in GROUP_OBJECTS[profile.flavor]:
-            out += grant(ns, group, resource, verbs, f"{why}: the {profile.flavor.value} gang's group object")
-        return out
+        return gang_permissions(profile, "gang submission")
 
     specs: list[GangSpec] = field(default_factory=list)
     pods: dict[str, PodTrack] = field(default_factory=dict)

@@ -78,7 +78,7 @@ def context() -> ScenarioContext:
 def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
     assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "gang", "governance", "gpufault", "isolation",
-                        "leak", "nodepull", "serving", "straggler"]
+                        "leak", "nodepull", "serving", "straggler", "topology"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     for package in packages:
         mine = [cls for cls in KINDS.values() if cls.__module__.startswith(f"drills.kinds.{package}.")]
@@ -87,7 +87,7 @@ def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
         assert any(s.name in vars(module) for s in SENTENCES), f"drills/kinds/{package}/steps.py has no sentence"
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
         "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "gang-submission", "governance", "gpu-fault",
-        "leak-identification", "node-pull", "partition-isolation", "serving", "straggler"}
+        "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology"}
 
 
 def test_a_drill_starts_once_and_names_the_result() -> None:
@@ -183,6 +183,13 @@ def test_requirements_are_declared_on_the_sentences_across_kinds() -> None:
     assert _problems(["autoscaled_service", "scale_in_window"]) == []
 
 
+TOPOLOGY_NEEDS = {"runs_inside_one": [("topology-gang",)], "waits_whole": [("topology-gang",)],
+                  "waits_until_freed": [("topology-gang",), ("topology-other-job-ends",)],
+                  "runs_inside_freed": [("topology-freed",)]}
+TOPOLOGY_SETS = {"other_job_every": ("topology-other-job-ends",), "submit_gang": ("topology-gang",),
+                 "waits_until_freed": ("topology-freed",)}
+
+
 def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_is_kept() -> None:
     """The marks each sentence needs, as the table that named them before the kinds were split."""
     needs = {s.name: [r.after for r in s.requires] for s in SENTENCES if s.requires}
@@ -202,7 +209,8 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "pod_without_gpu": [("access_node",)], "pod_with_gpus": [("access_node",)],
         "pods_side_by_side": [("access_node",)], "try_each_other": [("access_pods",)],
         "sees_at_most": [("access_pods",)], "opens_at_most": [("access_pods",)], "sees_its_own": [("access_pods",)],
-        "no_crossing": [("access_tried",)]}
+        "no_crossing": [("access_tried",)],
+        **TOPOLOGY_NEEDS}
     sets = {s.name: s.sets for s in SENTENCES if s.sets}
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
@@ -210,7 +218,8 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
                     "control_plane_load": ("cp_load",), "pods_started": ("startup",),
                     "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",),
                     "gpu_node": ("access_node",), "pod_without_gpu": ("access_pods",), "pod_with_gpus": ("access_pods",),
-                    "pods_side_by_side": ("access_pods",), "try_each_other": ("access_tried",)}
+                    "pods_side_by_side": ("access_pods",), "try_each_other": ("access_tried",),
+                    **TOPOLOGY_SETS}
 
 
 def test_a_step_name_is_registered_once() -> None:
