@@ -13,9 +13,11 @@ hold their GPUs (``drills.workloads.canaryjob.gpu_holder``), so the invariant wa
 was given.  How a gang asks, per flavor (docs/TOPOLOGY.md):
 
 - ``kueue``: Kueue's pod-set annotation ``kueue.x-k8s.io/podset-required-topology: <label>`` on every pod; the
-  LocalQueue's flavor must name a Kueue Topology with a level on that label, read before the gang is submitted;
+  LocalQueue's flavor must name a Kueue Topology with a level on that label;
 - ``native``: the PodGroup's ``schedulingConstraints.topology`` (Kubernetes' ``TopologyAwareWorkloadScheduling``);
   a kube-apiserver that drops the field makes the scenario INCONCLUSIVE, naming the gate;
+
+  both read before the scenario creates anything (:mod:`drills.kinds.topology.asking`);
 - the reference platform reads Kueue's annotation in every flavor; ``volcano`` and ``kai`` on a real cluster
   spell topology otherwise (HyperNodes, a Topology object) and are INCONCLUSIVE before anything is created.
 
@@ -32,6 +34,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from drills.kinds.topology.asking import scheduler_problem
 from drills.kinds.topology.domains import Level, Spread, domain_room, spread
 from drills.kube.driver import NODE, POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
@@ -54,7 +57,6 @@ HOLD_RUNNING_WITHIN = 30.0
 """Seconds the other job's pods get to run before the gang is submitted (else the premise is missing)."""
 ROLLBACK_GONE_TIMEOUT = 30.0
 """Seconds the rollback waits for the drill's pods to be gone, so the next scenario finds their GPUs free."""
-KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 WAITING_HELD = "GPUs the waiting gang held"
 """The measurement of a gang that must wait: GPUs its pods held while it was to hold none."""
 
@@ -145,6 +147,7 @@ class TopologyDrill(Drill):
     crossed: Spread | None = None
     """The gang's pods as first seen spread over more than one domain (or onto a node without the label)."""
     watching: bool = False
+    scheduler_checked: bool = False
     _lock: threading.Condition = field(default_factory=threading.Condition)
 
     # ------------------------------------------------------------ words
@@ -186,9 +189,21 @@ class TopologyDrill(Drill):
                 + ", ".join(f"{d} {g}" for d, g in by_domain.items())
                 + (f"; schedulable nodes without the label: {', '.join(loose)}" if loose else ""))
 
+    def _check_scheduler(self) -> None:
+        """Once a scenario, before anything is created: on a real cluster, is the flavor's scheduler asked to keep
+        a gang inside one domain of the label at all (:mod:`drills.kinds.topology.asking`)?  INCONCLUSIVE if not."""
+        if self.scheduler_checked or self.target.embedded is not None:
+            return
+        assert self.label is not None
+        problem = scheduler_problem(self.target.driver, self.target.profile, self.label, self.run_id)
+        self.scheduler_checked = True
+        if problem:
+            raise DrillInconclusive(problem)
+
     def steady_state_before(self, count: int, level: Level, gpus: int) -> None:
         """At least ``count`` domains with ``gpus`` free GPUs each (on nodes the drill's pods may use)."""
         self.use(level)
+        self._check_scheduler()
         self._read_domains()
         free = free_gpus_per_node(self.target)
         enough = [d for d, g in self._free_by_domain(free).items() if g >= gpus]
@@ -201,6 +216,7 @@ class TopologyDrill(Drill):
         """Another job holds ``gpus`` GPUs on each node of one domain (the first, by name, where every node has
         them free) or of every domain, until the rollback or for ``seconds``; returns once all its pods run."""
         self.use(level)
+        self._check_scheduler()
         self._read_domains()
         free = free_gpus_per_node(self.target)
         members: dict[str, list[str]] = {}
@@ -248,10 +264,7 @@ class TopologyDrill(Drill):
         """Submit one gang of training canary ranks that must stay inside one domain of the label."""
         label = self.use(level)
         profile = self.target.profile
-        if self.target.embedded is None and profile.flavor is GangFlavor.KUEUE:
-            problem = self._kueue_problem()
-            if problem:
-                raise DrillInconclusive(problem)
+        self._check_scheduler()
         self._read_domains()
         free = free_gpus_per_node(self.target)
         self.free_at_submit = free
@@ -294,43 +307,6 @@ class TopologyDrill(Drill):
                 f"kube-apiserver dropped the PodGroup's spec.schedulingConstraints.topology (key {self.label}): its "
                 "TopologyAwareWorkloadScheduling feature gate is off, so no scheduler is asked to keep the gang inside "
                 "one domain; turn the gate on in kube-apiserver and kube-scheduler (docs/REAL_CLUSTERS.md)")
-
-    def _kueue_problem(self) -> str:
-        """Why Kueue would not place the gang by topology on the label (the LocalQueue's ClusterQueue has no flavor
-        naming a Topology with a level on it), read from Kueue's own objects; "" when one does."""
-        driver, profile = self.target.driver, self.target.profile
-
-        def get(path: str) -> Obj | None:
-            try:
-                return driver.request("GET", path, retry=False)
-            except KubeError as exc:
-                if exc.code == 404:
-                    return None
-                raise
-
-        queue = get(f"{KUEUE_API}/namespaces/{profile.namespace}/localqueues/{profile.queue}")
-        if queue is None:
-            return (f"the LocalQueue {profile.namespace}/{profile.queue} of the profile does not exist, so Kueue "
-                    "admits no gang there")
-        cq_name = (queue.get("spec") or {}).get("clusterQueue", "")
-        cq = get(f"{KUEUE_API}/clusterqueues/{cq_name}") or {}
-        flavors = [f.get("name", "") for g in (cq.get("spec") or {}).get("resourceGroups") or []
-                   for f in g.get("flavors") or []]
-        seen = []
-        for name in flavors:
-            topology = ((get(f"{KUEUE_API}/resourceflavors/{name}") or {}).get("spec") or {}).get("topologyName")
-            if not topology:
-                seen.append(f"ResourceFlavor {name} names no topology")
-                continue
-            levels = [lv.get("nodeLabel") for lv in ((get(f"{KUEUE_API}/topologies/{topology}") or {})
-                                                      .get("spec") or {}).get("levels") or []]
-            if self.label in levels:
-                return ""
-            seen.append(f"Topology {topology} (of ResourceFlavor {name}) has levels {levels or 'none'}")
-        return (f"Kueue would not keep the gang inside one domain of {self.label}: ClusterQueue {cq_name or '?'} of "
-                f"LocalQueue {profile.queue} has no ResourceFlavor whose Topology has a level on that label ("
-                + ("; ".join(seen) or "no flavors") + "); create a Topology with that level and name it in the "
-                "flavor's spec.topologyName (docs/REAL_CLUSTERS.md)")
 
     # ------------------------------------------------------------ observe
     def _ensure_watch(self) -> None:
