@@ -33,6 +33,12 @@ def features_copy(tmp_path: Path, *names: str) -> Path:
     return out
 
 
+def evidence_dir(out: str) -> Path:
+    """The archive a run's output names on its ``Evidence:`` line."""
+    line = next(ln for ln in out.splitlines() if ln.startswith("Evidence: "))
+    return Path(line.split("Evidence: ", 1)[1].split(" (", 1)[0])
+
+
 def test_gang_feature_on_the_no_gang_profile_fails_naming_the_deadlock(tmp_path: Path) -> None:
     features = features_copy(tmp_path, "gang_submission.feature")
     out = firedrill("run", "--features", str(features), "--scheduler-profile", "no-gang", "-k", "half")

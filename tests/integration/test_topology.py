@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_run import features_copy, firedrill
+from tests.integration.test_run import evidence_dir, features_copy, firedrill
 
 pytestmark = pytest.mark.integration
-
-
-def _archive(out: str) -> Path:
-    line = next(ln for ln in out.splitlines() if ln.startswith("Evidence: "))
-    return Path(line.split("Evidence: ", 1)[1].split(" (", 1)[0])
 
 
 def test_every_gang_stays_inside_one_rack_or_waits_whole(tmp_path: Path) -> None:
@@ -24,7 +19,7 @@ def test_every_gang_stays_inside_one_rack_or_waits_whole(tmp_path: Path) -> None
     out = firedrill("run", "--features", str(features), timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "3 passed" in out.stdout, out.stdout
-    record = json.loads((_archive(out.stdout) / "record.json").read_text())
+    record = json.loads((evidence_dir(out.stdout) / "record.json").read_text())
     by_name = {s["scenario"]: s for s in record["scenarios"]}
     placed = by_name["A gang that fits in one rack is placed inside one rack"]["details"]["placement"]
     gang = {pod["domain"] for name, pod in placed.items() if "-worker-" in name}
