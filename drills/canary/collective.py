@@ -12,11 +12,17 @@ abort, as NCCL's), so every survivor notices.  A survivor does not exit: it
 stays in the collective, stalled, until SIGTERM or until the collective has
 waited ``--peer-timeout`` seconds, which raises :class:`PeerTimeout` (a peer
 that stayed silent that long is first logged lost with reason ``timeout``).
+
+A paced connection (:attr:`drills.canary.wire.Conn.rate`) is written only when its pacing lets the next piece
+out: the waits sleep until then instead of polling a socket that is writable all along.  After each
+all-reduce, :attr:`Collective.arrivals` holds how each peer's frame of it reached this rank (the bytes and
+seconds of the ``step`` line's ``recv``: the bandwidth this rank's links really gave it).
 """
 
 from __future__ import annotations
 
 import functools
+import socket
 import time
 from collections.abc import Callable, Sequence
 
@@ -25,7 +31,7 @@ from drills.canary.errors import PeerTimeout, ProtocolError
 from drills.canary.interrupts import Interrupts
 from drills.canary.log import Event, EventLog
 from drills.canary.rendezvous import World
-from drills.canary.wire import ConnectionLost, Kind, LossReason, encode
+from drills.canary.wire import Arrival, Conn, ConnectionLost, Kind, LossReason, encode
 
 __all__ = ["Collective", "contribution", "reduce_sum"]
 
@@ -97,6 +103,20 @@ class _Wait:
             self.log.emit(Event.UNSTALLED, step=self.step, stalled_s=round(self.clock() - self.stalled_at, 6))
 
 
+def _writes(conns: Sequence[Conn], timeout: float) -> tuple[list[socket.socket], float]:
+    """The sockets of ``conns`` to wait on for writing (those with bytes their pacing lets out now) and the wait's
+    timeout, cut short to the moment the next paced piece is due."""
+    writable, due = [], timeout
+    for conn in conns:
+        if conn.pending_write:
+            delay = conn.pace_delay()
+            if delay > 0:
+                due = min(due, delay)
+            else:
+                writable.append(conn.sock)
+    return writable, due
+
+
 class Collective:
     """The all-reduce of one rank of a formed :class:`World`."""
 
@@ -107,6 +127,9 @@ class Collective:
         self.log, self.device, self.interrupts = log, device, interrupts
         self.stall_after, self.peer_timeout, self.clock = stall_after, peer_timeout, clock
         self.lost: ConnectionLost | None = None
+        self.arrivals: dict[int, Arrival] = {}
+        """Peer rank -> how its frame of the last all-reduce arrived here (rank 0: every other rank's
+        contribution; another rank: rank 0's result)."""
 
     def moved_bytes(self, payload: int) -> int:
         """Payload bytes this rank sends plus receives in one all-reduce."""
@@ -129,19 +152,20 @@ class Collective:
     def _root(self, step: int, mine: bytes, wait: _Wait) -> bytes:
         got: dict[int, bytes] = {}
         conns = self.world.conns
+        self.arrivals = {}
+        for conn in conns.values():
+            conn.begin_receive()
+        self._take(conns, got, Kind.CONTRIBUTION, step, len(mine))
         while len(got) < len(conns):
             waiting = [c for r, c in conns.items() if r not in got]
-            readable, writable = self.interrupts.wait([c.sock for c in waiting],
-                                                      [c.sock for c in waiting if c.pending_write], wait.timeout())
+            writes, timeout = _writes(waiting, wait.timeout())
+            readable, writable = self.interrupts.wait([c.sock for c in waiting], writes, timeout)
             for conn in waiting:
                 if conn.sock in writable:
                     conn.flush()
                 if conn.sock in readable:
                     conn.fill()
-                    frame = conn.frame()
-                    if frame is not None:
-                        got[int(conn.peer)] = self._payload(frame.kind, frame.step, frame.payload, Kind.CONTRIBUTION,
-                                                            step, conn.peer, len(mine))
+            self._take(conns, got, Kind.CONTRIBUTION, step, len(mine))
             if len(got) < len(conns) and wait.tick():
                 self._silent([r for r in conns if r not in got])
         result = reduce_sum([mine, *(got[r] for r in sorted(got))])
@@ -152,23 +176,41 @@ class Collective:
             unsent = [c for c in conns.values() if not c.flush()]
             if not unsent:
                 return result
-            _, _ = self.interrupts.wait([], [c.sock for c in unsent], wait.timeout())
+            writes, timeout = _writes(unsent, wait.timeout())
+            _, _ = self.interrupts.wait([], writes, timeout)
             if wait.tick():
                 self._silent([int(c.peer) for c in unsent])
 
     def _leaf(self, step: int, mine: bytes, wait: _Wait) -> bytes:
         conn = self.world.conns[0]
+        got: dict[int, bytes] = {}
+        self.arrivals = {}
+        conn.begin_receive()
         conn.queue(encode(Kind.CONTRIBUTION, step, mine))
         while True:
             conn.flush()
-            readable, _ = self.interrupts.wait([conn.sock], [conn.sock] if conn.pending_write else [], wait.timeout())
+            self._take({0: conn}, got, Kind.RESULT, step, len(mine))
+            if got:
+                return got[0]
+            writes, timeout = _writes([conn], wait.timeout())
+            readable, _ = self.interrupts.wait([conn.sock], writes, timeout)
             if readable:
                 conn.fill()
-                frame = conn.frame()
-                if frame is not None:
-                    return self._payload(frame.kind, frame.step, frame.payload, Kind.RESULT, step, "master", len(mine))
-            if wait.tick():
+            if not conn.frame_ready() and wait.tick():
                 self._silent(["master"])
+
+    def _take(self, conns: dict[int, Conn], got: dict[int, bytes], want: Kind, step: int, length: int) -> None:
+        """Every frame of ``want`` for ``step`` now complete in the buffers of ``conns`` not yet in ``got``, with
+        how it arrived."""
+        for rank, conn in conns.items():
+            if rank in got:
+                continue
+            frame = conn.frame()
+            if frame is not None:
+                got[rank] = self._payload(frame.kind, frame.step, frame.payload, want, step,
+                                          "master" if want is Kind.RESULT else conn.peer, length)
+                if conn.last_arrival is not None:
+                    self.arrivals[rank] = conn.last_arrival
 
     @staticmethod
     def _payload(kind: Kind, got_step: int, payload: bytes, want: Kind, step: int, peer: int | str,

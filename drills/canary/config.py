@@ -42,6 +42,10 @@ environment (torch.distributed style; an empty variable counts as unset):
                              "input_delay_s": s}); each step's compute is stretched by 1/speed of
                              the slowest GPU of NVIDIA_VISIBLE_DEVICES and its input by the delay;
                              unset or unreadable: full speed
+  FIREDRILL_LINK_BANDWIDTH   this node's link to its peers, in bytes per second (a fabric that
+                             imposes it; the reference platform's agent sets it): each connection
+                             sends no faster than the slower of its two ends' links; unset: as
+                             fast as the sockets go (a real fabric is what it is)
 
 output: one JSON object per line on stdout (events start, rendezvous, resumed, step,
 checkpoint, stalled, unstalled, peer_lost, exit), each with seq, ts, event, rank,
@@ -92,6 +96,9 @@ class Config:
     """Rank 0 checkpoints the last completed step when SIGTERM arrives (a preempted job keeps its work)."""
     device_clocks: str | None = None
     """The simulated driver's clocks file (``FIREDRILL_DEVICE_CLOCKS``): a throttled GPU's speed, an input delay."""
+    link_bandwidth: float | None = None
+    """This node's link in bytes per second (``FIREDRILL_LINK_BANDWIDTH``), which the rendezvous tells every
+    peer; each connection is paced to the slower end's (None: unpaced)."""
     gpus: tuple[str, ...] | None = None
     """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes); None when
     the variable is unset (the ``start`` line's ``gpus``, which the harness checks no other pod holds)."""
@@ -121,7 +128,7 @@ class Config:
             "payload_bytes": self.payload_bytes, "rendezvous_timeout": self.rendezvous_timeout,
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
             "pod_ip": self.pod_ip, "device_socket": self.device_socket, "device_clocks": self.device_clocks,
-            "checkpoint_on_sigterm": self.checkpoint_on_sigterm,
+            "checkpoint_on_sigterm": self.checkpoint_on_sigterm, "link_bandwidth": self.link_bandwidth,
         }
 
 
@@ -276,7 +283,22 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
         device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
-        gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"))
+        gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"),
+        link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"))
+
+
+def _env_rate(env: Mapping[str, str], name: str) -> float | None:
+    """A positive, finite number of bytes per second from ``name`` (None when unset)."""
+    text = _env(env, name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{PROG}: environment variable {name}: expected bytes per second > 0, got {text!r}")
+    return value
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:

@@ -28,7 +28,8 @@ class Event(enum.Enum):
     RESUMED = "resumed"
     """The resume point is known: ``from_step``, ``checkpoint`` (file name or null), ``skipped``."""
     STEP = "step"
-    """A step completed: ``step``, ``input_s``, ``compute_s``, ``comm_s``, ``wall_s``."""
+    """A step completed: ``step``, ``input_s``, ``compute_s``, ``comm_s``, ``wall_s``; in a world of more than one
+    rank also ``recv``, ``{"<peer rank>": [bytes, seconds]}``: how each peer's frame of the all-reduce arrived."""
     CHECKPOINT = "checkpoint"
     """Rank 0: a checkpoint is durable: ``step``, ``file``, ``digest`` (and ``trigger`` "sigterm" for the
     one ``--checkpoint-on-sigterm`` writes when SIGTERM arrives)."""

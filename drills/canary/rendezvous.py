@@ -10,7 +10,9 @@
 Each rank sends ``HELLO`` (rank, world size, generation, the file's nonce);
 rank 0 answers every rank with ``WELCOME`` once the whole world has said hello,
 carrying the step to resume from (rank 0 chose it from the checkpoints), so
-every rank agrees.  A hello that does not fit (another generation or world
+every rank agrees.  The hello and the welcome also carry each end's link bandwidth (``link``:
+``FIREDRILL_LINK_BANDWIDTH``, null when unset), and each connection is paced to the slower of the two
+(:func:`drills.canary.wire.paced_rate`).  A hello that does not fit (another generation or world
 size, a rank out of range, a stale nonce) is refused; the refused rank retries
 until its timeout, and the error names the last refusal.
 """
@@ -32,7 +34,7 @@ from drills.canary.checkpoint import Resume, write_atomically
 from drills.canary.config import Config, RendezvousMode
 from drills.canary.errors import ProtocolError, RendezvousError
 from drills.canary.interrupts import Interrupts
-from drills.canary.wire import Conn, ConnectionLost, Kind, encode_json
+from drills.canary.wire import Conn, ConnectionLost, Kind, encode_json, paced_rate
 
 __all__ = ["World", "master_file", "rendezvous"]
 
@@ -156,7 +158,8 @@ def _serve(cfg: Config, resume: Resume, interrupts: Interrupts, clock: Callable[
                     continue
                 pending.remove(conn)
                 try:
-                    rank = _check_hello(cfg, hello.json() if hello.kind is Kind.HELLO else {}, nonce)
+                    said = hello.json() if hello.kind is Kind.HELLO else {}
+                    rank = _check_hello(cfg, said, nonce)
                 except ProtocolError as exc:
                     conn.queue(encode_json(Kind.WELCOME, {"ok": False, "error": str(exc)}))
                     refused.append(conn)
@@ -164,10 +167,11 @@ def _serve(cfg: Config, resume: Resume, interrupts: Interrupts, clock: Callable[
                 if rank in ranks:  # the same rank again (it restarted): the newer connection wins
                     ranks.pop(rank).close()
                 conn.peer = rank
+                conn.rate = paced_rate(cfg.link_bandwidth, said.get("link"))
                 ranks[rank] = conn
         welcome = encode_json(Kind.WELCOME, {"ok": True, "from_step": resume.from_step,
                                              "checkpoint": resume.checkpoint, "skipped": resume.skipped,
-                                             "state": resume.state})
+                                             "state": resume.state, "link": cfg.link_bandwidth})
         for conn in ranks.values():
             conn.queue(welcome)
             try:
@@ -245,7 +249,8 @@ def _join(cfg: Config, interrupts: Interrupts, clock: Callable[[], float],
             continue
         conn = Conn(sock, "master")
         conn.queue(encode_json(Kind.HELLO, {"rank": cfg.rank, "world_size": cfg.world_size,
-                                            "generation": cfg.generation, "nonce": nonce}))
+                                            "generation": cfg.generation, "nonce": nonce,
+                                            "link": cfg.link_bandwidth}))
         try:
             welcome = _await_welcome(conn, interrupts, clock, deadline)
         except (ConnectionLost, ProtocolError) as exc:
@@ -271,6 +276,7 @@ def _join(cfg: Config, interrupts: Interrupts, clock: Callable[[], float],
         except (KeyError, TypeError, ValueError):
             conn.close()
             raise ProtocolError(f"rank 0's welcome is malformed: {welcome!r}") from None
+        conn.rate = paced_rate(cfg.link_bandwidth, welcome.get("link"))
         return f"{host}:{port}", {0: conn}, resume
 
 

@@ -4,7 +4,9 @@ A step N is: wait ``--input-seconds`` (device ``input``; plus the driver's
 input delay), compute ``--compute-seconds`` (device ``compute``; divided by the
 speed of the rank's slowest GPU, :meth:`Device.speed`), then the all-reduce with
 ``--comm-seconds`` of added transfer time (device ``comm``).  The ``step``
-line carries the canary's own monotonic measurement of each part.  Rank 0
+line carries the canary's own monotonic measurement of each part, and (in a
+world of more than one) ``recv``: per peer, the bytes and seconds of how its
+frame of the all-reduce reached this rank (:attr:`Collective.arrivals`).  Rank 0
 then writes checkpoint N when N is a multiple of ``--checkpoint-every`` (the
 write falls between two steps and is in neither's ``wall_s``).
 
@@ -127,8 +129,10 @@ class Trainer:
             accumulator = zlib.crc32(result, accumulator)
             self._accumulator = accumulator
             self.last_step = step = n
+            links = {"recv": {str(peer): [a.bytes, round(a.seconds, 6)] for peer, a in
+                              sorted(collective.arrivals.items())}} if cfg.world_size > 1 else {}
             self.log.emit(Event.STEP, step=n, input_s=round(t1 - t0, 6), compute_s=round(t2 - t1, 6),
-                          comm_s=round(t3 - t2, 6), wall_s=round(t3 - t0, 6))
+                          comm_s=round(t3 - t2, 6), wall_s=round(t3 - t0, 6), **links)
             if cfg.rank == 0 and cfg.checkpoints and n % cfg.checkpoint_every == 0:
                 self._checkpoint(n)
 
