@@ -41,6 +41,7 @@ from refplatform.credentials import (ADMIN, AGENT_CLIENTS_FILE, CONTROLLER, KUBE
                                      TOKENS_FILE, Credentials, CredentialsError, node_user)
 from refplatform.defects import DefectError, parse_defects
 from refplatform.errors import RefPlatformError
+from refplatform.fabric import LINK_BANDWIDTH, node_link
 from refplatform.pki import ensure_pki
 from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 
@@ -181,6 +182,10 @@ class ClusterSpec:
     ``cloud.provider.com/topology-block: block-<i // (2 * nodes_per_rack)>`` (docs/TOPOLOGY.md); 0: no topology
     labels.  Labels only: the nodes, their GPUs and every count a drill makes stay the same."""
 
+    link_bandwidth: float = LINK_BANDWIDTH
+    """The link every node's inventory states, bytes per second (:mod:`refplatform.fabric`): each agent tells its
+    containers its node's link, and the training canary paces its connections to it."""
+
     def __post_init__(self) -> None:
         get_profile(self.profile)  # an unknown name fails here, naming the known ones
         try:
@@ -214,6 +219,11 @@ class ClusterSpec:
 
     def all_node_names(self) -> list[str]:
         return self.node_names() + self.spare_names()
+
+    def link_of(self, name: str) -> float:
+        """The link node ``name`` really has (:func:`refplatform.fabric.node_link`: the stated one, or a quarter of
+        it on the last working node with the ``slow-link`` defect)."""
+        return node_link(name, self.node_names(), self.link_bandwidth, parse_defects(self.defects))
 
     def topology_labels(self, name: str) -> dict[str, str]:
         """The rack and block labels of node ``name`` (see :attr:`nodes_per_rack`); none for a node started beyond
@@ -367,6 +377,7 @@ class Cluster:
                 "--ca-file", str(self.ca_file), "--data-dir", str(self.data_dir), *self.spec.defect_args(), *extra]
         if "--pod-cidr" not in extra:
             argv += ["--pod-cidr", self.pod_cidr(name)]
+        argv += ["--link-bandwidth", f"{self.spec.link_of(name):g}"]
         racked = self.spec.topology_labels(name)
         if racked:
             argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in racked.items())]

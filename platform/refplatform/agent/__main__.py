@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-labels", type=_node_labels, action="append", default=[], metavar="KEY=VALUE,...",
                    help="labels the Node registers with, as the kubelet's flag (repeatable): its rack or NVLink "
                         "domain, e.g. cloud.provider.com/topology-rack=rack-0; the agent's own labels win")
+    p.add_argument("--link-bandwidth", type=_positive_float, metavar="BYTES_PER_S",
+                   help="this node's link to the fabric: told to every container as FIREDRILL_LINK_BANDWIDTH, to "
+                        "which the canary paces its connections (refplatform.fabric; default: none told)")
     p.add_argument("--cpu", default="64", help="cpu capacity (a quantity)")
     p.add_argument("--memory", default="512Gi", help="memory capacity (a quantity)")
     p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
@@ -242,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             client_tokens_file=args.client_tokens_file,
             audit_log_path=args.audit_log_path,
             node_labels={k: v for labels in args.node_labels for k, v in labels.items()},
+            link_bandwidth=args.link_bandwidth,
         )
         agent = Agent(config)
     except PartitionError as err:

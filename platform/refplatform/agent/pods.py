@@ -300,6 +300,7 @@ class PodSync:
         mistell_gpus: bool = False,
         sick_gpu_stays: bool = False,
         overreact_app_xid: bool = False,
+        link_bandwidth: float | None = None,
         visible_to_all: bool = False,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
@@ -323,6 +324,9 @@ class PodSync:
         self.ignore_grace = ignore_grace
         self.sick_gpu_stays = sick_gpu_stays
         self.overreact_app_xid = overreact_app_xid
+        self.link_bandwidth = link_bandwidth
+        """The node's link in bytes per second, told every container (``FIREDRILL_LINK_BANDWIDTH``,
+        :mod:`refplatform.fabric`); None: nothing is told."""
         self.dead_gpus: dict[int, int] = {}
         """Whole GPUs that failed (index -> Xid) while their injection stands: the device's truth, defects or not."""
         self.unhealthy: dict[int, int] = {}
@@ -856,7 +860,8 @@ class PodSync:
         socket_path = str(self.driver.path) if self.driver is not None else None
         node_gpus = [DeviceGrant(g, gpu_uuid(self.node_name, g), GPU) for g in range(self.gpu_count)]
         given = container_devices(pod, self.gpu_grants(worker, pod), node_gpus, visible_to_all=self.visible_to_all)
-        specs = process_specs(pod, facts, self.dirs, device_socket=socket_path, devices=given,
+        specs = process_specs(pod, facts, self.dirs, link_bandwidth=self.link_bandwidth,
+                              device_socket=socket_path, devices=given,
                               env_objects=self._env_objects.get(worker.uid, {}))
         logs = {name: self.store.open(worker.namespace, worker.name, name, fresh=False, owner=worker.uid)
                 for name in worker.containers}

@@ -99,6 +99,9 @@ class AgentConfig:
     """``--audit-log-path``: where refused calls to the endpoints are recorded (None: DIR/nodes/NODE/audit.log)."""
     node_labels: Mapping[str, str] = field(default_factory=dict)
     """``--node-labels``: extra labels the Node registers with (its rack, its NVLink domain), as the kubelet's."""
+    link_bandwidth: float | None = None
+    """``--link-bandwidth``: the node's link to the fabric in bytes per second, told to every container it runs
+    (:mod:`refplatform.fabric`); None: nothing is told."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -208,6 +211,7 @@ class Agent:
             mistell_gpus=Defect.GPU_DOUBLE_BOOK in config.defects,
             sick_gpu_stays=Defect.SICK_GPU_STAYS in config.defects,
             overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
+            link_bandwidth=config.link_bandwidth,
             visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),

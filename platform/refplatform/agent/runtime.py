@@ -89,6 +89,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 DEVICE_SOCKET_ENV = "FIREDRILL_DEVICE_SOCKET"
+LINK_ENV = "FIREDRILL_LINK_BANDWIDTH"
+"""The node's link in bytes per second (:mod:`refplatform.fabric`): the canary paces its connections to it."""
 DEFAULT_GRACE_SECONDS = 30.0
 REAP_SECONDS = 2.0
 """How long after its last process exited a pod waits for its output pipes to close."""
@@ -178,6 +180,7 @@ def refuse_host_access(pod: Obj) -> None:
 
 def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: str | None,
                   path: str | None = None, agent_env: Mapping[str, str] | None = None,
+                  link_bandwidth: float | None = None,
                   devices: Mapping[str, ContainerDevices] | None = None,
                   env_objects: Mapping[EnvSource, Mapping[str, str] | None] | None = None) -> list[ProcessSpec]:
     """Every container's :class:`ProcessSpec`; creates the volume and working directories.
@@ -187,6 +190,8 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
     device directory (written here, ``FIREDRILL_DEVICE_DIR``); None: no container is given a GPU (every one
     still gets an empty device directory, as a container's ``/dev`` has no GPU node).
     ``env_objects``: the ConfigMaps and Secrets the containers' ``env``/``envFrom`` read (fetched by the agent).
+    ``link_bandwidth``: the node's link in bytes per second, told every container as ``FIREDRILL_LINK_BANDWIDTH``
+    (the simulated fabric, :mod:`refplatform.fabric`); None: nothing is told, the sockets go as fast as they go.
 
     Raises :class:`ContainerSpecError` naming the field for anything the agent cannot run.
     """
@@ -207,6 +212,8 @@ def process_specs(pod: Obj, facts: PodFacts, dirs: NodeDirs, *, device_socket: s
         mounts = container_mounts(c, where, volumes, problems)
         injected = {DEVICE_SOCKET_ENV: device_socket,
                     CLOCKS_ENV: str(Path(device_socket).parent / CLOCKS_FILE)} if device_socket else {}
+        if link_bandwidth is not None:
+            injected[LINK_ENV] = f"{link_bandwidth:g}"
         given = (devices or {}).get(name, ContainerDevices(None, ()))
         if given.visible is not None:
             injected[VISIBLE_DEVICES_ENV] = given.visible
