@@ -63,6 +63,21 @@ def parse_number(text: str) -> float:
 
 parse_number.pattern = r"\S+"  # type: ignore[attr-defined]
 
+def parse_percent(text: str) -> float:
+    """'25 %', '25%', '12.5 %' -> the fraction (0.25); above 0 and below 100 %."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", text)
+    if not m:
+        raise PlaceholderError(text, "not a percentage", "write a number and %, e.g. '25 %'")
+    value = float(m.group(1))
+    if not 0 < value < 100:
+        raise PlaceholderError(text, "a percentage must be above 0 % and below 100 %",
+                               "write e.g. '25 %' (0 % and 100 % are no share of anything)")
+    return value / 100
+
+
+parse_percent.pattern = r"\S+(?:\s*%)?"  # type: ignore[attr-defined]
+
+
 def parse_hole(text: str) -> Hole:
     """'data pipeline', 'communication', 'fragmentation', 'fault tolerance' (or the contract's names)."""
     try:
@@ -141,7 +156,8 @@ parse_method.pattern = r"[A-Za-z][A-Za-z -]*"  # type: ignore[attr-defined]
 
 
 TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole, "Workers": parse_workers,
-         "Gpus": parse_gpus, "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method}
+         "Gpus": parse_gpus, "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method,
+         "Percent": parse_percent}
 """Placeholder type -> its one parser (its ``pattern`` says which text the sentence hands it); a drill kind adds
 its own with :func:`placeholder`."""
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")

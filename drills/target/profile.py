@@ -67,6 +67,16 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       node_name               the node those credentials belong to; required with node_kubeconfig
       audit_log               the API server's audit log (--audit-log-path) as a file this machine reads
       record_wait_seconds     how long a record may take to reach the audit log after its request; default 10
+    fabric:                   optional; what the fabric drill holds each GPU node to (docs/FABRIC.md)
+      gpus_per_node           the GPUs every GPU node was bought with (the inventory); default: each node's GPU
+                              Feature Discovery label nvidia.com/gpu.count
+      bandwidth_test:         optional; a bandwidth test each worker of the gang runs on its node, in place of the
+                              canary's own collective (e.g. NCCL's all_reduce_perf from nccl-tests)
+        image                 required: an image that has the test
+        command               required: its command and arguments, a list of strings, e.g.
+                              [all_reduce_perf, -b, 1G, -e, 4G, -f, "2", -g, "8"]; its output must be nccl-tests'
+                              table (a busbw column, "# Avg bus bandwidth")
+        timeout_seconds       optional; how long every worker's test may take; default 600
 
 :func:`load_profile` reports every problem at once, each with the file, the
 field path and what is allowed.
@@ -102,6 +112,8 @@ __all__ = [
     "SafetySettings",
     "TargetProfile",
     "GovernanceSettings",
+    "BandwidthTest",
+    "FabricSettings",
     "load_profile",
     "reference_profile",
 ]
@@ -110,6 +122,8 @@ API_VERSION = "firedrill.dev/v1alpha1"
 KIND = "TargetProfile"
 _CANARY = ("command", "shared_volume")
 _INFERENCE = ("command", "image", "url")
+_FABRIC = ("gpus_per_node", "bandwidth_test")
+_BANDWIDTH_TEST = ("image", "command", "timeout_seconds")
 _GOVERNANCE = ("tenant_kubeconfig", "tenant_context", "tenant_namespace", "other_namespace",
                "restricted_priority_class", "node_kubeconfig", "node_context", "node_name", "audit_log",
                "record_wait_seconds")
@@ -514,6 +528,39 @@ class GovernanceSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class BandwidthTest:
+    """``fabric.bandwidth_test``: a bandwidth test every worker of the fabric drill's gang runs on its node
+    (nccl-tests' ``all_reduce_perf``), whose output the drill parses (:mod:`drills.kinds.fabric.nccltests`)."""
+
+    image: str
+    command: tuple[str, ...]
+    """The command and its arguments, e.g. ``("all_reduce_perf", "-b", "1G", "-e", "4G", "-f", "2", "-g", "8")``."""
+    timeout_seconds: float = 600.0
+    """How long the workers' tests may take, from their creation; past it the scenario is INCONCLUSIVE."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.image, "command": list(self.command), "timeout_seconds": self.timeout_seconds}
+
+
+@dataclass(frozen=True, slots=True)
+class FabricSettings:
+    """``fabric``: what the fabric drill holds each GPU node to (docs/FABRIC.md)."""
+
+    gpus_per_node: int | None = None
+    """The GPUs every GPU node was bought with (None: each node's ``nvidia.com/gpu.count`` label says)."""
+    bandwidth_test: BandwidthTest | None = None
+    """A test that measures each node's collective bandwidth (None: the canary's own collective is measured)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.gpus_per_node is not None:
+            out["gpus_per_node"] = self.gpus_per_node
+        if self.bandwidth_test is not None:
+            out["bandwidth_test"] = self.bandwidth_test.to_dict()
+        return {"fabric": out} if out else {}
+
+
+@dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
 
@@ -529,6 +576,7 @@ class TargetProfile:
     canary: CanarySettings = field(default_factory=CanarySettings)
     inference: InferenceSettings = field(default_factory=InferenceSettings)
     governance: GovernanceSettings = field(default_factory=GovernanceSettings)
+    fabric: FabricSettings = field(default_factory=FabricSettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -553,6 +601,7 @@ class TargetProfile:
             **self.canary.to_dict(),
             **self.inference.to_dict(),
             **self.governance.to_dict(),
+            **self.fabric.to_dict(),
         }
 
 
@@ -579,7 +628,7 @@ _Missing: Any = object()
 E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
-        "safety", "leakReport", "prometheus", "canary", "inference", "governance")
+        "safety", "leakReport", "prometheus", "canary", "inference", "governance", "fabric")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
@@ -745,6 +794,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
     canary = _canary(top.section("canary", _CANARY, required=False), problems)
     inference = _inference(top.section("inference", _INFERENCE, required=False), problems)
     governance = _governance(top.section("governance", _GOVERNANCE, required=False), problems)
+    fabric = _fabric(top.section("fabric", _FABRIC, required=False), problems)
     if problems:
         return None
     try:
@@ -760,7 +810,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
                          leak_report=leak, canary=canary, inference=inference or InferenceSettings(),
-                         governance=governance or GovernanceSettings())
+                         governance=governance or GovernanceSettings(), fabric=fabric or FabricSettings())
 
 
 def _stand_ins(fault: _Section, problems: list[str]) -> tuple[tuple[FaultMethod, FaultMethod], ...]:
@@ -865,6 +915,33 @@ def _governance(section: _Section | None, problems: list[str]) -> GovernanceSett
     except ProfileError as err:
         problems.extend(err.problems)
         return None
+
+
+def _fabric(section: _Section | None, problems: list[str]) -> FabricSettings | None:
+    """``fabric``, checked; None when broken (problems recorded)."""
+    if section is None:
+        return FabricSettings()
+    gpus = section.data.get("gpus_per_node")
+    if gpus is not None:
+        gpus = section.integer("gpus_per_node", 1, minimum=1)
+    test: BandwidthTest | None = None
+    if section.data.get("bandwidth_test") is not None:
+        sub = section.section("bandwidth_test", _BANDWIDTH_TEST, required=False)
+        if sub is None:
+            return None
+        image = sub.string("image", expected="a container image reference")
+        command = sub.data.get("command")
+        if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip() for c in command):
+            problems.append(f"{sub.where('command')}: expected a non-empty list of strings, e.g. [all_reduce_perf, "
+                            '-b, 1G, -e, 4G, -f, "2", -g, "8"]')
+            return None
+        timeout = sub.number("timeout_seconds", 600.0, above=0)
+        if image is _Missing or timeout is _Missing:
+            return None
+        test = BandwidthTest(image, tuple(command), float(timeout))
+    if gpus is _Missing:
+        return None
+    return FabricSettings(gpus, test)
 
 
 def load_profile(path: str | Path) -> TargetProfile:

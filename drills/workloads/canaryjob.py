@@ -63,6 +63,9 @@ class CanaryTraining:
     """``--peer-timeout``: a rank that lost a peer exits after this many seconds (None: the canary's default)."""
     checkpoint_on_sigterm: bool = False
     """``--checkpoint-on-sigterm``: rank 0 checkpoints the last completed step when told to stop (preemption)."""
+    payload_bytes: int | None = None
+    """``--payload-bytes``: what each rank contributes to each step's all-reduce (None: the canary's default); the
+    fabric drill times the collective's bytes on every link, so it sends enough of them to time."""
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0 or self.checkpoint_every < 0:
@@ -112,6 +115,8 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
         args += ["--peer-timeout", f"{training.peer_timeout:g}"]
     if training.checkpoint_on_sigterm:
         args.append("--checkpoint-on-sigterm")
+    if training.payload_bytes is not None:
+        args += ["--payload-bytes", str(training.payload_bytes)]
     if form is CanaryForm.VOLCANO_JOB:
         rank = _field("metadata.annotations['volcano.sh/task-index']")
         generation = _field("metadata.annotations['volcano.sh/job-version']")

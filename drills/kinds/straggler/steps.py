@@ -3,28 +3,11 @@ pull's sentences: they act on this drill in a scenario that slows a GPU."""
 
 from __future__ import annotations
 
-import re
-
-from drills.errors import PlaceholderError
 from drills.kinds.straggler.drill import StragglerDrill
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
-from drills.scenario.vocabulary import placeholder, step
+from drills.scenario.vocabulary import parse_percent, placeholder, step
 
-
-def parse_percent(text: str) -> float:
-    """'25 %', '25%', '12.5 %' -> the fraction (0.25); above 0 and below 100 %."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", text)
-    if not m:
-        raise PlaceholderError(text, "not a percentage", "write a number and %, e.g. '25 %'")
-    value = float(m.group(1))
-    if not 0 < value < 100:
-        raise PlaceholderError(text, "a percentage must be above 0 % and below 100 %",
-                               "write e.g. '25 %' (0 % is a dead GPU, 100 % no slowdown)")
-    return value / 100
-
-
-parse_percent.pattern = r"\S+(?:\s*%)?"  # type: ignore[attr-defined]
 
 placeholder("Percent", parse_percent, doc=(
     "- `<speed>` and `<tolerance>`: a percentage above 0 % and below 100 % (`25 %`, `12.5%`);",))

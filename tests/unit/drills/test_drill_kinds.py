@@ -77,7 +77,7 @@ def context() -> ScenarioContext:
 
 def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
-    assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "gang", "governance", "gpufault", "isolation",
+    assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "fabric", "gang", "governance", "gpufault", "isolation",
                         "leak", "nodepull", "serving", "straggler", "topology"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     for package in packages:
@@ -86,7 +86,7 @@ def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
         module = importlib.import_module(f"drills.kinds.{package}.steps")
         assert any(s.name in vars(module) for s in SENTENCES), f"drills/kinds/{package}/steps.py has no sentence"
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
-        "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "gang-submission", "governance", "gpu-fault",
+        "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "fabric", "gang-submission", "governance", "gpu-fault",
         "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology"}
 
 
@@ -206,6 +206,8 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "pods_started": [("cp_load",)], "gpu_pods_started": [("cp_load",)], "pull_any_node": [("cp_load",)],
         "mutating_p99": [("stopped",)],
         "startup_p99": [("startup",), ("stopped",)], "acknowledged_found": [("stopped",)],
+        "collective_measured": [("fabric-gang",)], "floor_reached": [("fabric-measured",)],
+        "none_behind": [("fabric-measured",)],
         "pod_without_gpu": [("access_node",)], "pod_with_gpus": [("access_node",)],
         "pods_side_by_side": [("access_node",)], "try_each_other": [("access_pods",)],
         "sees_at_most": [("access_pods",)], "opens_at_most": [("access_pods",)], "sees_its_own": [("access_pods",)],
@@ -217,6 +219,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
                     "pull_replica_node": ("pulled",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
                     "control_plane_load": ("cp_load",), "pods_started": ("startup",),
                     "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",),
+                    "gang_collective": ("fabric-gang",), "collective_measured": ("fabric-measured",),
                     "gpu_node": ("access_node",), "pod_without_gpu": ("access_pods",), "pod_with_gpus": ("access_pods",),
                     "pods_side_by_side": ("access_pods",), "try_each_other": ("access_tried",),
                     **TOPOLOGY_SETS}
