@@ -298,8 +298,8 @@ class TopologyDrill(Drill):
         except KubeError as exc:
             if exc.code != 404:
                 raise
-            raise DrillInconclusive(f"the cluster does not serve {resource_for(obj).plural} in {obj.get('apiVersion')}, "
-                                    f"which the {flavor.value} gang flavor writes ({exc}); is the profile's flavor "
+            raise DrillInconclusive(f"the cluster does not serve {resource_for(obj).plural} in "
+                                    f"{obj.get('apiVersion')}, which the {flavor.value} gang flavor writes ({exc}); is the profile's flavor "
                                     "the cluster's gang scheduler?") from None
         if flavor is GangFlavor.NATIVE and obj.get("kind") == "PodGroup" \
                 and not ((made.get("spec") or {}).get("schedulingConstraints") or {}).get("topology"):
@@ -370,7 +370,8 @@ class TopologyDrill(Drill):
         workers, gpus = self.spec.workers, self.spec.gpus_per_worker
         what = f"the gang's {workers} workers of {gpus} GPUs"
         rooms = ", ".join(f"{d} {n}" for d, n in self.room.items()) or "none"
-        seen = f"workers of {gpus} GPUs each {self.level.value} had room for: {rooms}; {self._describe(self.free_at_submit)}"
+        seen = (f"workers of {gpus} GPUs each {self.level.value} had room for: {rooms}; "
+                f"{self._describe(self.free_at_submit)}")
         if should_fit and not any(n >= workers for n in self.room.values()):
             raise DrillInconclusive(f"no {self.level.value} had room for {what} when it was submitted ({seen}), so "
                                     f"it could not be placed inside one; make the gang smaller in your copy of the "

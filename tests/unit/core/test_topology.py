@@ -94,8 +94,9 @@ def test_a_node_without_the_label_is_in_no_domain() -> None:
     check(Case("unlabelled node unused", racks(extra=1), pods=busy, binds={},
                reasons={"a-0": "free GPUs per domain: rack-a 8, rack-b 8"}).gangs(asking(gang("a", 2))))
     every_rack_full = fillers({"n0": 8, "n1": 8, "n2": 8, "n3": 8})
-    check(Case("a single pod too", racks(extra=1), pods=[*every_rack_full, replace(pod("solo", gpus=8), topology=REQUIRED)],
-               binds={}, reasons={"solo": f"no single {RACK} domain can hold its 1 pending pod (8 GPUs)"}))
+    solo = replace(pod("solo", gpus=8), topology=REQUIRED)
+    check(Case("a single pod too", racks(extra=1), pods=[*every_rack_full, solo], binds={},
+               reasons={"solo": f"no single {RACK} domain can hold its 1 pending pod (8 GPUs)"}))
 
 
 def test_no_node_with_the_label_at_all() -> None:

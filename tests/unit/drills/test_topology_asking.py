@@ -73,9 +73,11 @@ def test_the_native_pod_group_is_dry_run_and_a_dropped_constraint_names_the_gate
     assert query == {"dryRun": "All"} and path.endswith("/namespaces/team/podgroups")
     assert body["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
     dropped = FakeDriver({}, dry_run={"spec": {"schedulingPolicy": {}}})
-    assert "TopologyAwareWorkloadScheduling feature gate is off" in native_problem(dropped, native, RACK, "r1")  # type: ignore[arg-type]
+    said = native_problem(dropped, native, RACK, "r1")  # type: ignore[arg-type]
+    assert "TopologyAwareWorkloadScheduling feature gate is off" in said
     assert "does not serve podgroups" in native_problem(FakeDriver({}), native, RACK, "r1")  # type: ignore[arg-type]
 
 
 def test_other_flavors_are_not_asked_here() -> None:
-    assert scheduler_problem(FakeDriver({}), replace(PROFILE, flavor=GangFlavor.VOLCANO), RACK, "r") == ""  # type: ignore[arg-type]
+    volcano = replace(PROFILE, flavor=GangFlavor.VOLCANO)
+    assert scheduler_problem(FakeDriver({}), volcano, RACK, "r") == ""  # type: ignore[arg-type]

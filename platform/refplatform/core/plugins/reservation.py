@@ -4,8 +4,9 @@ Small pods may take idle GPUs while a large gang waits.  Once a gang has waited
 longer than ``SchedulerConfig.starvation_seconds`` (snapshot clock), it is served
 first, and if it still does not fit, nodes are reserved for it: the nodes where
 its pods would go on an idle cluster, preferring those with the most free GPUs
-now (all inside one domain for a gang whose topology requires one).  No other job may use reserved nodes, so the gang runs as soon as the pods
-already there finish.  The same filter keeps room for pipelined preemptors.
+now (all inside one domain for a gang whose topology requires one).  No other
+job may use reserved nodes, so the gang runs as soon as the pods already there
+finish.  The same filter keeps room for pipelined preemptors.
 """
 
 from __future__ import annotations
