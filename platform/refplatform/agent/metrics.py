@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -248,12 +249,23 @@ def _add(family: GaugeMetricFamily, keys: list[str], values: list[str], value: f
 
 
 class GpuMetrics:
-    """The private registry holding one :class:`GpuCollector`; :meth:`render` is the ``/metrics`` body."""
+    """The private registry holding one :class:`GpuCollector`; :meth:`render` is the ``/metrics`` body.
 
-    def __init__(self, collector: GpuCollector) -> None:
+    ``stale``: the ``stale-metrics`` defect (docs/DEFECTS.md): the first body rendered is kept and every later
+    scrape answers it again, 200 and well-formed, as an exporter whose collection loop has stopped does."""
+
+    def __init__(self, collector: GpuCollector, *, stale: bool = False) -> None:
         self.collector = collector
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
+        self.stale = stale
+        self._frozen: bytes | None = None
+        self._lock = threading.Lock()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.stale:
+            return generate_latest(self.registry)
+        with self._lock:
+            if self._frozen is None:
+                self._frozen = generate_latest(self.registry)
+            return self._frozen

@@ -227,7 +227,10 @@ class Agent:
         if Defect.DROP_IN_FLIGHT in config.defects:
             log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
                         config.node)
-        self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model))
+        self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model),
+                                  stale=Defect.STALE_METRICS in config.defects)
+        if Defect.STALE_METRICS in config.defects:
+            log.warning("defect stale-metrics: node %s's GPU metrics answer their first scrape forever", config.node)
         self.log_server.serve_metrics(self.metrics.render)
         if self.devices is not None:
             self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
