@@ -30,6 +30,7 @@ from drills.kube.driver import NODE
 from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, READ, Permission, grant
+from drills.target.capacity import free_gpus_per_node
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.training import TrainingRun, training_job_problem, training_permissions
@@ -136,6 +137,12 @@ class FabricDrill(TrainingRun, Drill):
         one, else the training canary (no checkpoints; a payload large enough to time)."""
         test = self.target.profile.fabric.bandwidth_test
         if test is not None and self.target.embedded is None:
+            free = free_gpus_per_node(self.target)
+            room = sum(1 for g in free.values() if g >= gpus)
+            if room < workers:  # one test pod per node: it could never run on every worker's node
+                raise DrillInconclusive(f"{room} node(s) have {gpus} GPUs free for the bandwidth test, not {workers} "
+                                        f"(free GPUs per schedulable node: {free or 'none'}); free capacity, or lower "
+                                        "the numbers in your copy of the feature")
             self.source = TEST_SOURCE.format(command=" ".join(test.command))
             self.tests = BandwidthTestRun(self.target.driver, test, self.run_id, self.target.profile.namespace)
             self.tests.start(workers, gpus, self.target.profile.gpu_resource)

@@ -252,3 +252,48 @@ def test_a_real_clusters_bandwidth_test_runs_once_per_node_holding_the_workers_g
     (container,) = spec["containers"]
     assert container["command"] == list(test.command) and container["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
     assert spec["restartPolicy"] == "Never"
+
+
+class Cluster:
+    """A real cluster's API as the bandwidth test path sees it: three free nodes of 8 GPUs; every pod created
+    runs at once on the next free node and succeeds (the scheduler and kubelets, faked: no real one runs here)."""
+
+    def __init__(self) -> None:
+        self.nodes = [node(f"h100-{i}", 8, 8) for i in range(3)]
+        for n in self.nodes:
+            n["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        self.pods: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def list(self, res: Any, namespace: str | None = None, label_selector: str | None = None) -> list[Any]:
+        return self.nodes if res.kind == "Node" else self.pods
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = {**obj, "spec": {**obj["spec"], "nodeName": f"h100-{len(self.pods)}"}, "status": {"phase": "Succeeded"}}
+        self.pods.append(obj)
+        return obj
+
+    def delete(self, res: Any, name: str, namespace: str | None = None, grace_seconds: int | None = None) -> None:
+        self.deleted.append(name)
+
+
+def test_on_a_real_cluster_each_nodes_nccl_tests_bus_bandwidth_is_judged_and_its_pods_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from drills.kinds.fabric import bandwidthtest
+    from drills.target.profile import BandwidthTest
+
+    outputs = {"fabric-fdtest-0": NCCL_OUTPUT, "fabric-fdtest-1": NCCL_OUTPUT.replace("328.757", "112.400"),
+               "fabric-fdtest-2": NCCL_OUTPUT}
+    monkeypatch.setattr(bandwidthtest, "read_log_head", lambda driver, ns, name, limit: outputs[name])
+    profile = replace(reference_profile(), fabric=FabricSettings(8, BandwidthTest("nccl", ("all_reduce_perf",))))
+    cluster = Cluster()
+    drill = FabricDrill(SimpleNamespace(driver=cluster, profile=profile, embedded=None),  # type: ignore[arg-type]
+                        DrillResult("fabric"), "fdtest")
+    drill.start_gang(3, 8)
+    drill.measure()
+    drill.judge_floor(150e9)
+    assert drill.result.details["source"].startswith("the profile's bandwidth test (all_reduce_perf)")
+    assert drill.result.findings == ["the collective bandwidth of h100-1 is 112 GB/s, below the floor of 150 GB/s: "
+                                     "its own bandwidth test (its nccl-tests output)"]
+    drill.rollback()
+    assert cluster.deleted == ["fabric-fdtest-0", "fabric-fdtest-1", "fabric-fdtest-2"]
