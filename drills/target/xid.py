@@ -19,8 +19,9 @@ from drills.target.faults import FaultError, FaultRecord, run_command
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius
 
-__all__ = ["INJECT_ANNOTATION", "NO_XID_COMMAND", "UNHEALTHY_ANNOTATION", "XID_METRIC", "XidCommand", "clear_xids",
-           "dcgm_last_xid", "inject_by_command", "inject_xid", "unhealthy_gpus", "wait_seen"]
+__all__ = ["APPLICATION_XIDS", "INJECT_ANNOTATION", "NO_XID_COMMAND", "UNHEALTHY_ANNOTATION", "XID_METRIC",
+           "XidCommand", "clear_xids", "dcgm_last_xid", "inject_by_command", "inject_by_uuid", "inject_xid",
+           "unhealthy_gpus", "wait_seen"]
 
 INJECT_ANNOTATION = "firedrill.dev/inject-xid"
 UNHEALTHY_ANNOTATION = "firedrill.dev/unhealthy-gpus"
@@ -71,6 +72,20 @@ def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: l
     if not record.confirmed:
         raise FaultError(f"the Xid injection command failed: {ran.detail}")
     return XidCommand(command, record, restore, radius.describe())
+
+
+def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list[FaultRecord], node: str, xid: int,
+                   uuid: str, *, who: str = "the canary") -> dict[str, object]:
+    """:func:`inject_by_command` aimed by the GPU's UUID alone, as a pod on a real cluster knows its GPU (``who``
+    logged it from ``NVIDIA_VISIBLE_DEVICES``): what the evidence records of it. Raises :class:`FaultError` when
+    the template needs ``{gpu}``, the minor number no pod reveals, or the injection cannot be made."""
+    settings = profile.fault.xid
+    if settings is not None and settings.uses("gpu"):
+        raise FaultError("fault.xid uses {gpu}, the GPU's minor number, which a pod on a real cluster does not "
+                         f"reveal to the harness; aim with {{uuid}} (the GPU's UUID, as {who} logged it)")
+    done = inject_by_command(driver, profile, faults_done, node, xid, uuid=uuid)
+    return {"method": "command", "command": done.command, "blast_radius": done.blast_radius,
+            "restore": done.restore or "none: the GPU may need a reset by hand"}
 
 
 def _restorer(command: str, node: str, timeout: float) -> Callable[[], None]:
@@ -127,6 +142,9 @@ def wait_seen(driver: KubeDriver, node: str, mono: Any, timeout: float, beats: i
             last, seen = now, seen + 1
     return True
 
+
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
+"""Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
 
 XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 """dcgm-exporter's gauge: the value of the last Xid a GPU (label ``UUID``) encountered."""

@@ -135,13 +135,17 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
                     tolerations=gpu_taint_toleration(profile.gpu_resource) if training.gpus_per_worker else ())
 
 
-def gpu_holder(profile: TargetProfile, gpus: int, *, seconds: int = 0, name: str = "main") -> dict[str, Any]:
+def gpu_holder(profile: TargetProfile, gpus: int, *, seconds: int = 0, name: str = "main",
+               input_seconds: float = 0.0) -> dict[str, Any]:
     """A container that holds ``gpus`` of the profile's GPU resource as a training job of one rank would: the
     canary (``train``, a world of 1, no checkpoints, a step a second) logs its ``start`` line with the devices it
     was given, so the invariant watch (docs/INVARIANTS.md) judges the GPUs of pods that are not training jobs of
     their own (a governance drill's higher-class pods, a control-plane drill's started pods). ``seconds``: it
-    exits 0 after that many steps (0: it runs until its pod is deleted)."""
+    exits 0 after that many steps (0: it runs until its pod is deleted); ``input_seconds``: each step first waits
+    that long on its input, the GPU idle (a load that comes and goes, for the telemetry drill)."""
     args = ["train", "--compute-seconds", "1", "--checkpoint-every", "0", "--steps-total", str(seconds)]
+    if input_seconds:
+        args[3:3] = ["--input-seconds", f"{input_seconds:g}"]
     container: dict[str, Any] = {"name": name, "image": profile.canary_image, "command": list(profile.canary.command),
                                  "args": args}
     if gpus:

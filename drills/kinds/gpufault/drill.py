@@ -30,15 +30,13 @@ from drills.target.access import CLUSTER, Permission, grant
 from drills.target.capacity import allocatable_gpus
 from drills.target.profile import TargetProfile
 from drills.target.faults import FaultError
-from drills.target.xid import (NO_XID_COMMAND, XID_METRIC, clear_xids, dcgm_last_xid, inject_by_command, inject_xid,
-                               unhealthy_gpus, wait_seen)
+from drills.target.xid import (APPLICATION_XIDS, NO_XID_COMMAND, XID_METRIC, clear_xids, dcgm_last_xid,
+                               inject_by_uuid, inject_xid, unhealthy_gpus, wait_seen)
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
 __all__ = ["APPLICATION_XIDS", "FailedGpu", "GpuFaultDrill"]
 
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
-"""Xids NVIDIA's device plugin leaves a GPU in service for: the application's error, not the GPU's."""
 BACK_IN_SERVICE_S = 15.0
 """How long the rollback waits for the GPU to be allocatable again, so the next scenario finds the cluster whole."""
 
@@ -129,18 +127,11 @@ class GpuFaultDrill(TrainingRun, Drill):
     def _inject_by_command(self, node: str, uuid: str, xid: int) -> dict[str, object]:
         """A real cluster: the profile's ``fault.xid`` command, behind the blast-radius check; its restore (a GPU
         reset) is the rollback's. INCONCLUSIVE when it cannot be aimed or run."""
-        settings = self.target.profile.fault.xid
-        if settings is not None and settings.uses("gpu"):
-            raise DrillInconclusive("fault.xid uses {gpu}, the GPU's minor number, which a pod on a real cluster "
-                                    "does not reveal to the harness; aim with {uuid} (the GPU's UUID, as the rank's "
-                                    "canary logged it)")
         try:
-            done = inject_by_command(self.target.driver, self.target.profile, self.target.faults_done, node, xid,
-                                     uuid=uuid)
+            return inject_by_uuid(self.target.driver, self.target.profile, self.target.faults_done, node, xid, uuid,
+                                  who="the rank's canary")
         except FaultError as exc:
             raise DrillInconclusive(str(exc)) from None
-        return {"method": "command", "command": done.command, "blast_radius": done.blast_radius,
-                "restore": done.restore or "none: the GPU may need a reset by hand"}
 
     def _dcgm_saw_it(self) -> tuple[bool | None, str]:
         """A real cluster: did DCGM see the Xid on the failed GPU (through the profile's Prometheus)? (None: it
