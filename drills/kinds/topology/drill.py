@@ -252,10 +252,12 @@ class TopologyDrill(Drill):
                                            seconds=seconds or 0)
         for pod in pods:
             self.target.driver.create(pod)
-        running = self._wait(lambda: all(t.running_at is not None for t in self.others.values()), HOLD_RUNNING_WITHIN)
+        self.result.details["other_job"] = {"domains": list(chosen), "gpus_per_node": gpus, "seconds": seconds}
+        running = self._wait(lambda: all(t.running_at is not None or t.ended for t in self.others.values()),
+                             HOLD_RUNNING_WITHIN)
         if not running:
             with self._lock:
-                late = sorted(n for n, t in self.others.items() if t.running_at is None)
+                late = sorted(n for n, t in self.others.items() if t.running_at is None and not t.ended)
             raise DrillInconclusive(f"the other job's pods {', '.join(late)} did not run within "
                                     f"{HOLD_RUNNING_WITHIN:g} s, so the domains were never as the scenario says")
 
