@@ -78,7 +78,7 @@ def context() -> ScenarioContext:
 def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
     assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "fabric", "gang", "governance", "gpufault", "isolation",
-                        "leak", "nodepull", "serving", "straggler", "topology"]
+                        "leak", "nodepull", "serving", "straggler", "telemetry", "topology"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     for package in packages:
         mine = [cls for cls in KINDS.values() if cls.__module__.startswith(f"drills.kinds.{package}.")]
@@ -87,7 +87,7 @@ def test_every_kind_package_registers_one_drill_and_has_sentences() -> None:
         assert any(s.name in vars(module) for s in SENTENCES), f"drills/kinds/{package}/steps.py has no sentence"
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
         "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "fabric", "gang-submission", "governance", "gpu-fault",
-        "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology"}
+        "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology", "accelerator-metrics"}
 
 
 def test_a_drill_starts_once_and_names_the_result() -> None:
