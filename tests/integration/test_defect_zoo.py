@@ -140,6 +140,12 @@ MATRIX: list[Catch] = [
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
+    Catch("slow-link", "fabric.feature", "collective", "A collective across the cluster reaches its bandwidth floor",
+          r"the collective bandwidth of gpu-node-3 is [\d.]+ MB/s, below the floor of 5 MB/s: its links carried to "
+          r"gpu-node-\d"),
+    Catch("stale-metrics", "accelerator_metrics.feature", "frozen", "Telemetry that answers but never moves is frozen",
+          r"the telemetry of GPU \d+ \(GPU-[0-9a-f-]{36}\) of [\w-]+ did not follow its load: \d+ samples over "
+          r"[\d.]+ s, every one [\d.]+ %: frozen telemetry"),
 ]
 FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
 """How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
@@ -148,8 +154,6 @@ PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRI
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
     "visible-to-all": "issue 31: features/accelerator_access.feature is being built",
-    "stale-metrics": "issue 31: features/accelerator_metrics.feature is being built",
-    "slow-link": "issue 31: features/fabric.feature is being built",
     "topology-blind": "issue 31: the topology scenario is being built",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
