@@ -19,13 +19,14 @@ def parse_gpu_count(text: str) -> int:
     words = " ".join(text.split()).lower()
     if words in ("no gpu", "no gpus"):
         return 0
-    m = re.fullmatch(r"(\d+) gpus?", words)
-    if not m:
-        raise PlaceholderError(text, "not a number of GPUs", "write e.g. 'no GPU', '0 GPUs', '1 GPU' or '2 GPUs'")
+    m = re.fullmatch(r"([-+]?\d+) gpus?", words)
+    if not m or int(m.group(1)) < 0:
+        raise PlaceholderError(text, "not a number of GPUs of 0 or more",
+                               "write e.g. 'no GPU', '0 GPUs', '1 GPU' or '2 GPUs'")
     return int(m.group(1))
 
 
-parse_gpu_count.pattern = r"(?:[Nn]o|\d+) GPUs?"  # type: ignore[attr-defined]
+parse_gpu_count.pattern = r"(?:[Nn]o|[-+]?\d+) GPUs?"  # type: ignore[attr-defined]
 placeholder("GpuCount", parse_gpu_count, doc=(
     "- `<limit>` of the accelerator access sentences: a number of GPUs that may be none: `no GPU`, `0 GPUs`,",
     "  `1 GPU`, `2 GPUs`;"))
