@@ -108,9 +108,10 @@ class Defect(enum.Enum):
     job that slows down as a whole (input-bound) gets every node it runs on tainted and its ranks moved."""
 
     VISIBLE_TO_ALL = "visible-to-all"
-    """Node agents (the device plugin and container toolkit): every container is told every GPU of its node
-    (``NVIDIA_VISIBLE_DEVICES`` with all the node's devices, the ``=all`` leak) and may open any of them, whatever
-    it requested, so a pod that asked for no GPU sees them all and a pod reaches its neighbours' GPUs."""
+    """Node agents (the device plugin and container toolkit): every container's device directory (its ``/dev``)
+    holds every GPU of its node, whatever it requested, and a container that requested none is told
+    ``NVIDIA_VISIBLE_DEVICES=all`` (the ``=all`` leak), so a pod that asked for no GPU sees them all and a pod can
+    open its neighbours' GPUs."""
 
     STALE_METRICS = "stale-metrics"
     """Node agents (the metrics exporter): after its first scrape the exporter keeps answering 200 with the
