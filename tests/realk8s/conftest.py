@@ -22,7 +22,7 @@ from tests.realk8s.standin import node_user
 
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 KUEUE_BUILD_SCRIPT = Path(__file__).with_name("build_kueue.sh")
-KUEUE_TESTS = "test_kueue_gang.py"
+KUEUE_TESTS = ("test_kueue_gang.py", "test_topology.py")
 KWOK_BUILD_SCRIPT = Path(__file__).with_name("build_kwok.sh")
 KWOK_TESTS = "test_at_size.py"
 BUILD_TIMEOUT_S = 3600
@@ -80,7 +80,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not any(item.get_closest_marker("realk8s") for item in session.items):
         return
     scripts = [BUILD_SCRIPT]
-    if any(item.path.name == KUEUE_TESTS for item in session.items):
+    if any(item.path.name in KUEUE_TESTS for item in session.items):
         scripts.append(KUEUE_BUILD_SCRIPT)
     if any(item.path.name == KWOK_TESTS for item in session.items):
         scripts.append(KWOK_BUILD_SCRIPT)
