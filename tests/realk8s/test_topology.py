@@ -185,15 +185,21 @@ def test_a_kueue_flavor_without_a_topology_is_inconclusive_naming_it(kueue_racke
     assert listed.stdout.strip() == "", "the drill created pods before it knew Kueue would not place them by rack"
 
 
-def test_without_topology_aware_workload_scheduling_the_native_flavor_is_inconclusive(
-        realk8s_bin_dir: Path, tmp_path: Path) -> None:
-    made = start_racked(realk8s_bin_dir, tmp_path / "cluster")
+def native_run(bin_dir: Path, work: Path, gates: tuple[str, ...] = ()
+               ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
+    """The feature with the native example profile on a racked cluster started with ``gates``, then stopped."""
+    made = start_racked(bin_dir, work / "cluster", gates=gates)
     try:
         kubectl(made.cluster.admin_kubeconfig, "create", "namespace", NATIVE_NS)
-        proc, scenarios = topology_run(made, tmp_path / "run", NATIVE_PROFILE, "--namespace", NATIVE_NS)
+        return topology_run(made, work / "run", NATIVE_PROFILE, "--namespace", NATIVE_NS)
     finally:
         made.agents.close()
         made.cluster.stop()
+
+
+def test_without_topology_aware_workload_scheduling_the_native_flavor_is_inconclusive(
+        realk8s_bin_dir: Path, tmp_path: Path) -> None:
+    proc, scenarios = native_run(realk8s_bin_dir, tmp_path)
     assert {s["verdict"] for s in scenarios.values()} == {"INCONCLUSIVE"}, proc.stdout + proc.stderr
     assert "TopologyAwareWorkloadScheduling" in proc.stdout, proc.stdout
 
@@ -202,13 +208,7 @@ def test_with_topology_aware_workload_scheduling_the_native_flavor_passes(realk8
                                                                           tmp_path: Path) -> None:
     """kube-scheduler's TopologyPlacement places each PodGroup inside one rack, keeps the one no rack holds
     unschedulable whole, and places it once a rack frees up (a pod's end is an event its queue reacts to)."""
-    made = start_racked(realk8s_bin_dir, tmp_path / "cluster", gates=("TopologyAwareWorkloadScheduling",))
-    try:
-        kubectl(made.cluster.admin_kubeconfig, "create", "namespace", NATIVE_NS)
-        proc, scenarios = topology_run(made, tmp_path / "run", NATIVE_PROFILE, "--namespace", NATIVE_NS)
-    finally:
-        made.agents.close()
-        made.cluster.stop()
+    proc, scenarios = native_run(realk8s_bin_dir, tmp_path, gates=("TopologyAwareWorkloadScheduling",))
     out = proc.stdout + proc.stderr
     assert {s["verdict"] for s in scenarios.values()} == {"PASS"}, out
     assert proc.returncode == 0, out
