@@ -149,6 +149,9 @@ MATRIX: list[Catch] = [
     Catch("visible-to-all", "accelerator_access.feature", "none", "A pod that requests no GPU sees none",
           r"pod acc-[\w-]+ on node [\w-]+ requested no GPU but sees [1-9][0-9]* GPUs?: [0-9]+ device nodes? "
           r"\(nvidia[0-9]+ \(GPU-[0-9a-f-]+\).*NVIDIA_VISIBLE_DEVICES=all"),
+    Catch("topology-blind", "topology.feature", "fits_in_one", "A gang that fits in one rack is placed inside one rack",
+          r"gang gang-\S+ spans 2 racks \(cloud\.provider\.com/topology-rack\): rack-\d holds .+; rack-\d holds .+; "
+          r"it asked to stay inside one rack"),
 ]
 FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
 """How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
@@ -156,7 +159,6 @@ PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRI
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
-    "topology-blind": "issue 31: the topology scenario is being built",
 }
 """Defects whose catching scenario is not shipped yet (docs/DEFECTS.md says so), and what shows them meanwhile."""
 
