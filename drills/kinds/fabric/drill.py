@@ -187,9 +187,12 @@ class FabricDrill(TrainingRun, Drill):
         untimed = [link for link in self.links.values() if link.bandwidth is None]
         if untimed:
             raise DrillInconclusive(
-                "no frame of the collective was timed on the link(s) "
-                f"{', '.join(f'{k.a}-{k.b}' for k in untimed)} in {MEASURE_TIMEOUT:g} s (each arrived whole before "
-                "its rank read it), so their nodes' bandwidth is unknown")
+                "the collective's frames on the link(s) "
+                + ", ".join(f"{k.a}-{k.b} ({k.totals.untimed} of {k.totals.untimed + k.totals.frames} whole)"
+                            for k in untimed) + " "
+                "arrived whole before their ranks read them, too fast for the canary to time (the few it timed "
+                "would measure a rank's scheduling, not the link), so their nodes' bandwidth is unknown; set "
+                "fabric.bandwidth_test to an NCCL test (docs/FABRIC.md)")
 
     def _measure_tests(self, tests: BandwidthTestRun) -> None:
         pods, ended = tests.wait()

@@ -35,9 +35,14 @@ class LinkTotals:
     bytes: int = 0
     seconds: float = 0.0
     frames: int = 0
+    untimed: int = 0
+    """Frames of the link that arrived whole before their rank read them (0 bytes, 0 seconds)."""
 
     def add(self, nbytes: int, seconds: float) -> LinkTotals:
-        return LinkTotals(self.bytes + nbytes, self.seconds + seconds, self.frames + 1)
+        return LinkTotals(self.bytes + nbytes, self.seconds + seconds, self.frames + 1, self.untimed)
+
+    def skip(self) -> LinkTotals:
+        return LinkTotals(self.bytes, self.seconds, self.frames, self.untimed + 1)
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,12 @@ class Link:
 
     @property
     def bandwidth(self) -> float | None:
-        """Bytes per second over every timed frame; None when none was timed."""
+        """Bytes per second over every timed frame; None when none was timed, or when most of its frames arrived
+        whole before their rank read them: such a link outruns the canary's timing, and the few frames it did time
+        were split by the rank's own scheduling (a descheduled reader), which a figure would blame on the link."""
         t = self.totals
+        if t.untimed > t.frames:
+            return None
         return t.bytes / t.seconds if t.seconds > 0 and t.bytes > 0 else None
 
     def other(self, node: str) -> str:
@@ -94,7 +103,7 @@ def links_of(lines: Iterable[CanaryLine], *, warmup: int = WARMUP_STEPS) -> dict
             if nbytes and seconds:
                 totals[key] = totals.get(key, LinkTotals()).add(nbytes, seconds)
             else:
-                totals.setdefault(key, LinkTotals())
+                totals[key] = totals.get(key, LinkTotals()).skip()
     return {k: Link(k[0], k[1], t) for k, t in sorted(totals.items())}
 
 

@@ -59,6 +59,18 @@ def test_each_link_is_timed_from_both_ends_after_the_warm_up() -> None:
         {"node-0": FAST, "node-1": FAST, "node-2": FAST, "node-3": SLOW})
 
 
+def test_a_link_whose_frames_mostly_arrive_whole_is_too_fast_to_time_not_slow() -> None:
+    """Unpaced loopback (the upstream walk): frames arrive whole before their rank reads them, and the one a
+    descheduled reader happened to split would read as 0.3 MB/s; most whole means the link outran the timing, so
+    it has no figure (INCONCLUSIVE), never a slow one."""
+    lines = [step(0, n, "node-0", {1: (0, 0.0)}) for n in range(1, 7)]
+    lines += [step(1, n, "node-1", {0: (FRAME, 0.8) if n == 4 else (0, 0.0)}) for n in range(1, 7)]
+    (link,) = links_of(lines).values()
+    assert (link.totals.frames, link.totals.untimed) == (1, 7)
+    assert link.bandwidth is None
+    assert node_bandwidths([link]) == {"node-0": None, "node-1": None}
+
+
 def test_a_slow_leaf_is_blamed_not_rank_0s_node_whose_other_links_are_fast() -> None:
     links = links_of(star({"node-1": FAST, "node-2": FAST, "node-3": SLOW})).values()
     assert blame(links, lambda link: (link.bandwidth or 0) < 5e6) == ["node-3"]
