@@ -215,7 +215,7 @@ def test_ctrl_c_during_a_pull_rolls_back_and_says_so() -> None:
 
 
 def test_repeat_reports_percentiles() -> None:
-    out = firedrill("run", "-k", "fits", "--repeat", "2")
+    out = firedrill("run", "-k", "fits_is_placed", "--repeat", "2")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Repeated measurements" in out.stdout and "p95" in out.stdout
     assert "2 passed" in out.stdout
@@ -225,7 +225,7 @@ def test_a_run_signed_with_a_persistent_key_verifies_against_that_key(tmp_path: 
     keys, reports = tmp_path / "keys", tmp_path / "reports"
     assert firedrill("keygen", "--out", str(keys)).returncode == 0
     key, pub = keys / "firedrill-signing.key", keys / "firedrill-signing.pub"
-    out = subprocess.run([*FIREDRILL, "run", "-k", "fits", "--sign-key", str(key), "--reports", str(reports)],
+    out = subprocess.run([*FIREDRILL, "run", "-k", "fits_is_placed", "--sign-key", str(key), "--reports", str(reports)],
                          capture_output=True, text=True, timeout=240, cwd=REPO)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "THROWAWAY" not in out.stderr
@@ -235,6 +235,6 @@ def test_a_run_signed_with_a_persistent_key_verifies_against_that_key(tmp_path: 
     key.chmod(0o644)
     refused = firedrill("run", "--dry-run", "--sign-key", str(key))
     assert refused.returncode == 0, "a dry run signs nothing"
-    refused = subprocess.run([*FIREDRILL, "run", "-k", "fits", "--sign-key", str(key), "--reports", str(reports)],
-                             capture_output=True, text=True, timeout=240, cwd=REPO)
+    refused = subprocess.run([*FIREDRILL, "run", "-k", "fits_is_placed", "--sign-key", str(key), "--reports",
+                              str(reports)], capture_output=True, text=True, timeout=240, cwd=REPO)
     assert refused.returncode == 2 and "chmod 600" in refused.stderr
