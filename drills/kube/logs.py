@@ -53,6 +53,8 @@ class _Follow:
     node: str
     container: str | None
     stop: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+    """Set when the pod changed (or on stop): a log that could not be opened is tried again at once."""
     response: Any = None
     thread: threading.Thread | None = None
 
@@ -72,13 +74,21 @@ class LogFollower:
         self._stopped = False
 
     def follow(self, pod: Obj, container: str | None = None) -> bool:
-        """Start following ``pod`` (once per uid; only once it is bound to a node); True if it started now."""
+        """Start following ``pod`` (once per uid; only once it is bound to a node); True if it started now.
+
+        Called again for a pod already followed (the caller's watch saw it change, say its container start), it
+        cuts short the wait before the next try to open a log that could not be opened yet, so the stream opens
+        when the container runs rather than up to ``retry_interval`` later (the lines already written are read
+        from the start either way; what the wait costs is the instant they are received)."""
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         uid, node = str(meta.get("uid") or ""), str(spec.get("nodeName") or "")
         if not uid or not node:
             return False
         with self._lock:
-            if self._stopped or uid in self._follows:
+            if self._stopped:
+                return False
+            if uid in self._follows:
+                self._follows[uid].wake.set()
                 return False
             f = _Follow(str(meta.get("namespace") or "default"), str(meta["name"]), uid, node, container)
             f.thread = threading.Thread(target=self._run, args=(f,), name=f"logs-{f.name}", daemon=True)
@@ -96,6 +106,7 @@ class LogFollower:
             follows = list(self._follows.values())
         for f in follows:
             f.stop.set()
+            f.wake.set()
             if f.response is not None:
                 try:
                     f.response.shutdown()  # unblocks a read waiting on a quiet log
@@ -121,7 +132,7 @@ class LogFollower:
                                                  "application/json", timeout=self.read_timeout, stream=True)
             except KubeError as exc:  # not running yet, or the node's log endpoint is gone
                 log.debug("log of %s/%s: %s", f.namespace, f.name, exc)
-                f.stop.wait(self.retry_interval)
+                self._pause(f)
                 continue
             f.response = resp.response
             try:
@@ -138,7 +149,12 @@ class LogFollower:
                 resp.response.release_conn()
             if state is _State.FINISHED:
                 return  # its whole log has been read once more; nothing can follow
-            f.stop.wait(self.retry_interval)
+            self._pause(f)
+
+    def _pause(self, f: _Follow) -> None:
+        """Wait ``retry_interval`` before opening the log again, or less when the pod changed or we stop."""
+        f.wake.wait(self.retry_interval)
+        f.wake.clear()
 
     def _state(self, f: _Follow) -> "_State":
         try:
