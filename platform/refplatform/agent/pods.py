@@ -806,14 +806,18 @@ class PodSync:
             log.warning("pod %s: %s", _key(pod), err)
             return
         worker.workload = workload
-        worker.run = ContainerRun(now, restart_count, None, last_terminated)
+        # The container started when its workload did, not when this pass began: a pass that starts several
+        # pods (a gang's replacement ranks) spawns them one after another, and the status written just below
+        # is what a watcher sees, so the stamp is taken here.
+        started_at = self.clock.now()
+        worker.run = ContainerRun(started_at, restart_count, None, last_terminated)
         started = time.monotonic()
         worker.probes = {p.container: ReadinessTracker(p, started) for p in probes}
         worker.log.append(lines)
         worker.status_dirty = True
         log.info("pod %s: started %s workload (restartCount %d)", _key(pod), workload.kind, restart_count)
         for name in worker.containers:  # at the instant reported as every container's startedAt
-            self._record(worker, "Normal", STARTED, f"Started container {name}", now, name)
+            self._record(worker, "Normal", STARTED, f"Started container {name}", started_at, name)
         self._record_workload_events(worker)
         self._check_exit(worker)
 

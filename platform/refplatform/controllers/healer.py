@@ -184,6 +184,7 @@ class HealerController:
                 continue
             ns, name = meta.get("namespace", "default"), meta["name"]
             path = resource_path("", "v1", "pods", ns, name)
+            at = datetime.fromtimestamp(self.clock(), timezone.utc)  # the decision's instant, before the calls
             try:
                 self.client.patch(path + "/status", {"status": {"conditions": [{
                     "type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
@@ -204,5 +205,5 @@ class HealerController:
             node = pod["spec"]["nodeName"]
             log.info("force-deleted %s/%s (node %s is out of service)", ns, name, node)
             self.events.record(pod, "Pod", "Normal", "Evicted",
-                               f"Force-deleted (grace 0): node {node} is out of service", action="Deleting")
+                               f"Force-deleted (grace 0): node {node} is out of service", action="Deleting", when=at)
         self._forced &= live

@@ -282,6 +282,9 @@ class VolcanoJobController:
         body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         if force:
             body["gracePeriodSeconds"] = 0
+        # The eviction's instant is the decision's, taken before the call (as upstream's taint eviction records
+        # its Event before deleting): a watcher sees the deletion after this, never before.
+        at = datetime.fromtimestamp(self.clock(), timezone.utc)
         try:
             self.client.delete(resource_path("", "v1", "pods", ns, name), body,
                                {"gracePeriodSeconds": 0} if force else None)
@@ -297,9 +300,10 @@ class VolcanoJobController:
         (self._forced if force else self._deleting).add(uid)
         if force:
             self.events.record(pod, "Pod", "Normal", "Evicted",
-                               f"Force-deleted (grace 0) for {reason}: node {node} is lost", action="Deleting")
+                               f"Force-deleted (grace 0) for {reason}: node {node} is lost", action="Deleting", when=at)
         else:
-            self.events.record(pod, "Pod", "Normal", "Killing", f"Stopping pod for {reason}", action="Deleting")
+            self.events.record(pod, "Pod", "Normal", "Killing", f"Stopping pod for {reason}", action="Deleting",
+                               when=at)
 
     def _create_pod(self, job: Obj, spec: JobSpec, rank: Rank, epoch: int) -> None:
         if self.duplicate_rank and epoch > 0 and rank.rank > 0 and rank.rank == spec.min_available_or_all - 1:
