@@ -540,8 +540,10 @@ class TrainingRun:
 
     def _server_instants(self) -> dict[str, float]:
         """The same instants as the platform stamped them in its Events (eventTime, microseconds):
-        detect = the pulled node's NodeNotReady; evict = the last eviction (Evicted/Killing) of a pod that was
-        on the pulled node; replace = the last Started of the replacement ranks; resume = their first Resumed."""
+        detect = the pulled node's NodeNotReady; evict = the last of the victims' first evictions (a pod that
+        was on the pulled node: TaintManagerEviction, Evicted or Killing, whichever its platform recorded first,
+        as the harness sees the first deletion); replace = the last Started of the replacement ranks; resume =
+        their first Resumed."""
         out: dict[str, float] = {}
         fault_wall = self.instants["fault"].wall if "fault" in self.instants else 0.0
 
@@ -558,7 +560,7 @@ class TrainingRun:
         detect = stamps(("NodeNotReady",), lambda inv: inv.get("kind") == "Node" and inv.get("name") == self.pulled)
         if detect:
             out["detect"] = min(detect.values())
-        evicted = stamps(("Evicted", "Killing"), lambda inv: inv.get("uid") in self.victims)
+        evicted = stamps(("TaintManagerEviction", "Evicted", "Killing"), lambda inv: inv.get("uid") in self.victims)
         if evicted:
             out["evict"] = max(evicted.values())
         replacements = {p["metadata"]["uid"] for p in self._running_pods()

@@ -5,8 +5,9 @@ instant as the platform stamped it in its own Events (microsecond eventTime).
 
 Runs the node-pull drill (the same code `firedrill run` uses) against the embedded reference platform,
 ``--pulls`` times, restoring the pulled node between pulls.  For every instant that both sides stamped
-(t_detect: NodeNotReady; t_evict: the last Evicted/Killing of a pod on the pulled node; t_replace: the last
-Started of the replacement ranks; t_resume: their first Resumed) it prints harness wall time minus platform
+(t_detect: NodeNotReady; t_evict: over the pods on the pulled node, the last of each one's first
+TaintManagerEviction/Evicted/Killing; t_replace: the last Started of the replacement ranks; t_resume: their first
+Resumed) it prints harness wall time minus platform
 stamp, then the median, p95 and max of their absolute values.  Budget (DESIGN.md): p95 <= 50 ms.
 Harness and platform share this machine's clock, so the difference is the observation delay (API write,
 watch delivery, the harness's own bookkeeping), which is what a drill's measurement error is made of.

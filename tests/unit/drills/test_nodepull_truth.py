@@ -263,3 +263,24 @@ def test_a_rank_replaced_and_deleted_before_the_fault_is_not_the_recovery() -> N
     on_pod("DELETED", early)
     drill._mark_before_fault()
     assert "z" in drill.before_fault and not drill.canary.resumptions(exclude=drill.before_fault)
+
+
+def _event(reason: str, uid: str, at: str) -> dict[str, Any]:
+    return {"reason": reason, "involvedObject": {"kind": "Pod", "uid": uid}, "eventTime": at}
+
+
+def test_the_platform_evicts_a_pod_when_it_first_marks_it_for_deletion() -> None:
+    """The harness's t_evict is the first deletion it sees of each pod on the pulled node; the platform's claim
+    beside it is each victim's first eviction Event (upstream's TaintManagerEviction marks it for deletion
+    before any job controller force-deletes it), the last over the victims; another pod's Events do not count."""
+    drill = NodePullDrill(target=None, result=DrillResult("node-pull"), run_id="r")  # type: ignore[arg-type]
+    drill.instants = {"fault": Instant(0.0, T0)}
+    drill.victims = {"v1", "v2"}
+    drill.events += [
+        _event("TaintManagerEviction", "v1", "2027-01-15T08:00:03.100000Z"),
+        _event("Evicted", "v1", "2027-01-15T08:00:03.300000Z"),  # the job controller's force delete, later
+        _event("Killing", "v2", "2027-01-15T08:00:03.200000Z"),
+        _event("TaintManagerEviction", "other", "2027-01-15T08:00:09.000000Z"),
+    ]
+    server = drill._server_instants()
+    assert server["evict"] == pytest.approx(T0 + 3.2)  # v2's Killing; v1 was marked at 3.1, not 3.3
