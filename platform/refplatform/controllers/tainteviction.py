@@ -56,6 +56,7 @@ class TaintEvictionController:
         nodes = {n["metadata"]["name"]: n for n in cache.list(NODES)}
         next_at: float | None = None
         live: set[str] = set()
+        evicted: list[tuple[Obj, float]] = []
         for pod in cache.list(PODS):
             meta, spec = pod["metadata"], pod.get("spec") or {}
             live.add(meta.get("uid", ""))
@@ -71,32 +72,42 @@ class TaintEvictionController:
             if at is None:
                 continue
             if at <= now:
-                self.evict(pod, node["metadata"]["name"], now)
+                issued = self.evict(pod, node["metadata"]["name"], now)
+                if issued is not None:
+                    evicted.append((pod, issued))
             else:
                 next_at = at if next_at is None else min(next_at, at)
+        # Each stamped when its pod's deletion was issued, all written after the pass's deletions (upstream's
+        # recorder is asynchronous), so no Event's round trip delays the eviction of a node's next pod.
+        for pod, issued in evicted:
+            meta = pod["metadata"]
+            ns, name = meta.get("namespace", "default"), meta["name"]
+            self.events.record(pod, "Pod", "Normal", "TaintManagerEviction", f"Marking for deletion Pod {ns}/{name}",
+                               action="Deleting", when=datetime.fromtimestamp(issued, timezone.utc))
         self._evicted &= live
         self.resync = self.max_wait if next_at is None else max(0.01, min(self.max_wait, next_at - now + 0.005))
 
-    def evict(self, pod: Obj, node: str, now: float) -> None:
+    def evict(self, pod: Obj, node: str, now: float) -> float | None:
+        """Mark ``pod`` a disruption target and delete it; the instant its deletion was issued, or None."""
         meta = pod["metadata"]
         ns, name, uid = meta.get("namespace", "default"), meta["name"], meta.get("uid", "")
         path = resource_path("", "v1", "pods", ns, name)
-        self.events.record(pod, "Pod", "Normal", "TaintManagerEviction", f"Marking for deletion Pod {ns}/{name}",
-                           action="Deleting", when=datetime.fromtimestamp(now, timezone.utc))
         try:
             self.client.patch(path + "/status", {"status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
                 "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": rfc3339(now)}]}},
                 STRATEGIC_MERGE_PATCH)
+            at = self.clock()  # this pod's deletion is issued now (several pods of a node are evicted in turn)
             self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}})
         except ApiStatusError as exc:
             if exc.not_found or exc.conflict:
                 self._evicted.add(uid)
-                return
+                return None
             log.info("could not evict %s/%s from %s: %s", ns, name, node, exc)
-            return
+            return None
         except ApiUnreachable as exc:
             log.info("could not evict %s/%s from %s: %s", ns, name, node, exc)
-            return
+            return None
         self._evicted.add(uid)
         log.info("evicted %s/%s from %s (NoExecute taint)", ns, name, node)
+        return at
