@@ -114,6 +114,9 @@ class Instant:
     server: float | None = None
 
 
+RESTAMP_WAIT = 1.0
+"""Seconds the rollback waits for a platform's Event stamping an instant the harness already measured."""
+
 RENDEZVOUS_GRACE = 10.0
 """Seconds after the last rank of a canary job started within which its world must have formed."""
 
@@ -459,19 +462,24 @@ class TrainingRun:
         self.result.halt(f"{needed} never came: t_{needed} was not observed within {limit + more:g} s of "
                          f"t_{since} ({why}), so {', '.join(later)} could never be measured; the scenario ends here")
 
+    def _pairs(self) -> dict[str, tuple[str, str]]:
+        """Each timed phase: the instant it starts from and the one it ends at."""
+        return {phase: (self.STARTS[phase], self._end(phase)) for phase in (*self.CHAIN, "total")}
+
+    def _platform_phase(self, a: str, b: str, server: dict[str, float]) -> float | None:
+        """The phase from instant ``a`` to ``b`` as the platform stamped them (t_fault is the harness's)."""
+        sa = server.get(a, self.instants[a].wall if a == "fault" and a in self.instants else None)
+        sb = server.get(b)
+        return None if sa is None or sb is None else max(0.0, sb - sa)
+
     def _measure(self) -> None:
         with self._cond:
             t = self.instants
-            pairs = {phase: (self.STARTS[phase], self._end(phase)) for phase in (*self.CHAIN, "total")}
             server = self._server_instants()
-            for phase, (a, b) in pairs.items():
+            for phase, (a, b) in self._pairs().items():
                 if a in t and b in t:
-                    platform = None
-                    sa = server.get(a, t[a].wall if a == "fault" else None)
-                    sb = server.get(b)
-                    if sa is not None and sb is not None:
-                        platform = max(0.0, sb - sa)
-                    self.result.measure(Measurement(phase, max(0.0, t[b].mono - t[a].mono), "s", platform))
+                    self.result.measure(Measurement(phase, max(0.0, t[b].mono - t[a].mono), "s",
+                                                    self._platform_phase(a, b, server)))
                 elif phase not in self.result.measurements:
                     self.result.measure(Measurement(phase, None, "s", note=f"t_{b} never observed"))
             self._judge_resume_point()
@@ -573,9 +581,49 @@ class TrainingRun:
             out["resume"] = min(resumed.values())
         return out
 
+    def _restamp(self, timeout: float = RESTAMP_WAIT) -> None:
+        """Before the watches stop: the platform's side of each phase measured without it.  Its Events are
+        written asynchronously and often arrive after the harness measured (a replacement rank's first step is
+        received before its Resumed Event); a platform that stamped an instant of this job before the fault
+        (the first start's Resumed) is waited for up to ``timeout`` s to stamp it again.  Never judged: only the
+        platform column and the instants' ``server`` stamps change."""
+        if "fault" not in self.instants:
+            return
+        stamped_before = self._stamps_before_fault()
+
+        def complete() -> bool:
+            server = self._server_instants()
+            return all(k in server for k in self.instants if k in stamped_before)
+        try:
+            wait_for(self._cond, complete, timeout, self.target.timeline.clock, poll=0.05)
+        except Exception:  # noqa: BLE001 - rollback never raises; the stamps are a courtesy
+            log.debug("waiting for the platform's stamps failed", exc_info=True)
+        with self._cond:
+            server = self._server_instants()
+            for phase, (a, b) in self._pairs().items():
+                m = self.result.measurements.get(phase)
+                if m is not None and m.value is not None and m.platform is None:
+                    platform = self._platform_phase(a, b, server)
+                    if platform is not None:
+                        self.result.measurements[phase] = replace(m, platform=platform)
+            if "instants" in self.result.details:
+                self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall, "server": server.get(k)}
+                                                   for k, v in self.instants.items()}
+
+    def _stamps_before_fault(self) -> set[str]:
+        """The instants worth waiting for: ``resume`` where this platform stamped a Resumed Event for a rank of
+        the job before the fault and a replacement rank runs now (a rank restarted in its own pod has none to
+        stamp); the others come from Events every platform writes, and are not waited for."""
+        with self._cond:
+            resumed = any(e.get("reason") == "Resumed" and
+                          (e.get("involvedObject") or {}).get("uid") in self.before_fault for e in self.events)
+            replaced = any(p["metadata"].get("uid") not in self.before_fault for p in self._running_pods())
+        return {"resume"} if resumed and replaced else set()
+
     # ------------------------------------------------------------ rollback
     def rollback(self) -> None:
         """Undo the fault, stop following logs, delete the job and its pods; never raises."""
+        self._restamp()
         self.target.restore_all()
         if self.follower is not None:
             self.follower.stop()
