@@ -1,10 +1,12 @@
 """Every shipped feature, serial and ``--parallel N``: wall time, node pull's timing error, false verdicts.
 
     python tests/bench/bench_parallel.py [--runs 3] [--parallel 3] [--honest 5] [--only node_pull gang_submission]
+                                         [--reports DIR] [--skip-serial]
 
 Runs ``firedrill run`` over features/ (``--only``: those stems) on the honest embedded platform, ``--runs`` times
 serially, then ``max(--runs, --honest)`` times with ``--parallel N``, all into one reports folder (so the parallel
-plan's estimates come from the serial runs' archives).  Prints each run's wall time, exit code and verdicts, then
+plan's estimates come from the serial runs' archives; ``--reports DIR`` keeps them there, so a later
+``--skip-serial`` run, say with another ``--parallel``, plans from them too).  Prints each run's wall time, exit code and verdicts, then
 per mode: the median wall time, node pull's timing error p95 (|harness - platform stamp| over every node-pull
 phase of every run, from record.json) and the false verdicts (any scenario not PASS on an honest platform).
 Budgets (issue 30): parallel median <= 120 s for every shipped feature; timing error p95 <= 50 ms in both modes;
@@ -56,6 +58,10 @@ def one_run(features: Path, reports: Path, parallel: int) -> tuple[float, int, l
         record = json.loads((run_dir / "record.json").read_text())
         for s in record["scenarios"]:
             verdicts.append(s["verdict"])
+            if s["verdict"] != "PASS":  # name what missed, in the run's own words
+                why = "; ".join(s.get("findings") or []) or s.get("error") or ""
+                print(f"  {s['verdict']}: {Path(s['feature_file']).name}: {s['scenario']} ({run_dir.name}): "
+                      f"{why[:400]}", flush=True)
             if s["feature_file"].endswith(NODE_PULL):
                 errors += [abs(m["error"]) for m in s["measurements"] if m.get("error") is not None]
     if proc.returncode != 0:
@@ -70,11 +76,13 @@ def main() -> int:
     parser.add_argument("--honest", type=int, default=5, help="parallel runs judged for false verdicts")
     parser.add_argument("--only", nargs="*", help="feature file stems (default: every shipped feature)")
     parser.add_argument("--skip-serial", action="store_true")
+    parser.add_argument("--reports", type=Path, help="the reports folder to use and keep (default: a temporary one, "
+                                                      "removed when every budget holds)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="firedrill-bench-parallel-"))
     features = chosen_features(work, args.only)
-    reports = work / "reports"
-    reports.mkdir()
+    reports = args.reports.resolve() if args.reports else work / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
     ok = True
     modes = ([] if args.skip_serial else [("serial", 1, args.runs)]) + \
         [(f"--parallel {args.parallel}", args.parallel, max(args.runs, args.honest))]
@@ -98,7 +106,9 @@ def main() -> int:
             ok = ok and median <= BUDGET_S
     print(f"budgets (parallel <= {BUDGET_S:.0f} s for every feature, error p95 <= 50 ms, 0 false verdicts): "
           f"{'PASS' if ok else 'FAIL'}")
-    if ok:
+    if args.reports:
+        print(f"the runs' archives are in {reports}")
+    elif ok:
         shutil.rmtree(work, ignore_errors=True)
     else:  # the records of what missed (a false verdict's findings) are the next thing to read
         print(f"the runs' archives are kept in {reports}")
