@@ -97,4 +97,5 @@ class ScenarioContext:
             except Exception as exc:  # noqa: BLE001 - rollback must reach every drill
                 log.warning("rollback failed: %s", exc)
         self.target.restore_all()
+        self.target.restore_roles()
         self.target.driver.stop_watches()

@@ -139,6 +139,18 @@ class EmbeddedPlatform:
             http.delete(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
             http.delete(f"/api/v1/nodes/{name}")
 
+    def restore_roles(self, timeout: float = 10.0) -> None:
+        """After a scenario: the spare pool as the platform started (a pulled node that returned to the pool
+        works again, the spare promoted for it goes back), so every scenario finds the racks the first one
+        did; a node still quarantined at ``timeout`` is logged and left as it is."""
+        if self.cluster is None:
+            return
+        try:
+            if not self.cluster.restore_roles(timeout):
+                log.warning("the spare pool was not restored: a node was still quarantined after %g s", timeout)
+        except Exception as exc:  # noqa: BLE001 - a rollback step: the next scenario's steady state judges it
+            log.warning("the spare pool was not restored: %s", exc)
+
     def stop(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
@@ -275,6 +287,12 @@ class Target:
                     record.undo()
                 except Exception as exc:  # noqa: BLE001 - rollback must try every fault
                     log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+
+    def restore_roles(self) -> None:
+        """The embedded platform's spare pool as it started (:meth:`EmbeddedPlatform.restore_roles`); a real
+        cluster's nodes are never touched beyond the faults' own undo."""
+        if self.embedded is not None:
+            self.embedded.restore_roles()
 
     def close(self) -> None:
         self.restore_all()

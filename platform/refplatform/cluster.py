@@ -47,6 +47,10 @@ from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 
 ADDRESS_FILE = "apiserver.json"
 AUDIT_LOG_FILE = "audit.log"
+SPARE_LABEL = SPARE_TAINT = "firedrill.dev/spare"
+"""The healer's spare pool label and taint key (:mod:`refplatform.core.healing`, which the harness's side of this
+module may not import: tests/unit/test_layers.py keeps the two equal)."""
+QUARANTINE_LABEL = "firedrill.dev/quarantine"
 RACK_LABEL = "cloud.provider.com/topology-rack"
 """The node label naming a node's rack: the label Kueue's and KAI's topology-aware scheduling examples use."""
 BLOCK_LABEL = "cloud.provider.com/topology-block"
@@ -422,9 +426,9 @@ class Cluster:
             if not any(c.get("type") == "Ready" and c.get("status") == "True"
                        for c in (node.get("status") or {}).get("conditions") or []):
                 continue
-            if labels.get("firedrill.dev/spare") == "true":
+            if labels.get(SPARE_LABEL) == "true":
                 pool += 1
-            elif "firedrill.dev/quarantine" not in labels:
+            elif QUARANTINE_LABEL not in labels:
                 ready += 1
                 gpus += int(((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0"))
         return ready, gpus, pool
@@ -438,6 +442,58 @@ class Cluster:
                 nodes, _, pool = self.readiness(http)
                 return nodes >= want[0] and pool >= want[1]
             wait_until(ready, timeout, f"{want[0]} Ready nodes and {want[1]} enrolled spare(s)", interval=0.1)
+
+    def restore_roles(self, timeout: float = 30.0) -> bool:
+        """Put the spare pool back as the spec made it (a lab reset between drills, not healing).  Where a
+        configured spare was promoted, once no node is quarantined, each node that returned to the pool in its
+        place works again and the spare goes back to the pool.  Racks are physical
+        (:meth:`ClusterSpec.topology_labels`), so after a pull the pool would otherwise hold another rack's node
+        and every later scenario would find other racks than the first did.  True when the roles are the
+        spec's (False: a node still quarantined at ``timeout``, nothing changed)."""
+        configured = set(self.spec.spare_names())
+        with self.http_client() as http:
+            deadline = time.monotonic() + timeout
+            while True:
+                nodes = {n["metadata"]["name"]: n for n in http.get("/api/v1/nodes", timeout=5).json().get("items", [])
+                         if n["metadata"]["name"] in self.spec.all_node_names()}
+                pooled = {name for name, n in nodes.items()
+                          if (n["metadata"].get("labels") or {}).get(SPARE_LABEL) == "true"}
+                quarantined = [name for name, n in nodes.items()
+                               if QUARANTINE_LABEL in (n["metadata"].get("labels") or {})]
+                if not configured - pooled:
+                    return True  # no spare was promoted: nothing to put back, nothing to wait for
+                if not quarantined:
+                    break
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.1)
+            stand_ins = sorted(pooled - configured)
+            promoted = sorted(configured - pooled)
+            for back_to_work, back_to_pool in zip(stand_ins, promoted):
+                self._set_spare(http, nodes[back_to_pool], True)  # the pool grows first: no moment without a spare
+                self._set_spare(http, nodes[back_to_work], False)
+            return len(stand_ins) == len(promoted)
+
+    @staticmethod
+    def _set_spare(http: httpx.Client, node: dict, spare: bool, attempts: int = 10) -> None:
+        """Label and taint ``node`` as in the spare pool (or not): a merge patch naming the resourceVersion it was
+        computed from, read again and retried on a conflict (the healer and the node lifecycle write nodes too)."""
+        name = node["metadata"]["name"]
+        for _ in range(attempts):
+            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != SPARE_TAINT]
+            if spare:
+                taints.append({"key": SPARE_TAINT, "value": "true", "effect": "NoSchedule"})
+            patch = {"metadata": {"labels": {SPARE_LABEL: "true" if spare else None},
+                                  "resourceVersion": node["metadata"]["resourceVersion"]},
+                     "spec": {"taints": taints or None}}
+            answer = http.patch(f"/api/v1/nodes/{name}", content=json.dumps(patch),
+                                headers={"Content-Type": "application/merge-patch+json"}, timeout=5)
+            if answer.status_code != 409:
+                break
+            node = http.get(f"/api/v1/nodes/{name}", timeout=5).json()
+        if answer.status_code >= 300:
+            raise ClusterError(f"could not {'return' if spare else 'take'} node {name} "
+                               f"{'to' if spare else 'out of'} the spare pool: {answer.status_code} {answer.text[:200]}")
 
     def stop(self) -> None:
         for proc in self.agents.values():  # every agent winds down at once; then each is waited for

@@ -322,6 +322,19 @@ def test_a_pulled_node_that_comes_back_is_not_reused_until_its_health_check_pass
     assert recovered and failed[0] < recovered[-1]
     assert p.event_times("NodeReady", victim)
 
+    # Between drills the harness puts the roles back as the spec made them (racks are physical): the victim
+    # works again and the configured spare, promoted for it, returns to the pool; the healer keeps them so.
+    assert p.node(p.spare)["metadata"]["labels"].get("firedrill.dev/spare") is None
+    assert p.cluster.restore_roles(10)
+    wait("the configured spare back in the pool and the victim at work", lambda: (
+        p.node(p.spare)["metadata"]["labels"].get("firedrill.dev/spare") == "true"
+        and "firedrill.dev/spare" not in p.node(victim)["metadata"]["labels"]))
+    assert [t["key"] for t in p.node(p.spare)["spec"].get("taints") or []] == ["firedrill.dev/spare"]
+    assert not p.node(victim)["spec"].get("taints")
+    with p.cluster.http_client() as http:
+        assert p.cluster.readiness(http) == (4, 32, 1)
+    assert p.cluster.restore_roles(10), "already as the spec made it: nothing to do"
+
 
 def test_a_second_pull_while_the_job_restarts_does_not_lose_it(platform: Platform) -> None:
     p = platform

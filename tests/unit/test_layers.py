@@ -29,3 +29,12 @@ def test_the_pure_core_never_reads_a_clock() -> None:
     offenders = [f"{p.relative_to(REPO)}:{n}" for p in (REPO / "platform/refplatform/core").rglob("*.py")
                  for n, line in enumerate(p.read_text().splitlines(), 1) if WALL_CLOCK.search(line)]
     assert offenders == [], "the core must take time from its snapshot: " + ", ".join(offenders)
+
+
+def test_the_clusters_spare_pool_names_are_the_healers() -> None:
+    """refplatform.cluster (which the harness imports) repeats the healer's names rather than import the core."""
+    from refplatform import cluster
+    from refplatform.core import healing
+
+    assert (cluster.SPARE_LABEL, cluster.SPARE_TAINT, cluster.QUARANTINE_LABEL) == (
+        healing.SPARE_LABEL, healing.SPARE_TAINT, healing.QUARANTINE_LABEL)

@@ -29,15 +29,20 @@ class FakeDriver:
 
 
 class FakeTarget:
-    """Only what the context itself touches: undoing faults and stopping watches (the drills below act on
-    nothing)."""
+    """Only what the context itself touches: undoing faults, putting the spare pool back and stopping watches
+    (the drills below act on nothing)."""
 
     def __init__(self) -> None:
         self.driver = FakeDriver()
         self.restored = 0
+        self.roles_restored = 0
 
     def restore_all(self) -> None:
         self.restored += 1
+
+    def restore_roles(self) -> None:
+        assert self.restored, "the faults are undone before the roles are put back"
+        self.roles_restored += 1
 
 
 ROLLED_BACK: list[str] = []
@@ -139,6 +144,7 @@ def test_rollback_reaches_every_drill_newest_first_then_the_target() -> None:
     ctx.rollback()
     assert ROLLED_BACK == ["test-loaded", "test-first"]
     assert ctx.target.restored == 1  # type: ignore[attr-defined]
+    assert ctx.target.roles_restored == 1  # type: ignore[attr-defined]
     assert ctx.target.driver.stopped == 1  # type: ignore[attr-defined]
 
 
