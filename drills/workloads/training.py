@@ -497,8 +497,12 @@ class TrainingRun:
             elif "lost steps" not in self.result.measurements:
                 self.result.measure(Measurement("lost steps", None, "steps",
                                                 note="no replacement rank logged a step beyond its resume point"))
-            self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall, "server": server.get(k)}
-                                               for k, v in t.items()}
+            self._record_instants(server)
+
+    def _record_instants(self, server: dict[str, float]) -> None:
+        """Under the lock: every instant as the harness saw it, beside the platform's stamp of it."""
+        self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall, "server": server.get(k)}
+                                           for k, v in self.instants.items()}
 
     def _judge_resume_point(self) -> None:
         """Under the lock: the job must resume from the last checkpoint it completed before the fault."""
@@ -589,15 +593,9 @@ class TrainingRun:
         platform column and the instants' ``server`` stamps change."""
         if "fault" not in self.instants:
             return
-        stamped_before = self._stamps_before_fault()
-
-        def complete() -> bool:
-            server = self._server_instants()
-            return all(k in server for k in self.instants if k in stamped_before)
-        try:
-            wait_for(self._cond, complete, timeout, self.target.timeline.clock, poll=0.05)
-        except Exception:  # noqa: BLE001 - rollback never raises; the stamps are a courtesy
-            log.debug("waiting for the platform's stamps failed", exc_info=True)
+        awaited = self._awaited_stamps()
+        wait_for(self._cond, lambda: awaited & self.instants.keys() <= self._server_instants().keys(), timeout,
+                 self.target.timeline.clock, poll=0.05)
         with self._cond:
             server = self._server_instants()
             for phase, (a, b) in self._pairs().items():
@@ -607,10 +605,9 @@ class TrainingRun:
                     if platform is not None:
                         self.result.measurements[phase] = replace(m, platform=platform)
             if "instants" in self.result.details:
-                self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall, "server": server.get(k)}
-                                                   for k, v in self.instants.items()}
+                self._record_instants(server)
 
-    def _stamps_before_fault(self) -> set[str]:
+    def _awaited_stamps(self) -> set[str]:
         """The instants worth waiting for: ``resume`` where this platform stamped a Resumed Event for a rank of
         the job before the fault and a replacement rank runs now (a rank restarted in its own pod has none to
         stamp); the others come from Events every platform writes, and are not waited for."""

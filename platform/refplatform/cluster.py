@@ -450,12 +450,12 @@ class Cluster:
         (:meth:`ClusterSpec.topology_labels`), so after a pull the pool would otherwise hold another rack's node
         and every later scenario would find other racks than the first did.  True when the roles are the
         spec's (False: a node still quarantined at ``timeout``, nothing changed)."""
-        configured = set(self.spec.spare_names())
+        configured, ours = set(self.spec.spare_names()), set(self.spec.all_node_names())
         with self.http_client() as http:
             deadline = time.monotonic() + timeout
             while True:
                 nodes = {n["metadata"]["name"]: n for n in http.get("/api/v1/nodes", timeout=5).json().get("items", [])
-                         if n["metadata"]["name"] in self.spec.all_node_names()}
+                         if n["metadata"]["name"] in ours}
                 pooled = {name for name, n in nodes.items()
                           if (n["metadata"].get("labels") or {}).get(SPARE_LABEL) == "true"}
                 quarantined = [name for name, n in nodes.items()

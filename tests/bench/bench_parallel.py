@@ -6,8 +6,8 @@
 Runs ``firedrill run`` over features/ (``--only``: those stems) on the honest embedded platform, ``--runs`` times
 serially, then ``max(--runs, --honest)`` times with ``--parallel N``, all into one reports folder (so the parallel
 plan's estimates come from the serial runs' archives; ``--reports DIR`` keeps them there, so a later
-``--skip-serial`` run, say with another ``--parallel``, plans from them too).  Prints each run's wall time, exit code and verdicts, then
-per mode: the median wall time, node pull's timing error p95 (|harness - platform stamp| over every node-pull
+``--skip-serial`` run, say with another ``--parallel``, plans from them too).  Prints each run's wall time, exit
+code and verdicts, then per mode: the median wall time, node pull's timing error p95 (|harness - platform stamp| over every node-pull
 phase of every run, from record.json) and the false verdicts (any scenario not PASS on an honest platform).
 Budgets (issue 30): parallel median <= 120 s for every shipped feature; timing error p95 <= 50 ms in both modes;
 0 false verdicts over the parallel runs.  Exit 0 when every budget holds.
