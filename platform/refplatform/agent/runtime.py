@@ -21,6 +21,10 @@ Each process:
   the group reaches it), with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with the
   agent (the kernel sends it when the agent's *pod sync thread* ends, which is
   why only that thread starts processes);
+- runs :data:`POD_NICENESS` steps nicer than the agent, as a kubelet's
+  ``kube-reserved`` keeps CPU for the node's own daemons: pods compete with one
+  another for the CPU, and the agent's status writes (whose instants the drills
+  time) are not starved when several interpreters boot at once;
 - writes stdout and stderr, line by line, to the container's log
   (:class:`~refplatform.agent.logs.ContainerLog`), each line stamped with the
   agent's clock when the agent read it; the lines also feed the platform's log
@@ -77,6 +81,7 @@ from refplatform.gpu.throttle import CLOCKS_ENV, CLOCKS_FILE
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
     "DEVICE_SOCKET_ENV",
+    "POD_NICENESS",
     "ProcessSpec",
     "ProcessWorkload",
     "grace_seconds",
@@ -96,6 +101,9 @@ REAP_SECONDS = 2.0
 """How long after its last process exited a pod waits for its output pipes to close."""
 INHERITED = ("PYTHONPATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
 """Variables a container takes from the agent's environment (what the canary image would set)."""
+POD_NICENESS = 10
+"""How many steps nicer than the agent a pod's processes run (``nice(2)``; CFS gives a nice-0 task about nine
+times the CPU weight of a nice-10 one)."""
 MAX_LINE = 65536
 """Longer output lines are split."""
 
@@ -108,10 +116,13 @@ if sys.platform.startswith("linux"):
         _libc = None
 
 
-def _child_setup(parent: int) -> Callable[[], None]:
-    """Runs in the child between fork and exec: die with the agent (PR_SET_PDEATHSIG), or now if it is gone."""
+def _child_setup(parent: int, niceness: int) -> Callable[[], None]:
+    """Runs in the child between fork and exec: yield CPU to the agent by ``niceness`` steps, and die with the agent
+    (PR_SET_PDEATHSIG), or now if it is gone."""
 
     def setup() -> None:
+        if niceness:
+            os.nice(niceness)
         if _libc is not None:
             _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the agent died before prctl: the signal will never come
@@ -300,8 +311,9 @@ class ProcessWorkload(Workload):
 
     def __init__(self, uid: str, specs: list[ProcessSpec], logs: Mapping[str, ContainerLog], clock: Clock,
                  device: Device | None = None, *, publish_step_seconds: bool = True,
-                 reap_seconds: float = REAP_SECONDS) -> None:
+                 reap_seconds: float = REAP_SECONDS, niceness: int = POD_NICENESS) -> None:
         super().__init__()
+        self.niceness = niceness
         self.uid = uid
         self.clock = clock
         self.device = device
@@ -343,7 +355,7 @@ class ProcessWorkload(Workload):
                 c.popen = subprocess.Popen(
                     list(c.spec.argv), executable=c.spec.executable, env=c.spec.env, cwd=c.spec.cwd,
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
-                    preexec_fn=_child_setup(parent),  # noqa: PLW1509 - only prctl and getppid run there
+                    preexec_fn=_child_setup(parent, self.niceness),  # noqa: PLW1509 - only nice, prctl, getppid
                 )
             except OSError as err:
                 self._abort(now)

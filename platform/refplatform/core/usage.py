@@ -36,8 +36,9 @@ Sources, in the terms of the leak report's inputs:
 - **incident**: a Job whose ``firedrill.dev/epoch`` goes ``e -> e+1``.  Fault =
   the earliest last ``progress-at`` among its rank pods of epoch ``e`` (the lost
   rank stopped first), or the restart instant if none published; resume = the
-  ``eventTime`` of the first ``Resumed`` Event of a rank of the new epoch (an
-  open incident ends at ``now``); GPUs = the Job's (its tasks' replicas x
+  ``eventTime`` of the first ``Resumed`` Event of a rank of the new epoch, or
+  the Job's deletion if it is deleted before it resumed (then nothing counts
+  as recomputed; an open incident ends at ``now``); GPUs = the Job's (its tasks' replicas x
   GPUs); recomputed = max(0, step at the fault − checkpoint C of the Resumed
   message) x ``firedrill.dev/step-seconds`` x GPUs, where the step at the fault
   is the highest step any old rank had published by the fault instant.  A Job
@@ -398,6 +399,8 @@ class _Incident:
     step_seconds: float
     resume_at: float | None = None
     recomputed_gpu_seconds: float = 0.0
+    queue: str | None = None
+    """The Job's queue, kept when the Job is deleted (None: read it from the live Job)."""
 
 
 class UsageTracker:
@@ -595,7 +598,11 @@ class UsageTracker:
         if not name:
             return
         if deleted:
-            self._jobs.pop((ns, name), None)
+            gone = self._jobs.pop((ns, name), None)
+            for inc in self._incidents:  # deleted while down: its downtime ends here, not at every later "now"
+                if inc.namespace == ns and inc.job == name and inc.resume_at is None:
+                    inc.resume_at = max(at, inc.fault_at)
+                    inc.queue = gone.queue if gone is not None else ""
             return
         j = self._jobs.setdefault((ns, name), _Job(ns, name))
         j.queue = str(_map(obj, "spec").get("queue") or "")
@@ -700,7 +707,7 @@ class UsageTracker:
             if not (touches(i.fault_at, resume) or (window and window.start <= i.fault_at < window.end)):
                 continue
             job = self._jobs.get((i.namespace, i.job))
-            queue = (job.queue if job else "") or DEFAULT_QUEUE
+            queue = (i.queue if i.queue is not None else job.queue if job else "") or DEFAULT_QUEUE
             recomputed = i.recomputed_gpu_seconds if i.resume_at is not None and i.resume_at <= now else 0.0
             incidents.append(Incident(i.namespace, queue, i.job, i.fault_at, resume, i.gpus, recomputed))
         return History(tuple(capacity), tuple(pods), tuple(samples), tuple(pending), tuple(incidents))

@@ -24,7 +24,7 @@ from refplatform.agent.logs import LogStore
 from refplatform.agent.metrics import GpuCollector, GpuMetrics
 from refplatform.agent.podip import PodAddressPool
 from refplatform.agent.pods import PodSync
-from refplatform.agent.runtime import ProcessWorkload, grace_seconds, has_command
+from refplatform.agent.runtime import POD_NICENESS, ProcessWorkload, grace_seconds, has_command
 from refplatform.agent.volumes import NodeDirs
 from refplatform.cluster import wait_until
 from refplatform.defects import Defect
@@ -145,6 +145,13 @@ def test_output_goes_to_the_log_and_the_exit_code_to_the_container_state(env: En
     env.until(lambda: env.phase("ok") == "Succeeded", "pod ok Succeeded")
     assert (terminated(env.pod("ok"))["exitCode"], terminated(env.pod("ok"))["reason"]) == (0, "Completed")
     assert env.pod("ok")["status"]["podIP"] == "127.10.0.3"  # its own address
+
+
+def test_a_pod_s_processes_run_nicer_than_the_agent_as_kube_reserved_keeps_cpu_for_the_node(env: Env) -> None:
+    env.add_pod("n", [python("import os; print(os.nice(0), flush=True)")])
+    env.until(lambda: env.phase("n") == "Succeeded", "pod n Succeeded")
+    assert env.log("n") == [str(min(19, os.nice(0) + POD_NICENESS))]
+    assert POD_NICENESS > 0
 
 
 SHOW = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'cwd': os.getcwd(), 'env': dict(os.environ)}))"

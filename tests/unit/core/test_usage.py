@@ -288,6 +288,14 @@ def test_an_open_incident_ends_at_now_without_recomputed_work() -> None:
     assert tr.history(T0 + 130).incidents == (Incident("team-a", "research", "llm", T0 + 100, T0 + 130, 8, 0.0),)
 
 
+def test_a_job_deleted_before_it_resumed_ends_its_incident_there_and_no_later_window_counts_it() -> None:
+    tr = incident_tracker()
+    feed(tr, Resource.JOB, job(1), T0 + 112, deleted=True)
+    feed(tr, Resource.EVENT, resumed("llm-worker-0", "new-0", T0 + 113, 11, 10), T0 + 113)  # too late: gone
+    assert tr.history(T0 + 300).incidents == (Incident("team-a", "research", "llm", T0 + 100, T0 + 112, 8, 0.0),)
+    assert tr.history(T0 + 300, Window(T0 + 200, T0 + 212)).incidents == ()
+
+
 def test_a_second_restart_before_resuming_stays_one_incident() -> None:
     tr = incident_tracker()
     feed(tr, Resource.JOB, job(2), T0 + 115)
