@@ -21,7 +21,9 @@ than 2 nodes and at least 55 % of a small zone are quiet, nothing new is
 tainted ``NoExecute``; when every node is quiet (the control plane itself was
 away) the controller enters master disruption mode, lifts those taints, and on
 leaving it gives every node a fresh grace period.  Ready=Unknown and the
-``NoSchedule`` half always come at once.
+``NoSchedule`` half always come at once.  A pass that comes more than a grace
+period late (the controller itself could not look) also gives every node a
+fresh grace period.
 
 The decision reads an injected clock; the controller sleeps until the next
 Lease expiry or one monitor period, whichever is sooner.
@@ -88,9 +90,11 @@ class NodeLifecycleController:
         self._master = False  # in master disruption mode (every zone fully disrupted)
         self._fresh_from: float | None = None  # when master disruption mode last ended: every node's grace restarts
         self.last_disruption: DisruptionVerdict | None = None
+        self._due: float | None = None  # when the next pass was due (the last pass's instant + its resync)
 
     def reconcile(self, cache: Cache) -> None:
         now = self.clock()
+        self._after_blindness(now)
         nodes: dict[str, Obj] = {}
         for cached in cache.list(NODES):
             name = cached["metadata"]["name"]
@@ -115,6 +119,17 @@ class NodeLifecycleController:
                 self.mark_pods_not_ready(cache, name, now)
         wait = self.monitor_period if next_check is None else min(self.monitor_period, next_check - now + 0.005)
         self.resync = max(0.01, wait)
+        self._due = now + self.resync
+
+    def _after_blindness(self, now: float) -> None:
+        """This pass comes more than a grace period after it was due: the controller itself could not look (its
+        process was stopped or starved, a write hung on an API server that was away), so the silence it would
+        now count against the nodes is its own.  Every node gets a grace period from now, as upstream's
+        controller-manager gives one when it leads again after losing its leader lease in such a gap."""
+        if self._due is not None and now - self._due > self.grace:
+            self._fresh_from = now
+            log.warning("this controller could not judge the nodes for %.1f s (due at %.3f): every node's grace "
+                        "period restarts now", now - self._due, self._due)
 
     def _disruption(self, nodes: dict[str, Obj], verdicts: dict[str, NodeVerdict], now: float) -> DisruptionVerdict:
         counts: dict[str, list[int]] = {}

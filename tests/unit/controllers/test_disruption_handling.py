@@ -57,6 +57,15 @@ def renew(api: FakeApi, names: list[str], at: float) -> None:
         api.put(LEASES, lease(name, at))
 
 
+def passes(ctrl: NodeLifecycleController, api: FakeApi, clock: Clock, until: float) -> None:
+    """The controller's passes up to ``until``, each when it was due (as the manager runs it)."""
+    while clock.t + ctrl.resync < until:
+        clock.t += ctrl.resync
+        ctrl.reconcile(api.cache())
+    clock.t = until
+    ctrl.reconcile(api.cache())
+
+
 QUIET = {(UNREACHABLE, "NoSchedule")}
 EVICTING = {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
 
@@ -86,6 +95,9 @@ def test_two_quiet_nodes_of_five_are_lost_nodes_tainted_at_the_rate() -> None:
     ctrl.reconcile(api.cache())
     assert [taints(api, n) for n in ("n0", "n1")] == [EVICTING, QUIET]  # one at once, the next one 10 s later
     assert ctrl.resync == 5  # the monitor period is sooner than the bucket's 10 s
+    clock.t = T0 + 8.5  # the pass that was due
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n1") == QUIET
     clock.t = T0 + 13.4
     ctrl.reconcile(api.cache())
     assert taints(api, "n1") == QUIET
@@ -101,9 +113,9 @@ def test_a_control_plane_blip_lifts_evicting_taints_and_restarts_every_grace_per
     clock = Clock(T0 + 0.5)
     ctrl = controller(api, clock, answers={n: True for n in names})
     ctrl.reconcile(api.cache())  # all fresh
-    # The control plane stops for 20 s: nobody renews; when it comes back every Lease is stale at once.
-    clock.t = T0 + 20
-    ctrl.reconcile(api.cache())
+    # The control plane stops for 20 s: nobody renews, and the controller, still running, watches every Lease
+    # go stale.
+    passes(ctrl, api, clock, T0 + 20)
     assert all(ready(api, n) == "Unknown" and taints(api, n) == QUIET for n in names)
     assert ctrl.last_disruption is not None and ctrl.last_disruption.master_disruption
     # n0 renews first and is Ready again; the others have not renewed yet, and must not be taken for dead.
@@ -187,3 +199,41 @@ def test_a_node_quiet_alone_is_tainted_to_evict_once_the_settle_time_is_over() -
     clock.t = T0 + 4.06
     ctrl.reconcile(api.cache())
     assert taints(api, "n0") == EVICTING
+
+
+def test_a_controller_that_could_not_look_during_the_blip_gives_every_node_a_fresh_grace_period() -> None:
+    # The controller's write hung on the stopped API server for the whole 10 s blip, so no pass saw every Lease
+    # stale (master disruption mode never came).  When it looks again two nodes have renewed and n2 has not yet:
+    # n2's silence was the controller's own, and it gets a whole grace period before it is judged.
+    names = ["n0", "n1", "n2"]
+    api = cluster(names)
+    clock = Clock(T0 + 0.5)
+    ctrl = controller(api, clock, answers={n: True for n in names})
+    ctrl.reconcile(api.cache())
+    renew(api, ["n0", "n1"], T0 + 10.1)
+    clock.t = T0 + 10.2
+    ctrl.reconcile(api.cache())
+    assert ready(api, "n2") == "True" and taints(api, "n2") == set()
+    assert not api.events()
+    renew(api, ["n2"], T0 + 11.5)
+    passes(ctrl, api, clock, T0 + 13)
+    assert all(ready(api, n) == "True" and taints(api, n) == set() for n in names)
+
+
+def test_a_node_lost_while_the_controller_could_not_look_is_still_tainted_a_grace_period_later() -> None:
+    names = ["n0", "n1", "n2"]
+    api = cluster(names)
+    clock = Clock(T0 + 0.5)
+    ctrl = controller(api, clock)
+    ctrl.reconcile(api.cache())
+    renew(api, ["n0", "n1"], T0 + 10.1)  # n2 died meanwhile and never renews
+    clock.t = T0 + 10.2
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n2") == set()
+    renew(api, ["n0", "n1"], T0 + 13.1)
+    clock.t = T0 + 13.0
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n2") == set()  # still inside the fresh grace period (until T0 + 13.2)
+    clock.t = T0 + 13.3
+    ctrl.reconcile(api.cache())
+    assert taints(api, "n2") == EVICTING
