@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from drills.bdd.features import FeatureInfo
-from drills.bdd.plugin import ScenarioKey, ScenarioOutcome
+from drills.bdd.plugin import FIRST_DONE, ScenarioKey, ScenarioOutcome
 from drills.records.evidence.collect import rfc3339
 from drills.scenario import needs
 
@@ -55,6 +55,15 @@ HISTORY_RUNS = 20
 """How many of the newest archives the estimates read."""
 WORKER_STOP_S = 120.0
 """Seconds a worker is given to roll back after it is told to stop, before it is killed."""
+BOOT_CPU_S = 5.5
+"""CPU seconds one worker spends starting (the harness, its pool's API server, controllers and 5 agents) and
+stopping: ``/usr/bin/time firedrill run -k advertises`` on the 2-core CI machine (docs/BENCHMARKS.md)."""
+
+
+def head_start(pools: int, cpus: int) -> float:
+    """Seconds the first pool, whose platform is already up when its alone scenarios end, is expected to gain on
+    the others, which start then: their start-up, side by side on ``cpus`` cores."""
+    return BOOT_CPU_S * max(0, pools - 1) / max(1, cpus)
 
 
 @dataclass(frozen=True)
@@ -117,11 +126,13 @@ def node_pools(count: int, nodes: int = 4, spares: int = 1) -> tuple[Pool, ...]:
     return tuple(out)
 
 
-def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_plane: bool = False) -> Plan:
+def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_plane: bool = False,
+              head_start: float = 0.0) -> Plan:
     """Waves for ``units`` over ``pools`` (pure).  First the scenarios that must run alone, one after another on
     the first pool (all of its nodes, nothing beside); then one wave with the rest spread over every pool, longest
     first onto the pool with the least work so far (ties: the lower pool), each pool keeping the scenarios' own
-    order.  Raises ValueError without a pool."""
+    order.  The first pool's worker carries on into that wave while the others start (:func:`run_plan`), so where
+    scenarios ran alone it is counted ``head_start`` seconds ahead.  Raises ValueError without a pool."""
     if not pools:
         raise ValueError("a plan needs at least one pool")
     plan = Plan((), tuple(pools), shared_control_plane)
@@ -130,6 +141,8 @@ def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_pl
     order = {u.key: i for i, u in enumerate(units)}
     shares: list[list[Unit]] = [[] for _ in pools]
     load = [0.0] * len(pools)
+    if alone:
+        load[0] = -head_start
     for unit in sorted(rest, key=lambda u: (-u.seconds, order[u.key])):
         best = min(range(len(pools)), key=lambda i: (load[i], i))
         shares[best].append(unit)
@@ -197,6 +210,10 @@ def plan_lines(plan: Plan) -> list[str]:
     """The plan in words: each wave, each pool's nodes and scenarios, and why a scenario runs alone."""
     lines = [f"Parallel plan: {len(plan.pools)} pool(s), {len(plan.waves)} wave(s); each pool is an embedded node "
              "group of its own (API server, controllers, nodes), so no two scenarios share a node"]
+    if len(plan.waves) > 1 and plan.waves[0].alone and plan.waves[1].slots and \
+            plan.waves[1].slots[0].pool == plan.waves[0].slots[0].pool:
+        lines.append(f"  {plan.waves[0].slots[0].pool.name} carries on into wave 2 once wave 1 is over (its platform "
+                     "is up); the other pools start then, so nothing runs beside wave 1")
     for w, wave in enumerate(plan.waves, 1):
         expect = max(s.seconds for s in wave.slots)
         lines.append(f"  wave {w}: " + ("alone, one scenario at a time, nothing beside" if wave.alone else
@@ -241,6 +258,14 @@ class Worker:
     proc: subprocess.Popen[str] | None = None
     reader: threading.Thread | None = None
     tail: list[str] = field(default_factory=list)
+    first: frozenset[ScenarioKey] = frozenset()
+    """Scenarios of wave 1 that run alone before the worker carries on into its ``wave``."""
+    first_over: threading.Event = field(default_factory=threading.Event)
+    """Set when the worker said its ``first`` scenarios are over (:data:`FIRST_DONE`), or ended."""
+
+    def wave_of(self, key: ScenarioKey | None) -> tuple[int, bool]:
+        """The wave a scenario of this worker ran in, and whether alone."""
+        return (1, True) if key is not None and key in self.first else (self.wave, self.alone)
 
 
 def _die_with_parent() -> None:
@@ -259,10 +284,16 @@ def _start(worker: Worker, say: Callable[[str], None]) -> None:
 
     def pump() -> None:
         assert worker.proc is not None and worker.proc.stdout is not None
-        for line in worker.proc.stdout:
-            line = line.rstrip("\n")
-            worker.tail = (worker.tail + [line])[-20:]
-            say(f"[{worker.slot.pool.name}] {line}")
+        try:
+            for line in worker.proc.stdout:
+                line = line.rstrip("\n")
+                if line == FIRST_DONE:
+                    worker.first_over.set()
+                    continue
+                worker.tail = (worker.tail + [line])[-20:]
+                say(f"[{worker.slot.pool.name}] {line}")
+        finally:
+            worker.first_over.set()  # it ended: nobody is left to wait for
 
     worker.reader = threading.Thread(target=pump, name=f"firedrill-{worker.slot.pool.name}", daemon=True)
     worker.reader.start()
@@ -286,25 +317,54 @@ def _stop(workers: Iterable[Worker]) -> None:
             w.proc.wait()
 
 
+def _carried(plan: Plan) -> bool:
+    """Whether wave 1 runs alone on the pool that also has a share of wave 2: one worker then does both."""
+    return len(plan.waves) > 1 and plan.waves[0].alone and len(plan.waves[0].slots) == 1 and \
+        any(s.pool == plan.waves[0].slots[0].pool for s in plan.waves[1].slots)
+
+
+def _worker(work: Path, options: Any, slot: Slot, wave: int, alone: bool,
+            first: tuple[Unit, ...] = ()) -> Worker:
+    base = work / f"wave{wave}-{slot.pool.name}"
+    base.mkdir()
+    units = (*first, *slot.units)
+    w = Worker(Slot(slot.pool, units), wave, alone, base / "spec.pickle", base / "part.pickle",
+               first=frozenset(u.key for u in first))
+    spec = replace(options, parallel=1, select=frozenset(u.key for u in units), first=w.first,
+                   node_prefix=slot.pool.prefix, part_out=w.out, reports=base / "reports", live=False)
+    w.spec.write_bytes(pickle.dumps(spec))
+    return w
+
+
 def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -> list[tuple[Worker, Part | None]]:
     """Run each wave's workers side by side, one wave after the other; every worker's part (None: it left
-    none)."""
+    none).  Where wave 1 runs alone on a pool that has a share of wave 2, that pool's one worker runs both: the
+    others start when it says wave 1 is over (rolled back), and its platform, already up, goes straight on."""
     done: list[tuple[Worker, Part | None]] = []
+    carried = _carried(plan)
+    lead: Worker | None = None
     for number, wave in enumerate(plan.waves, 1):
+        if carried and number == 1:
+            continue  # run by the wave-2 worker of the same pool, first
         workers = []
         for slot in wave.slots:
-            base = work / f"wave{number}-{slot.pool.name}"
-            base.mkdir()
-            w = Worker(slot, number, wave.alone, base / "spec.pickle", base / "part.pickle")
-            select = frozenset(u.key for u in slot.units)
-            spec = replace(options, parallel=1, select=select, node_prefix=slot.pool.prefix, part_out=w.out,
-                           reports=base / "reports", live=False)
-            w.spec.write_bytes(pickle.dumps(spec))
-            workers.append(w)
-        say(f"wave {number}: starting {len(workers)} worker(s): "
-            + ", ".join(f"{w.slot.pool.name} ({len(w.slot.units)} scenario(s))" for w in workers))
+            if carried and number == 2 and slot.pool == plan.waves[0].slots[0].pool:
+                lead = _worker(work, options, slot, number, wave.alone, first=plan.waves[0].slots[0].units)
+                workers.insert(0, lead)
+            else:
+                workers.append(_worker(work, options, slot, number, wave.alone))
         try:
-            for w in workers:
+            others = workers
+            if lead is not None and lead in workers:
+                say(f"wave 1: starting 1 worker: {lead.slot.pool.name} ({len(lead.first)} scenario(s) alone, then "
+                    f"{len(lead.slot.units) - len(lead.first)} in wave 2)")
+                _start(lead, say)
+                lead.first_over.wait()
+                others = [w for w in workers if w is not lead]
+            say(f"wave {number}: starting {len(others)} worker(s): "
+                + ", ".join(f"{w.slot.pool.name} ({len(w.slot.units)} scenario(s))" for w in others)
+                + (f"; {lead.slot.pool.name} carries on" if lead is not None and lead in workers else ""))
+            for w in others:
                 _start(w, say)
             for w in workers:
                 assert w.proc is not None and w.reader is not None
@@ -352,8 +412,9 @@ def merge(done: Sequence[tuple[Worker, Part | None]], plan: Plan,
 
 def _placement(w: Worker, plan: Plan, unit: Unit | None, o: ScenarioOutcome) -> dict[str, Any]:
     began, ended = o.wall
-    return {"wave": w.wave, "pool": w.slot.pool.name, "nodes": list(w.slot.pool.nodes),
-            "alone": (plan.why_alone(unit) or "run alone") if w.alone and unit is not None else None,
+    wave, alone = w.wave_of(o.key if o.key is not None else unit.key if unit is not None else None)
+    return {"wave": wave, "pool": w.slot.pool.name, "nodes": list(w.slot.pool.nodes),
+            "alone": (plan.why_alone(unit) or "run alone") if alone and unit is not None else None,
             "started": rfc3339(datetime.fromtimestamp(began, timezone.utc)) if began else None,
             "finished": rfc3339(datetime.fromtimestamp(ended, timezone.utc)) if ended else None}
 

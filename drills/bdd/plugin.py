@@ -94,13 +94,22 @@ def live_line(outcome: ScenarioOutcome) -> str:
     return line + (f": {outcome.error.splitlines()[0]}" if outcome.error else "")
 
 
+FIRST_DONE = "firedrill-worker: the scenarios that run alone are over"
+"""The line a ``--parallel`` worker prints once its ``first`` scenarios have ended and been rolled back."""
+
+
 class FiredrillPlugin:
     def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
                  features_dir: Path | None = None, live: LivePublisher | None = None,
-                 select: frozenset[ScenarioKey] | None = None) -> None:
+                 select: frozenset[ScenarioKey] | None = None,
+                 first: frozenset[ScenarioKey] = frozenset()) -> None:
         self.target = target
         self.select = select
         """Only these scenarios run (a ``--parallel`` worker's share); None: every collected one."""
+        self.first = first
+        """Of those, the ones that run alone: first, and :data:`FIRST_DONE` is printed when they are over."""
+        self._first_left: set[str] | None = None
+        """The node ids of ``first`` not yet over (None: none was asked for, or it has been said)."""
         self.live = live
         """Where the live view's events go (``firedrill run --live``); None: no live view."""
         self.features_dir = features_dir
@@ -152,7 +161,23 @@ class FiredrillPlugin:
             (keep if self.key_of(item) in self.select else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+        if self.first:
+            ahead = [i for i in keep if self.key_of(i) in self.first]
+            keep = ahead + [i for i in keep if self.key_of(i) not in self.first]
+            self._first_left = {i.nodeid for i in ahead}
+            self._first_over()
+        items[:] = keep
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        """After a scenario's teardown (its rollback included)."""
+        if self._first_left is not None:
+            self._first_left.discard(nodeid)
+            self._first_over()
+
+    def _first_over(self) -> None:
+        if self._first_left is not None and not self._first_left:
+            self._first_left = None
+            self.progress(FIRST_DONE)
 
     def key_of(self, item: pytest.Item) -> ScenarioKey | None:
         """The :data:`ScenarioKey` of a collected scenario, None for an item that is none."""

@@ -98,6 +98,9 @@ class RunOptions:
     """Pools run side by side (``--parallel N``; :mod:`drills.bdd.parallel`); 1: one scenario after another."""
     select: frozenset[ScenarioKey] | None = None
     """A ``--parallel`` worker's share of the scenarios; None: all of them."""
+    first: frozenset[ScenarioKey] = frozenset()
+    """Of a ``--parallel`` worker's share, the scenarios that run alone: they go first, and the worker says when
+    they are over (:data:`drills.bdd.plugin.FIRST_DONE`), so the other pools start only then."""
     node_prefix: str = "gpu-node"
     """The embedded platform's node names (a ``--parallel`` pool's own)."""
     part_out: Path | None = None
@@ -217,7 +220,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
     if options.parallel > 1:
         plan = parallel.make_plan(parallel.units_of(features, options.features,
                                                     parallel.past_seconds(options.reports), options.keyword),
-                                  parallel.node_pools(options.parallel, options.nodes))
+                                  parallel.node_pools(options.parallel, options.nodes),
+                                  head_start=parallel.head_start(options.parallel, os.cpu_count() or 1))
         where = (f"embedded reference platform, {options.parallel} node groups side by side ({options.nodes} nodes "
                  f"+ 1 spare each, {options.scheduler_profile} scheduler, simulated GPUs" +
                  (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")"))
@@ -305,7 +309,8 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         live.log.publish(TargetReady(target.description))
         publisher = LivePublisher(live.log, target, repeats=options.repeat).start()
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
-                             features_dir=options.features.resolve(), live=publisher, select=options.select)
+                             features_dir=options.features.resolve(), live=publisher, select=options.select,
+                             first=options.first)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",

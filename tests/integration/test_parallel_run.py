@@ -17,8 +17,10 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
-FAST = "falls_off or doublebit or control_plane"
-"""The two fastest shipped scenarios (a GPU's Xid 79 and Xid 48: about 2 s each) and the control-plane one."""
+FAST = "falls_off or doublebit or own_xid or control_plane"
+"""The GPU-fault scenarios (Xid 79 and Xid 48: about 2 s each; an application's own Xid: about 7 s) and the
+control-plane one.  With no history each is planned at 15 s: pool-1, up when the control-plane scenario ends,
+carries on with two of them while pool-2 starts and runs the third beside the longer one."""
 
 
 def when(text: str) -> float:
@@ -40,24 +42,32 @@ def test_two_scenarios_run_side_by_side_on_disjoint_nodes_and_the_control_plane_
     assert plan_at < text.index("wave 1: starting"), "the plan is printed before anything starts"
     assert "ALONE: it measures the API server's" in text
     assert "[pool-2]" in text  # the pools' progress lines, prefixed
+    assert "pool-1 carries on into wave 2" in text
+    assert text.index("[pool-1]") < text.index("wave 2: starting 1 worker(s): pool-2"), \
+        "pool-2 starts only once the control-plane scenario is over"
+    assert "firedrill-worker:" not in text  # the worker's signal is read, not shown
 
     (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
     record = json.loads((run_dir / "record.json").read_text())
     assert record["options"]["parallel"] == 2
     by_name = {s["scenario"]: s for s in record["scenarios"]}
-    assert len(by_name) == 3 and all(s["verdict"] == "PASS" for s in by_name.values())
+    assert len(by_name) == 4 and all(s["verdict"] == "PASS" for s in by_name.values())
     (cp,) = [s for s in by_name.values() if s["feature_file"] == "control_plane_under_chaos.feature"]
-    pair = [s for s in by_name.values() if s is not cp]
-    assert cp["placement"]["wave"] == 1 and cp["placement"]["alone"]
-    a, b = (s["placement"] for s in pair)
-    assert a["wave"] == b["wave"] == 2 and not a["alone"] and not b["alone"]
-    assert a["pool"] != b["pool"] and not set(a["nodes"]) & set(b["nodes"]), "disjoint nodes"
-    assert max(when(a["started"]), when(b["started"])) < min(when(a["finished"]), when(b["finished"])), \
-        "the two scenarios overlapped in time"
-    assert when(cp["placement"]["finished"]) <= min(when(a["started"]), when(b["started"])), \
+    rest = [s["placement"] for s in by_name.values() if s is not cp]
+    assert cp["placement"]["wave"] == 1 and cp["placement"]["alone"] and cp["placement"]["pool"] == "pool-1"
+    assert all(p["wave"] == 2 and not p["alone"] for p in rest)
+    assert {p["pool"] for p in rest} == {"pool-1", "pool-2"}
+    (b,) = [p for p in rest if p["pool"] == "pool-2"]
+    (longest,) = [s["placement"] for s in by_name.values() if s["scenario"].startswith("An application's own Xid")]
+    assert longest["pool"] == "pool-1" and not set(longest["nodes"]) & set(b["nodes"]), "disjoint nodes"
+    assert max(when(longest["started"]), when(b["started"])) < min(when(longest["finished"]), when(b["finished"])), \
+        "scenarios of the two pools overlapped in time"
+    assert when(cp["placement"]["finished"]) <= min(when(p["started"]) for p in rest), \
         "nothing ran beside the control-plane scenario"
     # a pod of each scenario ran on its own pool's nodes
-    for s in pair:
+    for s in by_name.values():
+        if s is cp:
+            continue
         prefix = s["placement"]["nodes"][0].rsplit("-", 1)[0]
         assert prefix in json.dumps(s["details"]), s["details"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from drills.bdd.features import load_features
-from drills.bdd.parallel import Unit, make_plan, node_pools, past_seconds, plan_lines, units_of
+from drills.bdd.parallel import Unit, head_start, make_plan, node_pools, past_seconds, plan_lines, units_of
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,6 +53,18 @@ def test_a_control_plane_scenario_runs_alone_before_the_parallel_wave() -> None:
     assert sorted(n for s in side_by_side.slots for n in names(s)) == ["gang", "leak", "pull"]
     text = "\n".join(plan_lines(plan))
     assert "ALONE: measures the API server" in text and "p2-gpu-node-0" in text
+
+
+def test_the_pool_that_ran_the_alone_scenarios_carries_on_with_a_head_start() -> None:
+    units = [unit("slo", 15, cp="measures the API server"), unit("a", 10), unit("b", 10), unit("c", 10)]
+    plan = make_plan(units, node_pools(2), head_start=10)
+    side_by_side = plan.waves[1]
+    assert [(s.pool.name, names(s)) for s in side_by_side.slots] == [("pool-1", ["a", "b"]), ("pool-2", ["c"])]
+    assert "pool-1 carries on into wave 2" in "\n".join(plan_lines(plan))
+    # no alone scenario: no head start, whatever is asked
+    assert [names(s) for s in make_plan(units[1:], node_pools(2), head_start=10).waves[0].slots] == [["a", "c"], ["b"]]
+    # the others' start-up, side by side on the cores: none for one pool, more with more pools or fewer cores
+    assert head_start(1, 2) == 0 and head_start(4, 2) > head_start(3, 2) > head_start(3, 4) > 0
 
 
 def test_a_whole_cluster_scenario_runs_alone_only_where_pools_share_a_control_plane() -> None:
