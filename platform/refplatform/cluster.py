@@ -444,35 +444,32 @@ class Cluster:
             wait_until(ready, timeout, f"{want[0]} Ready nodes and {want[1]} enrolled spare(s)", interval=0.1)
 
     def restore_roles(self, timeout: float = 30.0) -> bool:
-        """Put the spare pool back as the spec made it (a lab reset between drills, not healing).  Where a
-        configured spare was promoted, once no node is quarantined, each node that returned to the pool in its
-        place works again and the spare goes back to the pool.  Racks are physical
-        (:meth:`ClusterSpec.topology_labels`), so after a pull the pool would otherwise hold another rack's node
-        and every later scenario would find other racks than the first did.  True when the roles are the
-        spec's (False: a node still quarantined at ``timeout``, nothing changed)."""
+        """Put the spare pool back as the spec made it (a lab reset between drills, not healing): the configured
+        spares in the pool, every other node at work.  Once no node is quarantined (a pulled node returns to the
+        pool as a spare), each configured spare that was promoted goes back to the pool and each other node found
+        in the pool works again, whether or not a spare was promoted for it (the healer promotes one only when one
+        is Ready at the loss).  Racks are physical (:meth:`ClusterSpec.topology_labels`), so after a pull the pool
+        would otherwise hold another rack's node, or two nodes, and every later scenario would find other racks,
+        or fewer working nodes, than the first did.  True when the roles are the spec's (False: a node still
+        quarantined at ``timeout``, nothing changed)."""
         configured, ours = set(self.spec.spare_names()), set(self.spec.all_node_names())
         with self.http_client() as http:
             deadline = time.monotonic() + timeout
             while True:
                 nodes = {n["metadata"]["name"]: n for n in http.get("/api/v1/nodes", timeout=5).json().get("items", [])
                          if n["metadata"]["name"] in ours}
-                pooled = {name for name, n in nodes.items()
-                          if (n["metadata"].get("labels") or {}).get(SPARE_LABEL) == "true"}
-                quarantined = [name for name, n in nodes.items()
-                               if QUARANTINE_LABEL in (n["metadata"].get("labels") or {})]
-                if not configured - pooled:
-                    return True  # no spare was promoted: nothing to put back, nothing to wait for
-                if not quarantined:
+                if not any(QUARANTINE_LABEL in (n["metadata"].get("labels") or {}) for n in nodes.values()):
                     break
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.1)
-            stand_ins = sorted(pooled - configured)
-            promoted = sorted(configured - pooled)
-            for back_to_work, back_to_pool in zip(stand_ins, promoted):
-                self._set_spare(http, nodes[back_to_pool], True)  # the pool grows first: no moment without a spare
-                self._set_spare(http, nodes[back_to_work], False)
-            return len(stand_ins) == len(promoted)
+            pooled = {name for name, n in nodes.items()
+                      if (n["metadata"].get("labels") or {}).get(SPARE_LABEL) == "true"}
+            for name in sorted((configured & set(nodes)) - pooled):  # the pool grows first: no moment without a spare
+                self._set_spare(http, nodes[name], True)
+            for name in sorted(pooled - configured):
+                self._set_spare(http, nodes[name], False)
+            return True
 
     @staticmethod
     def _set_spare(http: httpx.Client, node: dict, spare: bool, attempts: int = 10) -> None:

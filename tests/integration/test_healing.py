@@ -18,6 +18,7 @@ benchmark's: ``tests/bench/bench_nodepull.py``).
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
@@ -334,6 +335,20 @@ def test_a_pulled_node_that_comes_back_is_not_reused_until_its_health_check_pass
     with p.cluster.http_client() as http:
         assert p.cluster.readiness(http) == (4, 32, 1)
     assert p.cluster.restore_roles(10), "already as the spec made it: nothing to do"
+
+    # A lost node returned to the pool while no spare was promoted for it (none was Ready at the loss): two nodes
+    # in the pool, three at work.  The reset puts it back to work all the same.
+    with p.cluster.http_client() as http:
+        answer = http.patch(f"/api/v1/nodes/{victim}", headers={"Content-Type": "application/merge-patch+json"},
+                            content=json.dumps({"metadata": {"labels": {"firedrill.dev/spare": "true"}},
+                                                "spec": {"taints": [{"key": "firedrill.dev/spare", "value": "true",
+                                                                     "effect": "NoSchedule"}]}}))
+        assert answer.status_code == 200, answer.text
+        assert p.cluster.readiness(http) == (3, 24, 2)
+        assert p.cluster.restore_roles(10)
+        wait("the victim at work again", lambda: p.cluster.readiness(http) == (4, 32, 1))
+    assert p.node(p.spare)["metadata"]["labels"].get("firedrill.dev/spare") == "true"
+    assert not p.node(victim)["spec"].get("taints")
 
 
 def test_a_second_pull_while_the_job_restarts_does_not_lose_it(platform: Platform) -> None:
