@@ -130,15 +130,16 @@ class Informer:
                         raise ApiStatusError(410, "Expired", obj.get("message", "gone"))
                     raise ApiStatusError(int(obj.get("code") or 500), obj.get("reason", ""), obj.get("message", ""))
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv:
+                if kind != "BOOKMARK":
+                    with self._lock:
+                        if kind == "DELETED":
+                            self._items.pop(key_of(obj), None)
+                        else:
+                            self._items[key_of(obj)] = obj
+                if rv:  # after the item: a reader that sees this version sees the change too
                     self.resource_version = rv
                 if kind == "BOOKMARK":
                     continue
-                with self._lock:
-                    if kind == "DELETED":
-                        self._items.pop(key_of(obj), None)
-                    else:
-                        self._items[key_of(obj)] = obj
                 for handler in self._handlers:
                     handler(kind, obj)
                 self._notify()

@@ -35,6 +35,10 @@ class Cache:
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         return self._informers[rt.key].get(namespace, name)
 
+    def resource_version(self, rt: ResourceType) -> str:
+        """How far the cache of ``rt`` has caught up: the resourceVersion of the last list or event it took in."""
+        return self._informers[rt.key].resource_version
+
 
 class Controller(Protocol):
     """What the manager needs of a controller."""

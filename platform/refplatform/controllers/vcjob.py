@@ -101,6 +101,15 @@ def job_spec_of(job: Obj) -> JobSpec:
                    _int(spec.get("maxRetry"), 0), _policies(spec.get("policies")))
 
 
+def _version(raw: Any) -> int | None:
+    """A resourceVersion as a number, to tell which of two is newer (the reference API server's are counters;
+    None for one that is not, and then nothing is compared)."""
+    try:
+        return int(str(raw))
+    except (TypeError, ValueError):
+        return None
+
+
 def epoch_of(obj: Obj) -> int | None:
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(EPOCH)
     try:
@@ -152,6 +161,7 @@ class VolcanoJobController:
         self._forced: set[str] = set()            # pod uids this controller deleted with grace 0
         self._seen: dict[str, dict[str, str]] = {}  # job uid -> {pod name: uid} seen in the current epoch
         self._seen_epoch: dict[str, int] = {}
+        self._created: dict[str, int] = {}        # pod uid -> its resourceVersion when this controller created it
 
     # ------------------------------------------------------------------ cycle
     def reconcile(self, cache: Cache) -> None:
@@ -180,6 +190,8 @@ class VolcanoJobController:
         live = {p["metadata"].get("uid") for ps in pods_by_owner.values() for p in ps}
         self._deleting &= live
         self._forced &= live
+        tracked = {u for seen in self._seen.values() for u in seen.values()}
+        self._created = {u: v for u, v in self._created.items() if u in tracked}
 
     def sync(self, job: Obj, pods: list[Obj], nodes: dict[str, Obj], cache: Cache) -> None:
         meta = job["metadata"]
@@ -194,7 +206,7 @@ class VolcanoJobController:
         if cache.get(PODGROUPS, ns, name) is None and not (view.phase and view.phase.finished):
             self._ensure_pod_group(job, spec)
         rank_pods = [self._rank_pod(p, nodes) for p in pods]
-        vanished = self._vanished(uid, epoch, rank_pods)
+        vanished = self._vanished(uid, epoch, rank_pods, _version(cache.resource_version(PODS)))
         plan = plan_job(spec, view, rank_pods, deleting=frozenset(self._deleting), vanished=vanished)
         self._apply(job, spec, view, plan, {p["metadata"]["name"]: p for p in pods})
 
@@ -207,16 +219,29 @@ class VolcanoJobController:
                        bool(node) and node_lost(nodes.get(node or "")), _exit_code(pod),
                        (meta.get("labels") or {}).get(TASK_SPEC) or (meta.get("annotations") or {}).get(TASK_SPEC, ""))
 
-    def _vanished(self, job_uid: str, epoch: int, pods: list[RankPod]) -> list[str]:
-        """Current-epoch pods seen before that are gone now, and not because this controller deleted them."""
+    def _vanished(self, job_uid: str, epoch: int, pods: list[RankPod], cache_version: int | None) -> list[str]:
+        """Current-epoch pods seen before that are gone now, and not because this controller deleted them.  A pod
+        this controller created that its cache has not caught up with yet (``cache_version`` older than the
+        creation's) is not gone: its ADDED event is on its way (a loaded machine delays it past the next pass)."""
         if self._seen_epoch.get(job_uid) != epoch:
             self._seen_epoch[job_uid] = epoch
             self._seen[job_uid] = {}
         seen = self._seen[job_uid]
         present = {p.name: p.uid for p in pods if p.epoch == epoch}
-        gone = [n for n, u in seen.items() if present.get(n) != u and u not in self._deleting
-                and u not in self._forced]
-        self._seen[job_uid] = dict(present)
+        gone: list[str] = []
+        pending: dict[str, str] = {}
+        for name, uid in seen.items():
+            if present.get(name) == uid or uid in self._deleting or uid in self._forced:
+                continue
+            made = self._created.get(uid)
+            if made is not None and cache_version is not None and cache_version < made and name not in present:
+                pending[name] = uid
+                continue
+            gone.append(name)
+            self._created.pop(uid, None)
+        for uid in present.values():
+            self._created.pop(uid, None)  # seen: from now on its absence is news
+        self._seen[job_uid] = {**pending, **present}
         return gone
 
     # ---------------------------------------------------------------- effects
@@ -318,7 +343,11 @@ class VolcanoJobController:
             return
         # Seen from now on: a pod deleted by someone else before this controller's cache showed it has vanished
         # all the same (upstream's job controller learns that from the pod's delete event).
-        self._seen.setdefault(job["metadata"]["uid"], {})[rank.name] = created["metadata"].get("uid", "")
+        pod_uid = created["metadata"].get("uid", "")
+        self._seen.setdefault(job["metadata"]["uid"], {})[rank.name] = pod_uid
+        made = _version(created["metadata"].get("resourceVersion"))
+        if made is not None:
+            self._created[pod_uid] = made
         log.info("job %s/%s: created %s (rank %d, epoch %d)", ns, spec.name, rank.name, rank.rank, epoch)
 
     def _ensure_pod_group(self, job: Obj, spec: JobSpec) -> None:

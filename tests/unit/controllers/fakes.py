@@ -25,6 +25,8 @@ class FakeApi:
         self.objects: dict[str, Obj] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self._rv = itertools.count(100)
+        self.version = 99
+        """The newest resourceVersion handed out."""
         self._uid = itertools.count(1)
 
     # -- seeding -------------------------------------------------------------
@@ -33,11 +35,15 @@ class FakeApi:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("uid", f"uid-{next(self._uid)}")
         meta.setdefault("namespace", "default") if rt.namespaced else None
-        meta["resourceVersion"] = str(next(self._rv))
+        meta["resourceVersion"] = self._next_rv()
         obj.setdefault("apiVersion", rt.api_version)
         obj.setdefault("kind", rt.kind)
         self.objects[path_of(rt, meta.get("namespace", ""), meta["name"])] = obj
         return obj
+
+    def _next_rv(self) -> str:
+        self.version = next(self._rv)
+        return str(self.version)
 
     def cache(self) -> "FakeCache":
         return FakeCache(self)
@@ -62,7 +68,7 @@ class FakeApi:
         if full in self.objects:
             raise ApiStatusError(409, "AlreadyExists", full)
         meta["uid"] = f"uid-{next(self._uid)}"
-        meta["resourceVersion"] = str(next(self._rv))
+        meta["resourceVersion"] = self._next_rv()
         self.objects[full] = obj
         return copy.deepcopy(obj)
 
@@ -83,7 +89,7 @@ class FakeApi:
             new = {**copy.deepcopy(current), "status": new.get("status", {})}
         elif "status" in current:
             new["status"] = copy.deepcopy(current["status"])
-        new["metadata"]["resourceVersion"] = str(next(self._rv))
+        new["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[base] = new
         return copy.deepcopy(new)
 
@@ -96,7 +102,7 @@ class FakeApi:
         if grace == 0 or not (obj.get("spec") or {}).get("nodeName"):
             return self.objects.pop(path)
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        obj["metadata"]["resourceVersion"] = self._next_rv()
         return copy.deepcopy(obj)
 
     def writes(self, *, kinds: tuple[str, ...] = ("POST", "PATCH", "DELETE"),
@@ -127,3 +133,7 @@ class FakeCache:
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         obj = self.api.find(rt, namespace, name)
         return copy.deepcopy(obj) if obj is not None else None
+
+    def resource_version(self, rt: ResourceType) -> str:
+        """Caught up with every write so far (a copy of the API itself)."""
+        return str(self.api.version)

@@ -479,6 +479,43 @@ def test_a_pod_deleted_by_someone_else_before_the_controller_saw_it_counts_as_ev
     assert ("Job", "RestartJob") in [(e["involvedObject"]["kind"], e["reason"]) for e in api.events()]
 
 
+class BehindCache:
+    """A cache that has not taken in the API's writes after ``version`` yet (a loaded machine's watch lag)."""
+
+    def __init__(self, api: FakeApi, version: int) -> None:
+        self.inner, self.version = api.cache(), version
+
+    def list(self, rt: Any) -> list[dict[str, Any]]:
+        return [o for o in self.inner.list(rt) if int(o["metadata"]["resourceVersion"]) <= self.version]
+
+    def get(self, rt: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self.inner.get(rt, namespace, name)
+        return obj if obj is not None and int(obj["metadata"]["resourceVersion"]) <= self.version else None
+
+    def resource_version(self, rt: Any) -> str:
+        return str(self.version)
+
+
+def test_pods_just_created_that_the_cache_has_not_shown_yet_have_not_vanished() -> None:
+    api, clock = FakeApi(), Clock()
+    job = canary_job()
+    job["spec"]["tasks"][0]["replicas"] = 2
+    api.put(VCJOBS, job)
+    ctrl = run_job_controller(api, clock)
+    created = [int(o["metadata"]["resourceVersion"]) for p, o in api.objects.items() if "/pods/" in p]
+    assert len(created) == 2
+    ctrl.reconcile(BehindCache(api, min(created) - 1))  # neither ADDED event has arrived: nothing vanished
+    stored = api.find(VCJOBS, "default", "canary")
+    assert stored is not None and stored["status"]["retryCount"] == 0
+    assert "RestartJob" not in [e["reason"] for e in api.events()]
+    ctrl.reconcile(api.cache())  # caught up: both there
+    del api.objects[path_of(PODS, "default", "canary-worker-1")]
+    ctrl.reconcile(api.cache())  # caught up, and one is gone: that is news
+    stored = api.find(VCJOBS, "default", "canary")
+    assert stored is not None and (stored["status"]["state"]["phase"], stored["status"]["retryCount"]) == \
+        ("Restarting", 1)
+
+
 @pytest.mark.parametrize("defect,epoch,ranks", [
     (False, "1", {"canary-worker-0": "0", "canary-worker-1": "1"}),
     (True, "0", {"canary-worker-0": "0", "canary-worker-1": "1"}),  # a first start is left alone
