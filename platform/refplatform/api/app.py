@@ -16,9 +16,11 @@ every refusal and, when asked, every read.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -472,6 +474,13 @@ class ApiServer:
 
         return StreamingResponse(stream(), media_type="application/json")
 
+    @functools.cached_property
+    def _agent_tls(self) -> ssl.SSLContext:
+        """The TLS settings every log proxy's client shares.  Building them loads the CA bundle: tens of ms on
+        the event loop, which a client made with its own stalled every request and watch of the server for each
+        ``kubectl logs`` and each rank's log follow (four at once when a gang restarts)."""
+        return httpx.create_ssl_context()
+
     async def _log(self, request: Request, namespace: str, name: str) -> Response:
         q = request.query_params
         address, port, container = self.service.log_target(namespace, name, q.get("container"))
@@ -481,7 +490,7 @@ class ApiServer:
         url = f"http://{address}:{port}/containerLogs/{namespace}/{name}/{container}"
         if params:
             url += "?" + urlencode(params)
-        client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+        client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), verify=self._agent_tls)
         try:
             headers = {"Authorization": f"Bearer {self.settings.kubelet_client_token}"} \
                 if self.settings.kubelet_client_token else {}

@@ -5,7 +5,10 @@ restarted on the same node had its predecessor's resume line read as its own).""
 from __future__ import annotations
 
 import asyncio
+import ssl
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +58,40 @@ def test_a_started_container_is_looked_up_on_its_node(api: Any) -> None:
                headers={**ADMIN, "Content-Type": "application/merge-patch+json"}).status_code == 200
     answer = api("GET", f"{POD}/log")
     assert answer.status_code == 404 and "n1" in answer.json()["message"], answer.text  # past the gate: no node n1
+
+
+class _Logs(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        body = f"log of {self.path}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_every_log_request_shares_one_tls_context_built_once(api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = ThreadingHTTPServer(("127.0.0.1", 0), _Logs)
+    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    try:
+        node = {"metadata": {"name": "n1"}, "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                                                       "daemonEndpoints": {"kubeletEndpoint": {
+                                                           "Port": agent.server_address[1]}}}}
+        assert api("POST", "/api/v1/nodes", json=node).status_code == 201
+        status = {"status": {"phase": "Running", "containerStatuses": [
+            {"name": "main", "ready": True, "restartCount": 0, "image": "i", "imageID": "", "state": {
+                "running": {"startedAt": "2026-12-02T06:00:00Z"}}}]}}
+        assert api("PATCH", f"{POD}/status", json=status,
+                   headers={**ADMIN, "Content-Type": "application/merge-patch+json"}).status_code == 200
+        built = []
+        real = ssl.create_default_context
+        monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: built.append(1) or real(*a, **k))
+        for _ in range(3):
+            answer = api("GET", f"{POD}/log")
+            assert answer.status_code == 200 and answer.text == "log of /containerLogs/default/w/main\n", answer.text
+        assert len(built) <= 1, f"{len(built)} TLS contexts built for 3 log requests"
+    finally:
+        agent.shutdown()
+        agent.server_close()
