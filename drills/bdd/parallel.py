@@ -210,8 +210,7 @@ def plan_lines(plan: Plan) -> list[str]:
     """The plan in words: each wave, each pool's nodes and scenarios, and why a scenario runs alone."""
     lines = [f"Parallel plan: {len(plan.pools)} pool(s), {len(plan.waves)} wave(s); each pool is an embedded node "
              "group of its own (API server, controllers, nodes), so no two scenarios share a node"]
-    if len(plan.waves) > 1 and plan.waves[0].alone and plan.waves[1].slots and \
-            plan.waves[1].slots[0].pool == plan.waves[0].slots[0].pool:
+    if _carried(plan):
         lines.append(f"  {plan.waves[0].slots[0].pool.name} carries on into wave 2 once wave 1 is over (its platform "
                      "is up); the other pools start then, so nothing runs beside wave 1")
     for w, wave in enumerate(plan.waves, 1):

@@ -161,7 +161,7 @@ class VolcanoJobController:
         self._forced: set[str] = set()            # pod uids this controller deleted with grace 0
         self._seen: dict[str, dict[str, str]] = {}  # job uid -> {pod name: uid} seen in the current epoch
         self._seen_epoch: dict[str, int] = {}
-        self._created: dict[str, int] = {}        # pod uid -> its resourceVersion when this controller created it
+        self._created: dict[str, int] = {}        # pod uid -> its resourceVersion when created (while tracked)
 
     # ------------------------------------------------------------------ cycle
     def reconcile(self, cache: Cache) -> None:
@@ -234,13 +234,10 @@ class VolcanoJobController:
             if present.get(name) == uid or uid in self._deleting or uid in self._forced:
                 continue
             made = self._created.get(uid)
-            if made is not None and cache_version is not None and cache_version < made and name not in present:
+            if made is not None and cache_version is not None and cache_version < made:
                 pending[name] = uid
                 continue
             gone.append(name)
-            self._created.pop(uid, None)
-        for uid in present.values():
-            self._created.pop(uid, None)  # seen: from now on its absence is news
         self._seen[job_uid] = {**pending, **present}
         return gone
 
