@@ -160,6 +160,17 @@ class CanaryLog:
         """Every checkpoint step any rank logged as durable."""
         return {ln.step for ln in self.of(CanaryEvent.CHECKPOINT) if ln.step is not None}
 
+    def preemption(self) -> CanaryLine | None:
+        """The first sign that SIGTERM stopped the job (a preemption's graceful delete), by rank 0's own log: its
+        checkpoint written on SIGTERM or, where it wrote none, its exit on SIGTERM, whichever the harness received
+        first.  Rank 0 writes none when its last completed step is already durable (a periodic checkpoint it had
+        just written, or the one it resumed from).  Either line's ``step`` is the step the job must resume from.
+        None: never stopped by SIGTERM."""
+        stops = [ln for ln in self.snapshot() if ln.rank == 0 and (
+            (ln.event is CanaryEvent.CHECKPOINT and ln.fields.get("trigger") == "sigterm") or
+            (ln.event is CanaryEvent.EXIT and ln.fields.get("reason") == "sigterm"))]
+        return min(stops, key=lambda ln: ln.mono, default=None)
+
     def stepping(self, uids: Iterable[str]) -> set[str]:
         """The uids among ``uids`` that have logged at least two steps (they are really training)."""
         count: dict[str, int] = {}

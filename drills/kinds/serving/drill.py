@@ -504,8 +504,9 @@ class ServingDrill(Drill):
                                         f"the last second of the run still missed p99 TTFT <= {ttft_s:g} s"))
 
     def measure_training(self, timeout: float = 0.0) -> None:
-        """From the training canary's own log: where it resumed after the burst (it must be the checkpoint it
-        wrote when preempted), how long after the burst's end, and the GPU-seconds of work it must redo. Waits up
+        """From the training canary's own log: where it resumed after the burst (it must be the step rank 0 stopped
+        at when preempted: the checkpoint it wrote on SIGTERM, or the periodic one it had just written,
+        :meth:`CanaryLog.preemption`), how long after the burst's end, and the GPU-seconds of work it must redo. Waits up
         to ``timeout`` for a preempted training to resume (the log keeps being followed after the load stops)."""
         if self.training is None:
             raise ValueError("no training shares the cluster in this scenario; write 'low-priority canary training "
@@ -514,37 +515,34 @@ class ServingDrill(Drill):
         spec = self.training.spec
         assert spec is not None
 
-        def sigterm_checkpoints() -> list[Any]:
-            return [ln for ln in log_.of(CanaryEvent.CHECKPOINT) if ln.fields.get("trigger") == "sigterm"]
-
         def resumed() -> bool:
-            stops = sigterm_checkpoints()
-            return bool(stops) and bool(log_.resumptions(exclude={ln.uid for ln in log_.snapshot()
-                                                                  if ln.mono <= stops[0].mono}))
+            stop = log_.preemption()
+            return stop is not None and bool(log_.resumptions(exclude={ln.uid for ln in log_.snapshot()
+                                                                       if ln.mono <= stop.mono}))
         clock = self.target.timeline.clock
         deadline = clock.mono() + timeout
-        while sigterm_checkpoints() and not resumed() and clock.mono() < deadline:  # never preempted: no wait
+        while log_.preemption() is not None and not resumed() and clock.mono() < deadline:  # never preempted: no wait
             threading.Event().wait(0.2)
-        preempted = sigterm_checkpoints()
+        stop = log_.preemption()
         resume_name, lost_name = "training resume after the burst", "training GPU-seconds lost"
-        if not preempted:
-            note = "the training was never preempted (its log has no checkpoint written on SIGTERM)"
+        if stop is None:
+            note = "the training was never preempted (rank 0 of it neither checkpointed nor exited on SIGTERM)"
             self.result.measure(Measurement(resume_name, None, "s", note=note))
             self.result.measure(Measurement(lost_name, None, "GPU-s", note=note))
             return
-        stop = preempted[0]
+        stopped_at = stop.step or 0
         old = {ln.uid for ln in log_.snapshot() if ln.mono <= stop.mono}
         found = log_.resumptions(exclude=old)
-        self.result.details["training"]["preempted_at_step"] = stop.step
+        self.result.details["training"]["preempted_at_step"] = stopped_at
         if not found:
-            note = f"no rank resumed after the preemption at step {stop.step} (the canary's own log)"
+            note = f"no rank resumed after the preemption at step {stopped_at} (the canary's own log)"
             self.result.measure(Measurement(resume_name, None, "s", note=note))
             self.result.measure(Measurement(lost_name, None, "GPU-s", note=note))
             return
         r = found[0]
         self.result.details["training"]["resumed_from_step"] = r.from_step
-        if r.from_step != stop.step:
-            self.result.fail(f"training resumed from step {r.from_step}, but it checkpointed step {stop.step} when "
+        if r.from_step != stopped_at:
+            self.result.fail(f"training resumed from step {r.from_step}, but step {stopped_at} was checkpointed when "
                              f"it was preempted (rank {r.rank}, pod {r.pod}; the canary's own log)")
         origin = self.burst_end_mono if self.burst_end_mono is not None else (self.jump_mono or 0.0)
         self.result.measure(Measurement(resume_name, max(0.0, r.first_step.mono - origin), "s",

@@ -191,8 +191,9 @@ def sla_holds_again(drill: ScenarioContext, sla: float, limit: float) -> None:
                          "put 'When the load goes on for <duration>' before it"),))
 def training_resumes(drill: ScenarioContext, limit: float) -> None:
     """From the training canary's own log: a rank of the training's next incarnation resumed and stepped beyond
-    its resume point that long after the extra users left; it must have resumed from the checkpoint written on
-    SIGTERM (any other step FAILs, naming both). Never preempted: never measured."""
+    its resume point that long after the extra users left; it must have resumed from the step rank 0 stopped at on
+    SIGTERM, which that rank checkpointed then unless a periodic checkpoint of it was already written (any other
+    step FAILs, naming both). Never preempted: never measured."""
     drill.drill(ServingDrill).measure_training(timeout=observe_window(limit))
     drill.result.check(Threshold("training resume after the burst", limit, "s"))
 

@@ -120,3 +120,32 @@ def test_stepping_needs_two_steps() -> None:
     assert log.stepping({"x"}) == set()
     add(log, line("step", 2, T0 + 1, step=2), uid="x")
     assert log.stepping({"x", "y"}) == {"x"}
+
+
+def test_a_preemption_is_rank_0_s_sigterm_checkpoint() -> None:
+    log = CanaryLog()
+    add(log, line("checkpoint", 1, T0 + 1, step=20, file="ckpt-0000000020.json", digest="d"), mono=1.0)
+    add(log, line("exit", 1, T0 + 2, rank=1, code=143, reason="sigterm", step=38), uid="b", mono=2.0)
+    assert log.preemption() is None  # another rank stopping says nothing of the step the job keeps
+    add(log, line("checkpoint", 2, T0 + 3, step=38, file="ckpt-0000000038.json", digest="e", trigger="sigterm"),
+        mono=3.0)
+    add(log, line("exit", 3, T0 + 3.1, code=143, reason="sigterm", step=38), mono=3.1)
+    stop = log.preemption()
+    assert stop is not None and stop.event is CanaryEvent.CHECKPOINT and stop.step == 38
+
+
+def test_a_preemption_right_after_a_periodic_checkpoint_is_rank_0_s_sigterm_exit() -> None:
+    """Rank 0 checkpoints nothing on SIGTERM when its last step is already durable: its exit line says where the
+    job stopped (a preemption 1 step in every checkpoint interval once went unseen)."""
+    log = CanaryLog()
+    add(log, line("checkpoint", 1, T0 + 1, step=40, file="ckpt-0000000040.json", digest="d"), mono=1.0)
+    assert log.preemption() is None
+    add(log, line("exit", 2, T0 + 1.1, code=143, reason="sigterm", step=40), mono=1.1)
+    stop = log.preemption()
+    assert stop is not None and stop.event is CanaryEvent.EXIT and stop.step == 40
+
+
+def test_an_exit_for_another_reason_is_no_preemption() -> None:
+    log = CanaryLog()
+    add(log, line("exit", 1, T0 + 1, code=1, reason="peer-timeout", step=12), mono=1.0)
+    assert log.preemption() is None
