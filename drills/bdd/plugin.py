@@ -21,6 +21,7 @@ import allure
 import pytest
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
+from drills.bdd import collector
 from drills.bdd.cost import HarnessMeter
 from drills.bdd.live import LivePublisher
 from drills.records.live.events import StepLine, StepState
@@ -137,14 +138,15 @@ class FiredrillPlugin:
         if self.live is not None:
             node = request.node
             self.live.attach(node.nodeid, ctx, lambda: self._outcome(node, ctx.result.verdict, ctx))
-        meter = HarnessMeter().start()
-        ctx.watch_invariants()
-        try:
-            yield ctx
-        finally:
-            self._say("  rollback")
-            ctx.rollback()
-            ctx.result.details["harness_cost"] = meter.stop().as_dict()  # the evidence is sealed after every scenario
+        with collector.young_only():
+            meter = HarnessMeter().start()
+            ctx.watch_invariants()
+            try:
+                yield ctx
+            finally:
+                self._say("  rollback")
+                ctx.rollback()
+                ctx.result.details["harness_cost"] = meter.stop().as_dict()  # the evidence is sealed after every scenario
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if self.repeat > 1:
