@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from refplatform.cluster import Cluster, ClusterSpec
+from tests.bytecode import compile_packages
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -19,6 +20,11 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the shared reference folder ships beside the repo in CI only")
     return path
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Every process the suite starts reads the packages' bytecode instead of compiling them (tests/bytecode.py)."""
+    compile_packages()
 
 
 @pytest.fixture
