@@ -23,8 +23,8 @@ Each process:
   why only that thread starts processes);
 - runs :data:`POD_NICENESS` steps nicer than the agent, as a kubelet's
   ``kube-reserved`` keeps CPU for the node's own daemons: pods compete with one
-  another for the CPU, and the agent's status writes (whose instants the drills
-  time) are not starved when several interpreters boot at once;
+  another for the CPU, and the agent's and the API server's status writes (whose
+  instants the drills time) are not starved when several interpreters boot at once;
 - writes stdout and stderr, line by line, to the container's log
   (:class:`~refplatform.agent.logs.ContainerLog`), each line stamped with the
   agent's clock when the agent read it; the lines also feed the platform's log
@@ -101,9 +101,11 @@ REAP_SECONDS = 2.0
 """How long after its last process exited a pod waits for its output pipes to close."""
 INHERITED = ("PYTHONPATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
 """Variables a container takes from the agent's environment (what the canary image would set)."""
-POD_NICENESS = 10
-"""How many steps nicer than the agent a pod's processes run (``nice(2)``; CFS gives a nice-0 task about nine
-times the CPU weight of a nice-10 one)."""
+POD_NICENESS = 19
+"""How many steps nicer than the agent a pod's processes run (``nice(2)``, the most there is). CFS gives a nice-0
+task about 68 times the CPU weight of a nice-19 one (about 9 times at nice 10, too little: on a small host the
+API server then waited as long for the CPU as it ran while four booting interpreters restarted, which delayed the
+status writes the node pull drill times; docs/BENCHMARKS.md, issue 30). Pods still get every idle cycle."""
 MAX_LINE = 65536
 """Longer output lines are split."""
 
