@@ -9,6 +9,11 @@ watch streams are cut at once.  Nothing else in the agent knows about
 partitions: each loop already handles an unreachable API server.  Workloads keep
 running locally (they stall on their own, because their peer view goes stale).
 Listeners hear each transition (the agent resyncs its pods when healed).
+
+A :class:`GatedClient` also counts, per thread, the seconds spent waiting for
+the API server's answers (:meth:`GatedClient.api_seconds`), so the agent's
+health check can tell a pod sync loop stuck on this node from one waiting out
+a control-plane outage.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from refplatform.client import MERGE_PATCH, ApiUnreachable, Body, Obj, Params, RestClient, WatchEvent, WatchStream
@@ -142,18 +148,38 @@ class GatedWatch:
 
 
 class GatedClient:
-    """The verbs of :class:`~refplatform.client.RestClient`, each passing the :class:`PartitionGate` first."""
+    """The verbs of :class:`~refplatform.client.RestClient`, each passing the :class:`PartitionGate` first, and
+    each timed: :meth:`api_seconds` is how long a thread has waited for answers (a watch: until its stream
+    opened)."""
 
     def __init__(self, client: RestClient, gate: PartitionGate) -> None:
         self.client = client
         self.gate = gate
+        self._waited: dict[int, float] = {}
+        self._since: dict[int, float] = {}
 
-    def _check(self, path: str) -> None:
+    def api_seconds(self, thread: int) -> float:
+        """Seconds thread ``thread`` (``threading.get_ident()``) has waited for this client's calls, the call now in
+        flight included. Each thread writes only its own entries, so any thread may read them."""
+        since = self._since.get(thread)
+        return self._waited.get(thread, 0.0) + (time.monotonic() - since if since is not None else 0.0)
+
+    @contextmanager
+    def _call(self, path: str) -> Iterator[None]:
         self.gate.check(self.client.base_url + path)
+        thread = threading.get_ident()
+        self._since[thread] = start = time.monotonic()
+        try:
+            yield
+        finally:
+            # Add the wait before clearing the start, so a reader in between counts it twice rather than never:
+            # the health check then errs towards Ready, never towards a false NotReady.
+            self._waited[thread] = self._waited.get(thread, 0.0) + time.monotonic() - start
+            del self._since[thread]
 
     def get(self, path: str, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.get(path, params)
+        with self._call(path):
+            return self.client.get(path, params)
 
     def reachable(self, timeout: float) -> tuple[bool, str]:
         """:meth:`RestClient.reachable <refplatform.client.RestClient.reachable>`, behind the gate."""
@@ -162,32 +188,32 @@ class GatedClient:
         return self.client.reachable(timeout)
 
     def list(self, path: str, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.list(path, params)
+        with self._call(path):
+            return self.client.list(path, params)
 
     def create(self, path: str, body: Obj, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.create(path, body, params)
+        with self._call(path):
+            return self.client.create(path, body, params)
 
     def update(self, path: str, body: Obj, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.update(path, body, params)
+        with self._call(path):
+            return self.client.update(path, body, params)
 
     def patch(self, path: str, body: Body, content_type: str = MERGE_PATCH, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.patch(path, body, content_type, params)
+        with self._call(path):
+            return self.client.patch(path, body, content_type, params)
 
     def delete(self, path: str, body: Obj | None = None, params: Params | None = None) -> Obj:
-        self._check(path)
-        return self.client.delete(path, body, params)
+        with self._call(path):
+            return self.client.delete(path, body, params)
 
     def get_raw(self, path: str, params: Params | None = None, *, timeout: float | None = None) -> bytes:
-        self._check(path)
-        return self.client.get_raw(path, params, timeout=timeout)
+        with self._call(path):
+            return self.client.get_raw(path, params, timeout=timeout)
 
     def watch(self, path: str, params: Params | None = None, **kwargs: Any) -> GatedWatch:
-        self._check(path)
-        stream = self.client.watch(path, params, **kwargs)
+        with self._call(path):
+            stream = self.client.watch(path, params, **kwargs)
         gated = GatedWatch(stream, self.gate, self.client.base_url + path)
         if not self.gate._register(gated):  # partitioned while the request was in flight
             gated.cut()

@@ -55,6 +55,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -302,6 +303,7 @@ class PodSync:
         overreact_app_xid: bool = False,
         link_bandwidth: float | None = None,
         visible_to_all: bool = False,
+        api_seconds: Callable[[int], float] | None = None,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -320,8 +322,14 @@ class PodSync:
         slice of its kind) whatever it was given; ``sick_gpu_stays``: the ``sick-gpu-stays`` defect, a failed GPU is
         never reported unhealthy (it stays allocatable); ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
         application Xid takes its GPU out of service too; ``visible_to_all``: the ``visible-to-all`` defect, every container
-        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`)."""
+        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`).
+        ``api_seconds``: how long a thread has waited for the API server
+        (:meth:`GatedClient.api_seconds <refplatform.agent.partition.GatedClient.api_seconds>`), which
+        :meth:`stalled_for` leaves out."""
         self.ignore_grace = ignore_grace
+        self._api_seconds = api_seconds
+        self._sync_thread: int | None = None
+        self._api_at_pass = 0.0
         self.sick_gpu_stays = sick_gpu_stays
         self.overreact_app_xid = overreact_app_xid
         self.link_bandwidth = link_bandwidth
@@ -379,7 +387,7 @@ class PodSync:
         self._applied_retry_at = 0.0
         self._node_ref: Obj = {"kind": "Node", "name": node_name, "uid": "", "apiVersion": "v1", "resourceVersion": ""}
         self.last_pass: float | None = None
-        """``time.monotonic()`` of the last reconcile pass (the agent's health check reads it)."""
+        """``time.monotonic()`` of the start of the last reconcile pass (:meth:`stalled_for` reads it)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._interrupt = threading.Event()  # ends a watch backoff early (stop, resync)
@@ -646,7 +654,25 @@ class PodSync:
 
     # -- syncer ------------------------------------------------------------
 
+    def _api_waited(self) -> float:
+        thread = self._sync_thread
+        return 0.0 if self._api_seconds is None or thread is None else self._api_seconds(thread)
+
+    def stalled_for(self) -> float | None:
+        """Seconds the reconcile pass under way has taken, less what it spent waiting for the API server (None
+        before the first pass); the agent's health check reads it. A pass blocked on a hung or unreachable API
+        server is the control plane's outage, not this node's: the kubelet's Ready condition comes from its
+        runtime, and only the node lifecycle controller judges the Lease."""
+        # The loop writes last_pass, then _api_at_pass; reading them the other way round, a pass that begins in
+        # between pairs the new start with the old wait, which subtracts too much: it errs towards Ready.
+        at = self._api_at_pass
+        last = self.last_pass
+        if last is None:
+            return None
+        return max(0.0, time.monotonic() - last - (self._api_waited() - at))
+
     def _sync_loop(self) -> None:
+        self._sync_thread = threading.get_ident()
         while not self._stop.is_set():
             before = time.monotonic()
             woken = self._wake.wait(self.tick)
@@ -658,6 +684,7 @@ class PodSync:
                 log.warning("pod sync: a %.1fs wait overran by %.1fs (frozen?); thawing and resyncing", self.tick, overrun)
                 self.note_freeze(overrun)
             self.last_pass = time.monotonic()
+            self._api_at_pass = self._api_waited()
             try:
                 self.sync_once()
             except Exception:  # the loop must survive anything; a bug shows in the log

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +212,7 @@ class Agent:
             overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
             link_bandwidth=config.link_bandwidth,
             visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
+            api_seconds=self._api_seconds,
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
                              (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too")):
@@ -307,12 +307,16 @@ class Agent:
         self.jobs.poll_now()
         self.heartbeat.kick()
 
+    def _api_seconds(self, thread: int) -> float:
+        """How long ``thread`` has waited for the API server, through any of the agent's clients."""
+        return sum(c.api_seconds(thread) for c in (self.client, self.hb_client, self.jobs_client, self.events_client))
+
     def _not_ready(self) -> str | None:
         """Why this node cannot run pods although it heartbeats (``None``: it can)."""
-        last = self.pods.last_pass
+        stalled = self.pods.stalled_for()
         limit = max(2.0, 20 * self.config.tick)
-        if last is not None and time.monotonic() - last > limit:
-            return f"pod sync loop stalled for {time.monotonic() - last:.1f}s"
+        if stalled is not None and stalled > limit:
+            return f"pod sync loop stalled for {stalled:.1f}s"
         return None
 
     def health(self) -> tuple[bool, str]:

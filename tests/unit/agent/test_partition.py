@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -108,3 +109,30 @@ def test_freeze_detector_reports_only_real_overruns() -> None:
     assert not detector.observe(0.5)
     assert detector.observe(12.0)
     assert heard == [12.0] and detector.freezes == 1
+
+
+def test_the_client_counts_each_thread_s_wait_for_answers_the_call_in_flight_included() -> None:
+    answer = threading.Event()
+
+    class Slow(Recorder):
+        def patch(self, *args: Any, **kwargs: Any) -> Any:
+            assert answer.wait(10)
+            return {}
+
+    client = GatedClient(Slow(), PartitionGate())  # type: ignore[arg-type]
+    caller = threading.Thread(target=client.patch, args=("/p", {}))
+    caller.start()
+    try:
+        deadline = time.monotonic() + 10
+        while client.api_seconds(caller.ident or 0) < 0.2:  # grows while the call is in flight
+            assert time.monotonic() < deadline
+            threading.Event().wait(0.01)
+        assert client.api_seconds(threading.get_ident()) == 0.0  # another thread's wait is not ours
+    finally:
+        answer.set()
+        caller.join(10)
+    done = client.api_seconds(caller.ident or 0)
+    assert done >= 0.2
+    assert client.api_seconds(caller.ident or 0) == done  # answered: it stops growing
+    client.get("/p")  # this thread's quick call counts for this thread only
+    assert 0.0 < client.api_seconds(threading.get_ident()) < 0.2

@@ -13,6 +13,7 @@ from kubernetes.client import ApiClient
 from refplatform.agent.clock import VirtualClock
 from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import LogStore
+from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
 from refplatform.client import WatchEvent
 
@@ -457,3 +458,47 @@ def test_resync_relists_and_stops_pods_deleted_meanwhile(env: Env) -> None:
         env.sync.stop()
     assert [w.name for w in env.sync.workers.values()] == ["kept"]
     assert env.log("gone")[-1].endswith("received SIGTERM, exiting")
+
+
+def _wait_for(condition: Any, what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        threading.Event().wait(0.01)
+
+
+def test_a_pass_waiting_on_a_hung_api_server_is_not_a_stalled_node_but_a_pass_stuck_here_is(tmp_path: Path) -> None:
+    # The blip drill's false FAIL (docs/BENCHMARKS.md, issue 30): the pass that was writing a pod's status when
+    # the API server was SIGSTOPped reported the node NotReady ("pod sync loop stalled") the moment it resumed.
+    api = FakeApi()
+    hung, release = threading.Event(), threading.Event()
+
+    def hang_status_writes(verb: str, path: str) -> Exception | None:
+        if verb == "PATCH" and "/pods/" in path and not release.is_set():
+            hung.set()
+            release.wait(10)
+        return None
+
+    client = GatedClient(api, PartitionGate())  # type: ignore[arg-type]
+    sync = PodSync(client, NODE, LogStore(tmp_path / "logs"), VirtualClock(), api_seconds=client.api_seconds)  # type: ignore[arg-type]
+    assert sync.stalled_for() is None  # no pass yet
+    api.put_object(pod_path("a"), {"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"name": "a", "namespace": "default"},
+                                   "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "busybox"}]},
+                                   "status": {"phase": "Pending"}})
+    api.fail = hang_status_writes
+    sync.start()
+    try:
+        assert hung.wait(10), "the pass never wrote the pod's status"
+        started = sync.last_pass
+        assert started is not None
+        _wait_for(lambda: time.monotonic() - started > 0.5, "the hung write to last half a second")
+        stalled = sync.stalled_for()
+        assert stalled is not None and stalled < 0.25, stalled  # the wait for the API server is left out
+        release.set()
+        # A pass held up here on the node (the pod table's lock, as a deadlocked thread would) is a stall.
+        with sync._lock:
+            _wait_for(lambda: (sync.stalled_for() or 0.0) > 0.5, "a pass stuck on the node to count as stalled")
+    finally:
+        release.set()
+        sync.stop()
