@@ -9,6 +9,7 @@ import pytest
 
 from refplatform.cluster import Cluster, ClusterSpec
 from tests.bytecode import compile_packages
+from tests.leaks import Census
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -25,6 +26,18 @@ def shared_path(*parts: str) -> Path:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Every process the suite starts reads the packages' bytecode instead of compiling them (tests/bytecode.py)."""
     compile_packages()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_running() -> Iterator[None]:
+    """Fails the test that leaves a thread or a child process of its own running (tests/leaks.py): the next
+    test must not inherit it.  Taken after the module's and session's fixtures are set up, so only what the
+    test and its function-scoped fixtures started counts."""
+    census = Census()
+    yield
+    left = census.leftovers()
+    if left:
+        pytest.fail(f"the test left running: {left.describe()}", pytrace=False)
 
 
 @pytest.fixture

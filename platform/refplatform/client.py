@@ -316,6 +316,14 @@ class RestClient:
         return timeout
 
     def close(self) -> None:
+        """Hangs up every connection now.  (urllib3's ``PoolManager.clear`` only forgets its pools, whose sockets
+        then stay open until the collector finds them: a server would keep a thread per connection meanwhile.)"""
+        pools = self._pool.pools
+        for key in pools.keys():
+            try:
+                pools[key].close()
+            except KeyError:  # another thread cleared it meanwhile
+                continue
         self._pool.clear()
 
     def with_token(self, token: str | None) -> RestClient:

@@ -158,6 +158,19 @@ class LoadBalancerController:
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections = 0
 
+    def close(self) -> None:
+        """Stops listening on every port and ends the proxy's event loop and its thread."""
+        async def _close_all() -> None:
+            for listener in self._listeners.values():
+                listener.server.close()
+            self._listeners.clear()
+
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(_close_all(), self.loop).result(timeout=10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+        self.loop.close()
+
     # ---------------------------------------------------------------- reconcile
     def reconcile(self, cache: Cache) -> None:
         slices = cache.list(ENDPOINTSLICES)

@@ -28,6 +28,7 @@ class Recorder:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()
+        self.hangups = threading.Semaphore(0)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -86,6 +87,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+    def finish(self) -> None:
+        super().finish()
+        self.server.rec.hangups.release()  # the client closed its connection: this handler's thread ends
 
 
 @pytest.fixture
@@ -154,21 +159,31 @@ def test_a_closed_client_connects_again_and_copies_share_its_connections(server:
         ("/api/v1/nodes/n3", "Bearer b"), ("/api/v1/nodes/n4", "Bearer a")]
 
 
+def test_close_hangs_up_now(server: tuple[str, Recorder]) -> None:
+    url, rec = server
+    c = RestClient(url)
+    assert c.get("/api/v1/nodes/n1")["kind"] == "Pod"
+    assert not rec.hangups.acquire(timeout=0.2)  # kept alive for the next request
+    c.close()  # the client is still referenced: nothing waits for the collector to close its socket
+    assert rec.hangups.acquire(timeout=5)
+
+
 def test_status_errors_carry_code_reason_message(server: tuple[str, Recorder]) -> None:
     url, _ = server
-    c = RestClient(url)
-    with pytest.raises(ApiStatusError) as info:
-        c.get("/api/v1/namespaces/default/pods/missing")
-    err = info.value
-    assert isinstance(err, RefPlatformError)
-    assert (err.code, err.reason, err.message) == (404, "NotFound", 'pods "missing" not found')
-    assert err.not_found and not err.conflict and err.status is not None
-    with pytest.raises(ApiStatusError) as info:
-        c.get("/boom")
-    assert (info.value.code, info.value.reason, info.value.message) == (500, "InternalServerError", "internal trouble")
-    with pytest.raises(ApiStatusError) as info:
-        c.watch("/gone")
-    assert info.value.gone
+    with RestClient(url) as c:  # closed at the end: a kept-alive connection would hold a server thread open
+        with pytest.raises(ApiStatusError) as info:
+            c.get("/api/v1/namespaces/default/pods/missing")
+        err = info.value
+        assert isinstance(err, RefPlatformError)
+        assert (err.code, err.reason, err.message) == (404, "NotFound", 'pods "missing" not found')
+        assert err.not_found and not err.conflict and err.status is not None
+        with pytest.raises(ApiStatusError) as info:
+            c.get("/boom")
+        assert (info.value.code, info.value.reason, info.value.message) == (500, "InternalServerError",
+                                                                            "internal trouble")
+        with pytest.raises(ApiStatusError) as info:
+            c.watch("/gone")
+        assert info.value.gone
 
 
 def test_unreachable_names_the_url() -> None:

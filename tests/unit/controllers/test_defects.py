@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -88,24 +89,39 @@ def test_no_spare_quarantines_the_lost_node_but_never_promotes_the_spare(no_spar
 
 
 # ------------------------------------------------------- the process's wiring
-def _build(*defects: str) -> dict[str, Any]:
-    argv = ["--api", "https://127.0.0.1:1"] + [a for d in defects for a in ("--defect", d)]
-    args = process.build_parser().parse_args(argv)
-    return {name: factory(None, args) for name, factory in process.FACTORIES.items()}  # type: ignore[arg-type]
+@pytest.fixture
+def build() -> Iterator[Callable[..., dict[str, Any]]]:
+    """Builds every controller of the process as ``--defect`` arguments make it; closes those that serve (the load
+    balancer's proxy loop, kube-state-metrics' HTTP server) when the test ends."""
+    built: list[Any] = []
+
+    def make(*defects: str) -> dict[str, Any]:
+        argv = ["--api", "https://127.0.0.1:1"] + [a for d in defects for a in ("--defect", d)]
+        args = process.build_parser().parse_args(argv)
+        controllers = {name: factory(None, args) for name, factory in process.FACTORIES.items()}  # type: ignore[arg-type]
+        built.extend(controllers.values())
+        return controllers
+
+    yield make
+    for controller in built:
+        close = getattr(controller, "close", None)
+        if close is not None:
+            close()
 
 
-def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller() -> None:
-    honest = _build()
+def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller(
+        build: Callable[..., dict[str, Any]]) -> None:
+    honest = build()
     assert honest["scheduler"].config.partial_gang_bind is False
     assert honest["nodelifecycle"].grace == 3.0 and honest["healer"].no_spare is False
-    broken = _build(Defect.PARTIAL_GANG_BIND.value, Defect.SLOW_DETECT.value, Defect.NO_SPARE.value)
+    broken = build(Defect.PARTIAL_GANG_BIND.value, Defect.SLOW_DETECT.value, Defect.NO_SPARE.value)
     assert broken["scheduler"].config.partial_gang_bind is True
     assert broken["nodelifecycle"].grace == 3.0 * SLOW_DETECT_FACTOR
     assert broken["healer"].no_spare is True and broken["healer"].grace == 3.0  # the healer's own timer is honest
-    one = _build(Defect.NO_SPARE.value)
+    one = build(Defect.NO_SPARE.value)
     assert one["healer"].no_spare and not one["scheduler"].config.partial_gang_bind and one["nodelifecycle"].grace == 3
     assert honest["nodelifecycle"].disruption.handled and one["nodelifecycle"].disruption.handled
-    assert not _build(Defect.EVICT_STORM.value)["nodelifecycle"].disruption.handled
+    assert not build(Defect.EVICT_STORM.value)["nodelifecycle"].disruption.handled
 
 
 def test_an_unknown_defect_is_refused_naming_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
