@@ -18,6 +18,8 @@ import os
 import signal
 import statistics
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import IntEnum
@@ -322,7 +324,8 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
     os.environ["FIREDRILL_FEATURES"] = str(options.features.resolve())
     sealed = False
     try:
-        code = pytest.main(args, plugins=[plugin])
+        with _no_caller_pytest_options():
+            code = pytest.main(args, plugins=[plugin])
         if publisher is not None:
             publisher.close()
             if os.environ.get(LIVE_TEST_HOLD):
@@ -570,3 +573,16 @@ def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:
 
 
 __all__: list[Any] = ["ExitCode", "RunOptions", "live_by_default", "run", "exit_code"]
+
+
+@contextmanager
+def _no_caller_pytest_options() -> Iterator[None]:
+    """The contract's pytest session reads its options from this module alone.  A caller's ``PYTEST_ADDOPTS`` (a
+    CI job's ``-x`` or random-order seed, meant for its own test suite) would stop or reorder the drills, or be
+    refused by a session that does not load the plugin it names."""
+    saved = os.environ.pop("PYTEST_ADDOPTS", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_ADDOPTS"] = saved
