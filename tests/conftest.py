@@ -29,15 +29,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _nothing_left_running() -> Iterator[None]:
+def _nothing_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails the test that leaves a thread or a child process of its own running (tests/leaks.py): the next
     test must not inherit it.  Taken after the module's and session's fixtures are set up, so only what the
-    test and its function-scoped fixtures started counts."""
+    test and its function-scoped fixtures started counts; a test that shares a wider fixture of the suite's (a
+    module's cluster whose agents run the pods the test creates, a pool that starts the module's runs ahead) is
+    not checked: what starts during it may be that fixture's, which stops it at its own end."""
+    if _shares_a_wider_fixture(request):
+        yield
+        return
     census = Census()
     yield
     left = census.leftovers()
     if left:
         pytest.fail(f"the test left running: {left.describe()}", pytrace=False)
+
+
+def _shares_a_wider_fixture(request: pytest.FixtureRequest) -> bool:
+    info = getattr(request.node, "_fixtureinfo", None)
+    if info is None:
+        return True  # cannot tell what the test shares: do not blame it
+    for name, defs in info.name2fixturedefs.items():
+        fixture = defs[-1]
+        if fixture.scope != "function" and fixture.baseid and name != "_session_state_dir":
+            return True
+    return False
 
 
 @pytest.fixture

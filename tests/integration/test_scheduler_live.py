@@ -184,12 +184,14 @@ class DeletesBeforeItsBinding(RestClient):
 def in_process_scheduler(cluster: Cluster, victim: str) -> Iterator[DeletesBeforeItsBinding]:
     """The live scheduler, run here over that client, as the cluster's only scheduler."""
     api = DeletesBeforeItsBinding(cluster, victim)
-    manager = ControllerManager(api, [SchedulerController(api, core.SchedulerConfig())])
+    scheduler = SchedulerController(api, core.SchedulerConfig())
+    manager = ControllerManager(api, [scheduler])
     manager.start()
     try:
         yield api
     finally:
         manager.stop()
+        scheduler.close()
         api.close()
 
 
@@ -273,7 +275,8 @@ def test_a_slow_bind_holds_up_neither_the_next_cycles_nor_other_gangs_and_each_p
         tmp_path: Path) -> None:
     cluster = without_scheduler(tmp_path / "c")
     api = HoldsABinding(cluster, "first-worker-0")
-    manager = ControllerManager(api, [SchedulerController(api, core.SchedulerConfig())])
+    scheduler = SchedulerController(api, core.SchedulerConfig())
+    manager = ControllerManager(api, [scheduler])
     try:
         manager.start()
         submit_gang(cluster, "first", workers=2)
@@ -289,5 +292,6 @@ def test_a_slow_bind_holds_up_neither_the_next_cycles_nor_other_gangs_and_each_p
     finally:
         api.release.set()
         manager.stop()
+        scheduler.close()
         api.close()
         cluster.stop()

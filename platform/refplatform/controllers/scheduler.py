@@ -128,6 +128,14 @@ class SchedulerController:
         self._arrival: dict[str, float] = {}  # pod uid -> sub-second arrival order (see convert.pod_of)
         self._arrivals = 0
 
+    def close(self) -> None:
+        """Stop the binder threads (after the binds in flight) and the Event writers (after what is queued):
+        for a scheduler run inside another program (a test); the controllers process ends with its threads."""
+        if self._binder_pool is not None:
+            self._binder_pool.shutdown(wait=True)
+        if self._scheduled_events is not None:
+            self._scheduled_events.close()
+
     # ----------------------------------------------------------------- cycle
     def reconcile(self, cache: Cache) -> None:
         if self._scheduled_events is None:  # here, on the one reconcile thread: never two of them
