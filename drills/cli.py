@@ -286,6 +286,81 @@ def run(
 
 
 @app.command()
+def recover(
+    run_id: Annotated[str | None, typer.Argument(metavar="[RUN]", help="The run to recover (its id, as `firedrill "
+                                                 "run` printed it). Default: every dead run's faults on this cluster.",
+                                                 show_default=False)] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Every dead run's faults on this cluster (the default "
+                                                         "without RUN).")] = False,
+    kubeconfig: Annotated[Path | None, typer.Option(help="The cluster's kubeconfig (default: $KUBECONFIG or "
+                                                         "~/.kube/config).")] = None,
+    context: Annotated[str | None, typer.Option(help="Kubeconfig context to use.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="The target profile the runs used: its fault.timeout_seconds "
+                                                      "bounds each restore command (default 120 s).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each step that would be taken; run none.")] = False,
+) -> None:
+    """Undo what a run that died mid-drill left on a cluster, from its fault journal.
+
+    Every fault a run injects is written down before it is injected, with its exact undo (docs/SAFETY.md). A run
+    that was killed (a CI timeout, an OOM, a lost runner) leaves those entries open, and the next `firedrill run`
+    refuses the cluster until they are closed. This command runs each open entry's undo, newest first: the
+    profile's restore command, the deletion of the privileged pod, the re-creation of a deleted Node. Running it
+    twice is harmless. A step only a person can take is printed with what to do, and stays open until its node
+    is Ready and schedulable again.
+
+    Exit codes: 0 nothing is left, 1 something still needs undoing (printed), 2 bad input, 4 the cluster could
+    not be reached.
+    """
+    from drills.errors import FiredrillError
+    from drills.kube.driver import KubeDriver
+    from drills.target.journal import journals_for, state_dir, target_key
+    from drills.target.profile import load_profile
+    from drills.target.recover import Outcome, recover as undo_all, settle
+
+    if run_id is not None and all_runs:
+        err.print("error: name one RUN or --all, not both")
+        raise typer.Exit(2)
+    try:
+        timeout = load_profile(profile).fault.timeout_seconds if profile is not None else 120.0
+        server = KubeDriver.server_of(kubeconfig, context)
+        states = [s for s in journals_for(server) if s.unfinished and (run_id is None or s.run == run_id)]
+    except FiredrillError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(2) from None
+    where = state_dir() / "journals" / target_key(server)
+    if not states:
+        if run_id is not None:
+            err.print(f"error: no open fault journal of run {run_id} for the cluster at {server} (in {where})")
+            raise typer.Exit(2)
+        console.print(f"Nothing to recover: no run left a fault open on the cluster at {server} (journals: {where})")
+        return
+    for state in states:
+        if state.running:
+            console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
+                          "ends; not touched")
+    try:
+        driver = KubeDriver.connect(kubeconfig, context)
+    except FiredrillError as exc:
+        err.print(f"error: {exc}; the open faults stay in {where}")
+        raise typer.Exit(4) from None
+    try:
+        done = undo_all(driver, states, dry_run=dry_run, timeout=timeout)
+    finally:
+        driver.close()
+    for item in done:
+        console.print(item.line())
+    if dry_run:
+        return
+    settle(states)
+    left = [d for d in done if d.outcome is not Outcome.UNDONE]
+    if left or any(s.running for s in states):
+        err.print(f"{len(left)} fault(s) still need undoing; run `firedrill recover` again once they are dealt "
+                  f"with (journals: {where})")
+        raise typer.Exit(1)
+    console.print(f"Recovered: every fault the dead runs left on the cluster at {server} is undone")
+
+
+@app.command()
 def rbac(
     profile: Annotated[Path, typer.Option(help="Target profile YAML (docs/PROFILE.md): its flavor, namespace and "
                                                "fault method decide what the drills touch.")],

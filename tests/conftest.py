@@ -56,6 +56,22 @@ def _shares_a_wider_fixture(request: pytest.FixtureRequest) -> bool:
     return False
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs the suite starts journal their faults under its temporary folder, never in the user's
+    ~/.local/state (docs/SAFETY.md); module-scoped fixtures' runs share this one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FIREDRILL_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's runs journal in a folder of the test's own: a fault journal another test left open never
+    refuses this test's run."""
+    monkeypatch.setenv("FIREDRILL_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture
 def cluster_dir(tmp_path: Path) -> Path:
     return tmp_path / "cluster"

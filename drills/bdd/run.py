@@ -46,7 +46,10 @@ from drills.records.live import LiveServer, LiveServerError, RunFinished, RunSta
 from drills.records.score import explain as explain_score, run_score, scored_from_record
 from drills.records.verdict import Verdict
 from drills.scenario import needs
+from drills.kube.driver import KubeDriver
 from drills.target.connect import AccessCheck, Target, cluster_target, embedded_target
+from drills.target.journal import FaultJournal
+from drills.target.recover import leftovers, refusal
 from drills.target.leakreport.source import run_window_report, source_for
 from drills.target.profile import TargetProfile, load_profile, reference_profile
 
@@ -162,7 +165,8 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
 def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target:
     if options.kubeconfig is not None or options.context is not None:
         access = AccessCheck(needed(features, profile), rbac_command(options.profile, options.features))
-        return cluster_target(options.kubeconfig, options.context, profile, access)
+        return cluster_target(options.kubeconfig, options.context, profile, access,
+                              recover_command=recover_command(options))
     return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
                            real_gpus=options.real_gpus, node_prefix=options.node_prefix)
 
@@ -227,6 +231,11 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         where = (f"embedded reference platform, {options.parallel} node groups side by side ({options.nodes} nodes "
                  f"+ 1 spare each, {options.scheduler_profile} scheduler, simulated GPUs" +
                  (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")"))
+    if remote and options.dry_run:  # a real run checks once connected (_perform), where it can look at nodes
+        refused = _left_broken(options, console)
+        if refused:
+            err.print(f"error: {refused}")
+            return ExitCode.HARNESS
     if options.dry_run:
         cannot = _plan(console, features, where, profile, options)
         for line in parallel.plan_lines(plan) if plan is not None else []:
@@ -267,6 +276,30 @@ def run(options: RunOptions, console: Console | None = None) -> int:
             _end_live(live, ended, run_dir, options.live_linger, console)
 
 
+def recover_command(options: RunOptions) -> str:
+    """The ``firedrill recover`` line for this run's cluster."""
+    words = ["firedrill", "recover"]
+    if options.kubeconfig is not None:
+        words += ["--kubeconfig", str(options.kubeconfig)]
+    if options.context is not None:
+        words += ["--context", options.context]
+    if options.profile is not None:
+        words += ["--profile", str(options.profile)]
+    return " ".join(words)
+
+
+def _left_broken(options: RunOptions, console: Console) -> str:
+    """Why a dry run must not plan on its cluster (a dead run's faults still journaled open), or "".  It reads the
+    journals alone; a real run checks once connected, where it can also look at the nodes (:func:`cluster_target`)."""
+    try:
+        server = KubeDriver.server_of(options.kubeconfig, options.context)
+    except FiredrillError as exc:  # a dry run goes on without the cluster
+        console.print(f"note: the fault journals of earlier runs were not checked: {exc}")
+        return ""
+    found = leftovers(server)
+    return refusal(found, recover_command(options)) if found else ""
+
+
 def _end_live(live: LiveServer, ended: RunEnded, run_dir: Path, linger: float, console: Console) -> None:
     """The live view's last event (the archive and how to verify it), its linger if asked, and its end."""
     try:
@@ -293,6 +326,13 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         err.print(f"error: {exc}")
         return RunEnded(ExitCode.HARNESS, f"the target could not be reached: {exc}")
     target.keep_measuring = options.keep_measuring
+    try:  # every fault is written down before it is injected (docs/SAFETY.md)
+        target.journal = FaultJournal.for_target(run_id, target.driver.host,
+                                                 str(options.profile.resolve()) if options.profile else "")
+    except FiredrillError as exc:
+        target.close()
+        err.print(f"error: {exc}")
+        return RunEnded(ExitCode.HARNESS, f"the fault journal could not be opened: {exc}")
     console.print(f"Target: {target.description}")
     if target.access_checked is not None:
         console.print(f"  access: the identity holds every one of the {target.access_checked} permissions "
@@ -354,6 +394,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         if publisher is not None:
             publisher.close()
         target.close()
+        _end_journal(target, options, err)
     if code == pytest.ExitCode.INTERRUPTED:
         if plugin.outcomes:
             summary(console, plugin.outcomes, options.repeat)
@@ -370,6 +411,21 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
     if options.defects:
         console.print(DEFECT_NOTE.format(defects=", ".join(options.defects)))
     return RunEnded(exit_code(plugin.outcomes), counts_line(plugin.outcomes), sealed)
+
+
+def _end_journal(target: Target, options: RunOptions, err: Console) -> None:
+    """Close the run's fault journal; say what a failed undo left and how to finish it."""
+    journal = target.journal
+    if journal is None:
+        return
+    left = journal.unfinished
+    journal.end()
+    if left:
+        err.print(f"warning: {len(left)} fault(s) of this run were not undone; they stay in {journal.path}:")
+        for action in left:
+            err.print(f"  - {action.what}: " + ("; ".join(u.describe() for u in action.undo) or "nothing to run"))
+        if target.embedded is None:
+            err.print(f"  finish with: {recover_command(options)}")
 
 
 def _write_part(options: RunOptions, target: Target, plugin: FiredrillPlugin, leak: dict[str, Any] | None,
@@ -472,6 +528,8 @@ def _evidence(options: RunOptions, console: Console, err: Console, *, run_id: st
               signers: tuple[ContractSigner, ...] = ()) -> None:
     """Build the run record, render the report, sign and seal the archive, chain it in the ledger."""
     fp = target.fingerprint
+    if target.journal is not None:
+        target.journal.archive(run_dir)  # what was injected, when, and when and how it was undone
     _seal(options, console, run_id=run_id, run_dir=run_dir, started=started, outcomes=plugin.outcomes,
           embedded=target.embedded is not None, description=_public_description(target, options),
           fingerprint=fp.to_dict() if fp else {}, fingerprint_digest=fp.digest() if fp else "",

@@ -100,6 +100,20 @@ NODE = RESOURCES[("v1", "Node")]
 EVENT = RESOURCES[("v1", "Event")]
 
 
+def _load_kubeconfig(kubeconfig: Path | None, context: str | None) -> client.Configuration:
+    """A kubeconfig (default: $KUBECONFIG or ~/.kube/config) as the client's configuration; TargetUnreachable,
+    naming the file, when it cannot be loaded."""
+    cfg = client.Configuration()
+    try:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, context=context,
+                                client_configuration=cfg)
+    except (ConfigException, FileNotFoundError, OSError, TypeError) as exc:
+        where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
+        raise TargetUnreachable(f"cannot load kubeconfig {where}"
+                                f"{f' (context {context})' if context else ''}: {exc}") from None
+    return cfg
+
+
 def resource_for(obj: Obj) -> Resource:
     key = (obj.get("apiVersion", ""), obj.get("kind", ""))
     if key not in RESOURCES:
@@ -137,17 +151,14 @@ class KubeDriver:
     def connect(cls, kubeconfig: Path | None = None, context: str | None = None,
                 timeline: Timeline | None = None, **kwargs: Any) -> "KubeDriver":
         """Load a kubeconfig (default: $KUBECONFIG or ~/.kube/config) and check the cluster answers."""
-        cfg = client.Configuration()
-        try:
-            config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, context=context,
-                                    client_configuration=cfg)
-        except (ConfigException, FileNotFoundError, OSError, TypeError) as exc:
-            where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
-            raise TargetUnreachable(f"cannot load kubeconfig {where}"
-                                    f"{f' (context {context})' if context else ''}: {exc}") from None
-        driver = cls(client.ApiClient(cfg), timeline, **kwargs)
+        driver = cls(client.ApiClient(_load_kubeconfig(kubeconfig, context)), timeline, **kwargs)
         driver.version()
         return driver
+
+    @staticmethod
+    def server_of(kubeconfig: Path | None = None, context: str | None = None) -> str:
+        """The API server URL a kubeconfig (and context) points at, read without contacting it."""
+        return str(_load_kubeconfig(kubeconfig, context).host)
 
     def close(self) -> None:
         self.stop_watches()

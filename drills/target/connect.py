@@ -27,6 +27,8 @@ from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
 from drills.target.faults import ClusterFaults, FaultError, FaultRecord, ReferenceFaults
+from drills.target.journal import FaultJournal, Undo
+from drills.target.recover import leftovers, refusal
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
 
@@ -191,6 +193,19 @@ class Target:
     keep_measuring: float = 0.0
     """Seconds a phase that missed its threshold is still waited for, so the evidence holds its value
     (``firedrill run --keep-measuring``); 0: fail fast, a grace of a quarter of the threshold."""
+    journal: FaultJournal | None = None
+    """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
+    opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
+
+    def intend(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...]) -> str:
+        """Write down a fault about to be injected (an :data:`drills.target.faults.Intend`); its intent id."""
+        if self.journal is None:
+            return ""
+        return self.journal.intend(what, node, method.value, undo)
+
+    def _undone(self, record: FaultRecord, how: str) -> None:
+        if self.journal is not None and record.journal_id:
+            self.journal.close(record.journal_id, how)
 
     def identify(self) -> Fingerprint:
         """What the target is (server version, GPU models, driver and flavor CRD versions), for the evidence."""
@@ -254,8 +269,9 @@ class Target:
         """Inject a fault on ``node``; the record says whether it was confirmed and how to undo it."""
         if self.embedded is not None:
             injector: ReferenceFaults | ClusterFaults = self.embedded.faults()
+            injector.intend = self.intend
         else:
-            injector = ClusterFaults(self.driver, run_id, self.profile.fault)
+            injector = ClusterFaults(self.driver, run_id, self.profile.fault, intend=self.intend)
         record = injector.inject(node, method)
         self.faults_done.append(record)
         return record
@@ -267,7 +283,9 @@ class Target:
         if self.embedded is None:
             raise FaultError("stopping the control plane is a reference-platform fault: on a real cluster the "
                              "harness never signals processes it did not start")
-        record = self.embedded.faults().hang_control_plane()
+        faults = self.embedded.faults()
+        faults.intend = self.intend
+        record = faults.hang_control_plane()
         self.faults_done.append(record)
         return record
 
@@ -277,16 +295,20 @@ class Target:
             self.faults_done.remove(record)
         if record.undo is not None:
             record.undo()
+            self._undone(record, "undone by the run")
 
     def restore_all(self) -> None:
         """Undo every fault this target injected (rollback), newest first; never raises."""
         while self.faults_done:
             record = self.faults_done.pop()
-            if record.undo is not None:
-                try:
-                    record.undo()
-                except Exception as exc:  # noqa: BLE001 - rollback must try every fault
-                    log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+            if record.undo is None:  # its journal entry stays open: it says what a person must do
+                continue
+            try:
+                record.undo()
+            except Exception as exc:  # noqa: BLE001 - rollback must try every fault
+                log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+            else:
+                self._undone(record, "undone by the run's rollback")
 
     def restore_roles(self) -> None:
         """The embedded platform's spare pool as it started (:meth:`EmbeddedPlatform.restore_roles`); a real
@@ -327,11 +349,16 @@ class AccessCheck:
     grant_command: str
 
 
+class LeftBroken(TargetError):
+    """An earlier run against this cluster died with faults it never undid (its fault journal says so)."""
+
+
 def cluster_target(kubeconfig: Path | None, context: str | None, profile: TargetProfile,
-                   access: AccessCheck | None = None) -> Target:
+                   access: AccessCheck | None = None, recover_command: str | None = None) -> Target:
     """Connect to a real cluster, check the identity may do what the run needs (``access``: one
     SelfSubjectAccessReview per permission, before any other request), identify the cluster and check it is
-    healthy enough to drill (raises otherwise)."""
+    healthy enough to drill (raises otherwise).  With ``recover_command`` (a run's), first refuse a cluster that a
+    dead run's fault journal says may still carry its faults (:class:`LeftBroken`, naming them and that command)."""
     target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
     unchecked = ""
     try:
@@ -348,6 +375,10 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
             raise TargetError(f"namespace {profile.namespace!r} (from the target profile) does not exist on the "
                               f"cluster at {target.driver.host}; create it, or pass --namespace")
         target.identify()
+        if recover_command is not None:
+            found = leftovers(target.driver.host, target.driver)
+            if found:
+                raise LeftBroken(refusal(found, recover_command))
         target.preflight()
     except FiredrillError:
         target.driver.close()

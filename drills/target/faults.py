@@ -34,6 +34,7 @@ from drills.errors import FiredrillError
 from drills.kube.timeline import SystemClock
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.confirm import NodeConfirmation, NodeDownWatch
+from drills.target.journal import Undo, UndoKind, process_start
 from drills.target.profile import FaultMethod, FaultSettings, TargetProfile
 
 
@@ -52,6 +53,18 @@ class FaultRecord:
     """Real clusters: what the node's Lease and Ready condition showed after the fault (the confirmation)."""
     acted_at: float | None = None
     """Real clusters: the harness's monotonic instant the fault action returned (before it was confirmed)."""
+    journal_id: str = ""
+    """The fault journal's intent for this fault (:mod:`drills.target.journal`), closed when it is undone."""
+
+
+Intend = Callable[[str, str, FaultMethod, tuple[Undo, ...]], str]
+"""Writes down, durably, a fault about to be injected: ``(what, node, method, undo) -> intent id``
+(:meth:`drills.target.journal.FaultJournal.intend` through the target); called just before the action."""
+
+
+def no_journal(what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...]) -> str:
+    """An :data:`Intend` that writes nothing (a fault injected outside a run: tests, ``firedrill up`` tooling)."""
+    return ""
 
 
 class NodeProcess(Protocol):
@@ -85,10 +98,11 @@ class ReferenceFaults:
     """Faults on the embedded platform: signals to agent processes this harness started."""
 
     def __init__(self, agents: Callable[[str], NodeProcess | None], restart: Callable[[str], None],
-                 control_plane: Callable[[], list[NodeProcess]] | None = None) -> None:
+                 control_plane: Callable[[], list[NodeProcess]] | None = None, intend: Intend = no_journal) -> None:
         self._agents = agents
         self._restart = restart
         self._control_plane = control_plane
+        self.intend = intend
 
     def hang_control_plane(self) -> FaultRecord:
         """SIGSTOP the API server's process group (this harness started it): the control plane is unreachable for
@@ -98,6 +112,9 @@ class ReferenceFaults:
         if not procs:
             raise FaultError("the embedded platform's API server is not running as a process this harness started; "
                              "cannot stop the control plane")
+        what = "SIGSTOP process groups " + ", ".join(str(p.pid) for p in procs)
+        intent = self.intend(f"hang the control plane: {what}", CONTROL_PLANE, FaultMethod.HANG,
+                             (_signal_undo(procs, signal.SIGCONT),))
         for proc in procs:
             proc.signal_group(signal.SIGSTOP)
         stopped = all(_process_state(p.pid) == "T" or _wait_state(p.pid, "T") for p in procs)
@@ -105,8 +122,7 @@ class ReferenceFaults:
         def undo() -> None:
             for proc in procs:
                 proc.signal_group(signal.SIGCONT)
-        return FaultRecord(CONTROL_PLANE, FaultMethod.HANG, stopped,
-                           "SIGSTOP process groups " + ", ".join(str(p.pid) for p in procs), undo=undo)
+        return FaultRecord(CONTROL_PLANE, FaultMethod.HANG, stopped, what, undo=undo, journal_id=intent)
 
     def inject(self, node: str, method: FaultMethod) -> FaultRecord:
         if not method.reference_only:
@@ -116,17 +132,33 @@ class ReferenceFaults:
         if proc is None or not proc.alive():
             raise FaultError(f"node {node} has no running agent started by this harness; cannot pull it")
         if method is FaultMethod.KILL:
+            what = f"SIGKILL process group {proc.pid}"
+            intent = self.intend(f"kill node {node}: {what}", node, method, (Undo(
+                UndoKind.BY_HAND, note=f"start node {node}'s agent again (the embedded platform restarts it; "
+                                       "it ends with its run)"),))
             proc.kill()  # the whole process group: the agent and its pods
-            return FaultRecord(node, method, not proc.alive(), f"SIGKILL process group {proc.pid}",
-                               undo=lambda: self._restart(node))
+            return FaultRecord(node, method, not proc.alive(), what, undo=lambda: self._restart(node),
+                               journal_id=intent)
         if method is FaultMethod.HANG:
+            what = f"SIGSTOP process group {proc.pid}"
+            intent = self.intend(f"hang node {node}: {what}", node, method, (_signal_undo([proc], signal.SIGCONT),))
             proc.signal_group(signal.SIGSTOP)
             stopped = _process_state(proc.pid) == "T" or _wait_state(proc.pid, "T")
-            return FaultRecord(node, method, stopped, f"SIGSTOP process group {proc.pid}",
-                               undo=lambda: proc.signal_group(signal.SIGCONT))
+            return FaultRecord(node, method, stopped, what, undo=lambda: proc.signal_group(signal.SIGCONT),
+                               journal_id=intent)
+        what = f"SIGUSR1 pid {proc.pid} (partition)"
+        intent = self.intend(f"partition node {node}: {what}", node, method,
+                             (_signal_undo([proc], signal.SIGUSR2, group=False),))
         proc.signal(signal.SIGUSR1)
-        return FaultRecord(node, method, proc.alive(), f"SIGUSR1 pid {proc.pid} (partition)",
-                           undo=lambda: proc.signal(signal.SIGUSR2))
+        return FaultRecord(node, method, proc.alive(), what, undo=lambda: proc.signal(signal.SIGUSR2),
+                           journal_id=intent)
+
+
+def _signal_undo(procs: list[NodeProcess], sig: int, group: bool = True) -> Undo:
+    """The journal's undo of a signal fault: ``sig`` to each process (group), named by pid and start time."""
+    how = "process group" if group else "process"
+    return Undo(UndoKind.SIGNAL, pids=tuple((p.pid, process_start(p.pid)) for p in procs), signal=int(sig),
+                note=f"send {signal.Signals(sig).name} to the {how} of pid " + ", ".join(str(p.pid) for p in procs))
 
 
 def _wait_state(pid: int, state: str, attempts: int = 50) -> bool:
@@ -206,10 +238,11 @@ class ClusterFaults:
     """
 
     def __init__(self, driver: Any, run_id: str, settings: FaultSettings, clock: Any = None,
-                 poll: float = 0.5) -> None:
+                 poll: float = 0.5, intend: Intend = no_journal) -> None:
         self.driver = driver
         self.run_id = run_id
         self.settings = settings
+        self.intend = intend
         self.timeout = settings.timeout_seconds
         timeline = getattr(driver, "timeline", None)
         self.clock = clock or getattr(timeline, "clock", None) or SystemClock()
@@ -223,17 +256,26 @@ class ClusterFaults:
                              "cluster use kubelet-stop, delete-node or command")
         if method is FaultMethod.DELETE_NODE:
             saved = self.driver.get(NODE, node)
+            meta = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
+            manifest = {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": saved.get("spec", {})}
+            intent = self.intend(f"delete Node {node}", node, method,
+                                 (Undo(UndoKind.RECREATE, object_kind="Node", name=node, manifest=manifest),))
             self.driver.delete(NODE, node)
             gone = self.driver.find(NODE, node) is None
-
-            def recreate() -> None:
-                meta = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
-                self.driver.create({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": saved.get("spec", {})})
-            return FaultRecord(node, method, gone, f"deleted Node {node}", undo=recreate)
+            return FaultRecord(node, method, gone, f"deleted Node {node}", undo=lambda: self.driver.create(manifest),
+                               journal_id=intent)
         deadline = self.clock.mono() + self.timeout
         watch = _baseline(self.driver, node, self.clock)
+        restore = self.settings.restore_for(node)
+        restore_undo = (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore else ()
         if method is FaultMethod.KUBELET_STOP:
             pod = kubelet_stop_pod(node, self.run_id)
+            undo = (Undo(UndoKind.DELETE, api_version="v1", object_kind="Pod", name=pod["metadata"]["name"],
+                         namespace="kube-system"),) + (restore_undo or (Undo(
+                             UndoKind.BY_HAND, note=f"start the kubelet on node {node} again (systemctl start "
+                                                    "kubelet on the host): the profile has no restore_template"),))
+            intent = self.intend(f"stop the kubelet of node {node} (privileged pod {pod['metadata']['name']})",
+                                 node, method, undo)
             self.driver.create(pod)
             acted = self.clock.mono()
             confirmation = watch_node_down(self.driver, node, watch, deadline, self.timeout, self.clock, self.poll)
@@ -242,7 +284,6 @@ class ClusterFaults:
 
             def cleanup() -> None:
                 self.driver.delete(resource_for(pod), pod["metadata"]["name"], "kube-system", grace_seconds=0)
-                restore = self.settings.restore_for(node)
                 if restore:
                     run_command(restore, node, self.timeout)
             detail = (f"privileged pod ran 'systemctl stop kubelet' on {node}; {confirmation.detail} (the pod's "
@@ -250,10 +291,14 @@ class ClusterFaults:
                       + ("" if self.settings.restore_template else
                          "; restart the kubelet on the node by hand after the drill"))
             return FaultRecord(node, method, confirmation.confirmed, detail, undo=cleanup,
-                               confirmation=confirmation, acted_at=acted)
-        record = run_command(self.settings.command_for(node), node, self.timeout)
+                               confirmation=confirmation, acted_at=acted, journal_id=intent)
+        command = self.settings.command_for(node)
+        intent = self.intend(f"{method.value} on node {node}: {command}", node, method, restore_undo or (Undo(
+            UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no "
+                                   "restore_template"),))
+        record = run_command(command, node, self.timeout)
         record.acted_at = self.clock.mono()
-        restore = self.settings.restore_for(node)
+        record.journal_id = intent
         if restore:
             record.undo = lambda: run_command(restore, node, self.timeout) and None
         if not record.confirmed:  # the command itself failed: nothing to wait for

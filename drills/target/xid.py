@@ -6,6 +6,7 @@ command instead, and :func:`dcgm_last_xid` asks the profile's Prometheus what DC
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from urllib.parse import unquote, urlsplit
 import urllib3
 
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
-from drills.target.faults import FaultError, FaultRecord, run_command
+from drills.target.faults import FaultError, FaultRecord, Intend, no_journal, run_command
+from drills.target.journal import Undo, UndoKind
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius
 
@@ -45,7 +47,8 @@ class XidCommand:
 
 
 def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: list[FaultRecord], node: str, xid: int,
-                      *, gpu: int | None = None, instance: int | None = None, uuid: str = "") -> XidCommand:
+                      *, gpu: int | None = None, instance: int | None = None, uuid: str = "",
+                      intend: Intend = no_journal) -> XidCommand:
     """Inject Xid ``xid`` on ``node``'s GPU (its minor number ``gpu`` and MIG ``instance``, or its ``uuid``) with
     the profile's ``fault.xid`` command, behind the same blast-radius check as a node fault. The record joins
     ``faults_done`` before its outcome is judged, so the restore runs on every exit path. Raises
@@ -60,12 +63,16 @@ def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: l
     except SafetyError as exc:
         raise FaultError(f"the Xid is not injected: {exc}") from None
     command = settings.command_for(node, gpu, instance, xid, uuid)
+    restore = settings.restore_for(node, gpu, instance, xid, uuid)
+    intent = intend(f"inject Xid {xid} on node {node}: {command}", node, FaultMethod.COMMAND,
+                    (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore is not None else
+                    (Undo(UndoKind.BY_HAND, note=f"reset the GPU on node {node} by hand (nvidia-smi -r): the "
+                                                 "profile has no fault.xid.restore_template"),))
     try:
         ran = run_command(command, node, profile.fault.timeout_seconds)
     except FaultError as exc:
         raise FaultError(f"the Xid injection command could not run: {exc}") from None
-    record = FaultRecord(node, FaultMethod.COMMAND, ran.confirmed, f"Xid {xid}: {ran.detail}")
-    restore = settings.restore_for(node, gpu, instance, xid, uuid)
+    record = FaultRecord(node, FaultMethod.COMMAND, ran.confirmed, f"Xid {xid}: {ran.detail}", journal_id=intent)
     if restore is not None:
         record.undo = _restorer(restore, node, profile.fault.timeout_seconds)
     faults_done.append(record)
@@ -75,7 +82,7 @@ def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: l
 
 
 def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list[FaultRecord], node: str, xid: int,
-                   uuid: str, *, who: str = "the canary") -> dict[str, object]:
+                   uuid: str, *, who: str = "the canary", intend: Intend = no_journal) -> dict[str, object]:
     """:func:`inject_by_command` aimed by the GPU's UUID alone, as a pod on a real cluster knows its GPU (``who``
     logged it from ``NVIDIA_VISIBLE_DEVICES``): what the evidence records of it. Raises :class:`FaultError` when
     the template needs ``{gpu}``, the minor number no pod reveals, or the injection cannot be made."""
@@ -83,7 +90,7 @@ def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list
     if settings is not None and settings.uses("gpu"):
         raise FaultError("fault.xid uses {gpu}, the GPU's minor number, which a pod on a real cluster does not "
                          f"reveal to the harness; aim with {{uuid}} (the GPU's UUID, as {who} logged it)")
-    done = inject_by_command(driver, profile, faults_done, node, xid, uuid=uuid)
+    done = inject_by_command(driver, profile, faults_done, node, xid, uuid=uuid, intend=intend)
     return {"method": "command", "command": done.command, "blast_radius": done.blast_radius,
             "restore": done.restore or "none: the GPU may need a reset by hand"}
 

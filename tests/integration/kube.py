@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
-from refplatform.cluster import Cluster
+from refplatform.cluster import Cluster, ClusterSpec
+
+
+@contextmanager
+def agents_only(data_dir: Path, nodes: int = 2) -> Iterator[Cluster]:
+    """An API server and ``nodes`` Ready agents of the tuned profile, and no controllers: a node's Lease is the
+    only thing that shows a fault on it (nothing marks it NotReady, nothing evicts)."""
+    c = Cluster(ClusterSpec(data_dir, nodes=nodes, profile="tuned", controllers=()))
+    try:
+        c.start()
+        c.wait_ready(60)
+        yield c
+    finally:
+        c.stop()
 
 
 def api_client(cluster: Cluster, token: str | None = None) -> client.ApiClient:

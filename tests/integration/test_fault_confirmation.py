@@ -27,7 +27,8 @@ from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.target.confirm import ConfirmedBy
 from drills.target.faults import ClusterFaults
 from drills.target.profile import FaultMethod, FaultSettings
-from refplatform.cluster import Cluster, ClusterSpec, wait_until
+from refplatform.cluster import Cluster, wait_until
+from tests.integration.kube import agents_only
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +41,8 @@ os.kill(state["pid"], signal.SIGUSR1)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    spec = ClusterSpec(tmp_path_factory.mktemp("confirm") / "c", nodes=2, profile="tuned", controllers=())
-    c = Cluster(spec)
-    try:
-        c.start()
-        c.wait_ready(60)
+    with agents_only(tmp_path_factory.mktemp("confirm") / "c") as c:
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture

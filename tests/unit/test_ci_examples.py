@@ -102,8 +102,11 @@ def test_the_github_workflow_runs_nightly_keeps_the_nights_and_fails_on_fail_or_
     assert "mikepenz/action-junit-report" in uses
     run = next(s for s in steps if s.get("id") == "run")
     assert "--repeat" in run["run"] and "continue-on-error" not in run, "a FAIL must fail the job"
+    assert run["timeout-minutes"] < job["timeout-minutes"], "the run stops in time for the recover step"
     after = steps[steps.index(run) + 1:]
-    assert all("!cancelled()" in s.get("if", "") for s in after[1:]), \
+    recover = next(s for s in after if "firedrill recover" in s.get("run", ""))
+    assert recover["if"] == "${{ always() }}", "a run cancelled or timed out is recovered too"
+    assert all("!cancelled()" in s.get("if", "") for s in after[1:] if s is not recover), \
         "trend, JUnit and archives are kept even on a night that FAILed"
     trend = next(s for s in after if s.get("run", "").startswith("firedrill trend"))
     assert "continue-on-error" not in trend and "||" not in trend["run"], "a regression must fail the job"
@@ -141,19 +144,21 @@ def test_the_gitlab_job_runs_nightly_keeps_the_nights_and_fails_on_fail_or_regre
         "the job fails when the run or the campaign FAILed or a trend found a regression, after all ran"
     assert any(line.startswith('firedrill verify "$campaigns/') for line in script)
     assert any(line.startswith('firedrill trend "$campaigns"') for line in script)
+    assert any("firedrill recover" in line for line in job["after_script"]), \
+        "after_script, which runs on a timeout or a cancel too, undoes what a killed run left"
 
 
 def _scripts() -> list[tuple[str, str]]:
     github = [("github", s["run"]) for s in _steps(_load(GITHUB)) if "run" in s]
     job = _load(GITLAB)["firedrill-nightly"]
-    gitlab = [("gitlab", line) for line in [*job.get("before_script", []), *job["script"]]]
+    gitlab = [("gitlab", line) for line in [*job.get("before_script", []), *job["script"], *job.get("after_script", [])]]
     return github + gitlab
 
 
 def test_every_firedrill_command_line_parses_with_firedrill_itself() -> None:
     commands = {ci: _firedrill_commands([s for c, s in _scripts() if c == ci]) for ci in ("github", "gitlab")}
     for ci, argvs in commands.items():
-        assert {a[0] for a in argvs} == {"run", "verify", "trend"}, (ci, argvs)
+        assert {a[0] for a in argvs} == {"run", "verify", "trend", "recover"}, (ci, argvs)
         for argv in argvs:
             ctx = _parse(argv)
             if argv[0] == "run" and ctx.params["features"] == Path("features"):

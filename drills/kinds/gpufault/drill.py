@@ -129,7 +129,7 @@ class GpuFaultDrill(TrainingRun, Drill):
         reset) is the rollback's. INCONCLUSIVE when it cannot be aimed or run."""
         try:
             return inject_by_uuid(self.target.driver, self.target.profile, self.target.faults_done, node, xid, uuid,
-                                  who="the rank's canary")
+                                  who="the rank's canary", intend=self.target.intend)
         except FaultError as exc:
             raise DrillInconclusive(str(exc)) from None
 

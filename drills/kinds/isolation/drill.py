@@ -1004,7 +1004,7 @@ class IsolationDrill(Drill):
                                     instance="-" if instance is None else instance)
         try:
             done = inject_by_command(self.target.driver, self.target.profile, self.target.faults_done, self.node, xid,
-                                     gpu=gpu, instance=instance)
+                                     gpu=gpu, instance=instance, intend=self.target.intend)
         except FaultError as exc:
             return self._not_injected(column, str(exc))
         column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance,

@@ -254,7 +254,8 @@ class TelemetryDrill(Drill):
         """A real cluster: the profile's ``fault.xid`` command aimed by the canary's UUID (its restore, if any, is
         among the target's faults the scenario's rollback undoes); INCONCLUSIVE when it cannot be aimed or run."""
         try:
-            return inject_by_uuid(self.target.driver, self.target.profile, self.target.faults_done, node, xid, uuid)
+            return inject_by_uuid(self.target.driver, self.target.profile, self.target.faults_done, node, xid, uuid,
+                                  intend=self.target.intend)
         except FaultError as exc:
             raise DrillInconclusive(str(exc)) from None
 

@@ -55,7 +55,7 @@ SCENARIO_PREDICATE_TYPE = "https://firedrill.dev/attestation/scenario/v0.1"
 """Firedrill's per-scenario predicate; the version in the URI changes whenever its shape does."""
 TEST_RESULT_PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 
-ARTIFACTS = ("junit.xml", "report.html", "timeline.jsonl", "fingerprint.json", "record.json")
+ARTIFACTS = ("junit.xml", "report.html", "timeline.jsonl", "fingerprint.json", "record.json", "fault-journal.jsonl")
 """The run's artifacts that every statement names as subjects (those present), beside ``allure-results/``."""
 ALLURE_DIR = "allure-results"
 

@@ -1,0 +1,219 @@
+"""``firedrill recover``: undo what dead runs left on a cluster, from their fault journals.
+
+A run that died (SIGKILL, OOM, a lost CI runner) left intents without closures in its journal
+(:mod:`drills.target.journal`).  Recovery reads each of them, newest first, and runs its undo steps: the rendered
+restore command, the deletion of what the run created, the re-creation of a Node it deleted.  Every step is
+idempotent (an object already gone, a Node already back), so recovering twice, or after the fault expired on its
+own, is fine.  A step no command can take (a kubelet to restart by hand when the profile has no restore template)
+counts as done only when the node it concerns is Ready and schedulable again; until then it is reported with what a
+person must do, and the journal keeps it open.
+
+The same reading tells a new run whether it may start (:func:`leftovers`): a verdict judged on a cluster a dead
+run left broken is worse than none.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from drills.kube.driver import NODE, RESOURCES, KubeError
+from drills.target.journal import (Action, JournalState, Undo, UndoKind, close_in, journals_for, process_alive,
+                                   read_journal)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Leftover", "Outcome", "Recovered", "leftovers", "recover", "refusal"]
+
+RECOVERED_BY = "recovered by firedrill recover"
+
+
+class Outcome(str, Enum):
+    UNDONE = "undone"
+    """Every undo step ran (or found its work already done)."""
+    NEEDS_PERSON = "needs a person"
+    """A step no command can take, and the node is not back yet; the journal keeps it open."""
+    FAILED = "failed"
+    """A step failed (a restore command's exit code, an API error); the journal keeps it open."""
+    WOULD_UNDO = "would undo"
+    """``--dry-run``: what would be done."""
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What recovery did (or would do) about one intent."""
+
+    run: str
+    action: Action
+    outcome: Outcome
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.outcome.value}: {self.action.what} (run {self.run}, {self.action.at:%Y-%m-%d %H:%M:%S} UTC): " \
+               f"{self.detail}"
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A journal of a run against this cluster with faults it never undid."""
+
+    state: JournalState
+
+    @property
+    def running(self) -> bool:
+        return self.state.running
+
+    def lines(self) -> list[str]:
+        who = (f"run {self.state.run} (still running, pid {self.state.pid})" if self.running else
+               f"run {self.state.run} (its process is gone)")
+        out = [f"{who}, journal {self.state.path}:"]
+        for action in self.state.unfinished:
+            steps = "; ".join(u.describe() for u in action.undo) or "nothing to run"
+            out.append(f"  - {action.what} at {action.at:%Y-%m-%d %H:%M:%S} UTC; undo: {steps}")
+        return out
+
+
+def leftovers(server: str, driver: Any = None, root: Path | None = None) -> list[Leftover]:
+    """The journals against the cluster at ``server`` that still hold faults nobody undid.  With ``driver`` (the
+    cluster's, connected), a dead run's fault that only a person could undo (no restore command) is closed when
+    its node is Ready and schedulable again: someone, or the platform, brought it back."""
+    found = []
+    for state in journals_for(server, root):
+        if driver is not None and not state.running:
+            for action in state.unfinished:
+                if action.undo and all(u.kind is UndoKind.BY_HAND for u in action.undo) and action.subject and \
+                        _node_serving(driver, action.subject):
+                    close_in(state.path, action.id, f"node {action.subject} was Ready and schedulable again when "
+                                                    "the next run checked")
+            state = read_journal(state.path)
+        if state.unfinished:
+            found.append(Leftover(state))
+    return found
+
+
+def refusal(found: list[Leftover], recover_command: str) -> str:
+    """Why a run does not start on this cluster, what was left, and the command that undoes it."""
+    lines = ["this cluster may still carry faults that an earlier run injected and never undid; a verdict judged "
+             "on it would judge that run's damage, so nothing was started:"]
+    for leftover in found:
+        lines += ["  " + line for line in leftover.lines()]
+    if any(not f.running for f in found):
+        lines.append(f"undo them with: {recover_command}   (add --dry-run to see the steps first; docs/SAFETY.md)")
+    if any(f.running for f in found):
+        lines.append("a run that is still going undoes its own faults when it ends; wait for it")
+    return "\n".join(lines)
+
+
+Runner = Callable[[list[str], float], subprocess.CompletedProcess[str]]
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = False, timeout: float = 120.0,
+            runner: Runner = _run) -> list[Recovered]:
+    """Undo every unfinished intent of ``states`` (journals of runs that are not running), newest journal and
+    newest intent first, writing a closure for each one undone.  ``driver``: the cluster's
+    :class:`~drills.kube.driver.KubeDriver`; ``timeout``: seconds a restore command may take."""
+    done: list[Recovered] = []
+    for state in sorted(states, key=lambda s: s.path.stat().st_mtime, reverse=True):
+        if state.running:
+            continue
+        for action in state.unfinished:
+            if dry_run:
+                done.append(Recovered(state.run, action, Outcome.WOULD_UNDO,
+                                      "; ".join(u.describe() for u in action.undo) or "close it (nothing to run)"))
+                continue
+            outcome, detail = _undo(driver, action, timeout, runner)
+            if outcome is Outcome.UNDONE:
+                close_in(state.path, action.id, f"{RECOVERED_BY}: {detail}")
+            done.append(Recovered(state.run, action, outcome, detail))
+    return done
+
+
+def _undo(driver: Any, action: Action, timeout: float, runner: Runner) -> tuple[Outcome, str]:
+    said: list[str] = []
+    for step in action.undo:
+        try:
+            outcome, detail = _step(driver, action, step, timeout, runner)
+        except KubeError as exc:
+            return Outcome.FAILED, f"{step.describe()}: the API server answered {exc}"
+        said.append(detail)
+        if outcome is not Outcome.UNDONE:
+            return outcome, "; ".join(said)
+    return Outcome.UNDONE, "; ".join(said) or "nothing to run"
+
+
+def _step(driver: Any, action: Action, step: Undo, timeout: float, runner: Runner) -> tuple[Outcome, str]:
+    if step.kind is UndoKind.COMMAND:
+        try:
+            ran = runner(list(step.argv), timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Outcome.FAILED, f"'{step.describe()}' could not run: {exc}"
+        if ran.returncode != 0:
+            return Outcome.FAILED, (f"'{step.describe()}' exited {ran.returncode}: "
+                                    f"{(ran.stderr or ran.stdout).strip()[:200]}")
+        return Outcome.UNDONE, f"ran '{step.describe()}'"
+    if step.kind is UndoKind.DELETE:
+        res = RESOURCES.get((step.api_version, step.object_kind))
+        if res is None:
+            return Outcome.FAILED, f"cannot delete a {step.object_kind} of {step.api_version}: unknown kind"
+        gone = driver.delete(res, step.name, step.namespace, grace_seconds=0) is None
+        return Outcome.UNDONE, (f"{step.object_kind} {step.name} was already gone" if gone else
+                                f"deleted {step.object_kind} {step.name}")
+    if step.kind is UndoKind.RECREATE:
+        if step.manifest is None:
+            return Outcome.FAILED, f"the journal holds no manifest to recreate {step.object_kind} {step.name}"
+        res = RESOURCES.get((str(step.manifest.get("apiVersion")), str(step.manifest.get("kind"))))
+        if res is not None and driver.find(res, step.name) is not None:
+            return Outcome.UNDONE, f"{step.object_kind} {step.name} exists again"
+        driver.create(dict(step.manifest))
+        return Outcome.UNDONE, f"recreated {step.object_kind} {step.name}"
+    if step.kind is UndoKind.SIGNAL:
+        sent = []
+        for pid, start in step.pids:
+            if process_alive(pid, start):  # the very process the run signalled, not a recycled pid
+                try:
+                    os.killpg(pid, step.signal)
+                except ProcessLookupError:
+                    continue
+                sent.append(str(pid))
+        name = signal.Signals(step.signal).name
+        return Outcome.UNDONE, (f"sent {name} to {', '.join(sent)}" if sent else
+                                "the processes it stopped are gone (they ended with their run)")
+    # BY_HAND: done once the node it concerns serves again
+    if action.subject and _node_serving(driver, action.subject):
+        return Outcome.UNDONE, f"node {action.subject} is Ready and schedulable again"
+    return Outcome.NEEDS_PERSON, step.note
+
+
+def _node_serving(driver: Any, name: str) -> bool:
+    node = driver.find(NODE, name)
+    if node is None:
+        return False
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return ready and not spec.get("unschedulable")
+
+
+def settle(states: Iterable[JournalState]) -> list[Path]:
+    """Move every journal whose intents are all closed into ``done/`` beside it (kept as a record, no longer
+    looked at by :func:`leftovers`); the paths moved."""
+    moved = []
+    for state in states:
+        fresh = read_journal(state.path)
+        if fresh.unfinished or fresh.running:
+            continue
+        target = state.path.parent / "done" / state.path.name
+        target.parent.mkdir(exist_ok=True)
+        os.replace(state.path, target)
+        moved.append(target)
+    return moved

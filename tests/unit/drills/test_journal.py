@@ -1,0 +1,133 @@
+"""The fault journal (drills.target.journal): written before the act, durable, readable after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from drills.target.journal import (ARCHIVE_NAME, FaultJournal, JournalError, Undo, UndoKind, journals_for,
+                                   process_alive, process_start, read_journal, state_dir, target_key)
+from drills.target.recover import leftovers, refusal
+
+SERVER = "https://127.0.0.1:6443"
+RESTORE = Undo(UndoKind.COMMAND, argv=("ipmitool", "-H", "gpu-3-bmc", "chassis", "power", "on"))
+
+
+@pytest.fixture
+def journal() -> Iterator[Callable[..., FaultJournal]]:
+    """Opens a run's journal under a root; ends every one opened when the test ends (a journal holds its file)."""
+    opened: list[FaultJournal] = []
+
+    def open_one(root: Path, run: str = "run-1") -> FaultJournal:
+        opened.append(FaultJournal.for_target(run, SERVER, "profile.yaml", root=root))
+        return opened[-1]
+
+    yield open_one
+    for j in opened:
+        j.end()
+
+
+def test_an_intent_is_on_disk_before_the_act_and_its_closure_after(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path)
+    first = j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    second = j.intend("stop the kubelet of gpu-4", "gpu-4", "kubelet-stop",
+                      (Undo(UndoKind.DELETE, api_version="v1", object_kind="Pod", name="fd-stop", namespace="kube-system"),))
+    state = read_journal(j.path)  # another reader, as after a SIGKILL: nothing was left in a buffer
+    assert [a.id for a in state.unfinished] == [second, first]  # newest first: the order to undo them in
+    assert state.unfinished[1].undo == (RESTORE,) and state.server == SERVER and state.run == "run-1"
+    j.close(first, "undone by the run's rollback")
+    state = read_journal(j.path)
+    assert [a.id for a in state.unfinished] == [second]
+    assert state.closures[first].how == "undone by the run's rollback"
+
+
+def test_every_kind_of_undo_survives_the_round_trip(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    undos = (RESTORE,
+             Undo(UndoKind.DELETE, api_version="v1", object_kind="Pod", name="p", namespace="kube-system"),
+             Undo(UndoKind.RECREATE, object_kind="Node", name="n", manifest={"apiVersion": "v1", "kind": "Node",
+                                                                             "metadata": {"name": "n"}}),
+             Undo(UndoKind.SIGNAL, pids=((os.getpid(), process_start(os.getpid())),), signal=int(signal.SIGCONT)),
+             Undo(UndoKind.BY_HAND, note="start the kubelet by hand"))
+    j = journal(tmp_path)
+    j.intend("everything", "n", "command", undos)
+    assert read_journal(j.path).unfinished[0].undo == undos
+    assert [u.describe() for u in undos] == [
+        "ipmitool -H gpu-3-bmc chassis power on", "kubectl delete pod p -n kube-system --ignore-not-found",
+        "recreate Node n from the journal's manifest", f"kill -{int(signal.SIGCONT)} -- -{os.getpid()}",
+        "start the kubelet by hand"]
+
+
+def test_a_line_torn_by_a_kill_is_skipped_and_named(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path)
+    j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    with open(j.path, "a") as fh:
+        fh.write('{"intent":"2","what":"power off no')  # the process died in the middle of this write
+    state = read_journal(j.path)
+    assert [a.what for a in state.unfinished] == ["power off node gpu-3"] and state.torn == [3]
+
+
+def test_a_file_that_is_no_journal_is_refused_naming_it(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"intent": "1"}\n')
+    with pytest.raises(JournalError, match="x.jsonl: not a Firedrill fault journal"):
+        read_journal(path)
+
+
+def test_each_run_writes_its_own_journal(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    journal(tmp_path)
+    with pytest.raises(JournalError, match="a journal of run run-1 exists already"):
+        journal(tmp_path)
+
+
+def test_a_run_that_undid_everything_leaves_no_journal_behind_but_its_archive_copy(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path / "state")
+    action = j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    j.close(action, "undone by the run's rollback")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    copy = j.archive(run_dir)
+    j.end()
+    assert copy == run_dir / ARCHIVE_NAME and not j.path.exists()
+    assert [json.loads(line).get("closed") for line in copy.read_text().splitlines()][-1] == action
+
+
+def test_a_run_that_left_a_fault_keeps_its_journal_for_the_next(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path)
+    j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    j.end()
+    assert j.path.exists()
+    assert [s.run for s in journals_for(SERVER, tmp_path)] == ["run-1"]
+    assert list(journals_for("https://10.0.0.1:6443", tmp_path)) == []  # another cluster's journals are apart
+
+
+def test_a_live_run_is_told_from_a_dead_one(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path)
+    j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    assert read_journal(j.path).running  # this process wrote it and lives
+    assert not process_alive(os.getpid(), process_start(os.getpid()) + 1)  # a recycled pid is another process
+    lines = j.path.read_text().splitlines()
+    header = json.loads(lines[0]) | {"pid": 2 ** 22 + 1}
+    j.path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert not read_journal(j.path).running
+
+
+def test_the_refusal_names_each_leftover_and_the_command_that_undoes_it(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    j = journal(tmp_path)
+    j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
+    found = leftovers(SERVER, root=tmp_path)
+    text = refusal(found, "firedrill recover --kubeconfig k")
+    assert "power off node gpu-3" in text and "ipmitool -H gpu-3-bmc chassis power on" in text
+    assert "still running" in text and "wait for it" in text  # this test's own process wrote it
+    assert "firedrill recover" not in text  # nothing of a dead run to recover yet
+
+
+def test_the_state_directory_is_the_users(tmp_path: Path) -> None:
+    assert state_dir({"FIREDRILL_STATE_DIR": str(tmp_path)}) == tmp_path
+    assert state_dir({"XDG_STATE_HOME": "/x/state", "HOME": "/home/u"}) == Path("/x/state/firedrill")
+    assert state_dir({"HOME": "/home/u"}) == Path("/home/u/.local/state/firedrill")
+    assert target_key("https://127.0.0.1:6443/") == target_key("HTTPS://127.0.0.1:6443")
