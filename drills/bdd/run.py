@@ -49,7 +49,7 @@ from drills.scenario import needs
 from drills.kube.driver import KubeDriver
 from drills.target.connect import AccessCheck, Target, cluster_target, embedded_target
 from drills.target.journal import FaultJournal
-from drills.target.recover import leftovers, refusal
+from drills.target.recover import left_broken, leftovers
 from drills.target.leakreport.source import run_window_report, source_for
 from drills.target.profile import TargetProfile, load_profile, reference_profile
 
@@ -232,7 +232,7 @@ def run(options: RunOptions, console: Console | None = None) -> int:
                  f"+ 1 spare each, {options.scheduler_profile} scheduler, simulated GPUs" +
                  (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")"))
     if remote and options.dry_run:  # a real run checks once connected (_perform), where it can look at nodes
-        refused = _left_broken(options, console)
+        refused = _journals_refuse(options, console)
         if refused:
             err.print(f"error: {refused}")
             return ExitCode.HARNESS
@@ -288,7 +288,7 @@ def recover_command(options: RunOptions) -> str:
     return " ".join(words)
 
 
-def _left_broken(options: RunOptions, console: Console) -> str:
+def _journals_refuse(options: RunOptions, console: Console) -> str:
     """Why a dry run must not plan on its cluster (a dead run's faults still journaled open), or "".  It reads the
     journals alone; a real run checks once connected, where it can also look at the nodes (:func:`cluster_target`)."""
     try:
@@ -297,7 +297,7 @@ def _left_broken(options: RunOptions, console: Console) -> str:
         console.print(f"note: the fault journals of earlier runs were not checked: {exc}")
         return ""
     found = leftovers(server)
-    return refusal(found, recover_command(options)) if found else ""
+    return left_broken(found, recover_command(options)) if found else ""
 
 
 def _end_live(live: LiveServer, ended: RunEnded, run_dir: Path, linger: float, console: Console) -> None:

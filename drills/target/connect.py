@@ -28,7 +28,7 @@ from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, 
                                   refusal)
 from drills.target.faults import ClusterFaults, FaultError, FaultRecord, ReferenceFaults
 from drills.target.journal import FaultJournal, Undo
-from drills.target.recover import leftovers, refusal
+from drills.target.recover import left_broken, leftovers
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
 
@@ -378,7 +378,7 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
         if recover_command is not None:
             found = leftovers(target.driver.host, target.driver)
             if found:
-                raise LeftBroken(refusal(found, recover_command))
+                raise LeftBroken(left_broken(found, recover_command))
         target.preflight()
     except FiredrillError:
         target.driver.close()

@@ -30,7 +30,7 @@ from drills.target.journal import (Action, JournalState, Undo, UndoKind, close_i
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Leftover", "Outcome", "Recovered", "leftovers", "recover", "refusal"]
+__all__ = ["Leftover", "Outcome", "Recovered", "left_broken", "leftovers", "recover"]
 
 RECOVERED_BY = "recovered by firedrill recover"
 
@@ -98,7 +98,7 @@ def leftovers(server: str, driver: Any = None, root: Path | None = None) -> list
     return found
 
 
-def refusal(found: list[Leftover], recover_command: str) -> str:
+def left_broken(found: list[Leftover], recover_command: str) -> str:
     """Why a run does not start on this cluster, what was left, and the command that undoes it."""
     lines = ["this cluster may still carry faults that an earlier run injected and never undid; a verdict judged "
              "on it would judge that run's damage, so nothing was started:"]

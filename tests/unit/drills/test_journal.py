@@ -12,7 +12,7 @@ import pytest
 
 from drills.target.journal import (ARCHIVE_NAME, FaultJournal, JournalError, Undo, UndoKind, journals_for,
                                    process_alive, process_start, read_journal, state_dir, target_key)
-from drills.target.recover import leftovers, refusal
+from drills.target.recover import left_broken, leftovers
 
 SERVER = "https://127.0.0.1:6443"
 RESTORE = Undo(UndoKind.COMMAND, argv=("ipmitool", "-H", "gpu-3-bmc", "chassis", "power", "on"))
@@ -120,7 +120,7 @@ def test_the_refusal_names_each_leftover_and_the_command_that_undoes_it(tmp_path
     j = journal(tmp_path)
     j.intend("power off node gpu-3", "gpu-3", "command", (RESTORE,))
     found = leftovers(SERVER, root=tmp_path)
-    text = refusal(found, "firedrill recover --kubeconfig k")
+    text = left_broken(found, "firedrill recover --kubeconfig k")
     assert "power off node gpu-3" in text and "ipmitool -H gpu-3-bmc chassis power on" in text
     assert "still running" in text and "wait for it" in text  # this test's own process wrote it
     assert "firedrill recover" not in text  # nothing of a dead run to recover yet
