@@ -32,9 +32,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _nothing_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails the test that leaves a thread or a child process of its own running (tests/leaks.py): the next
     test must not inherit it.  Taken after the module's and session's fixtures are set up, so only what the
-    test and its function-scoped fixtures started counts; a test that shares a wider fixture of the suite's (a
-    module's cluster whose agents run the pods the test creates, a pool that starts the module's runs ahead) is
-    not checked: what starts during it may be that fixture's, which stops it at its own end."""
+    test and its function-scoped fixtures started counts; a test in a module that shares a wider fixture of the
+    suite's (a module's cluster whose agents run the pods the tests create, a pool that starts the module's runs
+    ahead) is not checked: what starts during it may be that fixture's, which stops it at its own end."""
     if _shares_a_wider_fixture(request):
         yield
         return
@@ -45,8 +45,23 @@ def _nothing_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(f"the test left running: {left.describe()}", pytrace=False)
 
 
+_SHARING: dict[str, bool] = {}
+"""Per module: whether any of its tests uses a wider fixture of the suite's."""
+
+
 def _shares_a_wider_fixture(request: pytest.FixtureRequest) -> bool:
-    info = getattr(request.node, "_fixtureinfo", None)
+    """Whether the test's module has a test that uses a wider fixture of the suite's: such a fixture may work in
+    the background during every test of the module (the defect zoo's pool starts its runs two at a time while
+    the module's other tests run)."""
+    module = request.node.nodeid.split("::", 1)[0]
+    if module not in _SHARING:
+        _SHARING[module] = any(_uses_a_wider_fixture(item) for item in request.session.items
+                               if item.nodeid.split("::", 1)[0] == module)
+    return _SHARING[module]
+
+
+def _uses_a_wider_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return True  # cannot tell what the test shares: do not blame it
     for name, defs in info.name2fixturedefs.items():

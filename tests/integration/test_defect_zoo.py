@@ -282,8 +282,10 @@ def zoo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     """Every run the selected tests need, started at once, ``PARALLEL`` at a time: the honest run of every
     catching scenario (the load scenarios are most of its time) under the key ``"honest"``, and one run per
     selected matrix entry under its :class:`Catch`. A test waits only for the runs it reads."""
-    selected = [item.callspec.params["catch"] for item in request.session.items
-                if item.module is request.module and hasattr(item, "callspec") and "catch" in item.callspec.params]
+    wanted = [item.callspec.params["catch"] for item in request.session.items
+              if item.module is request.module and hasattr(item, "callspec") and "catch" in item.callspec.params]
+    selected = [c for c in MATRIX if c in wanted]  # the matrix's order, whatever order the tests run in: which
+    # runs share the machine at once is part of what their timings were measured under
     pool = ThreadPoolExecutor(max_workers=PARALLEL)
     request.addfinalizer(lambda: pool.shutdown(wait=True, cancel_futures=True))
     features = sorted({c.feature for c in MATRIX})

@@ -96,6 +96,12 @@ def renewing(driver: KubeDriver, node: str, within: float = 3.0) -> bool:
     return True
 
 
+def dead(journal: FaultJournal) -> None:
+    """Make ``journal`` read as a dead run's (its writer's pid gone), as after a SIGKILL."""
+    lines = journal.path.read_text().splitlines()
+    journal.path.write_text("\n".join([json.dumps(json.loads(lines[0]) | {"pid": 0}), *lines[1:]]) + "\n")
+
+
 def profile(tmp_path: Path, command: str, restore: str) -> Path:
     path = tmp_path / "profile.yaml"
     path.write_text("\n".join([
@@ -175,8 +181,7 @@ def test_a_fault_only_a_person_could_undo_closes_once_its_node_serves_again(clus
                                (Undo(UndoKind.BY_HAND, note="power it on from the BMC's web page"),))
     finally:
         journal.end()
-    header = json.loads(journal.path.read_text().splitlines()[0]) | {"pid": 0}  # its run is dead
-    journal.path.write_text("\n".join([json.dumps(header), *journal.path.read_text().splitlines()[1:]]) + "\n")
+    dead(journal)
     found = leftovers(driver.host, driver)  # a connected run looks at the nodes: the first is Ready again
     assert [[a.id for a in f.state.unfinished] for f in found] == [[ghost]]
     stuck = CliRunner().invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig)])
@@ -201,3 +206,35 @@ def test_the_intent_is_on_disk_before_the_fault_command_runs(cluster: Cluster, d
     assert "rc 0" in record.detail, record.detail
     assert not record.confirmed  # the node never went down: nothing but the journal was checked
 
+
+
+def test_recover_deletes_what_the_run_made_and_recreates_the_node_it_deleted(cluster: Cluster, driver: KubeDriver,
+                                                                              state: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "firedrill-kubelet-stop-ghost",
+                                                           "namespace": "default"},
+           "spec": {"containers": [{"name": "stop", "image": "busybox:1.36"}]}}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "deleted-node",
+                                                             "labels": {"firedrill.dev/chaos": "allowed"}}}
+    driver.create(pod)
+    journal = FaultJournal.for_target("fdmade", driver.host)
+    try:
+        journal.intend("stop the kubelet of node ghost", "ghost", "kubelet-stop", (Undo(
+            UndoKind.DELETE, api_version="v1", object_kind="Pod", name="firedrill-kubelet-stop-ghost",
+            namespace="default"),))
+        journal.intend("delete Node deleted-node", "deleted-node", "delete-node",
+                       (Undo(UndoKind.RECREATE, object_kind="Node", name="deleted-node", manifest=node),))
+    finally:
+        journal.end()
+    dead(journal)
+    try:
+        runner = CliRunner()
+        first = runner.invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig)])
+        assert first.exit_code == 0, first.output
+        lines = first.stdout.splitlines()  # newest first: the Node, then the pod
+        assert "recreated Node deleted-node" in lines[0] and "deleted Pod firedrill-kubelet-stop-ghost" in lines[1]
+        assert driver.find(RESOURCES[("v1", "Pod")], "firedrill-kubelet-stop-ghost", "default") is None
+        assert driver.get(NODE, "deleted-node")["metadata"]["labels"] == {"firedrill.dev/chaos": "allowed"}
+        second = runner.invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig)])
+        assert second.exit_code == 0 and "Nothing to recover" in second.stdout  # settled; twice is harmless
+    finally:
+        driver.delete(NODE, "deleted-node")

@@ -113,13 +113,19 @@ def test_each_identity_has_its_own_token_file_and_kubeconfig(up: Up) -> None:
     assert quota.json()["spec"]["hard"] == {"requests.nvidia.com/gpu": "4"}
 
 
-def test_the_api_audit_log_names_each_component(up: Up) -> None:
+@pytest.fixture(scope="module")
+def hello(up: Up) -> str:
+    """A pod that prints GREETING and waits, created once for the tests that read it, whatever their order."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD},
            "spec": {"containers": [{"name": "main", "image": "firedrill/canary",
                                     "command": [sys.executable, "-c", f"print('{GREETING}', flush=True)\n"
                                                 "import time; time.sleep(600)"],
                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     up.http.post("/api/v1/namespaces/default/pods", json=pod).raise_for_status()
+    return POD
+
+
+def test_the_api_audit_log_names_each_component(up: Up, hello: str) -> None:
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "idle"},
                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "idle"}},
                            "template": {"metadata": {"labels": {"app": "idle"}},
@@ -164,12 +170,12 @@ def test_agent_endpoints_refuse_unknown_callers_and_record_it(up: Up) -> None:
     assert all(r["apiVersion"] == "audit.k8s.io/v1" and r["objectRef"]["name"] == node for r in refusals)
 
 
-def test_the_api_servers_log_proxy_still_reads_a_pods_log(up: Up) -> None:
+def test_the_api_servers_log_proxy_still_reads_a_pods_log(up: Up, hello: str) -> None:
     def logged() -> bool:
-        answer = up.http.get(f"/api/v1/namespaces/default/pods/{POD}/log")
+        answer = up.http.get(f"/api/v1/namespaces/default/pods/{hello}/log")
         return answer.status_code == 200 and GREETING in answer.text
     wait_until(logged, 60, "the pod's log through the API server's log proxy")
-    pod = up.http.get(f"/api/v1/namespaces/default/pods/{POD}").json()
+    pod = up.http.get(f"/api/v1/namespaces/default/pods/{hello}").json()
     node = pod["spec"]["nodeName"]
     # The direct call with no credentials was refused; the proxy presented the kubelet client's token.
     kubelet = (up.data / "kubelet-client-token").read_text().strip()
@@ -178,8 +184,9 @@ def test_the_api_servers_log_proxy_still_reads_a_pods_log(up: Up) -> None:
     assert direct.status_code == 200 and GREETING in direct.text
 
 
-def test_no_token_in_any_log_or_audit_log(up: Up) -> None:
-    """Run last: after every call above, nothing any process wrote holds a token."""
+def test_no_token_in_any_log_or_audit_log(up: Up, hello: str) -> None:
+    """After the calls the module's fixtures made (and whichever of the tests above ran before it), nothing any
+    process wrote holds a token."""
     secrets = Credentials(up.data).all_tokens()
     files = [*(up.data / "logs").rglob("*.log"), up.data / "audit.log", *(up.data / "nodes").glob("*/audit.log")]
     assert len(files) >= 6
