@@ -26,7 +26,7 @@ from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
-from drills.target.faults import ClusterFaults, FaultError, FaultRecord, ReferenceFaults
+from drills.target.faults import ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults, no_journal
 from drills.target.journal import FaultJournal, Undo
 from drills.target.recover import left_broken, leftovers
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
@@ -83,10 +83,10 @@ class EmbeddedPlatform:
     def kubeconfig(self) -> Path:
         return Path(self.cluster.kubeconfig)
 
-    def faults(self) -> ReferenceFaults:
+    def faults(self, intend: Intend = no_journal) -> ReferenceFaults:
         cluster = self.cluster
         return ReferenceFaults(lambda node: cluster.agents.get(node), self.restart_node,
-                               lambda: [cluster.server] if cluster.server is not None else [])
+                               lambda: [cluster.server] if cluster.server is not None else [], intend)
 
     def restart_node(self, node: str) -> None:
         """Bring a pulled node's agent back (the rollback of ``kill``)."""
@@ -268,8 +268,7 @@ class Target:
     def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
         """Inject a fault on ``node``; the record says whether it was confirmed and how to undo it."""
         if self.embedded is not None:
-            injector: ReferenceFaults | ClusterFaults = self.embedded.faults()
-            injector.intend = self.intend
+            injector: ReferenceFaults | ClusterFaults = self.embedded.faults(self.intend)
         else:
             injector = ClusterFaults(self.driver, run_id, self.profile.fault, intend=self.intend)
         record = injector.inject(node, method)
@@ -283,9 +282,7 @@ class Target:
         if self.embedded is None:
             raise FaultError("stopping the control plane is a reference-platform fault: on a real cluster the "
                              "harness never signals processes it did not start")
-        faults = self.embedded.faults()
-        faults.intend = self.intend
-        record = faults.hang_control_plane()
+        record = self.embedded.faults(self.intend).hang_control_plane()
         self.faults_done.append(record)
         return record
 

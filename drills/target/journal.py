@@ -269,21 +269,23 @@ class FaultJournal:
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         try:
-            self._fh.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            _append(self._fh, obj)
         except (OSError, ValueError) as exc:
             raise JournalError(f"cannot write the fault journal {self.path}: {exc}") from None
 
 
+def _append(fh: Any, obj: Mapping[str, Any]) -> None:
+    """One line, on disk before this returns."""
+    fh.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
 def close_in(path: Path, action_id: str, how: str) -> None:
     """Append a closure to a journal another process wrote (a dead run's), durably."""
-    line = json.dumps(Closure(action_id, _now(), how).to_json(), separators=(",", ":"), sort_keys=True) + "\n"
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+            _append(fh, Closure(action_id, _now(), how).to_json())
     except OSError as exc:
         raise JournalError(f"cannot write the fault journal {path}: {exc}") from None
 

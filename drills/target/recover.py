@@ -14,21 +14,19 @@ run left broken is worse than none.
 
 from __future__ import annotations
 
-import logging
 import os
+import shlex
 import signal
-import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from drills.kube.driver import NODE, RESOURCES, KubeError
+from drills.target.faults import FaultError, run_command
 from drills.target.journal import (Action, JournalState, Undo, UndoKind, close_in, journals_for, process_alive,
                                    read_journal)
-
-log = logging.getLogger(__name__)
 
 __all__ = ["Leftover", "Outcome", "Recovered", "left_broken", "leftovers", "recover"]
 
@@ -111,15 +109,8 @@ def left_broken(found: list[Leftover], recover_command: str) -> str:
     return "\n".join(lines)
 
 
-Runner = Callable[[list[str], float], subprocess.CompletedProcess[str]]
-
-
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = False, timeout: float = 120.0,
-            runner: Runner = _run) -> list[Recovered]:
+def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = False,
+            timeout: float = 120.0) -> list[Recovered]:
     """Undo every unfinished intent of ``states`` (journals of runs that are not running), newest journal and
     newest intent first, writing a closure for each one undone.  ``driver``: the cluster's
     :class:`~drills.kube.driver.KubeDriver`; ``timeout``: seconds a restore command may take."""
@@ -132,18 +123,18 @@ def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = Fals
                 done.append(Recovered(state.run, action, Outcome.WOULD_UNDO,
                                       "; ".join(u.describe() for u in action.undo) or "close it (nothing to run)"))
                 continue
-            outcome, detail = _undo(driver, action, timeout, runner)
+            outcome, detail = _undo(driver, action, timeout)
             if outcome is Outcome.UNDONE:
                 close_in(state.path, action.id, f"{RECOVERED_BY}: {detail}")
             done.append(Recovered(state.run, action, outcome, detail))
     return done
 
 
-def _undo(driver: Any, action: Action, timeout: float, runner: Runner) -> tuple[Outcome, str]:
+def _undo(driver: Any, action: Action, timeout: float) -> tuple[Outcome, str]:
     said: list[str] = []
     for step in action.undo:
         try:
-            outcome, detail = _step(driver, action, step, timeout, runner)
+            outcome, detail = _step(driver, action, step, timeout)
         except KubeError as exc:
             return Outcome.FAILED, f"{step.describe()}: the API server answered {exc}"
         said.append(detail)
@@ -152,15 +143,14 @@ def _undo(driver: Any, action: Action, timeout: float, runner: Runner) -> tuple[
     return Outcome.UNDONE, "; ".join(said) or "nothing to run"
 
 
-def _step(driver: Any, action: Action, step: Undo, timeout: float, runner: Runner) -> tuple[Outcome, str]:
+def _step(driver: Any, action: Action, step: Undo, timeout: float) -> tuple[Outcome, str]:
     if step.kind is UndoKind.COMMAND:
         try:
-            ran = runner(list(step.argv), timeout)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Outcome.FAILED, f"'{step.describe()}' could not run: {exc}"
-        if ran.returncode != 0:
-            return Outcome.FAILED, (f"'{step.describe()}' exited {ran.returncode}: "
-                                    f"{(ran.stderr or ran.stdout).strip()[:200]}")
+            ran = run_command(shlex.join(step.argv), action.subject, timeout)
+        except FaultError as exc:
+            return Outcome.FAILED, str(exc)
+        if not ran.confirmed:
+            return Outcome.FAILED, f"'{step.describe()}' failed: {ran.detail}"
         return Outcome.UNDONE, f"ran '{step.describe()}'"
     if step.kind is UndoKind.DELETE:
         res = RESOURCES.get((step.api_version, step.object_kind))
