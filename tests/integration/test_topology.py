@@ -5,6 +5,7 @@ keep every gang that asks for one rack inside one, and the gang no rack can hold
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,57 @@ def test_every_gang_stays_inside_one_rack_or_waits_whole(tmp_path: Path) -> None
     assert all(pod["node"] is None for pod in waited.values()), waited
     freed = by_name["A waiting gang is placed inside the first rack that frees up"]
     assert len({pod["domain"] for name, pod in freed["details"]["placement"].items() if "-worker-" in name}) == 1
+
+
+SMALLER_THAN_A_RACK = """\
+Feature: A gang smaller than a rack (issue 51)
+
+  Background:
+    Given a rack is the set of nodes that share the label cloud.provider.com/topology-rack
+    And the cluster has at least 2 racks with 16 free GPUs each
+
+  Scenario: A gang of three 4-GPU workers waits whole and is placed in the first rack that frees up
+    Given another job holds 4 GPUs on each node of every rack for 5 seconds
+    When I submit a gang of 3 workers with 4 GPUs each that must stay inside one rack
+    Then the gang places no pod and holds no GPU until a rack frees up
+    And every worker runs inside one rack within 20 seconds of a rack freeing up
+"""
+"""A contract written from docs/STEPS.md with other numbers than the shipped 18.3: on the embedded platform's racks
+of two 8-GPU nodes, each lending 4 GPUs, a rack has room for this gang once ONE of its holders ended."""
+
+
+def _smaller_gang_feature(tmp_path: Path) -> Path:
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "smaller_gang.feature").write_text(SMALLER_THAN_A_RACK)
+    return features
+
+
+def test_a_gang_smaller_than_a_rack_waits_then_runs_once_one_rack_has_room(tmp_path: Path) -> None:
+    out = firedrill("run", "--features", str(_smaller_gang_feature(tmp_path)), timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    record = json.loads((evidence_dir(out.stdout) / "record.json").read_text())
+    (scenario,) = record["scenarios"]
+    details = scenario["details"]
+    room = details["room_for_the_gang"]
+    workers = {name: pod for name, pod in details["placement"].items() if "-worker-" in name}
+    ended = sorted(pod["ended_s"] for name, pod in details["placement"].items() if "-other-" in name)
+    assert room["at_s"] == ended[0] < ended[-1], details  # the first holder's end gave a rack room, not the last
+    assert {pod["domain"] for pod in workers.values()} == {room["domain"]}, details
+    assert all(pod["bound_s"] >= room["at_s"] for pod in workers.values()), details
+
+
+@pytest.mark.parametrize(("defect", "finding"), [
+    ("topology-blind", r"but 3 of its 3 pods were placed, holding 12 GPUs in 2 racks"),
+    ("partial-gang-bind", r"but 2 of its 3 pods were placed, holding 8 GPUs in 1 rack"),
+])
+def test_a_gang_smaller_than_a_rack_bound_early_fails_naming_rack_and_pods(tmp_path: Path, defect: str,
+                                                                          finding: str) -> None:
+    out = firedrill("run", "--features", str(_smaller_gang_feature(tmp_path)), "--defect", defect, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    record = json.loads((evidence_dir(out.stdout) / "record.json").read_text())
+    (scenario,) = record["scenarios"]
+    text = " ".join(scenario["findings"])
+    assert re.search(finding, text), text
+    assert re.search(r"rack-\d holds gang-\w+-worker-\d on gpu-node-\d", text), text
+    assert "bound after submission: gang-" in text and "no rack had room for the whole gang yet" in text, text

@@ -14,11 +14,11 @@ the wrong question.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Level", "Placed", "Spread", "domain_room", "parse_level", "spread"]
+__all__ = ["Freed", "Level", "Placed", "Release", "Spread", "domain_room", "first_room", "parse_level", "spread"]
 
 NO_DOMAIN = "(no label)"
 """How a node without the domain label is named in findings."""
@@ -129,3 +129,41 @@ def domain_room(free: Mapping[str, int], domain_of: Mapping[str, str | None], gp
             continue
         room[domain] = room.get(domain, 0) + (max(gpus, 0) // gpus_per_worker if gpus_per_worker else 0)
     return dict(sorted(room.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """GPUs another job gave back: the instant its pod was seen ended (harness clock), its node, its GPUs."""
+
+    at: float
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Freed:
+    """The first instant a domain had room for a whole gang, and that domain."""
+
+    at: float
+    domain: str
+
+
+def first_room(free: Mapping[str, int], domain_of: Mapping[str, str | None], gpus_per_worker: int, workers: int,
+               releases: Iterable[Release]) -> Freed | None:
+    """The first instant some domain has room for ``workers`` workers of ``gpus_per_worker`` GPUs, counted node by
+    node as :func:`domain_room` does: from ``free`` (free GPUs per usable node when the gang was submitted), adding
+    back each release in the order of its instant.  None while no domain has.
+
+    "A rack frees up", for a gang, is this instant: a gang of three 4-GPU workers in racks of two 8-GPU nodes that
+    each lend 4 GPUs to another job has room as soon as ONE of the rack's holders ends, not when all have.  Only
+    releases count (a domain with room at the start is the caller's broken premise); a release on a node that was
+    not usable when the gang was submitted adds nothing."""
+    now = dict(free)
+    for release in sorted(releases, key=lambda r: (r.at, r.node)):
+        if release.node not in now:
+            continue
+        now[release.node] += release.gpus
+        domain = domain_of.get(release.node)
+        if domain is not None and domain_room(now, domain_of, gpus_per_worker).get(domain, 0) >= workers:
+            return Freed(release.at, domain)
+    return None

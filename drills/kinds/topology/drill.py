@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from drills.kinds.topology.asking import scheduler_problem
-from drills.kinds.topology.domains import Level, Spread, domain_room, spread
+from drills.kinds.topology.domains import Freed, Level, Release, Spread, domain_room, first_room, spread
 from drills.kube.driver import NODE, POD, KubeError, resource_for
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, VolcanoForm, gang_manifests, locate, run_selector
 from drills.records.verdict import DrillInconclusive, Measurement
@@ -141,6 +141,10 @@ class TopologyDrill(Drill):
     cluster_room: int = 0
     """Workers of the gang's size the cluster had room for, node by node, when the gang was submitted."""
     free_at_submit: dict[str, int] = field(default_factory=dict)
+    """Free GPUs per usable node when the gang was submitted (the harness's own reading)."""
+    held_at_submit: frozenset[str] = frozenset()
+    """The other job's pods still holding their GPUs (as the watch saw them) just before that reading: their ends
+    are what can give a domain room for the gang."""
     submitted_at: float | None = None
     whole_at: float | None = None
     """When every worker of the gang was first Running at once (harness monotonic clock)."""
@@ -268,6 +272,8 @@ class TopologyDrill(Drill):
         profile = self.target.profile
         self._check_scheduler()
         self._read_domains()
+        with self._lock:  # before the reading: a holder ending in between is then counted free early, never never
+            self.held_at_submit = frozenset(n for n, t in self.others.items() if not t.ended)
         free = free_gpus_per_node(self.target)
         self.free_at_submit = free
         self.room = domain_room(free, self.domain_of, gpus)
@@ -301,8 +307,8 @@ class TopologyDrill(Drill):
             if exc.code != 404:
                 raise
             raise DrillInconclusive(f"the cluster does not serve {resource_for(obj).plural} in "
-                                    f"{obj.get('apiVersion')}, which the {flavor.value} gang flavor writes ({exc}); is the profile's flavor "
-                                    "the cluster's gang scheduler?") from None
+                                    f"{obj.get('apiVersion')}, which the {flavor.value} gang flavor writes ({exc}); "
+                                    "is the profile's flavor the cluster's gang scheduler?") from None
         if flavor is GangFlavor.NATIVE and obj.get("kind") == "PodGroup" \
                 and not ((made.get("spec") or {}).get("schedulingConstraints") or {}).get("topology"):
             raise DrillInconclusive(
@@ -398,8 +404,8 @@ class TopologyDrill(Drill):
             self._wait(lambda: self.freed_at() is not None or self.crossed is not None, timeout)
         start = self.freed_at() if since_freed else self.submitted_at
         if start is None and self.crossed is None:
-            raise DrillInconclusive(f"no {self.level.value} the other job held freed up, so nothing was to be placed "
-                                    "after it")
+            raise DrillInconclusive(f"no {self.level.value} gained room for {self._whole()} as the other job's pods "
+                                    "ended, so nothing was to be placed after it")
         if not since_freed:
             self._premise(should_fit=True)
         self._wait(lambda: self.whole_at is not None or self.crossed is not None, timeout)
@@ -430,14 +436,25 @@ class TopologyDrill(Drill):
         """The measurement's name: ``time until every worker runs inside one rack`` (``after one freed up``)."""
         return f"time until every worker runs inside one {level.value}" + (" after one freed up" if since_freed else "")
 
-    def freed_at(self) -> float | None:
-        """The first instant every pod the other job had in some domain had ended (harness clock), or None."""
+    def freed(self) -> Freed | None:
+        """The first instant (harness clock) some domain had room for the whole gang, counted from the free GPUs the
+        harness read when the gang was submitted plus those of each pod of the other job its watch saw end since:
+        "a rack frees up" as this gang needs it, whatever its size against the rack's (:func:`first_room`)."""
         with self._lock:
-            ends: dict[str, list[float | None]] = {}
-            for name, t in self.others.items():
-                ends.setdefault(self.domain_of.get(t.node or "") or "", []).append(t.ended_at)
-            done = [max(e for e in v if e is not None) for v in ends.values() if v and None not in v]
-            return min(done) if done else None
+            if self.spec is None:
+                return None
+            releases = [Release(t.ended_at, t.node, t.gpus) for name, t in self.others.items()
+                        if name in self.held_at_submit and t.node and t.ended_at is not None]
+            return first_room(self.free_at_submit, self.domain_of, self.spec.gpus_per_worker, self.spec.workers,
+                              releases)
+
+    def freed_at(self) -> float | None:
+        freed = self.freed()
+        return None if freed is None else freed.at
+
+    def _whole(self) -> str:
+        assert self.spec is not None
+        return f"the gang's {self.spec.workers} workers of {self.spec.gpus_per_worker} GPUs"
 
     def observe_waiting(self, duration: float | None, timeout: float) -> Measurement:
         """The gang places no pod and holds no GPU for ``duration`` seconds from submission, or (None) until a
@@ -451,13 +468,17 @@ class TopologyDrill(Drill):
                        max(0.0, until - self.target.driver.timeline.clock.mono()))
         else:
             if not self._wait(lambda: placed() or self.freed_at() is not None, timeout):
-                raise DrillInconclusive(f"no {self.level.value} the other job held freed up within {timeout:g} s "
-                                        "(its pods did not end), so the wait had no end to judge")
+                raise DrillInconclusive(f"no {self.level.value} gained room for {self._whole()} within {timeout:g} s "
+                                        f"as the other job's pods ended ({self._ends()}), so the wait had no end to "
+                                        "judge")
         if placed():
             self._settle()
+        freed = self.freed() if duration is None else None
         if duration is None:
-            freed = self.freed_at()
-            until = freed if freed is not None else self.target.driver.timeline.clock.mono()
+            until = freed.at if freed is not None else self.target.driver.timeline.clock.mono()
+            if freed is not None:
+                self.result.details["room_for_the_gang"] = {"domain": freed.domain,
+                                                            "at_s": round(freed.at - self.submitted_at, 3)}
         with self._lock:
             early = {n: t for n, t in self.gang.items() if t.bound_at is not None and t.bound_at < until}
             vanished = sorted(n for n, t in self.gang.items() if t.ended and n not in early)
@@ -472,18 +493,42 @@ class TopologyDrill(Drill):
                                  f"{self.level.value} had room for: {rooms}) but {len(early)} of its "
                                  f"{self.spec.workers} pods {'was' if len(early) == 1 else 'were'} placed, holding "
                                  f"{held} GPUs in {self.level.counted(len(where.domains))} ({self.label}): "
-                                 f"{where.where()}")
+                                 f"{where.where()}; {self._binds(early, duration, freed)}")
             elif vanished:
                 raise DrillInconclusive(f"the gang's pods {', '.join(vanished)} ended or were deleted while it "
                                         "waited, so its waiting cannot be judged")
             return self.result.measure(Measurement(name, float(held), "GPUs",
                                                    note=f"{len(early)} of {self.spec.workers} pods placed"))
 
-    def placement(self) -> dict[str, Any]:
-        """Per pod: its node, that node's domain and when it was bound (s after submission), for the evidence."""
+    def _binds(self, early: dict[str, PodTrack], duration: float | None, freed: Freed | None) -> str:
+        """When each early pod was bound, against the instant the gang had to wait for."""
         base = self.submitted_at or 0.0
+        bound = ", ".join(f"{n} at {t.bound_at - base:.2f} s" for n, t in sorted(early.items(), key=lambda kv: (
+            kv[1].bound_at or 0.0, kv[0])) if t.bound_at is not None)
+        if duration is not None:
+            return f"bound after submission: {bound}, within the {duration:g} s it was to wait"
+        level = self.level.value if self.level is not None else "domain"
+        if freed is None:
+            return f"bound after submission: {bound}, and no {level} had room for the whole gang yet"
+        return (f"bound after submission: {bound}, before any {level} had room for the whole gang "
+                f"({freed.domain} had from {freed.at - base:.2f} s)")
+
+    def _ends(self) -> str:
+        """When each pod of the other job held at submission was seen to end (s after submission)."""
+        base = self.submitted_at or 0.0
+        with self._lock:
+            parts = [f"{n} on {t.node} " + ("still holding" if t.ended_at is None
+                                             else f"ended at {t.ended_at - base:.2f} s")
+                     for n, t in sorted(self.others.items()) if n in self.held_at_submit]
+        return "; ".join(parts) or "none held GPUs when the gang was submitted"
+
+    def placement(self) -> dict[str, Any]:
+        """Per pod: its node, that node's domain, when it was bound and when it ended (s after submission), for the
+        evidence."""
+        base = self.submitted_at or 0.0
+        rel = lambda at: None if at is None else round(at - base, 3)  # noqa: E731
         return {name: {"node": t.node, "domain": self.domain_of.get(t.node) if t.node else None,
-                       "bound_s": None if t.bound_at is None else round(t.bound_at - base, 3), "phase": t.phase}
+                       "bound_s": rel(t.bound_at), "ended_s": rel(t.ended_at), "phase": t.phase}
                 for name, t in sorted({**self.others, **self.gang}.items())}
 
     # ----------------------------------------------------------- rollback

@@ -118,8 +118,11 @@ def waits_whole(drill: ScenarioContext, duration: float) -> None:
                                      "put 'Given another job holds ... on each node of every rack for ...' before "
                                      "it")), sets=(FREED,))
 def waits_until_freed(drill: ScenarioContext, level: Level) -> None:
-    """The same until the first instant every pod the other job had in some domain has ended (as the harness's
-    watch saw them end): no pod of the gang may be bound before a domain can hold it whole."""
+    """The same until a domain frees up for this gang: the first instant some domain has room for all its workers,
+    counted node by node from the free GPUs the harness read at submission plus those of each pod of the other job
+    its watch saw end since (for a gang smaller than a rack, one holder's end can be enough; for one as large as a
+    rack, every holder in it must end). A pod bound before then FAILs, naming the domains, pods and bind instants;
+    INCONCLUSIVE when no domain gains room for the gang before the other job's time is up."""
     seconds = _drill(drill).other_seconds or 0.0
     _drill(drill).observe_waiting(None, observe_window(seconds))
     drill.result.check(Threshold(WAITING_HELD, 0, "GPUs"))
@@ -130,8 +133,8 @@ def waits_until_freed(drill: ScenarioContext, level: Level) -> None:
       requires=(Requires((FREED,), "no earlier step waited for a domain to free up",
                          "put 'Then the gang places no pod and holds no GPU until a rack frees up' before it"),))
 def runs_inside_freed(drill: ScenarioContext, level: Level, limit: float, freed: Level) -> None:
-    """Every worker Running inside one domain, measured from the instant a domain freed up (a gang that waits
-    must also run once it can)."""
+    """Every worker Running inside one domain, measured from the instant a domain had room for the whole gang (the
+    previous sentence's instant): a gang that waits must also run once it can."""
     _drill(drill).wait_inside_one(observe_window(limit), since_freed=True)
     drill.result.check(Threshold(TopologyDrill.inside_one_name(level, since_freed=True), limit, "s"))
 

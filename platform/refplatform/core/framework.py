@@ -406,6 +406,8 @@ class Session:
             stmt.discard()
         confined = self.confinement(job)
         if confined is not None:
+            if self.config.partial_gang_bind:
+                self._keep_part_inside_a_group(job)
             job.failed_task, job.quota_blocked, job.fit_error = None, False, confined
             if self.gang and job.min_member > 1:
                 job.gang_message = f"{gang_not_ready(job)}; {confined}"
@@ -428,6 +430,17 @@ class Session:
         for _, fn, _ in self._fns[ExtensionPoint.JOB_UNSCHEDULABLE]:
             fn(job)
         return False
+
+    def _keep_part_inside_a_group(self, job: Job) -> None:
+        """The ``partial-gang-bind`` defect on a gang confined to one group (a required topology): what fits of it
+        inside the first group with room for any of its pods is committed, though no group holds it whole."""
+        for group_mask in self.node_groups(job):
+            stmt = Statement(self)
+            self.place_tasks(job, stmt, group_mask, record=False)
+            if stmt.ops:
+                stmt.commit()
+                return
+            stmt.discard()
 
     def allocate_task(self, task: Task) -> bool:
         """No-gang profile: place and commit one pod on its own."""

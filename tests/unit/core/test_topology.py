@@ -187,3 +187,29 @@ def test_domain_index_groups_nodes_by_the_label_value() -> None:
     index = DomainIndex.of(racks(extra=1), RACK)
     assert index.names == ("rack-a", "rack-b") and list(index.ids) == [0, 0, 1, 1, -1]
     assert list(index.totals(index.ids * 0 + 1)) == [2, 2]
+
+
+# Every node lends 4 GPUs to another job: 8 free per rack, room for two 4-GPU workers in each.
+HALF_EVERY = {"n0": 4, "n1": 4, "n2": 4, "n3": 4}
+
+
+def test_a_gang_smaller_than_a_rack_waits_whole_then_goes_in_once_one_holder_left() -> None:
+    """Issue 51: three 4-GPU workers fit no rack while every node lends 4 GPUs, and fit rack-a as soon as the
+    other job's pod on n1 is gone (12 free there), before the one on n0 is."""
+    waiting = Case("3 x 4, 8 free per rack", racks(), pods=fillers(HALF_EVERY), binds={},
+                   phases={"a": PodGroupPhase.INQUEUE}).gangs(asking(gang("a", 3, gpus=4)))
+    assert "rack-a 8, rack-b 8" in check(waiting).failure_messages()["default/a-0"]
+    one_left = Case("n1's holder ended", racks(), pods=fillers({"n0": 4, "n2": 4, "n3": 4}),
+                    binds={"a-0": "*", "a-1": "*", "a-2": "*"}).gangs(asking(gang("a", 3, gpus=4)))
+    decisions = check(one_left)
+    assert racks_used(decisions) == {"rack-a"} and sorted(b.node for b in decisions.binds) == ["n0", "n1", "n1"]
+
+
+def test_partial_gang_bind_keeps_what_fits_of_a_confined_gang_inside_one_rack() -> None:
+    """The defect on a gang with a required rack: no rack holds it whole, and what fits of it in one rack is bound
+    (holding GPUs it cannot use); the honest core binds nothing."""
+    decisions = check(Case("partial, 3 x 4", racks(), pods=fillers(HALF_EVERY),
+                           config=replace(FIRST, partial_gang_bind=True), binds={"a-0": "*", "a-1": "*"}
+                           ).gangs(asking(gang("a", 3, gpus=4))))
+    assert len(racks_used(decisions)) == 1 and len(decisions.binds) == 2
+    assert "default/a-2" in decisions.failure_messages()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from drills.kinds.topology.domains import Level, domain_room, parse_level, spread
+from drills.kinds.topology.domains import Freed, Level, Release, domain_room, first_room, parse_level, spread
 from drills.kinds.topology.drill import FLAVOR_PROBLEMS, WAITING_HELD, PodTrack, TopologyDrill
 from drills.kube.flavors import (REQUIRED_TOPOLOGY_ANNOTATION, FlavorError, GangFlavor, GangSpec, VolcanoForm,
                                  gang_manifests)
@@ -64,6 +64,32 @@ def test_room_counts_workers_node_by_node() -> None:
     free = {"n0": 8, "n1": 4, "n2": 7, "n3": 7, "loose": 8}
     assert domain_room(free, DOMAIN_OF, 4) == {"rack-0": 3, "rack-1": 2}  # 7 free GPUs take one worker of 4
     assert domain_room(free, DOMAIN_OF, 8) == {"rack-0": 1, "rack-1": 0}
+
+
+# Racks of two 8-GPU nodes, another job holding 4 GPUs on each: 4 free per node when the gang is submitted.
+HALF_FREE = {"n0": 4, "n1": 4, "n2": 4, "n3": 4}
+HOLDERS_END = [Release(105.0, "n1", 4), Release(105.2, "n3", 4), Release(105.4, "n0", 4), Release(105.6, "n2", 4)]
+
+
+@pytest.mark.parametrize(("workers", "gpus", "freed"), [
+    (3, 4, Freed(105.0, "rack-0")),   # smaller than a rack: room once ONE holder of the rack ended (issue 51)
+    (2, 6, Freed(105.4, "rack-0")),   # smaller in GPUs, but a 6-GPU worker needs a node its holder left
+    (4, 4, Freed(105.4, "rack-0")),   # a whole rack: room once every holder of one rack ended (the shipped 18.3)
+    (2, 8, Freed(105.4, "rack-0")),   # a whole rack in 8-GPU workers: the same instant
+    (5, 4, None),                     # larger than a rack: never, however many holders end
+    (1, 16, None),                    # a worker larger than any node: never
+])
+def test_a_rack_frees_up_for_a_gang_when_it_has_room_for_the_whole_gang(workers: int, gpus: int,
+                                                                         freed: Freed | None) -> None:
+    assert first_room(HALF_FREE, DOMAIN_OF, gpus, workers, HOLDERS_END) == freed
+    assert first_room(HALF_FREE, DOMAIN_OF, gpus, workers, reversed(HOLDERS_END)) == freed  # order of instants
+
+
+def test_only_usable_nodes_and_labelled_ones_give_a_rack_room() -> None:
+    assert first_room({"n0": 4, "n1": 4}, DOMAIN_OF, 4, 3, [Release(101.0, "n2", 8), Release(102.0, "gone", 8)]) \
+        is None  # n2 was cordoned when the gang was submitted; "gone" is no node the harness read
+    assert first_room({"loose": 0, "n0": 4, "n1": 4}, DOMAIN_OF, 4, 3, [Release(101.0, "loose", 8)]) is None
+    assert first_room({"n0": 4, "n1": 4}, DOMAIN_OF, 4, 3, []) is None
 
 
 # ------------------------------------------------------------------ how a gang asks, per flavor
@@ -121,8 +147,11 @@ def test_the_kueue_flavor_asks_to_read_kueue_s_topology_objects() -> None:
 @dataclass
 class Clock:
     now: float = 100.0
+    step: float = 0.0
+    """Seconds each reading advances the clock (a wait with a deadline then ends, without sleeping long)."""
 
     def mono(self) -> float:
+        self.now += self.step
         return self.now
 
 
@@ -135,7 +164,9 @@ class FakeTarget:
         return SimpleNamespace(timeline=SimpleNamespace(clock=self.clock))
 
 
-def drill(workers: int, gpus: int, room: dict[str, int], cluster_room: int) -> tuple[TopologyDrill, Clock]:
+def drill(workers: int, gpus: int, room: dict[str, int], cluster_room: int,
+          free: dict[str, int] | None = None) -> tuple[TopologyDrill, Clock]:
+    """A drill that submitted a gang at 100.0; ``free``: the free GPUs per node it read then."""
     target = FakeTarget()
     made = TopologyDrill(target=target, result=DrillResult("topology"), run_id="r")  # type: ignore[arg-type]
     made.use(Level.RACK)
@@ -144,6 +175,7 @@ def drill(workers: int, gpus: int, room: dict[str, int], cluster_room: int) -> t
                          required_topology=RACK)
     made.gang = {f"g-worker-{i}": PodTrack(gpus) for i in range(workers)}
     made.room, made.cluster_room, made.submitted_at = room, cluster_room, 100.0
+    made.free_at_submit = dict(free if free is not None else HALF_FREE)
     return made, target.clock
 
 
@@ -159,7 +191,7 @@ def test_a_gang_that_runs_inside_one_rack_passes_with_its_time() -> None:
     m = made.wait_inside_one(0.0)
     assert m.value == pytest.approx(0.4) and made.result.verdict is Verdict.PASS and not made.result.findings
     assert made.result.details["placement"]["g-worker-1"] == {"node": "n3", "domain": "rack-1", "bound_s": 0.4,
-                                                              "phase": "Running"}
+                                                              "ended_s": None, "phase": "Running"}
 
 
 def test_a_gang_across_racks_fails_naming_them_before_it_runs() -> None:
@@ -195,7 +227,8 @@ def test_a_gang_that_should_wait_but_is_placed_fails_naming_domains_pods_and_gpu
     assert made.result.findings == [
         "gang g was to wait whole (no rack had room for its 3 workers of 8 GPUs; workers each rack had room for: "
         f"rack-0 2, rack-1 2) but 3 of its 3 pods were placed, holding 24 GPUs in 2 racks ({RACK}): rack-0 holds "
-        "g-worker-1 on n1; rack-1 holds g-worker-0 on n3, g-worker-2 on n2"]
+        "g-worker-1 on n1; rack-1 holds g-worker-0 on n3, g-worker-2 on n2; bound after submission: g-worker-0 at "
+        "0.20 s, g-worker-1 at 0.20 s, g-worker-2 at 0.20 s, within the 3 s it was to wait"]
 
 
 @pytest.mark.parametrize(("room", "cluster", "why"), [
@@ -209,17 +242,66 @@ def test_waiting_proves_nothing_where_a_rack_has_room_or_the_cluster_has_none(ro
         made.observe_waiting(3.0, 3.0)
 
 
-def _other_job(made: TopologyDrill, ended: dict[str, tuple[str, float | None]]) -> None:
+def _other_job(made: TopologyDrill, ended: dict[str, tuple[str, float | None]],
+               held_at_submit: set[str] | None = None) -> None:
+    """The other job's pods (4 GPUs each): their node and when the watch saw them end (None: still holding)."""
     made.others = {name: PodTrack(4, node=node, phase="Succeeded" if at is not None else "Running", ended_at=at)
                    for name, (node, at) in ended.items()}
+    made.held_at_submit = frozenset(made.others if held_at_submit is None else held_at_submit)
 
 
-def test_a_rack_frees_up_when_every_pod_the_other_job_had_in_it_has_ended() -> None:
+def test_a_rack_frees_up_for_a_whole_rack_gang_when_every_pod_the_other_job_had_in_it_has_ended() -> None:
     made, _ = drill(4, 4, {"rack-0": 2, "rack-1": 2}, 4)
     _other_job(made, {"o0": ("n0", 104.0), "o1": ("n1", None), "o2": ("n2", 104.3), "o3": ("n3", 104.1)})
-    assert made.freed_at() == 104.3  # rack-1's last pod; rack-0 still has one running
+    assert made.freed() == Freed(104.3, "rack-1")  # rack-1's last pod; rack-0 still has one running
     _other_job(made, {"o0": ("n0", 104.0), "o1": ("n1", None)})
     assert made.freed_at() is None
+
+
+def test_a_rack_frees_up_for_a_smaller_gang_when_its_first_holder_ends() -> None:
+    made, _ = drill(3, 4, {"rack-0": 2, "rack-1": 2}, 4)
+    _other_job(made, {"o0": ("n0", 104.0), "o1": ("n1", None), "o2": ("n2", 104.3), "o3": ("n3", 104.1)})
+    assert made.freed() == Freed(104.0, "rack-0")
+    _other_job(made, {"o0": ("n0", 99.0), "o1": ("n1", None)}, held_at_submit={"o1"})
+    assert made.freed_at() is None  # o0 ended before the submission: its GPUs were free in the reading already
+
+
+def test_a_smaller_gang_placed_once_one_holder_of_a_rack_ended_waited_and_passes() -> None:
+    """Issue 51: three 4-GPU workers, racks of two 8-GPU nodes each lending 4 GPUs: the honest scheduler places the
+    gang as soon as ONE holder of rack-0 ends; that is waiting, and the time to run whole counts from then."""
+    made, clock = drill(3, 4, {"rack-0": 2, "rack-1": 2}, 4)
+    _other_job(made, {"o0": ("n0", 105.3), "o1": ("n1", 105.0), "o2": ("n2", 105.2), "o3": ("n3", 105.4)})
+    clock.now = 105.1
+    for i, node in enumerate(("n1", "n0", "n1")):
+        made._on_pod("MODIFIED", pod(f"g-worker-{i}", node, "Running"))
+    assert made.observe_waiting(None, 0.0).value == 0.0 and made.result.verdict is Verdict.PASS
+    assert made.result.details["room_for_the_gang"] == {"domain": "rack-0", "at_s": 5.0}
+    assert made.wait_inside_one(0.0, since_freed=True).value == pytest.approx(0.1)
+    assert made.result.verdict is Verdict.PASS and not made.result.findings
+
+
+def test_a_smaller_gang_partly_bound_before_any_rack_had_room_fails_with_the_bind_instants() -> None:
+    made, clock = drill(3, 4, {"rack-0": 2, "rack-1": 2}, 4)
+    _other_job(made, {"o0": ("n0", 105.3), "o1": ("n1", 105.0), "o2": ("n2", None), "o3": ("n3", None)})
+    for i, (at, node) in enumerate(((100.03, "n1"), (100.04, "n0"))):
+        clock.now = at
+        made._on_pod("MODIFIED", pod(f"g-worker-{i}", node, "Running"))
+    clock.now, clock.step = 106.0, 0.5  # worker-2 is never bound: the drill gives the rest of the gang its moment
+    assert made.observe_waiting(None, 0.0).value == 8.0 and made.result.verdict is Verdict.FAIL
+    assert made.result.findings == [
+        "gang g was to wait whole (no rack had room for its 3 workers of 4 GPUs; workers each rack had room for: "
+        f"rack-0 2, rack-1 2) but 2 of its 3 pods were placed, holding 8 GPUs in 1 rack ({RACK}): rack-0 holds "
+        "g-worker-0 on n1, g-worker-1 on n0; bound after submission: g-worker-0 at 0.03 s, g-worker-1 at 0.04 s, "
+        "before any rack had room for the whole gang (rack-0 had from 5.00 s)"]
+
+
+def test_a_gang_larger_than_any_rack_never_sees_one_free_up() -> None:
+    made, _ = drill(5, 4, {"rack-0": 2, "rack-1": 2}, 6)  # the cluster has room (its nodes without a rack)
+    _other_job(made, {"o0": ("n0", 104.0), "o1": ("n1", 104.2), "o2": ("n2", 104.3), "o3": ("n3", 104.1)})
+    assert made.freed() is None
+    with pytest.raises(DrillInconclusive, match="no rack gained room for the gang's 5 workers of 4 GPUs within 0 s "
+                                                "as the other job's pods ended .o0 on n0 ended at 4.00 s"):
+        made.observe_waiting(None, 0.0)
 
 
 def test_a_gang_placed_once_a_rack_freed_up_waited_and_one_placed_before_did_not() -> None:

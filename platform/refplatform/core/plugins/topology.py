@@ -69,9 +69,11 @@ class TopologyPlugin(Plugin):
         need_gpu = sum(t.gpu_total for t in pending)
         need_cpu = sum(t.cpu for t in pending)
         home = self._home(job, index)
-        candidates = [d for d in range(len(index)) if free_gpu[d] >= need_gpu and free_cpu[d] >= need_cpu
+        fits = [bool(free_gpu[d] >= need_gpu and free_cpu[d] >= need_cpu) for d in range(len(index))]
+        # the partial-gang-bind defect also proposes domains too small for the whole gang, last (it keeps what fits)
+        candidates = [d for d in range(len(index)) if (fits[d] or self.config.partial_gang_bind)
                       and (not home or d in home or req is None or not req.required)]
-        candidates.sort(key=lambda d: (d not in home, free_gpu[d], index.names[d]))
+        candidates.sort(key=lambda d: (not fits[d], d not in home, free_gpu[d], index.names[d]))
         return [index.mask(d) for d in candidates]
 
     def confine(self, job: Job) -> str | None:
