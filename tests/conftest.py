@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from refplatform.cluster import Cluster, ClusterSpec
+from refplatform.warden import warden
 from tests.bytecode import compile_packages
 from tests.leaks import Census
 
@@ -24,8 +25,11 @@ def shared_path(*parts: str) -> Path:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Every process the suite starts reads the packages' bytecode instead of compiling them (tests/bytecode.py)."""
+    """Every process the suite starts reads the packages' bytecode instead of compiling them (tests/bytecode.py).
+    The suite's process starts its warden now (refplatform.warden: what the suite starts dies with it, however it
+    ends), so that no test is blamed for the one process that lives as long as the suite by design."""
     compile_packages()
+    warden()
 
 
 @pytest.fixture(autouse=True)

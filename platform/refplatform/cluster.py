@@ -44,6 +44,7 @@ from refplatform.errors import RefPlatformError
 from refplatform.fabric import LINK_BANDWIDTH, node_link
 from refplatform.pki import ensure_pki
 from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
+from refplatform.warden import warden
 
 ADDRESS_FILE = "apiserver.json"
 AUDIT_LOG_FILE = "audit.log"
@@ -79,7 +80,8 @@ class ManagedProcess:
     """A child process this code started, with its log file.  Only ever signals its own child (and its group).
 
     Every one is started in a new session, so its process group is its own pid and holds
-    exactly what it started itself and did not move elsewhere: a node agent's pods.
+    exactly what it started itself and did not move elsewhere: a node agent's pods.  The
+    process's warden (:mod:`refplatform.warden`) kills the group if this process dies first.
     """
 
     name: str
@@ -93,6 +95,7 @@ class ManagedProcess:
         log = open(log_path, "ab")
         popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True)
+        warden().watch(popen.pid)  # it dies with this process, even by SIGKILL (refplatform.warden)
         return cls(name, popen, log_path, log)
 
     @property

@@ -303,5 +303,7 @@ def test_keep_alive_decides_whether_a_user_reuses_its_connection(tmp_path: Path,
     finally:
         server.shutdown()
         server.server_close()
-    assert result.totals.answered == result.totals.sent >= 5, [s.error for s in result.samples if s.error]
+    # two requests tell one connection from one per request; a busy machine sends fewer than 20 in the second
+    # (3 once, with the real-cluster suite beside it), so more are not required
+    assert result.totals.answered == result.totals.sent >= 2, [s.error for s in result.samples if s.error]
     assert len(set(handler.ports)) == (1 if keep_alive else len(handler.ports)), handler.ports
