@@ -299,23 +299,27 @@ def recover(
                                                       "bounds each restore command (default 120 s).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each step that would be taken; run none.")] = False,
 ) -> None:
-    """Undo what a run that died mid-drill left on a cluster, from its fault journal.
+    """Undo what a run that died mid-drill left on a cluster: from its fault journal, and from the cluster itself.
 
     Every fault a run injects is written down before it is injected, with its exact undo (docs/SAFETY.md). A run
     that was killed (a CI timeout, an OOM, a lost runner) leaves those entries open, and the next `firedrill run`
     refuses the cluster until they are closed. This command runs each open entry's undo, newest first: the
-    profile's restore command, the deletion of the privileged pod, the re-creation of a deleted Node. Running it
-    twice is harmless. A step only a person can take is printed with what to do, and stays open until its node
+    profile's restore command, the deletion of the privileged pod, the re-creation of a deleted Node. Then, unless
+    RUN is named or a run against the cluster is still going here, it removes what only a Firedrill run leaves on
+    the cluster itself, journal or not (a lost CI runner took its journal with it): pods labelled
+    firedrill.dev/drill-run, the reference platform's Xid and throttle annotations, the straggler taint. Running
+    it twice is harmless. A step only a person can take is printed with what to do, and stays open until its node
     is Ready and schedulable again.
 
     Exit codes: 0 nothing is left, 1 something still needs undoing (printed), 2 bad input, 4 the cluster could
     not be reached.
     """
     from drills.errors import FiredrillError
-    from drills.kube.driver import KubeDriver
+    from drills.kube.driver import KubeDriver, KubeError
     from drills.target.journal import journals_for, state_dir, target_key
+    from drills.target.marks import cluster_marks
     from drills.target.profile import load_profile
-    from drills.target.recover import Outcome, recover as undo_all, settle
+    from drills.target.recover import Outcome, recover as undo_all, settle, sweep
 
     if run_id is not None and all_runs:
         err.print("error: name one RUN or --all, not both")
@@ -323,40 +327,47 @@ def recover(
     try:
         timeout = load_profile(profile).fault.timeout_seconds if profile is not None else 120.0
         server = KubeDriver.server_of(kubeconfig, context)
-        states = [s for s in journals_for(server) if s.unfinished and (run_id is None or s.run == run_id)]
+        every = list(journals_for(server))
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         raise typer.Exit(2) from None
+    states = [s for s in every if s.unfinished and (run_id is None or s.run == run_id)]
     where = state_dir() / "journals" / target_key(server)
-    if not states:
-        if run_id is not None:
-            err.print(f"error: no open fault journal of run {run_id} for the cluster at {server} (in {where})")
-            raise typer.Exit(2)
-        console.print(f"Nothing to recover: no run left a fault open on the cluster at {server} (journals: {where})")
-        return
-    for state in states:
-        if state.running:
-            console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
-                          "ends; not touched")
+    if not states and run_id is not None:
+        err.print(f"error: no open fault journal of run {run_id} for the cluster at {server} (in {where})")
+        raise typer.Exit(2)
+    going = [s for s in every if s.running]
+    for state in going:
+        console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
+                      "ends; not touched, and neither is what it made on the cluster")
     try:
         driver = KubeDriver.connect(kubeconfig, context)
     except FiredrillError as exc:
-        err.print(f"error: {exc}; the open faults stay in {where}")
+        err.print(f"error: {exc}" + (f"; the open faults stay in {where}" if states else ""))
         raise typer.Exit(4) from None
     try:
         done = undo_all(driver, states, dry_run=dry_run, timeout=timeout)
+        swept = [] if run_id is not None or going else sweep(driver, cluster_marks(driver), dry_run=dry_run)
+    except KubeError as exc:
+        err.print(f"error: the cluster at {server} answered {exc}; run `firedrill recover` again once it can be "
+                  "read")
+        raise typer.Exit(4) from None
     finally:
         driver.close()
-    for item in done:
-        console.print(item.line())
+    for line in [d.line() for d in done] + [s.line() for s in swept]:
+        console.print(line)
     if dry_run:
         return
     settle(states)
-    left = [d for d in done if d.outcome is not Outcome.UNDONE]
-    if left or any(s.running for s in states):
+    left = [d for d in done if d.outcome is not Outcome.UNDONE] + [s for s in swept if s.outcome is not Outcome.UNDONE]
+    if left or going:
         err.print(f"{len(left)} fault(s) still need undoing; run `firedrill recover` again once they are dealt "
                   f"with (journals: {where})")
         raise typer.Exit(1)
+    if not done and not swept:
+        console.print(f"Nothing to recover: no run left a fault open on the cluster at {server} (journals: {where}), "
+                      "and nothing a run leaves is on it")
+        return
     console.print(f"Recovered: every fault the dead runs left on the cluster at {server} is undone")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from drills.errors import FiredrillError
-from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
+from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError
 from drills.kube.fingerprint import Fingerprint, fingerprint
 from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
@@ -28,6 +28,7 @@ from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, 
                                   refusal)
 from drills.target.faults import ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults, no_journal
 from drills.target.journal import FaultJournal, Undo
+from drills.target.marks import Mark, cluster_marks
 from drills.target.recover import left_broken, leftovers
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
@@ -357,7 +358,7 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
     healthy enough to drill (raises otherwise).  With ``recover_command`` (a run's), first refuse a cluster that a
     dead run's fault journal says may still carry its faults (:class:`LeftBroken`, naming them and that command)."""
     target = Target(KubeDriver.connect(kubeconfig, context, timeline=Timeline()), profile)
-    unchecked = ""
+    unchecked = marks_unread = ""
     try:
         if access is not None:
             try:
@@ -374,15 +375,27 @@ def cluster_target(kubeconfig: Path | None, context: str | None, profile: Target
         target.identify()
         if recover_command is not None:
             found = leftovers(target.driver.host, target.driver)
-            if found:
-                raise LeftBroken(left_broken(found, recover_command))
+            marks, marks_unread = ([], "") if any(f.running for f in found) else _marks(target.driver)
+            if found or marks:
+                raise LeftBroken(left_broken(found, recover_command, marks))
         target.preflight()
     except FiredrillError:
         target.driver.close()
         raise
-    if unchecked:
-        target.warnings.append(unchecked)
+    target.warnings += [w for w in (unchecked, marks_unread) if w]
     return target
+
+
+def _marks(driver: KubeDriver) -> tuple[list[Mark], str]:
+    """What a dead run left on the cluster itself (:mod:`drills.target.marks`), and a warning when the identity
+    may not read it (not a refusal: the journals were read)."""
+    try:
+        return cluster_marks(driver), ""
+    except KubeError as exc:
+        if exc.code not in (401, 403):
+            raise
+        return [], (f"what an earlier run may have left on the cluster (drill-labelled pods, drill annotations and "
+                    f"taints on Nodes) was not checked: {exc}")
 
 
 def run_permissions(profile: TargetProfile) -> list[Permission]:

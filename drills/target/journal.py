@@ -57,6 +57,9 @@ class UndoKind(str, Enum):
     """Delete the object the run created (``api_version``, ``object_kind``, ``namespace``, ``name``)."""
     RECREATE = "recreate"
     """Create ``manifest`` again: a Node the run deleted."""
+    PATCH = "patch"
+    """Merge-patch the object (``api_version``, ``object_kind``, ``namespace``, ``name``) with ``manifest``: an
+    annotation or taint put back as it was."""
     SIGNAL = "signal"
     """Embedded platform: send ``signal`` to the process groups of ``pids`` (each with its start time, so a
     recycled pid is never signalled)."""
@@ -89,6 +92,10 @@ class Undo:
         if self.kind is UndoKind.DELETE:
             where = f" -n {self.namespace}" if self.namespace else ""
             return f"kubectl delete {self.object_kind.lower()} {self.name}{where} --ignore-not-found"
+        if self.kind is UndoKind.PATCH:
+            where = f" -n {self.namespace}" if self.namespace else ""
+            body = json.dumps(dict(self.manifest or {}), separators=(",", ":"))
+            return f"kubectl patch {self.object_kind.lower()} {self.name}{where} --type merge -p {shlex.quote(body)}"
         if self.kind is UndoKind.RECREATE:
             return f"recreate {self.object_kind or 'object'} {self.name} from the journal's manifest"
         if self.kind is UndoKind.SIGNAL:

@@ -9,7 +9,8 @@ counts as done only when the node it concerns is Ready and schedulable again; un
 person must do, and the journal keeps it open.
 
 The same reading tells a new run whether it may start (:func:`leftovers`): a verdict judged on a cluster a dead
-run left broken is worse than none.
+run left broken is worse than none.  What a run leaves on the cluster itself (:mod:`drills.target.marks`: a journal
+lost with its CI runner cannot name it) is removed by :func:`sweep`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from drills.kube.driver import NODE, RESOURCES, KubeError
 from drills.target.faults import FaultError, run_command
 from drills.target.journal import (Action, JournalState, Undo, UndoKind, close_in, journals_for, process_alive,
                                    read_journal)
+from drills.target.marks import Mark
 
-__all__ = ["Leftover", "Outcome", "Recovered", "left_broken", "leftovers", "recover"]
+__all__ = ["Leftover", "Outcome", "Recovered", "Swept", "left_broken", "leftovers", "recover", "sweep"]
 
 RECOVERED_BY = "recovered by firedrill recover"
 
@@ -96,13 +98,18 @@ def leftovers(server: str, driver: Any = None, root: Path | None = None) -> list
     return found
 
 
-def left_broken(found: list[Leftover], recover_command: str) -> str:
-    """Why a run does not start on this cluster, what was left, and the command that undoes it."""
+def left_broken(found: list[Leftover], recover_command: str, marks: Iterable[Mark] = ()) -> str:
+    """Why a run does not start on this cluster, what was left (by the journals, and on the cluster itself), and
+    the command that undoes it."""
+    marks = list(marks)
     lines = ["this cluster may still carry faults that an earlier run injected and never undid; a verdict judged "
              "on it would judge that run's damage, so nothing was started:"]
     for leftover in found:
         lines += ["  " + line for line in leftover.lines()]
-    if any(not f.running for f in found):
+    if marks:
+        lines.append("  on the cluster itself, what only a Firedrill run leaves (no run against it is going on here):")
+        lines += [f"  - {m.what}; undo: {m.undo.describe()}" for m in marks]
+    if marks or any(not f.running for f in found):
         lines.append(f"undo them with: {recover_command}   (add --dry-run to see the steps first; docs/SAFETY.md)")
     if any(f.running for f in found):
         lines.append("a run that is still going undoes its own faults when it ends; wait for it")
@@ -130,11 +137,39 @@ def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = Fals
     return done
 
 
+@dataclass(frozen=True)
+class Swept:
+    """What recovery did (or would do) about one mark a run left on the cluster (:mod:`drills.target.marks`)."""
+
+    mark: Mark
+    outcome: Outcome
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.outcome.value}: {self.mark.what} (found on the cluster): {self.detail}"
+
+
+def sweep(driver: Any, marks: Iterable[Mark], *, dry_run: bool = False) -> list[Swept]:
+    """Remove each mark a dead run left on the cluster: delete its objects, take back its annotations and
+    taints.  Idempotent (an object gone meanwhile is fine)."""
+    done = []
+    for mark in marks:
+        if dry_run:
+            done.append(Swept(mark, Outcome.WOULD_UNDO, mark.undo.describe()))
+            continue
+        try:
+            outcome, detail = _step(driver, "", mark.undo, 0.0)
+        except KubeError as exc:
+            outcome, detail = Outcome.FAILED, f"{mark.undo.describe()}: the API server answered {exc}"
+        done.append(Swept(mark, outcome, detail))
+    return done
+
+
 def _undo(driver: Any, action: Action, timeout: float) -> tuple[Outcome, str]:
     said: list[str] = []
     for step in action.undo:
         try:
-            outcome, detail = _step(driver, action, step, timeout)
+            outcome, detail = _step(driver, action.subject, step, timeout)
         except KubeError as exc:
             return Outcome.FAILED, f"{step.describe()}: the API server answered {exc}"
         said.append(detail)
@@ -143,10 +178,10 @@ def _undo(driver: Any, action: Action, timeout: float) -> tuple[Outcome, str]:
     return Outcome.UNDONE, "; ".join(said) or "nothing to run"
 
 
-def _step(driver: Any, action: Action, step: Undo, timeout: float) -> tuple[Outcome, str]:
+def _step(driver: Any, subject: str, step: Undo, timeout: float) -> tuple[Outcome, str]:
     if step.kind is UndoKind.COMMAND:
         try:
-            ran = run_command(shlex.join(step.argv), action.subject, timeout)
+            ran = run_command(shlex.join(step.argv), subject, timeout)
         except FaultError as exc:
             return Outcome.FAILED, str(exc)
         if not ran.confirmed:
@@ -159,6 +194,14 @@ def _step(driver: Any, action: Action, step: Undo, timeout: float) -> tuple[Outc
         gone = driver.delete(res, step.name, step.namespace, grace_seconds=0) is None
         return Outcome.UNDONE, (f"{step.object_kind} {step.name} was already gone" if gone else
                                 f"deleted {step.object_kind} {step.name}")
+    if step.kind is UndoKind.PATCH:
+        res = RESOURCES.get((step.api_version, step.object_kind))
+        if res is None:
+            return Outcome.FAILED, f"cannot patch a {step.object_kind} of {step.api_version}: unknown kind"
+        if driver.find(res, step.name, step.namespace) is None:
+            return Outcome.UNDONE, f"{step.object_kind} {step.name} is gone"
+        driver.patch(res, step.name, dict(step.manifest or {}), step.namespace)
+        return Outcome.UNDONE, f"patched {step.object_kind} {step.name}"
     if step.kind is UndoKind.RECREATE:
         if step.manifest is None:
             return Outcome.FAILED, f"the journal holds no manifest to recreate {step.object_kind} {step.name}"
@@ -180,8 +223,8 @@ def _step(driver: Any, action: Action, step: Undo, timeout: float) -> tuple[Outc
         return Outcome.UNDONE, (f"sent {name} to {', '.join(sent)}" if sent else
                                 "the processes it stopped are gone (they ended with their run)")
     # BY_HAND: done once the node it concerns serves again
-    if action.subject and _node_serving(driver, action.subject):
-        return Outcome.UNDONE, f"node {action.subject} is Ready and schedulable again"
+    if subject and _node_serving(driver, subject):
+        return Outcome.UNDONE, f"node {subject} is Ready and schedulable again"
     return Outcome.NEEDS_PERSON, step.note
 
 

@@ -9,9 +9,12 @@ from typing import Any
 
 from drills.kube.driver import NODE, KubeDriver
 
-__all__ = ["THROTTLE_ANNOTATION", "clear_throttle", "inject_throttle"]
+__all__ = ["STRAGGLER_TAINT", "THROTTLE_ANNOTATION", "clear_throttle", "inject_throttle"]
 
 THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
+STRAGGLER_TAINT = "firedrill.dev/straggler"
+"""The taint the reference platform's straggler controller puts on a node it finds slow (its naming of a
+straggler): a throttle's consequence, which the drill that throttled removes with it."""
 
 
 def inject_throttle(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:

@@ -23,10 +23,15 @@ from typer.testing import CliRunner
 
 from drills.cli import app
 from drills.kube.driver import NODE, RESOURCES, KubeDriver
+from drills.kube.flavors import RUN_LABEL
+from drills.target.connect import LeftBroken, cluster_target
 from drills.target.faults import ClusterFaults
 from drills.target.journal import FaultJournal, Undo, UndoKind, journals_for, read_journal
-from drills.target.profile import FaultMethod, FaultSettings
+from drills.target.marks import cluster_marks
+from drills.target.profile import FaultMethod, FaultSettings, reference_profile
 from drills.target.recover import leftovers
+from drills.target.throttle import STRAGGLER_TAINT
+from drills.target.xid import INJECT_ANNOTATION
 from refplatform.cluster import Cluster, wait_until
 from tests.integration.kube import agents_only
 
@@ -238,3 +243,49 @@ def test_recover_deletes_what_the_run_made_and_recreates_the_node_it_deleted(clu
         assert second.exit_code == 0 and "Nothing to recover" in second.stdout  # settled; twice is harmless
     finally:
         driver.delete(NODE, "deleted-node")
+
+
+def test_what_a_run_leaves_on_the_cluster_itself_refuses_the_next_run_and_recover_removes_it(
+        cluster: Cluster, driver: KubeDriver, state: Path, tmp_path: Path) -> None:
+    """A lost CI runner took its journal with it: the cluster's own marks (a drill-labelled pod, the reference
+    platform's Xid annotation, the straggler taint) refuse the next run and `recover` removes exactly them; the
+    customer's own taint and annotation stay."""
+    node = cluster.spec.node_names()[0]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "fdlost-other-0", "namespace": "default", "labels": {RUN_LABEL: "fdlost"}},
+           "spec": {"containers": [{"name": "hold", "image": "firedrill-canary:local"}]}}
+    xid = json.dumps([{"id": "fdlost-gpu-1", "gpu": 3, "instance": None, "xid": 79}])
+    customer_taint = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+    driver.create(pod)
+    driver.patch(NODE, node, {"metadata": {"annotations": {INJECT_ANNOTATION: xid, "example.com/owner": "ops"}},
+                              "spec": {"taints": [customer_taint, {"key": STRAGGLER_TAINT, "effect": "NoSchedule"}]}})
+    try:
+        marks = cluster_marks(driver)
+        assert [m.what.split(" (")[0] for m in marks] == [
+            "pod default/fdlost-other-0 of drill run fdlost", f"node {node} carries {INJECT_ANNOTATION}",
+            f"node {node} is tainted {STRAGGLER_TAINT}:NoSchedule"]
+        with pytest.raises(LeftBroken) as refused:
+            cluster_target(Path(str(cluster.kubeconfig)), None, reference_profile(),
+                           recover_command="firedrill recover --kubeconfig K")
+        text = str(refused.value)
+        assert "pod default/fdlost-other-0 of drill run fdlost" in text and INJECT_ANNOTATION in text, text
+        assert "undo them with: firedrill recover --kubeconfig K" in text, text
+
+        runner = CliRunner()
+        looked = runner.invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig), "--dry-run"])
+        assert looked.exit_code == 0 and looked.stdout.count("would undo:") == 3, looked.output
+        assert len(cluster_marks(driver)) == 3  # a dry run touches nothing
+        done = runner.invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig)])
+        assert done.exit_code == 0, done.output
+        assert "deleted Pod fdlost-other-0" in done.stdout and done.stdout.count("patched Node") == 2, done.stdout
+        assert cluster_marks(driver) == []
+        after = driver.get(NODE, node)
+        assert after["metadata"]["annotations"].get("example.com/owner") == "ops"
+        assert INJECT_ANNOTATION not in after["metadata"]["annotations"]
+        assert after["spec"]["taints"] == [customer_taint]
+        again = runner.invoke(app, ["recover", "--kubeconfig", str(cluster.kubeconfig)])
+        assert again.exit_code == 0 and "Nothing to recover" in again.stdout, again.output
+    finally:
+        driver.delete(RESOURCES[("v1", "Pod")], "fdlost-other-0", "default", grace_seconds=0)
+        driver.patch(NODE, node, {"metadata": {"annotations": {INJECT_ANNOTATION: None, "example.com/owner": None}},
+                                  "spec": {"taints": None}})

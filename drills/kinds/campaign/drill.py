@@ -36,7 +36,7 @@ from drills.target.faultmix import FaultKind, FaultMix, ScheduledFault, describe
 from drills.target.faults import FaultRecord
 from drills.target.profile import FaultMethod, FaultUnavailable, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
-from drills.target.throttle import clear_throttle, inject_throttle
+from drills.target.throttle import STRAGGLER_TAINT, clear_throttle, inject_throttle
 from drills.target.xid import clear_xids, inject_xid
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 GIVE_UP_S = 60.0
 """A fault the platform has not recovered from within this long needs a person: the campaign ends there."""
-STRAGGLER_TAINT = "firedrill.dev/straggler"
 NODE_METHODS = {FaultKind.NODE_KILL: FaultMethod.KILL, FaultKind.NODE_HANG: FaultMethod.HANG,
                 FaultKind.NODE_PARTITION: FaultMethod.PARTITION}
 GPU_KINDS = (FaultKind.GPU_XID, FaultKind.GPU_SLOW)

@@ -26,14 +26,14 @@ from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
-from drills.target.throttle import clear_throttle, inject_throttle
+from drills.target.throttle import STRAGGLER_TAINT, clear_throttle, inject_throttle
 from drills.target.xid import wait_seen
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
 __all__ = ["NAMING_EVENT", "NAMING_TAINT", "Slowdown", "StragglerDrill"]
 
-NAMING_TAINT = "firedrill.dev/straggler"
+NAMING_TAINT = STRAGGLER_TAINT
 """The reference platform names a straggler's node with this taint (docs/STRAGGLER.md)."""
 NAMING_EVENT = "StragglerDetected"
 """...and with a Warning Event of this reason on the Node; either counts as named."""

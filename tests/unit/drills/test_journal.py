@@ -52,14 +52,17 @@ def test_every_kind_of_undo_survives_the_round_trip(tmp_path: Path, journal: Cal
              Undo(UndoKind.RECREATE, object_kind="Node", name="n", manifest={"apiVersion": "v1", "kind": "Node",
                                                                              "metadata": {"name": "n"}}),
              Undo(UndoKind.SIGNAL, pids=((os.getpid(), process_start(os.getpid())),), signal=int(signal.SIGCONT)),
-             Undo(UndoKind.BY_HAND, note="start the kubelet by hand"))
+             Undo(UndoKind.BY_HAND, note="start the kubelet by hand"),
+             Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name="n",
+                  manifest={"metadata": {"annotations": {"firedrill.dev/inject-xid": None}}}))
     j = journal(tmp_path)
     j.intend("everything", "n", "command", undos)
     assert read_journal(j.path).unfinished[0].undo == undos
     assert [u.describe() for u in undos] == [
         "ipmitool -H gpu-3-bmc chassis power on", "kubectl delete pod p -n kube-system --ignore-not-found",
         "recreate Node n from the journal's manifest", f"kill -{int(signal.SIGCONT)} -- -{os.getpid()}",
-        "start the kubelet by hand"]
+        "start the kubelet by hand",
+        """kubectl patch node n --type merge -p '{"metadata":{"annotations":{"firedrill.dev/inject-xid":null}}}'"""]
 
 
 def test_a_line_torn_by_a_kill_is_skipped_and_named(tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
@@ -131,3 +134,32 @@ def test_the_state_directory_is_the_users(tmp_path: Path) -> None:
     assert state_dir({"XDG_STATE_HOME": "/x/state", "HOME": "/home/u"}) == Path("/x/state/firedrill")
     assert state_dir({"HOME": "/home/u"}) == Path("/home/u/.local/state/firedrill")
     assert target_key("https://127.0.0.1:6443/") == target_key("HTTPS://127.0.0.1:6443")
+
+
+class ListingDriver:
+    """Answers list calls from fixed objects (the marks' reading is pure over them)."""
+
+    def __init__(self, pods: list[dict], nodes: list[dict]) -> None:
+        self.pods, self.nodes = pods, nodes
+
+    def list(self, res: object, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self.pods if getattr(res, "kind", "") == "Pod" else self.nodes
+
+
+def test_the_cluster_s_own_marks_are_read_and_nothing_else() -> None:
+    from drills.target.marks import cluster_marks
+
+    job_pod = {"metadata": {"name": "fdx-0", "namespace": "ns", "labels": {"firedrill.dev/drill-run": "fdx"},
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "fdx",
+                                                 "controller": True}]}, "status": {"phase": "Running"},
+               "spec": {"nodeName": "n0"}}
+    going = {"metadata": {"name": "fdy-0", "namespace": "ns", "labels": {"firedrill.dev/drill-run": "fdy"},
+                          "deletionTimestamp": "2026-12-04T00:00:00Z"}}
+    nodes = [{"metadata": {"name": "n1", "annotations": {"firedrill.dev/inject-throttle": "[]",
+                                                         "firedrill.dev/inject-xid": "not json"}},
+              "spec": {"taints": [{"key": "firedrill.dev/spare", "effect": "NoSchedule"}]}}]
+    marks = cluster_marks(ListingDriver([job_pod, going], nodes))  # type: ignore[arg-type]
+    assert [m.what for m in marks] == [
+        "pod ns/fdx-0 of drill run fdx (Running on n0; made by Job fdx)",
+        "node n1 carries firedrill.dev/inject-xid (not json)"]  # an empty throttle list is none; the spare taint
+    assert marks[0].undo.describe() == "kubectl delete job fdx -n ns --ignore-not-found"  # is the platform's
