@@ -260,7 +260,8 @@ def run(
 ) -> None:
     """Perform every scenario of the features against a platform, judge it, and print the verdicts.
 
-    Exit codes: 0 all passed, 1 a promise was broken (FAIL), 2 bad input, 3 inconclusive, 4 harness error.
+    Exit codes: 0 all passed, 1 a promise was broken (FAIL), 2 bad input, 3 inconclusive, 4 harness error,
+    5 ABORTED (a condition of the profile's safety.abort_when stopped the run: docs/SAFETY.md).
     """
     from drills.bdd.run import ExitCode, RunOptions, live_by_default, run as run_features
 

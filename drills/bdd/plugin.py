@@ -88,7 +88,7 @@ def live_line(outcome: ScenarioOutcome) -> str:
     INCONCLUSIVE, every broken promise with its measured value (or the missing evidence), on one line."""
     label = outcome.verdict.value if outcome.verdict else "HARNESS ERROR"
     line = f"  {label} ({outcome.seconds:.1f} s)"
-    if outcome.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE) and outcome.result is not None:
+    if outcome.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.ABORTED) and outcome.result is not None:
         broken = broken_promises(outcome.result)
         if broken:
             return f"{line}: {outcome.result.drill}: " + "; ".join(" ".join(b.split()) for b in broken)
@@ -283,6 +283,8 @@ class FiredrillPlugin:
             return
         ctx.stop_invariants()
         result = ctx.result
+        if result.verdict is Verdict.ABORTED:
+            raise ScenarioHalted(result.halted)
         if result.verdict is Verdict.FAIL:
             raise ScenarioFailed(summarize(result))
         if result.verdict is Verdict.INCONCLUSIVE:
@@ -332,7 +334,7 @@ class FiredrillPlugin:
         out = self._outcome(item, None, ctx)
         raised = call.excinfo.value if call.excinfo is not None else None
         out.verdict = scenario_verdict(report.passed, report.skipped, raised, ctx.result if ctx is not None else None)
-        if out.verdict is Verdict.FAIL:
+        if out.verdict in (Verdict.FAIL, Verdict.ABORTED):
             out.error = summarize(ctx.result) if ctx is not None else str(raised)
         elif out.verdict is Verdict.INCONCLUSIVE:
             out.error = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -340,15 +342,20 @@ class FiredrillPlugin:
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
         self._say(live_line(out))
         self.outcomes.append(out)
+        if out.verdict is Verdict.ABORTED:  # the guard's breach: nothing after this scenario runs
+            item.session.shouldstop = f"ABORTED: {ctx.result.halted if ctx is not None else ''}"
         if self.live is not None:
             self.live.verdict(item.nodeid, out)
 
 
 def scenario_verdict(passed: bool, skipped: bool, raised: BaseException | None,
                      result: DrillResult | None) -> Verdict | None:
-    """A scenario's verdict from how its test ended: PASS, FAIL (its drill's findings, also when it ended early, or
-    when a later step could not go on after a FAIL was found: the FAIL stands), INCONCLUSIVE (a skip: a drill could
-    not establish the truth), or None (the harness failed: its exception is the error)."""
+    """A scenario's verdict from how its test ended: ABORTED (the abort guard's breach, however the test ended),
+    PASS, FAIL (its drill's findings, also when it ended early, or when a later step could not go on after a FAIL
+    was found: the FAIL stands), INCONCLUSIVE (a skip: a drill could not establish the truth), or None (the harness
+    failed: its exception is the error)."""
+    if result is not None and result.verdict is Verdict.ABORTED:
+        return Verdict.ABORTED
     if passed:
         return Verdict.PASS
     failed = result is not None and result.verdict is Verdict.FAIL

@@ -69,6 +69,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     INCONCLUSIVE = 3
     HARNESS = 4
+    ABORTED = 5
+    """The abort guard stopped the run (docs/SAFETY.md): a condition of the profile's safety.abort_when."""
 
 
 @dataclass(frozen=True)
@@ -366,6 +368,8 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
     try:
         with _no_caller_pytest_options():
             code = pytest.main(args, plugins=[plugin])
+        if code == pytest.ExitCode.INTERRUPTED and any(o.verdict is Verdict.ABORTED for o in plugin.outcomes):
+            code = pytest.ExitCode.TESTS_FAILED  # the abort guard stopped the session: a verdict, no interruption
         if publisher is not None:
             publisher.close()
             if os.environ.get(LIVE_TEST_HOLD):
@@ -570,6 +574,8 @@ def _public_description(target: Target, options: RunOptions) -> str:
 
 
 def exit_code(outcomes: list[ScenarioOutcome]) -> int:
+    if any(o.verdict is Verdict.ABORTED for o in outcomes):
+        return ExitCode.ABORTED
     if any(o.verdict is None for o in outcomes):
         return ExitCode.HARNESS
     if any(o.verdict is Verdict.FAIL for o in outcomes):
@@ -607,8 +613,9 @@ def counts_line(outcomes: list[ScenarioOutcome]) -> str:
     """``2 passed, 1 failed, 0 inconclusive, 0 harness errors``."""
     counts = {v: sum(1 for o in outcomes if o.verdict is v) for v in Verdict}
     errors = sum(1 for o in outcomes if o.verdict is None)
+    aborted = f", {counts[Verdict.ABORTED]} ABORTED" if counts[Verdict.ABORTED] else ""
     return (f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.INCONCLUSIVE]} "
-            f"inconclusive, {errors} harness errors")
+            f"inconclusive, {errors} harness errors{aborted}")
 
 
 def _percentiles(console: Console, outcomes: list[ScenarioOutcome]) -> None:

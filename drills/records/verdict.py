@@ -20,7 +20,8 @@ class DrillInconclusive(Exception):
 
 class ScenarioHalted(Exception):
     """The scenario ends here, FAIL: a promise it cannot recover from is already broken (an invariant, or a
-    phase the later ones need never came); what it waited for next is not waited out. Rollback runs as usual."""
+    phase the later ones need never came); what it waited for next is not waited out. Rollback runs as usual.
+    Also raised for an ABORTED scenario (:meth:`DrillResult.abort`), whose run then stops after its rollback."""
 
 
 class Verdict(Enum):
@@ -32,10 +33,14 @@ class Verdict(Enum):
     """The drill could not establish the facts (e.g. the fault was never confirmed): no claim either way."""
     FAIL = "FAIL"
     """The platform broke a promise: a measured value missed its threshold, or a required state never came."""
+    ABORTED = "ABORTED"
+    """A guard the customer set was breached (the profile's ``safety.abort_when``: a node outside the drill's
+    blast radius went NotReady): the scenario stopped, every fault was undone, nothing after it ran; no promise
+    was judged."""
 
     @staticmethod
     def worst(verdicts: list["Verdict"]) -> "Verdict":
-        order = [Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.FAIL]
+        order = [Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.FAIL, Verdict.ABORTED]
         return max(verdicts, key=order.index, default=Verdict.PASS)
 
 
@@ -138,7 +143,7 @@ class DrillResult:
 
     def fail(self, finding: str) -> None:
         self.findings.append(finding)
-        self.verdict = Verdict.FAIL
+        self.verdict = Verdict.worst([self.verdict, Verdict.FAIL])  # an ABORTED scenario stays ABORTED
 
     def halt(self, reason: str) -> None:
         """FAIL with ``reason`` and end the scenario: the next wait or step raises :class:`ScenarioHalted`.
@@ -146,6 +151,14 @@ class DrillResult:
         if not self.halted:
             self.halted = reason
         self.fail(reason)
+
+    def abort(self, reason: str) -> None:
+        """ABORTED with ``reason``: a guard was breached; the next wait or step raises :class:`ScenarioHalted`
+        and the run stops after this scenario's rollback.  Safe from another thread (a watch)."""
+        if not self.halted:
+            self.halted = reason
+        self.findings.append(reason)
+        self.verdict = Verdict.ABORTED
 
     def raise_if_halted(self) -> None:
         if self.halted:

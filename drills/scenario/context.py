@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from drills.records.verdict import DrillInconclusive, DrillResult
 from drills.scenario.drill import KINDS, Drill
+from drills.scenario.guard import AbortGuard
 from drills.scenario.watch import InvariantWatch
 from drills.target.connect import Target
 from drills.target.profile import FaultMethod, FaultUnavailable
@@ -31,6 +32,8 @@ class ScenarioContext:
     drills: list[Drill] = field(default_factory=list)
     """The drills this scenario started, oldest first (most scenarios start one)."""
     invariants: InvariantWatch | None = None
+    guard: AbortGuard | None = None
+    """The profile's abort conditions, watched with the invariants (:mod:`drills.scenario.guard`)."""
     """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
     kinds: tuple[type[Drill], ...] = ()
     """The drill kinds the scenario's sentences drive (:func:`drills.scenario.needs.needs_of`), set before its
@@ -38,8 +41,11 @@ class ScenarioContext:
     (:meth:`drill_for`)."""
 
     def watch_invariants(self) -> InvariantWatch:
-        """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md)."""
+        """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md), and the profile's abort
+        conditions (docs/SAFETY.md; the scenario's blast radius starts empty)."""
         if self.invariants is None:
+            self.target.touched.clear()
+            self.guard = AbortGuard(self.target, self.result, lambda: set(self.target.touched)).start()
             self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()
         return self.invariants
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -38,6 +40,9 @@ from drills.records.verdict import DrillResult
 from drills.target.access import Permission
 from drills.target.connect import Target
 from drills.target.profile import TargetProfile
+
+PAUSE_SLICE = 0.2
+"""Seconds between two looks at whether the scenario was halted, while a drill lets time pass."""
 
 KINDS_PACKAGE = "drills.kinds"
 STEPS_MODULE = "steps"
@@ -75,6 +80,18 @@ class Drill(ABC):
     @abstractmethod
     def rollback(self) -> None:
         """Undo every fault and delete everything the drill made; called once, on every exit path."""
+
+    def pause(self, seconds: float) -> None:
+        """Let up to ``seconds`` of real time pass in a step, ending at once (:class:`ScenarioHalted`) when the
+        scenario is halted: an invariant broken, or the abort guard breached (docs/SAFETY.md).  Never in a
+        rollback, which must run to its end."""
+        deadline = time.monotonic() + max(seconds, 0.0)
+        while True:
+            self.result.raise_if_halted()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            threading.Event().wait(min(left, PAUSE_SLICE))
 
     def live_details(self) -> dict[str, Any]:
         """What the drill has measured so far that its result's details hold only once it is done (a load drill's

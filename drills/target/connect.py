@@ -26,7 +26,8 @@ from drills.kube.flavors import flavor_apis
 from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
-from drills.target.faults import ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults, no_journal
+from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults,
+                                  no_journal)
 from drills.target.journal import FaultJournal, Undo
 from drills.target.marks import Mark, cluster_marks
 from drills.target.recover import left_broken, leftovers
@@ -197,6 +198,9 @@ class Target:
     journal: FaultJournal | None = None
     """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
     opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
+    touched: set[str] = field(default_factory=set)
+    """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
+    the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
 
     def intend(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...]) -> str:
         """Write down a fault about to be injected (an :data:`drills.target.faults.Intend`); its intent id."""
@@ -272,6 +276,7 @@ class Target:
             injector: ReferenceFaults | ClusterFaults = self.embedded.faults(self.intend)
         else:
             injector = ClusterFaults(self.driver, run_id, self.profile.fault, intend=self.intend)
+        self.touched.add(node)  # before the act: the guard must not judge the node as it goes down
         record = injector.inject(node, method)
         self.faults_done.append(record)
         return record
@@ -283,6 +288,7 @@ class Target:
         if self.embedded is None:
             raise FaultError("stopping the control plane is a reference-platform fault: on a real cluster the "
                              "harness never signals processes it did not start")
+        self.touched.add(CONTROL_PLANE)
         record = self.embedded.faults(self.intend).hang_control_plane()
         self.faults_done.append(record)
         return record

@@ -36,6 +36,8 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
       max_gpu_share           most of the cluster's GPUs one drill may remove, 0 < x <= 1; default 0.25
       refuse_control_plane    never touch control-plane nodes; default true
       require_healthy         refuse to start on an already degraded cluster; default true
+      abort_when              conditions that stop the whole run at once (ABORTED, exit 5, every fault undone):
+                              [node-outside-blast-radius-not-ready]; default none (docs/SAFETY.md)
     leakReport:               optional; where the leak drill reads the leak report (docs/LEAK_REPORT.md)
       url                     an absolute http(s) URL serving the contract; default: the API server's path
     canary:                   optional; how the training canary runs (docs/WORKLOAD.md)
@@ -349,12 +351,36 @@ class FaultSettings:
         return None if self.restore_template is None else self.restore_template.format(node=node)
 
 
+def _abort_when(section: Any, problems: list[str]) -> tuple[AbortCondition, ...]:
+    """``safety.abort_when``: a list of condition names (docs/SAFETY.md, 'The abort guard')."""
+    raw = section.data.get("abort_when", [])
+    allowed = " | ".join(c.value for c in AbortCondition)
+    if not isinstance(raw, list):
+        problems.append(f"{section.where('abort_when')}: expected a list of condition names ({allowed}), got "
+                        f"{_type_name(raw)}")
+        return ()
+    out = []
+    for item in raw:
+        try:
+            out.append(AbortCondition(item))
+        except ValueError:
+            problems.append(f"{section.where('abort_when')}: {item!r} is no abort condition; allowed: {allowed}")
+    return tuple(out)
+
+
 def _allow_label_problems(allow_label: str) -> list[str]:
     key, eq, value = allow_label.partition("=")
     if not eq or not valid_label_key(key) or not valid_label_value(value) or not value:
         return [f"safety.allow_label: {allow_label!r} must be key=value with a valid label key and a non-empty "
                 "value, e.g. firedrill.dev/chaos=allowed"]
     return []
+
+
+class AbortCondition(Enum):
+    """What a profile's ``safety.abort_when`` may name: a breach stops the whole run (drills.scenario.guard)."""
+
+    OUTSIDE_NODE_NOT_READY = "node-outside-blast-radius-not-ready"
+    """A node the drill did not fault goes NotReady (its Ready condition leaves True)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +397,8 @@ class SafetySettings:
     """Never touch nodes labelled ``node-role.kubernetes.io/control-plane`` or ``.../master``."""
     require_healthy: bool = True
     """Refuse to start when pre-flight finds the cluster already degraded."""
+    abort_when: tuple[AbortCondition, ...] = ()
+    """Conditions that stop the whole run at once, the scenario ABORTED and every fault undone (none: no guard)."""
 
     def __post_init__(self) -> None:
         problems = _allow_label_problems(self.allow_label)
@@ -596,7 +624,9 @@ class TargetProfile:
             "safety": {"allow_label": self.safety.allow_label, "max_nodes": self.safety.max_nodes,
                        "max_gpu_share": self.safety.max_gpu_share,
                        "refuse_control_plane": self.safety.refuse_control_plane,
-                       "require_healthy": self.safety.require_healthy},
+                       "require_healthy": self.safety.require_healthy,
+                       **({"abort_when": [c.value for c in self.safety.abort_when]} if self.safety.abort_when
+                          else {})},
             **self.leak_report.to_dict(),
             **self.canary.to_dict(),
             **self.inference.to_dict(),
@@ -631,7 +661,7 @@ _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_im
         "safety", "leakReport", "prometheus", "canary", "inference", "governance", "fabric")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins")
 _XID = ("command_template", "restore_template")
-_SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy")
+_SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy", "abort_when")
 
 
 def _type_name(value: Any) -> str:
@@ -777,6 +807,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
             "max_gpu_share": safety_section.number("max_gpu_share", 0.25, above=0, at_most=1),
             "refuse_control_plane": safety_section.boolean("refuse_control_plane", True),
             "require_healthy": safety_section.boolean("require_healthy", True),
+            "abort_when": _abort_when(safety_section, problems),
         }
     urls: dict[str, Any] = {}
     scrape_interval: float | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
+from drills.target.connect import EmbeddedPlatform
 from refplatform.cluster import Cluster, ClusterSpec
 
 
@@ -23,6 +24,17 @@ def agents_only(data_dir: Path, nodes: int = 2) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
+
+
+@contextmanager
+def reference_cluster() -> Iterator[EmbeddedPlatform]:
+    """A reference cluster this test started (4 nodes and a spare, as `firedrill up` starts), drilled through its
+    kubeconfig as a real cluster would be; stopped at the end."""
+    started = EmbeddedPlatform(nodes=4, spares=1).start()
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 def api_client(cluster: Cluster, token: str | None = None) -> client.ApiClient:

@@ -26,6 +26,7 @@ import yaml
 
 from drills.target.connect import EmbeddedPlatform
 from drills.target.profile import reference_profile
+from tests.integration.kube import reference_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -101,11 +102,8 @@ class Proxy:
 
 @pytest.fixture(scope="module")
 def platform() -> Iterator[EmbeddedPlatform]:
-    started = EmbeddedPlatform(nodes=4, spares=1).start()
-    try:
+    with reference_cluster() as started:
         yield started
-    finally:
-        started.stop()
 
 
 def profile_for(tmp_path: Path, url: str) -> Path:

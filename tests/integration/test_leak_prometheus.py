@@ -36,6 +36,7 @@ from drills.target.connect import EmbeddedPlatform, Target
 from drills.target.leakreport.model import Hole
 from drills.target.profile import load_profile, reference_profile
 from refplatform.cluster import wait_until
+from tests.integration.kube import reference_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -125,11 +126,8 @@ class Prometheus:
 
 @pytest.fixture
 def platform() -> Iterator[EmbeddedPlatform]:
-    started = EmbeddedPlatform(nodes=4, spares=1).start()
-    try:
+    with reference_cluster() as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -100,7 +100,7 @@ class BaselineDrill(Drill):
                 raise DrillInconclusive(str(exc)) from None
             warm_until = clock.wall() + float(method.window.get("warmupSeconds") or 0)
             while (left := warm_until - clock.wall()) > 0:
-                time.sleep(min(left, 1.0))
+                self.pause(min(left, 1.0))
         elif method.workload.get("kind") != "observed":
             raise DrillInconclusive(f"the baseline's workload is {method.workload.get('kind')!r}; only a mix or the "
                                     "cluster's own observed workload can be measured again")

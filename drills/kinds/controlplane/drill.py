@@ -252,7 +252,7 @@ class ControlPlaneDrill(Drill):
         assert self.load is not None and self.load_started is not None, "start the control-plane load first"
         remaining = self.load_started + seconds - self.target.timeline.clock.mono()
         if remaining > 0:
-            threading.Event().wait(remaining)
+            self.pause(remaining)
         if self.load.proc.poll() is not None:
             raise DrillInconclusive(f"the load generator exited early (code {self.load.proc.returncode}); "
                                     f"see {self.load.spec.out_dir / 'locust.log'}")
@@ -289,7 +289,7 @@ class ControlPlaneDrill(Drill):
         start = self.act_mono if self.act_mono is not None else clock.mono()
         remaining = start + seconds - clock.mono()
         if remaining > 0:
-            threading.Event().wait(remaining)
+            self.pause(remaining)
         self._stop.set()
         if self._starter is not None:
             self._starter.join(10)

@@ -505,7 +505,7 @@ class GovernanceDrill(Drill):
             running = max(running, sum((p.get("status") or {}).get("phase") == "Running" for p in pods))
             if clock.mono() >= deadline:
                 break
-            threading.Event().wait(min(0.25, max(0.0, deadline - clock.mono())))
+            self.pause(min(0.25, max(0.0, deadline - clock.mono())))
         self.result.measure(Measurement("admission-and-quota: pods over the quota running", float(running), "pods",
                                         note="; ".join(f"{n}: {s}" for n, s in sorted(seen.items()))))
         if job is None:
@@ -720,7 +720,7 @@ class GovernanceDrill(Drill):
                 return pod
             if clock.mono() >= deadline:
                 return None
-            threading.Event().wait(0.2)
+            self.pause(0.2)
 
     def watch_preemption(self, seconds: float) -> None:
         """For ``seconds``, the higher class's pod must keep running (same uid, not deleted) and the tenant's pod
@@ -749,7 +749,7 @@ class GovernanceDrill(Drill):
             bound = (low.get("spec") or {}).get("nodeName") or ""
             if lost or clock.mono() >= deadline:
                 break
-            threading.Event().wait(min(0.25, max(0.0, deadline - clock.mono())))
+            self.pause(min(0.25, max(0.0, deadline - clock.mono())))
         if lost:
             who = ""
             if self.audit is not None:

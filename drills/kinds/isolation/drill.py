@@ -717,7 +717,7 @@ class IsolationDrill(Drill):
         self.target.timeline.action("fill-slices", target=self.node, tenants=up_to)
         self._wait(lambda pods: sum(1 for p in pods.values() if _phase(p) == "Running") >= min(
             up_to, self.layout.total_slices if self.layout else up_to), self.run_timeout)
-        time.sleep(min(self.settle_seconds, 2.0))
+        self.pause(min(self.settle_seconds, 2.0))
         pods = self._pods()
         self.reached = sum(1 for t in self.tenants.values() if _phase(pods.get(t.pod, {})) == "Running")
         self.pending = {}
@@ -783,7 +783,7 @@ class IsolationDrill(Drill):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(self._first_report(p) is None for p in pods):
             self._pods()
-            time.sleep(0.25)
+            self.pause(0.25)
 
     def _not_holding(self, tenants: list[Tenant]) -> str:
         """Real clusters: why some tenant could not be reached by a probe ('' when every one holds GPU memory)."""
@@ -797,7 +797,7 @@ class IsolationDrill(Drill):
             if predicate(pods) or time.monotonic() >= deadline:
                 return pods
             self.result.raise_if_halted()
-            time.sleep(0.25)
+            self.pause(0.25)
 
     def _running_tenants(self) -> list[Tenant]:
         return [t for t in self.tenants.values() if t.name not in self.pending]
@@ -1038,7 +1038,7 @@ class IsolationDrill(Drill):
                 last, changed = now, time.monotonic()
             if last and time.monotonic() - changed >= settle:
                 break
-            time.sleep(0.25)
+            self.pause(0.25)
         if not last and column["probe"] != "memory":
             column["note"] = (column["note"] + "; " if column["note"] else "") + \
                 f"no tenant failed within {self.probe_timeout:g} s of the injection"

@@ -23,7 +23,6 @@ The injections, sized to the target's free GPUs:
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -103,14 +102,14 @@ class LeakDrill(Drill):
     def _until(self, wall: float) -> None:
         """Let real time pass until the wall clock reaches ``wall`` (the window is real time on the platform)."""
         while (left := wall - self.clock.wall()) > 0:
-            time.sleep(min(left, 0.2))
+            self.pause(min(left, 0.2))
 
     def _poll(self, predicate: Any, timeout: float, interval: float = 0.25) -> bool:
         deadline = self.clock.mono() + timeout
         while not predicate():
             if self.clock.mono() >= deadline:
                 return False
-            time.sleep(interval)
+            self.pause(interval)
         return True
 
     def _mine(self) -> list[Obj]:

@@ -163,7 +163,7 @@ class ServingDrill(Drill):
                         f"{READY_TIMEOUT:g} s: the cluster has no load-balancer controller, or it is slow. Install "
                         "one (MetalLB, a cloud's) so status.loadBalancer.ingress is set, or set inference.url in the "
                         "target profile to a route to Service firedrill-inference (docs/PROFILE.md, Inference)")
-                threading.Event().wait(0.2)
+                self.pause(0.2)
         self.result.details["service"] = {"name": self.name, "replicas": replicas, "gpus_per_replica": gpus,
                                           "url": self.url, "nodes": sorted(self._nodes())}
         if autoscale is not None:
@@ -225,7 +225,7 @@ class ServingDrill(Drill):
         clock = self.target.timeline.clock
         remaining = self.load_started + seconds - clock.mono()
         if remaining > 0:
-            threading.Event().wait(remaining)
+            self.pause(remaining)
         if self.load.proc.poll() is not None:
             raise DrillInconclusive(f"the load generator exited early (code {self.load.proc.returncode}); "
                                     f"see {self.load.spec.out_dir / 'locust.log'}")
@@ -357,7 +357,7 @@ class ServingDrill(Drill):
             raise ValueError("no burst in this scenario; write 'the load jumps to ... times its users ...' first")
         remaining = self.jump_mono + after_s - self.target.timeline.clock.mono()
         if remaining > 0:
-            threading.Event().wait(remaining)
+            self.pause(remaining)
         self.burst_load.stop()
         try:
             outcome = self.burst_load.wait(timeout_s=self.burst_load.deadline_s())
@@ -377,7 +377,7 @@ class ServingDrill(Drill):
         start = next((t for t in (self.burst_end_mono, self.act_mono) if t is not None), clock.mono())
         remaining = start + seconds - clock.mono()
         if remaining > 0:
-            threading.Event().wait(remaining)
+            self.pause(remaining)
         self.end_mono = clock.mono()
         loads = [run for run in (self.load, self.burst_load) if run is not None]
         for run in loads:
@@ -522,7 +522,7 @@ class ServingDrill(Drill):
         clock = self.target.timeline.clock
         deadline = clock.mono() + timeout
         while log_.preemption() is not None and not resumed() and clock.mono() < deadline:  # never preempted: no wait
-            threading.Event().wait(0.2)
+            self.pause(0.2)
         stop = log_.preemption()
         resume_name, lost_name = "training resume after the burst", "training GPU-seconds lost"
         if stop is None:

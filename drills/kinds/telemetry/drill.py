@@ -156,7 +156,7 @@ class TelemetryDrill(Drill):
             gaps = inventory_gaps(self.expected, reading)
             if not gaps or self.clock.mono() >= deadline:
                 break
-            threading.Event().wait(min(INVENTORY_EVERY, max(0.0, deadline - self.clock.mono())))
+            self.pause(min(INVENTORY_EVERY, max(0.0, deadline - self.clock.mono())))
         unreported = sum(g.unreported for g in gaps)
         total = sum(self.expected.values())
         self.result.measure(Measurement(INVENTORY, float(unreported), "GPUs",

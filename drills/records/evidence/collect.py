@@ -112,7 +112,7 @@ def tag_timeline(timeline: list[dict[str, Any]], outcomes: Iterable[Outcome]) ->
 
 
 def worst(verdicts: Iterable[str]) -> str:
-    order = ["PASS", "INCONCLUSIVE", "FAIL", "ERROR"]
+    order = ["PASS", "INCONCLUSIVE", "FAIL", "ERROR", "ABORTED"]
     return max(verdicts, key=order.index, default="PASS")
 
 

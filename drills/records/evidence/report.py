@@ -44,8 +44,8 @@ from drills.records.score import explain as explain_score, run_score, scored_fro
 __all__ = ["ReportError", "SignatureStatus", "find_archive", "render_archive", "render_report", "report_css",
            "scenario_charts", "write_report"]
 
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
-VERDICT_ICON = {"PASS": "\u2713", "FAIL": "\u2717", "INCONCLUSIVE": "?", "ERROR": "!"}
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "ABORTED")
+VERDICT_ICON = {"PASS": "\u2713", "FAIL": "\u2717", "INCONCLUSIVE": "?", "ERROR": "!", "ABORTED": "\u25a0"}
 NODE_PULL_PHASES = (("detect", "fault", "detect"), ("evict", "detect", "evict"), ("replace", "evict", "replace"),
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
 GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("replace", "off", "replace"),
@@ -1276,6 +1276,9 @@ def _headline(record: RunRecord) -> str:
     if record.verdict == "ERROR":
         return (f"The harness could not finish: {counts['ERROR']} of {n} scenario{'s' if n != 1 else ''} hit a "
                 "harness error; no claim is made about those.")
+    if record.verdict == "ABORTED":
+        return ("The abort guard stopped the run: a condition of the profile's safety.abort_when was breached, every "
+                "fault was undone, and no scenario after the aborted one ran; no claim is made about it.")
     return f"{n} scenario{'s' if n != 1 else ''}."
 
 

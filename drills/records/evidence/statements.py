@@ -65,8 +65,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 PASSED_VERDICTS = frozenset({"PASS"})
 WARNED_VERDICTS = frozenset({"INCONCLUSIVE"})
 """An INCONCLUSIVE scenario made no claim either way: a warning, not a pass."""
-FAILED_VERDICTS = frozenset({"FAIL", "ERROR"})
-"""ERROR (the harness failed) is no claim about the platform, but the run did not establish the promise."""
+FAILED_VERDICTS = frozenset({"FAIL", "ERROR", "ABORTED"})
+"""ERROR (the harness failed) and ABORTED (the abort guard stopped the run) are no claim about the platform, but
+the run did not establish the promise."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from drills.records.trend.rules import (
 
 __all__ = ["MeasureSeries", "Point", "ScenarioTrend", "Trend", "build_trend"]
 
-VERDICT_ORDER = ("PASS", "INCONCLUSIVE", "FAIL", "ERROR")
+VERDICT_ORDER = ("PASS", "INCONCLUSIVE", "FAIL", "ERROR", "ABORTED")
 
 
 def worst_verdict(verdicts: Sequence[str | None]) -> str | None:
