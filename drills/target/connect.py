@@ -202,11 +202,12 @@ class Target:
     """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
     the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
 
-    def intend(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...]) -> str:
-        """Write down a fault about to be injected (an :data:`drills.target.faults.Intend`); its intent id."""
+    def intend(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...],
+               expires_in: float | None = None) -> str:
+        """Write down a fault about to be injected (an :class:`drills.target.faults.Intend`); its intent id."""
         if self.journal is None:
             return ""
-        return self.journal.intend(what, node, method.value, undo)
+        return self.journal.intend_fault(what, node, method, undo, expires_in)
 
     def _undone(self, record: FaultRecord, how: str) -> None:
         if self.journal is not None and record.journal_id:

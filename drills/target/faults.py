@@ -57,12 +57,17 @@ class FaultRecord:
     """The fault journal's intent for this fault (:mod:`drills.target.journal`), closed when it is undone."""
 
 
-Intend = Callable[[str, str, FaultMethod, tuple[Undo, ...]], str]
-"""Writes down, durably, a fault about to be injected: ``(what, node, method, undo) -> intent id``
-(:meth:`drills.target.journal.FaultJournal.intend` through the target); called just before the action."""
+class Intend(Protocol):
+    """Writes down, durably, a fault about to be injected: ``(what, node, method, undo, expires_in=None) -> intent
+    id`` (:meth:`drills.target.journal.FaultJournal.intend_fault`, through the target); called just before the
+    action.  ``expires_in``: the fault undoes itself on the target's side after that many seconds."""
+
+    def __call__(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...],
+                 expires_in: float | None = None) -> str: ...
 
 
-def no_journal(what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...]) -> str:
+def no_journal(what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...],
+               expires_in: float | None = None) -> str:
     """An :data:`Intend` that writes nothing (a fault injected outside a run: tests, ``firedrill up`` tooling)."""
     return ""
 
@@ -293,9 +298,12 @@ class ClusterFaults:
             return FaultRecord(node, method, confirmation.confirmed, detail, undo=cleanup,
                                confirmation=confirmation, acted_at=acted, journal_id=intent)
         command = self.settings.command_for(node)
+        expire = self.settings.expire_seconds
         intent = self.intend(f"{method.value} on node {node}: {command}", node, method, restore_undo or (Undo(
             UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no "
-                                   "restore_template"),))
+                                   "restore_template" + ("" if expire is None else
+                                                         f" (it undoes itself {expire:g} s after it acted)")),),
+                             expires_in=expire)
         record = run_command(command, node, self.timeout)
         record.acted_at = self.clock.mono()
         record.journal_id = intent

@@ -250,6 +250,13 @@ class FaultJournal:
         self._open[action.id] = action
         return action.id
 
+    def intend_fault(self, what: str, subject: str, method: Any, undo: tuple[Undo, ...],
+                     expires_in: float | None = None) -> str:
+        """An :data:`drills.target.faults.Intend` that writes here (``method``: a FaultMethod or its name); a fault
+        that expires on the target's side by itself (``expires_in`` seconds) is recorded so, with its instant."""
+        return self.intend(what, subject, str(getattr(method, "value", method)), undo, undo_within=expires_in,
+                           expires_by_itself=expires_in is not None)
+
     def close(self, action_id: str, how: str) -> None:
         """Write down that the action ``action_id`` is undone (or needs no undo), and how."""
         if self._open.pop(action_id, None) is None:

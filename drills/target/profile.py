@@ -195,10 +195,10 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     if "node" not in fields:
         return [f"fault.command_template: {template!r} has no {{node}} placeholder, so every drill would hit "
                 "the same machine; put {node} where the node name goes"]
-    others = sorted(fields - {"node"})
+    others = sorted(fields - {"node", "expire_seconds"})
     if others:
         return [f"fault.command_template: unknown placeholder(s) {', '.join('{' + f + '}' for f in others)}; "
-                "only {node} is replaced (write a literal brace as {{ or }})"]
+                "only {node} and {expire_seconds} are replaced (write a literal brace as {{ or }})"]
     return []
 
 
@@ -296,6 +296,11 @@ class FaultSettings:
     """``fault.stand_ins``: (reference method, real-cluster method) pairs.  On a real cluster a scenario that says
     ``with partition`` pulls the node with the method standing in for ``partition`` (e.g. kubelet-stop: the node
     stops reporting while its pods run on); a reference method without a stand-in makes the scenario INCONCLUSIVE."""
+    expire_seconds: float | None = None
+    """``fault.expire_seconds``: the fault command undoes itself this long after it acts (it schedules its own
+    undo: ``systemd-run --on-active={expire_seconds}``, a BMC power schedule, an instance's auto-restart), so the
+    cluster heals even when nobody runs ``firedrill recover``; the journal records when.  ``{expire_seconds}`` in
+    ``command_template`` is replaced by it.  None: the fault stands until it is undone."""
 
     def __post_init__(self) -> None:
         problems = [f"fault.stand_ins.{ref.value}: {ref.value} is not a reference-platform method; stand-ins map "
@@ -317,6 +322,12 @@ class FaultSettings:
                     for p in _template_problems(FaultMethod.COMMAND, self.restore_template)]
         if self.timeout_seconds <= 0:
             problems.append(f"fault.timeout_seconds: {self.timeout_seconds} must be above 0")
+        if self.expire_seconds is not None and self.expire_seconds <= 0:
+            problems.append(f"fault.expire_seconds: {self.expire_seconds} must be above 0")
+        if self.expire_seconds is None and self.command_template is not None and \
+                "{expire_seconds}" in self.command_template:
+            problems.append("fault.command_template uses {expire_seconds}, but fault.expire_seconds is not set; set "
+                            "it to the seconds after which the command's own undo runs")
         if problems:
             raise ProfileError("invalid fault settings: " + "; ".join(problems), problems)
 
@@ -341,14 +352,18 @@ class FaultSettings:
         return stand_in
 
     def command_for(self, node: str) -> str:
-        """The command for ``node`` (method ``command`` only)."""
+        """The command for ``node`` (method ``command`` only), with its ``{expire_seconds}`` when it has one."""
         if self.command_template is None:
             raise ProfileError(f"fault.method is {self.method.value}, which has no command template")
-        return self.command_template.format(node=node)
+        expire = "" if self.expire_seconds is None else f"{self.expire_seconds:g}"
+        return self.command_template.format(node=node, expire_seconds=expire)
 
     def restore_for(self, node: str) -> str | None:
         """The command that undoes the fault on ``node``, if the profile gives one."""
-        return None if self.restore_template is None else self.restore_template.format(node=node)
+        if self.restore_template is None:
+            return None
+        expire = "" if self.expire_seconds is None else f"{self.expire_seconds:g}"
+        return self.restore_template.format(node=node, expire_seconds=expire)
 
 
 def _abort_when(section: Any, problems: list[str]) -> tuple[AbortCondition, ...]:
@@ -617,6 +632,8 @@ class TargetProfile:
             fault["xid"] = self.fault.xid.to_dict()
         if self.fault.stand_ins:
             fault["stand_ins"] = {ref.value: real.value for ref, real in self.fault.stand_ins}
+        if self.fault.expire_seconds is not None:
+            fault["expire_seconds"] = self.fault.expire_seconds
         return {
             "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "flavor": self.flavor.value,
             "namespace": self.namespace, "queue": self.queue, "canary_image": self.canary_image,
@@ -659,7 +676,8 @@ E = TypeVar("E", bound=Enum)
 
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
         "safety", "leakReport", "prometheus", "canary", "inference", "governance", "fabric")
-_FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins")
+_FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins",
+          "expire_seconds")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy", "abort_when")
 
@@ -782,6 +800,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
 
     fault_section = top.section("fault", _FAULT, required=True)
     method = template = restore = timeout = _Missing
+    expire: Any = None
     xid: XidSettings | None = None
     stand_ins: tuple[tuple[FaultMethod, FaultMethod], ...] = ()
     if fault_section is not None:
@@ -789,6 +808,8 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         template = fault_section.optional_string("command_template", "a shell command with {node}")
         restore = fault_section.optional_string("restore_template", "a shell command with {node}")
         timeout = fault_section.number("timeout_seconds", 60.0, above=0)
+        expire = fault_section.number("expire_seconds", None, above=0) if "expire_seconds" in (
+            doc.get("fault") or {}) else None
         stand_ins = _stand_ins(fault_section, problems)
         if isinstance(method, FaultMethod) and template is not _Missing:
             uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
@@ -834,7 +855,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
         problems.extend(err.problems)
         return None
     try:
-        fault = FaultSettings(method, template, restore, timeout, xid, stand_ins)
+        fault = FaultSettings(method, template, restore, timeout, xid, stand_ins, expire)
     except ProfileError as err:
         problems.extend(err.problems)
         return None

@@ -20,6 +20,7 @@ import shlex
 import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -76,22 +77,30 @@ class Leftover:
         out = [f"{who}, journal {self.state.path}:"]
         for action in self.state.unfinished:
             steps = "; ".join(u.describe() for u in action.undo) or "nothing to run"
-            out.append(f"  - {action.what} at {action.at:%Y-%m-%d %H:%M:%S} UTC; undo: {steps}")
+            expiry = (f"; it undoes itself by {action.undo_by:%Y-%m-%d %H:%M:%S} UTC"
+                      if action.expires_by_itself and action.undo_by is not None else "")
+            out.append(f"  - {action.what} at {action.at:%Y-%m-%d %H:%M:%S} UTC; undo: {steps}{expiry}")
         return out
 
 
-def leftovers(server: str, driver: Any = None, root: Path | None = None) -> list[Leftover]:
+def leftovers(server: str, driver: Any = None, root: Path | None = None,
+              now: datetime | None = None) -> list[Leftover]:
     """The journals against the cluster at ``server`` that still hold faults nobody undid.  With ``driver`` (the
-    cluster's, connected), a dead run's fault that only a person could undo (no restore command) is closed when
-    its node is Ready and schedulable again: someone, or the platform, brought it back."""
+    cluster's, connected), a dead run's fault whose node is Ready and schedulable again is closed when only a
+    person could undo it (someone, or the platform, brought it back) or when it was to undo itself and its
+    instant has passed (``now``: the clock that instant is judged against)."""
     found = []
+    moment = now or datetime.now(timezone.utc)
     for state in journals_for(server, root):
         if driver is not None and not state.running:
             for action in state.unfinished:
-                if action.undo and all(u.kind is UndoKind.BY_HAND for u in action.undo) and action.subject and \
-                        _node_serving(driver, action.subject):
+                by_hand = bool(action.undo) and all(u.kind is UndoKind.BY_HAND for u in action.undo)
+                expired = action.expires_by_itself and action.undo_by is not None and action.undo_by <= moment
+                if (by_hand or expired) and action.subject and _node_serving(driver, action.subject):
                     close_in(state.path, action.id, f"node {action.subject} was Ready and schedulable again when "
-                                                    "the next run checked")
+                                                    "the next run checked" + (
+                                                        f", after the fault's own expiry ({action.undo_by:%H:%M:%S} "
+                                                        "UTC)" if expired else ""))
             state = read_journal(state.path)
         if state.unfinished:
             found.append(Leftover(state))

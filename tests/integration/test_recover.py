@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from drills.target.faults import ClusterFaults
 from drills.target.journal import FaultJournal, Undo, UndoKind, journals_for, read_journal
 from drills.target.marks import cluster_marks
 from drills.target.profile import FaultMethod, FaultSettings, reference_profile
-from drills.target.recover import leftovers
+from drills.target.recover import left_broken, leftovers
 from drills.target.throttle import STRAGGLER_TAINT
 from drills.target.xid import INJECT_ANNOTATION
 from refplatform.cluster import Cluster, wait_until
@@ -54,12 +55,13 @@ from drills.target.faults import ClusterFaults
 from drills.target.journal import FaultJournal
 from drills.target.profile import FaultMethod, FaultSettings
 
-kubeconfig, node, command, restore = sys.argv[1:5]
+kubeconfig, node, command, restore, run = sys.argv[1:6]
+expire = float(sys.argv[6]) if len(sys.argv) > 6 else None
 driver = KubeDriver.connect(Path(kubeconfig))
-journal = FaultJournal.for_target("fdkilled", driver.host, "profile.yaml")
-faults = ClusterFaults(driver, "fdkilled", FaultSettings(FaultMethod.COMMAND, command_template=command,
-                                                         restore_template=restore, timeout_seconds=20), poll=0.2,
-                       intend=lambda what, n, method, undo: journal.intend(what, n, method.value, undo))
+journal = FaultJournal.for_target(run, driver.host, "profile.yaml")
+faults = ClusterFaults(driver, run, FaultSettings(FaultMethod.COMMAND, command_template=command,
+                                                  restore_template=restore, timeout_seconds=20,
+                                                  expire_seconds=expire), poll=0.2, intend=journal.intend_fault)
 record = faults.inject(node, FaultMethod.COMMAND)
 print("INJECTED" if record.confirmed else "UNCONFIRMED " + record.detail, flush=True)
 time.sleep(600)  # the drill goes on, until the CI runner's timeout kills it
@@ -117,6 +119,23 @@ def profile(tmp_path: Path, command: str, restore: str) -> Path:
     return path
 
 
+def killed_after_injecting(kubeconfig: str, node: str, command: str, restore: str, run: str,
+                           expire: float | None = None) -> None:
+    """A driller child injects the command fault through the harness's code, and is SIGKILLed once it is
+    confirmed: no finalizer, no rollback."""
+    extra = [] if expire is None else [f"{expire:g}"]
+    child = subprocess.Popen([sys.executable, "-c", DRILLER, kubeconfig, node, command, restore, run, *extra],
+                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "INJECTED"
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()
+
+
 def test_a_run_killed_mid_fault_is_refused_until_recover_undoes_it(cluster: Cluster, driver: KubeDriver,
                                                                      state: Path, tmp_path: Path) -> None:
     script = tmp_path / "agent_signal.py"
@@ -125,16 +144,7 @@ def test_a_run_killed_mid_fault_is_refused_until_recover_undoes_it(cluster: Clus
     command = f"{sys.executable} {script} {cluster.data_dir} {{node}} SIGUSR1"
     restore = f"{sys.executable} {script} {cluster.data_dir} {{node}} SIGUSR2"
     kubeconfig = str(cluster.kubeconfig)
-    child = subprocess.Popen([sys.executable, "-c", DRILLER, kubeconfig, node, command, restore], cwd=REPO,
-                             env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "INJECTED"
-    finally:
-        child.kill()  # SIGKILL: no finalizer, no rollback
-        child.wait(timeout=10)
-        if child.stdout is not None:
-            child.stdout.close()
+    killed_after_injecting(kubeconfig, node, command, restore, "fdkilled")
     try:
         assert not renewing(driver, node), "the fault was to outlive the run that injected it"
         journals = list(journals_for(driver.host))
@@ -203,7 +213,7 @@ def test_the_intent_is_on_disk_before_the_fault_command_runs(cluster: Cluster, d
     check.write_text("import sys\nsys.exit(0 if '\"intent\"' in open(sys.argv[1]).read() else 3)\n")
     faults = ClusterFaults(driver, "fdbefore", FaultSettings(
         FaultMethod.COMMAND, command_template=f"{sys.executable} {check} {journal.path} {{node}}",
-        timeout_seconds=2), poll=0.2, intend=lambda what, n, method, undo: journal.intend(what, n, method.value, undo))
+        timeout_seconds=2), poll=0.2, intend=journal.intend_fault)
     try:
         record = faults.inject(node, FaultMethod.COMMAND)
     finally:
@@ -289,3 +299,33 @@ def test_what_a_run_leaves_on_the_cluster_itself_refuses_the_next_run_and_recove
         driver.delete(RESOURCES[("v1", "Pod")], "fdlost-other-0", "default", grace_seconds=0)
         driver.patch(NODE, node, {"metadata": {"annotations": {INJECT_ANNOTATION: None, "example.com/owner": None}},
                                   "spec": {"taints": None}})
+
+
+def test_a_fault_that_undoes_itself_heals_without_recover_and_its_journal_says_when(
+        cluster: Cluster, driver: KubeDriver, state: Path, tmp_path: Path) -> None:
+    """fault.expire_seconds: the command schedules its own undo (as `systemd-run --on-active={expire_seconds}`
+    would); the run that injected it is SIGKILLed, nobody runs recover, and the node heals by itself. The journal
+    said when; the next connected run closes the entry once that instant passed and the node serves."""
+    script = tmp_path / "agent_signal.py"
+    script.write_text(AGENT_SIGNAL)
+    node = cluster.spec.node_names()[1]
+    signal_to = f"{sys.executable} {script} {cluster.data_dir} {{node}}"
+    scheduled = f"{signal_to} SIGUSR1 && (sleep {{expire_seconds}}; {signal_to} SIGUSR2) >/dev/null 2>&1 &"
+    command = f"sh -c {shlex.quote(scheduled)}"
+    restore = f"{signal_to} SIGUSR2"
+    expire = 6.0
+    killed_after_injecting(str(cluster.kubeconfig), node, command, restore, "fdexpiring", expire)
+    try:
+        [journal] = list(journals_for(driver.host))
+        [action] = journal.unfinished
+        assert action.expires_by_itself and action.undo_by is not None
+        assert (action.undo_by - action.at).total_seconds() == pytest.approx(expire, abs=0.01)
+        assert "sleep 6;" in action.what  # the rendered command, as it ran
+        text = left_broken(leftovers(driver.host), "firedrill recover")
+        assert f"it undoes itself by {action.undo_by:%Y-%m-%d %H:%M:%S} UTC" in text, text
+        wait_until(lambda: renewing(driver, node, within=1.5), expire + 10, f"{node} to heal by itself")
+        assert leftovers(driver.host, driver) == []  # its instant passed and the node serves: closed, saying so
+        [closed] = read_journal(journal.path).closures.values()
+        assert "after the fault's own expiry" in closed.how
+    finally:
+        cluster.agents[node].signal(signal.SIGUSR2)

@@ -1,5 +1,6 @@
-"""The abort guard's pure parts (docs/SAFETY.md): which node change is a breach, what ABORTED does to a scenario's
-verdict and to the run's exit code, and how a profile names the conditions."""
+"""What keeps a customer's cluster safe beyond the blast radius (docs/SAFETY.md), its pure parts: the abort guard
+(which node change is a breach, what ABORTED does to a scenario's verdict and to the run's exit code, how a profile
+names the conditions) and a fault command that schedules its own undo (``fault.expire_seconds``)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,17 @@ def test_a_profile_names_its_abort_conditions_and_a_wrong_name_is_refused(tmp_pa
         parse_profile(PROFILE.format(value="[node-down]"), tmp_path)
     with pytest.raises(ProfileError, match="safety.abort_when: expected a list of condition names"):
         parse_profile(PROFILE.format(value="yes"), tmp_path)
+
+
+def test_a_fault_command_may_schedule_its_own_undo_and_the_profile_says_when(tmp_path: Path) -> None:
+    base = PROFILE.replace("fault:\n  method: kubelet-stop\n", "fault:\n  method: command\n  command_template: {t}\n{x}")
+    text = base.format(value="[]", t="'systemd-run --on-active={expire_seconds} ipmitool -H {node}-bmc power on'",
+                       x="  expire_seconds: 300\n")
+    fault = parse_profile(text, tmp_path).fault
+    assert fault.expire_seconds == 300.0
+    assert fault.command_for("gpu-3") == "systemd-run --on-active=300 ipmitool -H gpu-3-bmc power on"
+    assert parse_profile(text, tmp_path).to_dict()["fault"]["expire_seconds"] == 300.0
+    with pytest.raises(ProfileError, match=r"uses \{expire_seconds\}, but fault.expire_seconds is not set"):
+        parse_profile(base.format(value="[]", t="'at now + {expire_seconds} sec {node}'", x=""), tmp_path)
+    with pytest.raises(ProfileError, match="unknown placeholder.*only {node} and {expire_seconds} are replaced"):
+        parse_profile(base.format(value="[]", t="'power off {node} {when}'", x=""), tmp_path)
