@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,9 +29,11 @@ from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, 
                                   refusal)
 from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults,
                                   no_journal)
-from drills.target.journal import FaultJournal, Undo
+from drills.target.journal import FaultJournal, Undo, UndoKind
 from drills.target.marks import Mark, cluster_marks
 from drills.target.recover import left_broken, leftovers
+from drills.target.throttle import THROTTLE_ANNOTATION, clear_throttle, inject_throttle
+from drills.target.xid import INJECT_ANNOTATION, clear_xids, inject_xid
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
 
@@ -198,6 +201,8 @@ class Target:
     journal: FaultJournal | None = None
     """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
     opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
+    annotated: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Journal intents of the reference platform's annotation faults standing, by (node, annotation)."""
     touched: set[str] = field(default_factory=set)
     """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
     the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
@@ -208,6 +213,44 @@ class Target:
         if self.journal is None:
             return ""
         return self.journal.intend_fault(what, node, method, undo, expires_in)
+
+    def inject_xid(self, node: str, entry: dict[str, Any]) -> None:
+        """The reference platform's Xid (an entry in the Node's annotation, which its agent applies: the GPU out of
+        service while it stands), written down first (:mod:`drills.target.xid`)."""
+        where = f"GPU {entry.get('gpu')}" + ("" if entry.get("instance") is None else
+                                             f" instance {entry.get('instance')}")
+        self._annotate(node, INJECT_ANNOTATION, f"Xid {entry.get('xid')} on {where} of node {node}",
+                       lambda: inject_xid(self.driver, node, entry))
+
+    def clear_xids(self, node: str) -> None:
+        """Every GPU of the node back in service (the annotation removed); its journal entries closed."""
+        clear_xids(self.driver, node)
+        self._annotation_gone(node, INJECT_ANNOTATION)
+
+    def inject_throttle(self, node: str, entry: dict[str, Any]) -> None:
+        """The reference platform's throttle of a GPU or of the input (:mod:`drills.target.throttle`), written down
+        first."""
+        what = (f"GPU {entry.get('gpu')} of node {node} slowed to {entry.get('speed')}" if "speed" in entry else
+                f"the input on node {node} delayed {entry.get('input_delay_s')} s a step")
+        self._annotate(node, THROTTLE_ANNOTATION, what, lambda: inject_throttle(self.driver, node, entry))
+
+    def clear_throttle(self, node: str) -> None:
+        """Every throttle of the node removed; its journal entries closed."""
+        clear_throttle(self.driver, node)
+        self._annotation_gone(node, THROTTLE_ANNOTATION)
+
+    def _annotate(self, node: str, annotation: str, what: str, act: Callable[[], None]) -> None:
+        if self.journal is not None:
+            undo = Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name=node,
+                        manifest={"metadata": {"annotations": {annotation: None}}})
+            self.annotated.setdefault((node, annotation), []).append(
+                self.journal.intend(f"{what} (Node annotation {annotation})", node, "annotation", (undo,)))
+        act()
+
+    def _annotation_gone(self, node: str, annotation: str) -> None:
+        for intent in self.annotated.pop((node, annotation), []):
+            if self.journal is not None:
+                self.journal.close(intent, "undone by the run: the annotation removed")
 
     def _undone(self, record: FaultRecord, how: str) -> None:
         if self.journal is not None and record.journal_id:

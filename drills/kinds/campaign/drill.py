@@ -36,8 +36,7 @@ from drills.target.faultmix import FaultKind, FaultMix, ScheduledFault, describe
 from drills.target.faults import FaultRecord
 from drills.target.profile import FaultMethod, FaultUnavailable, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
-from drills.target.throttle import STRAGGLER_TAINT, clear_throttle, inject_throttle
-from drills.target.xid import clear_xids, inject_xid
+from drills.target.throttle import STRAGGLER_TAINT
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
 from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
@@ -246,10 +245,10 @@ class CampaignDrill(TrainingRun, Drill):
         fault.gpu = index
         entry_id = f"{self.run_id}-c{fault.scheduled.index}"
         if kind is FaultKind.GPU_XID:
-            inject_xid(driver, fault.node, {"id": entry_id, "gpu": index, "instance": None,
+            self.target.inject_xid(fault.node, {"id": entry_id, "gpu": index, "instance": None,
                                             "xid": int(fault.scheduled.fault.params["xid"])})
         else:
-            inject_throttle(driver, fault.node, {"id": entry_id, "gpu": index,
+            self.target.inject_throttle(fault.node, {"id": entry_id, "gpu": index,
                                                  "speed": fault.scheduled.fault.params["speed"]})
 
     def _undo(self, fault: CampaignFault) -> None:
@@ -259,9 +258,9 @@ class CampaignDrill(TrainingRun, Drill):
             if fault.record is not None:
                 self.target.restore(fault.record)
             elif fault.kind is FaultKind.GPU_XID:
-                clear_xids(driver, fault.node)
+                self.target.clear_xids(fault.node)
             elif fault.kind is FaultKind.GPU_SLOW:
-                clear_throttle(driver, fault.node)
+                self.target.clear_throttle(fault.node)
                 obj = driver.get(NODE, fault.node)
                 taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if t.get("key") != STRAGGLER_TAINT]
                 driver.patch(NODE, fault.node, {"spec": {"taints": taints}})

@@ -30,8 +30,8 @@ from drills.target.access import CLUSTER, Permission, grant
 from drills.target.capacity import allocatable_gpus
 from drills.target.profile import TargetProfile
 from drills.target.faults import FaultError
-from drills.target.xid import (APPLICATION_XIDS, NO_XID_COMMAND, XID_METRIC, clear_xids, dcgm_last_xid,
-                               inject_by_uuid, inject_xid, unhealthy_gpus, wait_seen)
+from drills.target.xid import (APPLICATION_XIDS, NO_XID_COMMAND, XID_METRIC, dcgm_last_xid, inject_by_uuid,
+                               unhealthy_gpus, wait_seen)
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
 
@@ -113,7 +113,7 @@ class GpuFaultDrill(TrainingRun, Drill):
         if real:
             detail = self._inject_by_command(node, uuid, xid)
         else:
-            inject_xid(self.target.driver, node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": index,
+            self.target.inject_xid(node, {"id": f"{self.run_id}-gpu-{self._seq}", "gpu": index,
                                                   "instance": None, "xid": xid})
         with self._cond:
             clock = self.target.timeline.clock
@@ -281,7 +281,7 @@ class GpuFaultDrill(TrainingRun, Drill):
             return
         if failed is not None:
             try:
-                clear_xids(self.target.driver, failed.node)
+                self.target.clear_xids(failed.node)
             except KubeError as exc:
                 self.result.details.setdefault("rollback", []).append(f"the injection on {failed.node}: {exc}")
         super().rollback()

@@ -60,7 +60,7 @@ from drills.scenario.drill import Drill, register
 from drills.target.faults import FaultError, FaultRecord
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
-from drills.target.xid import clear_xids, inject_by_command, inject_xid
+from drills.target.xid import inject_by_command
 from drills.workloads.probe import ProbeEvent, ProbeReport, parse_probe_line, probe_pod, tenant_args
 
 log = logging.getLogger(__name__)
@@ -1020,7 +1020,7 @@ class IsolationDrill(Drill):
         self._inject_seq += 1
         entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
         column["injection"] = entry
-        inject_xid(self.target.driver, self.node, entry)  # the Node annotation the embedded platform's agent applies
+        self.target.inject_xid(self.node, entry)  # the Node annotation the embedded platform's agent applies
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
 
@@ -1117,7 +1117,7 @@ class IsolationDrill(Drill):
             for pod in driver.list(POD, ns, label_selector=run_selector(self.run_id)):
                 driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
             if self.node and self.target.embedded is not None and not self.embedded_node:
-                clear_xids(driver, self.node)
+                self.target.clear_xids(self.node)
         except KubeError as exc:
             log.warning("rollback of isolation drill %s incomplete: %s", self.run_id, exc)
         if self.embedded_node and self.target.embedded is not None:

@@ -26,7 +26,7 @@ from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.profile import TargetProfile
-from drills.target.throttle import STRAGGLER_TAINT, clear_throttle, inject_throttle
+from drills.target.throttle import STRAGGLER_TAINT
 from drills.target.xid import wait_seen
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
@@ -120,7 +120,7 @@ class StragglerDrill(TrainingRun, Drill):
             self._before_fault()
             self.slowdown = Slowdown((node,), rank, index, uuid, speed)
         self._seq += 1
-        inject_throttle(self.target.driver, node, {"id": f"{self.run_id}-slow-{self._seq}", "gpu": index,
+        self.target.inject_throttle(node, {"id": f"{self.run_id}-slow-{self._seq}", "gpu": index,
                                                    "speed": speed})
         self._faulted({"kind": "gpu", "node": node, "gpu": index, "uuid": uuid, "rank": rank,
                        "speed": speed, "method": "throttle"})
@@ -136,7 +136,7 @@ class StragglerDrill(TrainingRun, Drill):
             self.slowdown = Slowdown(nodes, input_delay_s=delay_s)
         for node in nodes:
             self._seq += 1
-            inject_throttle(self.target.driver, node, {"id": f"{self.run_id}-input-{self._seq}",
+            self.target.inject_throttle(node, {"id": f"{self.run_id}-input-{self._seq}",
                                                        "input_delay_s": delay_s})
         self._faulted({"kind": "input", "nodes": list(nodes), "input_delay_s": delay_s, "method": "throttle"})
 
@@ -301,7 +301,7 @@ class StragglerDrill(TrainingRun, Drill):
         driver = self.target.driver
         for node in (slowdown.nodes if slowdown is not None else ()):
             try:
-                clear_throttle(driver, node)
+                self.target.clear_throttle(node)
             except KubeError as exc:
                 self.result.details.setdefault("rollback", []).append(f"the throttle on {node}: {exc}")
         for node in sorted(set(self.named_nodes) - self._tainted_before):

@@ -40,7 +40,7 @@ from drills.target.gpumetrics import XID, GpuMetricsSource, MetricsUnavailable, 
 from drills.target.gpumetrics.source import source_problem
 from drills.target.profile import TargetProfile
 from drills.target.safety import ineligible_reasons
-from drills.target.xid import APPLICATION_XIDS, clear_xids, inject_by_uuid, inject_xid, wait_seen
+from drills.target.xid import APPLICATION_XIDS, inject_by_uuid, wait_seen
 
 __all__ = ["CHANGES", "INVENTORY", "OTHERS", "RISE", "TelemetryDrill", "XID_SHOWN"]
 
@@ -240,7 +240,7 @@ class TelemetryDrill(Drill):
                 raise DrillInconclusive(f"the canary pod {pod.name} carries no firedrill.dev/gpu-index binding, so "
                                         "its GPU cannot be aimed at")
             self._injected_on = node
-            inject_xid(self.target.driver, node, {"id": f"{self.run_id}-metrics", "gpu": index, "instance": None,
+            self.target.inject_xid(node, {"id": f"{self.run_id}-metrics", "gpu": index, "instance": None,
                                                   "xid": xid})
             detail = {"method": "xid", "gpu": index}
         else:
@@ -435,7 +435,7 @@ class TelemetryDrill(Drill):
         node = self._injected_on
         if node is not None:
             try:
-                clear_xids(self.target.driver, node)
+                self.target.clear_xids(node)
             except KubeError as exc:
                 log.warning("rollback of telemetry drill %s: the injection on %s: %s", self.run_id, node, exc)
         if self.canary is not None:

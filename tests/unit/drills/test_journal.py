@@ -163,3 +163,42 @@ def test_the_cluster_s_own_marks_are_read_and_nothing_else() -> None:
         "pod ns/fdx-0 of drill run fdx (Running on n0; made by Job fdx)",
         "node n1 carries firedrill.dev/inject-xid (not json)"]  # an empty throttle list is none; the spare taint
     assert marks[0].undo.describe() == "kubectl delete job fdx -n ns --ignore-not-found"  # is the platform's
+
+
+class AnnotatingDriver:
+    """One Node's annotations, as a merge patch changes them."""
+
+    def __init__(self) -> None:
+        self.annotations: dict[str, str] = {}
+
+    def get(self, res: object, name: str) -> dict:
+        return {"metadata": {"name": name, "annotations": dict(self.annotations)}}
+
+    def patch(self, res: object, name: str, body: dict, *args: object) -> dict:
+        for key, value in body["metadata"]["annotations"].items():
+            if value is None:
+                self.annotations.pop(key, None)
+            else:
+                self.annotations[key] = value
+        return self.get(res, name)
+
+
+def test_the_reference_platform_s_annotation_faults_are_written_down_first_and_closed_when_cleared(
+        tmp_path: Path, journal: Callable[..., FaultJournal]) -> None:
+    from drills.target.connect import Target
+    from drills.target.profile import reference_profile
+
+    driver = AnnotatingDriver()
+    target = Target(driver, reference_profile())  # type: ignore[arg-type]
+    target.journal = journal(tmp_path)
+    target.inject_xid("n0", {"id": "r-1", "gpu": 3, "instance": None, "xid": 79})
+    target.inject_throttle("n0", {"id": "r-2", "gpu": 1, "speed": 0.5})
+    [xid, slow] = sorted(read_journal(target.journal.path).unfinished, key=lambda a: int(a.id))
+    assert xid.what == "Xid 79 on GPU 3 of node n0 (Node annotation firedrill.dev/inject-xid)"
+    assert slow.what == "GPU 1 of node n0 slowed to 0.5 (Node annotation firedrill.dev/inject-throttle)"
+    assert xid.undo[0].describe() == ("kubectl patch node n0 --type merge -p "
+                                      """'{"metadata":{"annotations":{"firedrill.dev/inject-xid":null}}}'""")
+    target.clear_xids("n0")
+    assert [a.id for a in read_journal(target.journal.path).unfinished] == [slow.id]
+    target.clear_throttle("n0")
+    assert read_journal(target.journal.path).unfinished == [] and driver.annotations == {}
