@@ -245,6 +245,9 @@ class Part:
     run_dir: str
     """The worker's own run directory (its junit.xml and allure-results)."""
     defects: tuple[str, ...] = ()
+    journal: str = ""
+    """The worker's fault journal as it stood when its scenarios were over (JSON Lines: its header, each intent,
+    each closure), for the run's archive."""
 
 
 @dataclass
@@ -448,6 +451,14 @@ def merge_allure(parts: Sequence[Part], out: Path) -> None:
         for f in sorted(src.glob("*")) if src.is_dir() else []:
             if f.is_file():
                 shutil.copyfile(f, out / f.name)
+
+
+def merge_journals(parts: Sequence[Part], out: Path) -> None:
+    """The pools' fault journals into the archive's one ``fault-journal.jsonl``, pool after pool (each begins with
+    its own header line, naming its pool's API server)."""
+    text = "".join(p.journal if p.journal.endswith("\n") or not p.journal else p.journal + "\n" for p in parts)
+    if text:
+        out.write_text(text, encoding="utf-8")
 
 
 def leak_reports(parts: Sequence[Part]) -> dict[str, Any] | None:

@@ -48,7 +48,7 @@ from drills.records.verdict import Verdict
 from drills.scenario import needs
 from drills.kube.driver import KubeDriver
 from drills.target.connect import AccessCheck, Target, cluster_target, embedded_target
-from drills.target.journal import FaultJournal
+from drills.target.journal import ARCHIVE_NAME, FaultJournal
 from drills.target.recover import left_broken, leftovers
 from drills.target.leakreport.source import run_window_report, source_for
 from drills.target.profile import TargetProfile, load_profile, reference_profile
@@ -443,11 +443,22 @@ def _write_part(options: RunOptions, target: Target, plugin: FiredrillPlugin, le
         target.embedded.cluster is not None else ()
     part = parallel.Part("", nodes, plugin.outcomes, [ob.to_json() for ob in target.timeline],
                          _public_description(target, options), fp.to_dict() if fp else {},
-                         fp.digest() if fp else "", leak, target.secrets(), str(run_dir), target.defects)
+                         fp.digest() if fp else "", leak, target.secrets(), str(run_dir), target.defects,
+                         _journal_text(target))
     assert options.part_out is not None
     fd = os.open(options.part_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
         pickle.dump(part, out)
+
+
+def _journal_text(target: Target) -> str:
+    """A worker's fault journal as it stands, for the run's archive ("" when it has none or it cannot be read)."""
+    if target.journal is None:
+        return ""
+    try:
+        return target.journal.path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
 
 
 def _perform_parallel(options: RunOptions, console: Console, err: Console, plan: parallel.Plan, *,
@@ -483,6 +494,7 @@ def _perform_parallel(options: RunOptions, console: Console, err: Console, plan:
         run_dir.mkdir(parents=True, exist_ok=False)
         parallel.merge_junit(parts, run_dir / "junit.xml")
         parallel.merge_allure(parts, run_dir / "allure-results")
+        parallel.merge_journals(parts, run_dir / ARCHIVE_NAME)
         first = parts[0] if parts else None
         try:
             _seal(options, console, run_id=run_id, run_dir=run_dir, started=started, outcomes=outcomes,

@@ -108,3 +108,17 @@ def test_estimates_are_the_median_of_past_passing_runs(tmp_path: Path) -> None:
     (tmp_path / "broken" / "record.json").write_text("{not json")
     assert past_seconds(tmp_path) == {("a.feature", "s"): 12.0}
     assert past_seconds(tmp_path / "missing") == {}
+
+
+def test_the_pools_fault_journals_enter_the_archive_one_after_the_other(tmp_path: Path) -> None:
+    from drills.bdd.parallel import Part, merge_journals
+
+    def part(pool: str, journal: str) -> Part:
+        return Part(pool, (), [], [], "", {}, "", None, [], "", (), journal)
+
+    first = '{"journal":1,"server":"https://127.0.0.1:1"}\n{"intent":"1"}\n{"closed":"1"}\n'
+    second = '{"journal":1,"server":"https://127.0.0.1:2"}'  # a journal cut short keeps its lines apart
+    merge_journals([part("pool-1", first), part("pool-2", second), part("pool-3", "")], tmp_path / "j.jsonl")
+    assert (tmp_path / "j.jsonl").read_text().splitlines() == [*first.splitlines(), second]
+    merge_journals([part("pool-1", "")], tmp_path / "none.jsonl")
+    assert not (tmp_path / "none.jsonl").exists()
