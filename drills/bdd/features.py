@@ -23,7 +23,8 @@ from gherkin.parser import Parser
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
 from drills.errors import FiredrillError, PlaceholderError
 from drills.records.score import SEVERITY_TAG, SeverityError, parse_severity
-from drills.scenario.vocabulary import Checked, check, check_scenario, keyword_of, matches, sentence_of, suggest
+from drills.scenario.vocabulary import (Checked, check, check_scenario, keyword_of, matches, near_miss, sentence_of,
+                                        suggest)
 
 
 class FeatureError(FiredrillError):
@@ -153,8 +154,10 @@ def _load(path: Path) -> tuple[FeatureInfo | None, list[str], list[PlaceholderEr
                                     f"{keyword_of(text)} step but is used as {kind}; write it as "
                                     f"\"{keyword_of(text)} {text}\" (or And after a {keyword_of(text)})")
                 elif not matches(text):
+                    near = near_miss(text)
                     close = suggest(text)
-                    hint = (" Closest known steps: " + " | ".join(close)) if close else ""
+                    hint = (f" {near[0].upper()}{near[1:]}." if near else
+                            (" Closest known steps: " + " | ".join(close)) if close else "")
                     problems.append(f"{path}:{st['location']['line']}: unknown step "
                                     f"\"{st['keyword'].strip()} {text}\".{hint} (All steps: docs/STEPS.md)")
                 else:

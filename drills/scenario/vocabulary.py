@@ -116,6 +116,22 @@ def parse_gpus(text: str) -> int:
 parse_gpus.pattern = r"[-+]?\d+ GPUs?"  # type: ignore[attr-defined]
 
 
+def _counts(noun: str, too_few: str) -> Callable[[str], int]:
+    """The parser of ``'1 <noun>'`` and ``'4 <noun>s'`` (either form with any count: a person writes "1 GPU"), at
+    least 1."""
+    def parse(text: str) -> int:
+        return _counted(text, noun, too_few)
+    parse.__doc__ = f"'1 {noun}', '4 {noun}s' -> the count, at least 1."
+    parse.pattern = rf"[-+]?\d+ {noun}s?"  # type: ignore[attr-defined]
+    return parse
+
+
+parse_nodes = _counts("node", "a step about nodes needs at least one")
+parse_steps = _counts("step", "a checkpoint comes every step at the most often")
+parse_replicas = _counts("replica", "a service needs at least one replica")
+parse_gangs = _counts("gang", "at least one gang")
+
+
 def parse_count(text: str) -> int:
     """A whole number of things the step makes or expects (nodes, GPUs, gangs, tenants): at least 1."""
     if not re.fullmatch(r"\s*[-+]?\d+\s*", text):
@@ -156,12 +172,14 @@ parse_method.pattern = r"[A-Za-z][A-Za-z -]*"  # type: ignore[attr-defined]
 
 
 TYPES = {"Duration": parse_duration, "Number": parse_number, "Hole": parse_hole, "Workers": parse_workers,
-         "Gpus": parse_gpus, "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method,
+         "Gpus": parse_gpus, "Nodes": parse_nodes, "Steps": parse_steps, "Replicas": parse_replicas,
+         "Gangs": parse_gangs, "Count": parse_count, "Whole": parse_whole, "FaultMethod": parse_method,
          "Percent": parse_percent}
 """Placeholder type -> its one parser (its ``pattern`` says which text the sentence hands it); a drill kind adds
 its own with :func:`placeholder`."""
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
-READABLE = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers", "Gpus": "n GPUs"}
+READABLE = {"Duration": "duration", "Number": "number", "Hole": "hole", "Workers": "n workers", "Gpus": "n GPUs",
+            "Nodes": "n nodes", "Steps": "n steps", "Replicas": "n replicas", "Gangs": "n gangs"}
 """How docs/STEPS.md writes a typed placeholder; the others are written by their name (``<nodes>``)."""
 
 
@@ -237,6 +255,8 @@ class Sentence:
     reference_only: str = ""
     """Why the sentence can run on the embedded reference platform alone (and what to write instead); empty: it
     runs on every target.  A scenario using it on a real cluster is INCONCLUSIVE with this reason."""
+    pattern: str = ""
+    """The sentence as registered, placeholders and all."""
 
 
 VOCABULARY: list[StepDoc] = []
@@ -265,7 +285,7 @@ def step(keyword: str, pattern: str, example: str, target_fixture: str | None = 
         VOCABULARY.append(StepDoc(keyword, pattern, (fn.__doc__ or "").strip(), example))
         SENTENCES.append(Sentence(keyword, fn.__name__, parser, parsers.parse(pattern, extra_types=SHAPES), fields,
                                   check, tuple(requires), tuple(sets), fn.__module__,
-                                  reference_only))
+                                  reference_only, pattern))
         kwargs = {"target_fixture": target_fixture} if target_fixture else {}
         return _DECORATORS[keyword](parser, stacklevel=2, **kwargs)(fn)
     return register
@@ -309,6 +329,57 @@ def check(text: str, keyword: str | None = None) -> dict[str, Any]:
     if found.check is not None:
         found.check(**values)
     return values
+
+
+_AGREEING = {"is": "(?:is|are)", "are": "(?:is|are)", "was": "(?:was|were)", "were": "(?:was|were)",
+             "has": "(?:has|have)", "have": "(?:has|have)"}
+
+
+def _loose(pattern: str) -> re.Pattern[str]:
+    """The sentence with each placeholder any text and each word of its own in either number ("GPU"/"GPUs",
+    "is"/"are"): what a person writes who changed a value's form or a plural."""
+    def words(literal: str) -> str:
+        out = []
+        for token in re.split(r"([A-Za-z]+)", literal):
+            if not re.fullmatch(r"[A-Za-z]+", token):
+                out.append(re.escape(token))
+            elif token.lower() in _AGREEING:
+                out.append(_AGREEING[token.lower()])
+            else:
+                stem = token[:-1] if token.endswith("s") and len(token) > 3 else token
+                out.append(re.escape(stem) + "s?")
+        return "".join(out)
+    parts, last = [], 0
+    for m in PLACEHOLDER.finditer(pattern):
+        parts.append(words(pattern[last:m.start()]))
+        parts.append("(.+?)")
+        last = m.end()
+    parts.append(words(pattern[last:]))
+    return re.compile("".join(parts), re.IGNORECASE)
+
+
+def near_miss(text: str, keyword: str | None = None) -> str | None:
+    """What to write instead of an unknown ``text`` that differs from one known sentence only in the form of a
+    value or the number of a word: the value's own error (what it must look like), or the sentence to write
+    with the values as given; None when no sentence is that near."""
+    for sentence in SENTENCES:
+        if keyword not in (None, sentence.keyword) or not sentence.pattern:
+            continue
+        m = _loose(sentence.pattern).fullmatch(text)
+        if m is None:
+            continue
+        for (name, kind), raw in zip(sentence.fields, m.groups()):
+            if kind in TYPES:
+                try:
+                    TYPES[kind](raw)
+                except PlaceholderError as exc:
+                    return f"it is the sentence '{StepDoc('', sentence.pattern, '', '').readable}', but " \
+                           f"{exc.at(placeholder=READABLE.get(kind, name))}"
+        values = iter(m.groups())
+        fixed = PLACEHOLDER.sub(lambda _: next(values), sentence.pattern)
+        if sentence.shape.is_matching(fixed):
+            return f'write "{fixed}"'
+    return None
 
 
 def suggest(text: str, n: int = 3) -> list[str]:
@@ -370,9 +441,10 @@ def markdown() -> str:
              "- `<duration>`: a number above zero and a unit, one of",
              f"  {', '.join(f'`{u}`' for u in DURATION_UNITS)}: `500 ms`, `5 seconds`, `2 minutes`;",
              "- `<number>`: a number, decimals allowed (`2.5`);",
-             "- counts of things (`<nodes>`, `<gpus>`, `<count>`, `<every>`, `<n workers>`): whole numbers of at",
-             "  least 1 (`<n workers>` with its word: `1 worker`, `4 workers`; `<n GPUs>` likewise: `1 GPU`,",
-             "  `4 GPUs`); `<rank>` and the steps of work lost: whole numbers of at least 0;",
+             "- counts of things (`<count>`, `<n workers>`, `<n GPUs>`, `<n nodes>`, `<n steps>`, `<n replicas>`,",
+             "  `<n gangs>`): whole numbers of at least 1; those named `<n ...>` carry their word, singular or",
+             "  plural as a person writes it (`1 worker`, `4 workers`, `1 GPU`, `every 1 step`, `2 nodes`);",
+             "  `<rank>` and the steps of work lost: whole numbers of at least 0;",
              f"- `<method>`: {', '.join(f'`{m.value}`' for m in FaultMethod)} or `{CONFIGURED_METHOD}`",
              "  (the profile's `fault.method`; on a real cluster `kill`, `hang` and `partition` mean what the",
              "  profile's `fault.stand_ins` maps them to, docs/PROFILE.md);",

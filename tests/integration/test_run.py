@@ -133,11 +133,11 @@ def test_an_unknown_step_suggests_the_closest_known_steps(tmp_path: Path) -> Non
     features = tmp_path / "features"
     features.mkdir()
     (features / "typo.feature").write_text(
-        "Feature: x\n  Scenario: y\n    When I submit a gang of 4 worker with 8 GPU each\n")
+        "Feature: x\n  Scenario: y\n    When I submit a gang of 4 workres with 8 GPUs each\n")
     out = firedrill("run", "--features", str(features))
     assert out.returncode == 2
     assert "typo.feature:3: unknown step" in out.stderr
-    assert "I submit a gang of <workers> workers with <gpus> GPUs each" in out.stderr
+    assert "I submit a gang of <n workers> with <n GPUs> each" in out.stderr
 
 
 def test_a_profile_with_a_missing_field_says_which(tmp_path: Path) -> None:

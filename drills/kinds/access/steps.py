@@ -51,7 +51,7 @@ NEEDS_TRIED = Requires((TRIED,), "the pods have not tried each other's GPUs yet"
                        "put 'When each pod tries to open the GPUs the others hold' before it")
 
 
-@step("Given", "a GPU node with at least {count:Count} GPUs free", "a GPU node with at least 2 GPUs free",
+@step("Given", "a GPU node with at least {count:Gpus} free", "a GPU node with at least 2 GPUs free",
       sets=(NODE,))
 def gpu_node(drill: ScenarioContext, count: int) -> None:
     """The first node (by name) of whole GPUs with at least that many free: schedulable, Ready, and neither

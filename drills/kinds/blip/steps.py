@@ -23,7 +23,7 @@ def control_plane_away(drill: ScenarioContext, seconds: float) -> None:
     _blip(drill).control_plane_outage(seconds)
 
 
-@step("When", "{count:Count} nodes, the job's among them, lose the control plane for {seconds:Duration}",
+@step("When", "{count:Nodes}, the job's among them, lose the control plane for {seconds:Duration}",
       "3 nodes, the job's among them, lose the control plane for 15 seconds")
 def nodes_cut_off(drill: ScenarioContext, count: int, seconds: float) -> None:
     """That many nodes (those running the job first) are cut off from the control plane at once, their pods

@@ -23,14 +23,14 @@ def enough_capacity(drill: ScenarioContext, nodes: int, gpus: int) -> None:
     drill.drill(GangDrill).steady_state_before(nodes, gpus)
 
 
-@step("When", "I submit a gang of {workers:Count} workers with {gpus:Count} GPUs each",
+@step("When", "I submit a gang of {workers:Workers} with {gpus:Gpus} each",
       "I submit a gang of 4 workers with 8 GPUs each")
 def submit_one_gang(drill: ScenarioContext, workers: int, gpus: int) -> None:
     """Submit one gang (all workers must be placed together)."""
     drill.drill(GangDrill).submit(1, workers, gpus)
 
 
-@step("When", "I submit {count:Count} gangs of {workers:Count} workers with {gpus:Count} GPUs each at the same time, "
+@step("When", "I submit {count:Gangs} of {workers:Workers} with {gpus:Gpus} each at the same time, "
               "each running for {duration:Duration}",
       "I submit 2 gangs of 3 workers with 8 GPUs each at the same time, each running for 5 seconds")
 def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, duration: float) -> None:
@@ -38,7 +38,7 @@ def submit_gangs(drill: ScenarioContext, count: int, workers: int, gpus: int, du
     drill.drill(GangDrill).submit(count, workers, gpus, run_seconds=duration)
 
 
-@step("When", "a gang of {workers:Count} workers with {gpus:Count} GPUs each runs for {duration:Duration}",
+@step("When", "a gang of {workers:Workers} with {gpus:Gpus} each runs for {duration:Duration}",
       "a gang of 2 workers with 8 GPUs each runs for 5 seconds")
 def running_gang(drill: ScenarioContext, workers: int, gpus: int, duration: float) -> None:
     """A job already running: one gang whose workers finish after the given time.  The step returns once it runs

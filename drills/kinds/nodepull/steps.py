@@ -13,8 +13,8 @@ from drills.scenario.vocabulary import Checked, scenario_rule, step
 from drills.target.profile import FaultMethod
 from drills.workloads.training import TrainingRun
 
-@step("Given", "a canary training job of {workers:Workers} with {gpus:Count} GPUs each, "
-               "checkpointing every {every:Count} steps",
+@step("Given", "a canary training job of {workers:Workers} with {gpus:Gpus} each, "
+               "checkpointing every {every:Steps}",
       "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps")
 def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> None:
     """Start the canary: a synchronous data-parallel job (one rank per worker) that checkpoints every N steps."""

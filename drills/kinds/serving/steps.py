@@ -12,7 +12,7 @@ from drills.scenario.drill import observe_window
 from drills.scenario.vocabulary import Requires, step
 from drills.target.profile import FaultMethod
 
-@step("Given", "an inference service of {replicas:Count} replicas with {gpus:Whole} GPUs each behind a load balancer",
+@step("Given", "an inference service of {replicas:Replicas} with {gpus:Whole} GPUs each behind a load balancer",
       "an inference service of 3 replicas with 8 GPUs each behind a load balancer",
       sets=('service',))
 def inference_service(drill: ScenarioContext, replicas: int, gpus: int) -> None:
@@ -23,7 +23,7 @@ def inference_service(drill: ScenarioContext, replicas: int, gpus: int) -> None:
     drill.drill(ServingDrill).deploy(replicas, gpus)
 
 
-@step("Given", "an inference service of {replicas:Count} replicas with {gpus:Whole} GPUs each behind a load balancer, "
+@step("Given", "an inference service of {replicas:Replicas} with {gpus:Whole} GPUs each behind a load balancer, "
                "scaling out to {most:Count} replicas when more than {waiting:Count} requests wait per replica, each new "
                "replica loading its model for {warmup:Duration}",
       "an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas when more "
@@ -55,8 +55,8 @@ def scale_in_window(drill: ScenarioContext, window: float) -> None:
     drill.drill(ServingDrill).scale_in_after(window)
 
 
-@step("Given", "low-priority canary training of {workers:Workers} with {gpus:Count} GPUs each fills the idle GPUs, "
-               "checkpointing every {every:Count} steps and when preempted",
+@step("Given", "low-priority canary training of {workers:Workers} with {gpus:Gpus} each fills the idle GPUs, "
+               "checkpointing every {every:Steps} and when preempted",
       "low-priority canary training of 2 workers with 8 GPUs each fills the idle GPUs, checkpointing every 20 steps "
       "and when preempted",
       requires=(Requires(("service",), "no inference service to share the cluster with",

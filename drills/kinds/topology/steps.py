@@ -64,7 +64,7 @@ def enough_domains(drill: ScenarioContext, count: int, level: Level, gpus: int) 
     _drill(drill).steady_state_before(count, level, gpus)
 
 
-@step("Given", "another job holds {gpus:Count} GPUs on each node of one {level:Level}",
+@step("Given", "another job holds {gpus:Gpus} on each node of one {level:Level}",
       "another job holds 4 GPUs on each node of one rack")
 def other_job_one(drill: ScenarioContext, gpus: int, level: Level) -> None:
     """Another job's pods (canaries that hold their GPUs) take that many GPUs on each node of one domain (the first
@@ -73,7 +73,7 @@ def other_job_one(drill: ScenarioContext, gpus: int, level: Level) -> None:
     _drill(drill).hold(gpus, level, every=False)
 
 
-@step("Given", "another job holds {gpus:Count} GPUs on each node of every {level:Level} for {duration:Duration}",
+@step("Given", "another job holds {gpus:Gpus} on each node of every {level:Level} for {duration:Duration}",
       "another job holds 4 GPUs on each node of every rack for 4 seconds", sets=(OTHER_ENDS,))
 def other_job_every(drill: ScenarioContext, gpus: int, level: Level, duration: float) -> None:
     """The same on each node of every domain, each pod ending on its own after that long: then a domain frees
@@ -81,7 +81,7 @@ def other_job_every(drill: ScenarioContext, gpus: int, level: Level, duration: f
     _drill(drill).hold(gpus, level, every=True, seconds=duration)
 
 
-@step("When", "I submit a gang of {workers:Count} workers with {gpus:Count} GPUs each that must stay inside one "
+@step("When", "I submit a gang of {workers:Workers} with {gpus:Gpus} each that must stay inside one "
               "{level:Level}",
       "I submit a gang of 4 workers with 4 GPUs each that must stay inside one rack", sets=(GANG,))
 def submit_gang(drill: ScenarioContext, workers: int, gpus: int, level: Level) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from drills.bdd import steps as _steps  # noqa: F401 - registers the vocabulary
 from drills.errors import PlaceholderError
-from drills.scenario.vocabulary import SENTENCES, VOCABULARY, check, markdown, matches, parse_duration, suggest
+from drills.scenario.vocabulary import (SENTENCES, VOCABULARY, check, markdown, matches, near_miss, parse_duration,
+                                        suggest)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -98,6 +99,28 @@ def test_a_unit_is_checked_by_the_sentence_that_takes_it() -> None:
 
 
 def test_suggestions_for_a_typo() -> None:
-    assert suggest("I submit a gang of 4 worker with 8 GPU each")[0] == \
-        "I submit a gang of <workers> workers with <gpus> GPUs each"
+    assert suggest("I submit a gang of 4 workres with 8 GPUs each")[0] == \
+        "I submit a gang of <n workers> with <n GPUs> each"
+
+
+@pytest.mark.parametrize("text", [
+    "a canary training job of 1 worker with 1 GPU each, checkpointing every 1 step",
+    "I submit a gang of 1 worker with 1 GPU each",
+    "1 node, the job's among them, lose the control plane for 10 seconds",
+    "a GPU node with at least 1 GPU free",
+    "another job holds 1 GPU on each node of one rack",
+    "an inference service of 1 replica with 8 GPUs each behind a load balancer",
+    "I submit 1 gang of 2 workers with 8 GPUs each at the same time, each running for 5 seconds",
+])
+def test_a_count_of_one_is_written_as_a_person_writes_it(text: str) -> None:
+    assert matches(text), text
+    assert 1 in check(text).values()
+
+
+def test_a_sentence_near_a_known_one_says_exactly_what_to_write() -> None:
+    assert near_miss("at most 1 step of work is lost") == 'write "at most 1 steps of work are lost"'
+    assert near_miss("the platform detects the failure within five seconds") == (
+        "it is the sentence 'the platform detects the failure within <duration>', but <duration> 'five seconds': "
+        "not a duration; write a number and a unit, e.g. '5 seconds', '500 ms', '2 minutes'")
+    assert near_miss("the moon is made of cheese") is None
     assert "the platform detects the failure within <duration>" in suggest("the platform detect failure within 5 s")
