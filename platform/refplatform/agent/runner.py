@@ -261,6 +261,9 @@ class Agent:
     def start(self) -> None:
         self.driver.start()
         self.log_server.start()
+        # before the first heartbeat: once the node is Ready, `firedrill up` says so, and whoever then reads this
+        # agent's state (its pid, its log port) must find it
+        self._write_state()
         self._hb_thread = threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True)
         self._hb_thread.start()
         self.jobs.start()
@@ -269,7 +272,6 @@ class Agent:
         self.freeze.start()
         if self.fence is not None:
             self.fence.start()
-        self._write_state()
         log.info(
             "agent %s: %d x %s GPU(s)%s, log server on %s://127.0.0.1:%d, API %s",
             self.config.node,
