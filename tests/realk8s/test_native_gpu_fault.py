@@ -16,12 +16,16 @@ profile names no Prometheus, so DCGM's ``DCGM_FI_DEV_XID_ERRORS`` cannot be read
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.realk8s.firedrill import CLI, killed_once_journaled, wait_nothing_left
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.test_native_nodepull import NAMESPACE, PullCluster, start_pull_cluster
 
@@ -84,3 +88,47 @@ def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gp
     assert ecc_measured["detect"] is not None and ecc_measured["detect"] <= 3, out
     assert ecc["verdict"] in ("PASS", "FAIL"), out
     assert app["verdict"] == "INCONCLUSIVE" and "prometheus.url" in (app.get("error") or json.dumps(app)), out
+
+
+def test_a_run_killed_during_a_gpu_fault_is_refused_until_recover_puts_the_gpu_back(gpu_cluster: PullCluster,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 45, Done-when 3: scenario 12.1 SIGKILLed once its Xid (by the profile's command) is journaled. The
+    GPU stays out of the Node's allocatable; the next run refuses, naming the injection; `firedrill recover` runs
+    ``xidctl.py clear`` and removes the dead run's canary Job; every GPU is allocatable again and no drill object
+    is left."""
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / FEATURE.name).write_text(FEATURE.read_text())
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(gpu_cluster))
+    kubeconfig = gpu_cluster.cluster.admin_kubeconfig
+    env, journal = killed_once_journaled(kubeconfig, profile, features, tmp_path, "xidctl.py inject",
+                                         timeout=RUN_TIMEOUT_S, extra=("-k", "bus"))
+    node = re.search(r"inject Xid 79 on node (\S+):", journal.read_text()).group(1)  # type: ignore[union-attr]
+    try:
+        wait_allocatable(kubeconfig, node, lambda gpus: gpus < 8, "the GPU to leave allocatable")
+        plan = [*CLI, "run", "--dry-run", "--kubeconfig", str(kubeconfig), "--profile", str(profile), "--features",
+                str(features)]
+        refused = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 4 and f"inject Xid 79 on node {node}" in refused.stderr, refused.stderr
+        done = subprocess.run([*CLI, "recover", "--kubeconfig", str(kubeconfig), "--profile", str(profile)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "xidctl.py clear" in done.stdout, done.stdout
+        wait_allocatable(kubeconfig, node, lambda gpus: gpus == 8, "every GPU back in allocatable")
+        wait_nothing_left(kubeconfig, 60)
+    finally:
+        subprocess.run([sys.executable, str(XIDCTL), "clear", str(kubeconfig), node], capture_output=True,
+                       timeout=60)  # whatever happened, the GPU is back
+
+
+def wait_allocatable(kubeconfig: Path, node: str, ok: Callable[[int], bool], what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        got = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "node", node, "-o",
+                              "jsonpath={.status.allocatable.nvidia\\.com/gpu}"], capture_output=True, text=True,
+                             timeout=30)
+        if got.returncode == 0 and got.stdout.strip().isdigit() and ok(int(got.stdout.strip())):
+            return
+        assert time.monotonic() < deadline, f"waited {within:g} s for {what} on {node}: {got.stdout} {got.stderr}"
+        time.sleep(0.5)

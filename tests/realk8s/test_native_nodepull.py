@@ -38,6 +38,7 @@ import pytest
 
 from tests.realk8s.agents import POD_RANGE, RefAgents
 from tests.realk8s.cluster import Component, RealCluster, RealClusterSpec
+from tests.realk8s.firedrill import CLI, killed_once_journaled, wait_nothing_left
 from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.standin import node_user
 from tests.realk8s.test_control_plane import kubectl
@@ -180,3 +181,45 @@ def test_the_node_pull_feature_is_judged_on_the_real_controllers(pull_cluster: P
     else:
         assert proc.returncode == 1 and scenario["verdict"] == "FAIL", out
         assert re.search(r"training resumed from step \d+, but checkpoint \d+ was complete before the fault", out), out
+
+
+def test_a_run_killed_while_its_node_hangs_is_refused_until_recover_brings_the_cluster_back(
+        pull_cluster: PullCluster, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Issue 45, Done-when 3: `firedrill run` of scenario 5.1, the node pulled with a command stand-in
+    (``agentctl.py hang``: a hung host, undone by ``agentctl.py resume``), SIGKILLed once the fault is journaled, as
+    a CI timeout kills a job. Nothing rolls back. The next run refuses, naming the fault; `firedrill recover` runs
+    the resume and removes the dead run's canary Job; the node is Ready and untainted again, no drill object is
+    left, and the next run's plan no longer refuses."""
+    if request.node.callspec.id != "honest":
+        pytest.skip("one cluster is enough: the honest one")
+    made = pull_cluster
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / FEATURE.name).write_text(feature_for_this_cluster(one_worker=True))
+    hang = f"{sys.executable} {AGENTCTL} hang {made.agents.data_dir} {{node}}"
+    resume = f"{sys.executable} {AGENTCTL} resume {made.agents.data_dir} {{node}}"
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(made.agents).replace(
+        json.dumps(f"{sys.executable} {AGENTCTL} kill {made.agents.data_dir} {{node}}"),
+        f"{json.dumps(hang)}\n  restore_template: {json.dumps(resume)}"))
+    kubeconfig = made.cluster.admin_kubeconfig
+    env, journal = killed_once_journaled(kubeconfig, profile, features, tmp_path, "agentctl.py hang",
+                                         timeout=RUN_TIMEOUT_S)
+    node = re.search(r"command on node (\S+):", journal.read_text()).group(1)  # type: ignore[union-attr]
+    plan = [*CLI, "run", "--dry-run", "--kubeconfig", str(kubeconfig), "--profile", str(profile), "--features",
+            str(features)]
+    try:
+        refused = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 4 and f"command on node {node}" in refused.stderr, refused.stderr
+        assert "firedrill recover" in refused.stderr, refused.stderr
+        done = subprocess.run([*CLI, "recover", "--kubeconfig", str(kubeconfig), "--profile", str(profile)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"undone: command on node {node}" in done.stdout and "resume" in done.stdout, done.stdout
+        made.agents.wait_ready(node, timeout=60)  # Ready and untainted again
+        wait_nothing_left(kubeconfig, 60)
+        planned = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+        assert planned.returncode in (0, 3), planned.stdout + planned.stderr
+    finally:
+        subprocess.run([sys.executable, str(AGENTCTL), "resume", str(made.agents.data_dir), node],
+                       capture_output=True, timeout=30)  # whatever happened, the host thaws
