@@ -35,14 +35,17 @@ def killed_once_journaled(kubeconfig: Path, profile: Path, features: Path, work:
     must share (its state directory) and the journal."""
     env = {**os.environ, "FIREDRILL_STATE_DIR": str(work / "state")}
     journals = work / "state" / "journals"
-    run = subprocess.Popen([*CLI, "run", "--kubeconfig", str(kubeconfig), "--profile", str(profile), "--features",
-                            str(features), "--reports", str(work / "reports"), "--no-live", *extra], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    output = work / "killed-run.log"
+    with open(output, "wb") as out:
+        run = subprocess.Popen([*CLI, "run", "--kubeconfig", str(kubeconfig), "--profile", str(profile),
+                                "--features", str(features), "--reports", str(work / "reports"), "--no-live", *extra],
+                               env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout
         while not any(needle in line and '"intent"' in line for p in journals.glob("*/*.jsonl")
                       for line in p.read_text().splitlines()):
-            assert run.poll() is None, f"the run ended (exit {run.returncode}) before its fault was journaled"
+            assert run.poll() is None, (f"the run ended (exit {run.returncode}) before its fault was journaled:\n"
+                                        + output.read_text(errors="replace"))
             assert time.monotonic() < deadline, f"the run journaled no fault with {needle!r} in {timeout:g} s"
             time.sleep(0.2)
         time.sleep(1.0)  # test pacing only: the fault's command acts right after its intent is written
