@@ -32,9 +32,9 @@ class ScenarioContext:
     drills: list[Drill] = field(default_factory=list)
     """The drills this scenario started, oldest first (most scenarios start one)."""
     invariants: InvariantWatch | None = None
+    """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
     guard: AbortGuard | None = None
     """The profile's abort conditions, watched with the invariants (:mod:`drills.scenario.guard`)."""
-    """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
     kinds: tuple[type[Drill], ...] = ()
     """The drill kinds the scenario's sentences drive (:func:`drills.scenario.needs.needs_of`), set before its
     first step: a sentence two kinds share starts the drill of the kind the scenario is about

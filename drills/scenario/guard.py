@@ -24,15 +24,11 @@ from drills.records.verdict import DrillResult
 from drills.target.connect import Target
 from drills.target.faults import CONTROL_PLANE
 from drills.target.profile import AbortCondition
+from drills.target.safety import is_ready
 
-__all__ = ["AbortGuard", "NodeGuard", "node_ready"]
+__all__ = ["AbortGuard", "NodeGuard"]
 
 Obj = dict[str, Any]
-
-
-def node_ready(node: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 @dataclass
@@ -71,7 +67,7 @@ class AbortGuard:
 
     def _on_node(self, event: str, node: Obj) -> None:
         name = str(node["metadata"]["name"])
-        ready = event != "DELETED" and node_ready(node)
+        ready = event != "DELETED" and is_ready(node)
         with self._lock:
             breach = self.nodes.see(name, ready, self.radius())
         if breach is not None:

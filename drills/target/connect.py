@@ -29,8 +29,8 @@ from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, 
                                   refusal)
 from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults,
                                   no_journal)
-from drills.target.journal import FaultJournal, Undo, UndoKind
-from drills.target.marks import Mark, cluster_marks
+from drills.target.journal import FaultJournal, Undo
+from drills.target.marks import Mark, annotation_removed, cluster_marks
 from drills.target.recover import left_broken, leftovers
 from drills.target.throttle import THROTTLE_ANNOTATION, clear_throttle, inject_throttle
 from drills.target.xid import INJECT_ANNOTATION, clear_xids, inject_xid
@@ -241,10 +241,8 @@ class Target:
 
     def _annotate(self, node: str, annotation: str, what: str, act: Callable[[], None]) -> None:
         if self.journal is not None:
-            undo = Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name=node,
-                        manifest={"metadata": {"annotations": {annotation: None}}})
-            self.annotated.setdefault((node, annotation), []).append(
-                self.journal.intend(f"{what} (Node annotation {annotation})", node, "annotation", (undo,)))
+            self.annotated.setdefault((node, annotation), []).append(self.journal.intend(
+                f"{what} (Node annotation {annotation})", node, "annotation", (annotation_removed(node, annotation),)))
         act()
 
     def _annotation_gone(self, node: str, annotation: str) -> None:

@@ -28,7 +28,7 @@ from drills.target.journal import Undo, UndoKind
 from drills.target.throttle import STRAGGLER_TAINT, THROTTLE_ANNOTATION
 from drills.target.xid import INJECT_ANNOTATION
 
-__all__ = ["DRILL_ANNOTATIONS", "DRILL_TAINTS", "Mark", "cluster_marks"]
+__all__ = ["DRILL_ANNOTATIONS", "DRILL_TAINTS", "Mark", "annotation_removed", "cluster_marks"]
 
 DRILL_ANNOTATIONS = (INJECT_ANNOTATION, THROTTLE_ANNOTATION)
 """Node annotations only a drill writes: the reference platform's injections."""
@@ -65,6 +65,12 @@ def cluster_marks(driver: KubeDriver) -> list[Mark]:
     return marks
 
 
+def annotation_removed(node: str, key: str) -> Undo:
+    """The step that takes annotation ``key`` off Node ``node`` (a merge patch setting it to null)."""
+    return Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name=node,
+                manifest={"metadata": {"annotations": {key: None}}})
+
+
 def _owner(meta: dict[str, Any]) -> Undo | None:
     """Deleting the pod's controller (a Job), when the harness knows its kind: deleting the pod alone would only
     have it made again."""
@@ -81,9 +87,7 @@ def _node_marks(node: dict[str, Any]) -> list[Mark]:
     out = []
     for key in DRILL_ANNOTATIONS:
         if _entries(annotations.get(key)):
-            out.append(Mark(f"node {name} carries {key} ({annotations[key][:120]})",
-                            Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name=name,
-                                 manifest={"metadata": {"annotations": {key: None}}})))
+            out.append(Mark(f"node {name} carries {key} ({annotations[key][:120]})", annotation_removed(name, key)))
     taints = (node.get("spec") or {}).get("taints") or []
     drill = [t for t in taints if t.get("key") in DRILL_TAINTS]
     if drill:

@@ -324,10 +324,10 @@ class FaultSettings:
             problems.append(f"fault.timeout_seconds: {self.timeout_seconds} must be above 0")
         if self.expire_seconds is not None and self.expire_seconds <= 0:
             problems.append(f"fault.expire_seconds: {self.expire_seconds} must be above 0")
-        if self.expire_seconds is None and self.command_template is not None and \
-                "{expire_seconds}" in self.command_template:
-            problems.append("fault.command_template uses {expire_seconds}, but fault.expire_seconds is not set; set "
-                            "it to the seconds after which the command's own undo runs")
+        for key, template in (("command_template", self.command_template), ("restore_template", self.restore_template)):
+            if self.expire_seconds is None and template is not None and "{expire_seconds}" in template:
+                problems.append(f"fault.{key} uses {{expire_seconds}}, but fault.expire_seconds is not set; set it "
+                                "to the seconds after which the command's own undo runs")
         if problems:
             raise ProfileError("invalid fault settings: " + "; ".join(problems), problems)
 
@@ -355,15 +355,15 @@ class FaultSettings:
         """The command for ``node`` (method ``command`` only), with its ``{expire_seconds}`` when it has one."""
         if self.command_template is None:
             raise ProfileError(f"fault.method is {self.method.value}, which has no command template")
-        expire = "" if self.expire_seconds is None else f"{self.expire_seconds:g}"
-        return self.command_template.format(node=node, expire_seconds=expire)
+        return self._render(self.command_template, node)
 
     def restore_for(self, node: str) -> str | None:
         """The command that undoes the fault on ``node``, if the profile gives one."""
-        if self.restore_template is None:
-            return None
+        return None if self.restore_template is None else self._render(self.restore_template, node)
+
+    def _render(self, template: str, node: str) -> str:
         expire = "" if self.expire_seconds is None else f"{self.expire_seconds:g}"
-        return self.restore_template.format(node=node, expire_seconds=expire)
+        return template.format(node=node, expire_seconds=expire)
 
 
 def _abort_when(section: Any, problems: list[str]) -> tuple[AbortCondition, ...]:

@@ -30,6 +30,7 @@ from drills.target.faults import FaultError, run_command
 from drills.target.journal import (Action, JournalState, Undo, UndoKind, close_in, journals_for, process_alive,
                                    read_journal)
 from drills.target.marks import Mark
+from drills.target.safety import is_ready
 
 __all__ = ["Leftover", "Outcome", "Recovered", "Swept", "left_broken", "leftovers", "recover", "sweep"]
 
@@ -241,9 +242,7 @@ def _node_serving(driver: Any, name: str) -> bool:
     node = driver.find(NODE, name)
     if node is None:
         return False
-    spec, status = node.get("spec") or {}, node.get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    return ready and not spec.get("unschedulable")
+    return is_ready(node) and not (node.get("spec") or {}).get("unschedulable")
 
 
 def settle(states: Iterable[JournalState]) -> list[Path]:

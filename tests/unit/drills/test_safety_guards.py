@@ -11,9 +11,10 @@ import pytest
 from drills.bdd.plugin import ScenarioOutcome, scenario_verdict
 from drills.bdd.run import ExitCode, counts_line, exit_code
 from drills.records.verdict import DrillResult, ScenarioHalted, Verdict
-from drills.scenario.guard import NodeGuard, node_ready
+from drills.scenario.guard import NodeGuard
 from drills.target.faults import CONTROL_PLANE
 from drills.target.profile import AbortCondition, ProfileError, TargetProfile, load_profile
+from drills.target.safety import is_ready as node_ready
 
 
 def ready(status: str) -> dict:
@@ -101,7 +102,8 @@ def test_a_profile_names_its_abort_conditions_and_a_wrong_name_is_refused(tmp_pa
 
 
 def test_a_fault_command_may_schedule_its_own_undo_and_the_profile_says_when(tmp_path: Path) -> None:
-    base = PROFILE.replace("fault:\n  method: kubelet-stop\n", "fault:\n  method: command\n  command_template: {t}\n{x}")
+    base = PROFILE.replace("fault:\n  method: kubelet-stop\n",
+                           "fault:\n  method: command\n  command_template: {t}\n{x}")
     text = base.format(value="[]", t="'systemd-run --on-active={expire_seconds} ipmitool -H {node}-bmc power on'",
                        x="  expire_seconds: 300\n")
     fault = parse_profile(text, tmp_path).fault
@@ -110,5 +112,8 @@ def test_a_fault_command_may_schedule_its_own_undo_and_the_profile_says_when(tmp
     assert parse_profile(text, tmp_path).to_dict()["fault"]["expire_seconds"] == 300.0
     with pytest.raises(ProfileError, match=r"uses \{expire_seconds\}, but fault.expire_seconds is not set"):
         parse_profile(base.format(value="[]", t="'at now + {expire_seconds} sec {node}'", x=""), tmp_path)
+    restore = "  restore_template: 'at +{expire_seconds} {node}'\n"
+    with pytest.raises(ProfileError, match=r"fault.restore_template uses \{expire_seconds\}, but fault.expire_sec"):
+        parse_profile(base.format(value="[]", t="'power off {node}'", x=restore), tmp_path)
     with pytest.raises(ProfileError, match="unknown placeholder.*only {node} and {expire_seconds} are replaced"):
         parse_profile(base.format(value="[]", t="'power off {node} {when}'", x=""), tmp_path)
