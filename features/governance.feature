@@ -16,6 +16,12 @@ Feature: Governance gates
     Then nothing over the quota runs within 5 seconds
     And the admission-and-quota gate stopped every attempt and the audit log holds a record of each refusal
 
+  @clause:11.1 @severity:critical
+  Scenario: Admission and quota under concurrency: requests that each fit do not run over the quota together
+    When the tenant submits several pods at once, each within its namespace's quota and together over it
+    Then nothing over the quota runs within 5 seconds
+    And the admission-and-quota gate stopped every attempt and the audit log holds a record of each refusal
+
   @clause:11.2 @severity:critical
   Scenario: Access: a tenant stays in its namespace and does no scheduler's or node's work
     When the tenant reads and writes pods in another tenant's namespace

@@ -74,6 +74,10 @@ class Defect(enum.Enum):
     """API server: ResourceQuota limits on ``requests.nvidia.com/gpu`` and ``limits.nvidia.com/gpu`` are not
     enforced (usage is still counted and shown), so a namespace takes more GPUs than its quota."""
 
+    QUOTA_IGNORES_PENDING = "quota-ignores-pending"
+    """API server: ResourceQuota admission charges only the pods already running, not those admitted and still
+    pending, so several requests that each fit the quota, sent together, are all admitted and run over it."""
+
     DUPLICATE_RANK = "duplicate-rank"
     """Volcano Job controller: when a job restarts, its last rank is recreated with rank 0's index (its own pod
     name, ``volcano.sh/task-index`` 0), so the job runs two rank 0s and no rank N-1, as many pods as it should."""
@@ -147,6 +151,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.LOSE_ACKED_WRITES: "the API server acknowledges every 10th pod create but never stores it",
     Defect.UNRECORDED_REFUSALS: "the API server refuses but leaves no audit record of the refusal",
     Defect.NO_GPU_QUOTA: "ResourceQuota limits on nvidia.com/gpu are not enforced",
+    Defect.QUOTA_IGNORES_PENDING: "quota admission charges only running pods, not admitted pending ones",
     Defect.NODE_WRITES_ANY: "a node identity may write any Node, any Lease and any pod's status",
     Defect.DUPLICATE_RANK: "a restarted job's last rank is recreated with rank 0's index",
     Defect.GPU_DOUBLE_BOOK: "every pod is told it holds the node's first GPUs, whatever was bound",

@@ -91,6 +91,11 @@ MATRIX: list[Catch] = [
     Catch("no-gpu-quota", "governance.feature", "quota", "a job over the namespace's GPU quota does not run",
           r"admission-and-quota: the gate let it through: the tenant tenant-a tried to create pod gov-quota-\w+ "
           r"asking \d+ nvidia.com/gpu in firedrill-tenant, over its quota \(HTTP 201"),
+    Catch("quota-ignores-pending", "governance.feature", "concurrency", "requests that each fit do not run over the "
+          "quota together", r"admission-and-quota: the gate let it through: the tenant tenant-a tried to send \d+ pods "
+          r"of \d+ nvidia.com/gpu at once \(\d+ in all\) to firedrill-tenant, whose quota leaves \d+ \(HTTP 201 "
+          r"Created\): the API admitted \d+ of them \(\d+ GPUs\) and \d+ GPUs of them were bound at once, though "
+          r"ResourceQuota gpu-quota allows 4 \(0 used\): pod gov-burst-\w+-0 \(\w+ on [\w-]+\)"),
     Catch("node-writes-any", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: the gate let it through: node [\w-]+'s identity tried to label node [\w-]+'s Lease in "
           r"kube-node-lease \(HTTP 200"),

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,18 +49,18 @@ def test_every_chain_passes_and_each_record_s_digest_is_in_the_evidence(tmp_path
     features = features_copy(tmp_path, "governance.feature")
     out = firedrill("run", "--features", str(features), timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "4 passed" in out.stdout, out.stdout
+    assert "5 passed" in out.stdout, out.stdout
     archive = _archive(out.stdout)
     record = json.loads((archive / "record.json").read_text())
     timeline = [json.loads(ln) for ln in (archive / "timeline.jsonl").read_text().splitlines()]
     found = {e["summary"]["sha256"] for e in timeline if e["event"] == "audit record found"}
-    chains = {}
+    recorded: Counter[str] = Counter()  # a chain may be crossed by more than one scenario (quota: alone, at once)
     for scenario in record["scenarios"]:
         assert scenario["verdict"] == "PASS" and scenario["drill"] == "governance", scenario
         details = scenario["details"]["governance"]
         assert details["audit_log"] == "the embedded platform's audit.log"
         (chain, tally), = details["chains"].items()
-        chains[chain] = tally
+        recorded[chain] += tally["recorded"]
         attempts = [a for a in details["attempts"] if a["chain"] == chain]
         assert attempts and all(a["gate"] == "refused" and SHA256.match(a["record"]["sha256"]) for a in attempts)
         assert tally["records_sha256"] == [a["record"]["sha256"] for a in attempts]
@@ -67,9 +68,7 @@ def test_every_chain_passes_and_each_record_s_digest_is_in_the_evidence(tmp_path
         note = next(m["note"] for m in scenario["measurements"] if m["name"] == f"{chain}: refusals found in the "
                                                                                  "audit log")
         assert all(d in note for d in tally["records_sha256"])
-    assert sorted(chains) == sorted(c.value for c in Chain)
-    assert {k: v["recorded"] for k, v in chains.items()} == {"admission-and-quota": 2, "access": 4, "priority": 2,
-                                                             "change-control": 3}
+    assert dict(recorded) == {"admission-and-quota": 3, "access": 4, "priority": 2, "change-control": 3}
     by_user = {a["record"]["user"] for s in record["scenarios"] for a in s["details"]["governance"]["attempts"]}
     assert {"tenant-a", "system:node:gpu-node-0"} <= by_user, by_user  # each refusal names who tried
 

@@ -4,7 +4,8 @@ A policy document is not a control in effect.  Each step makes one or two delibe
 tenant (or a node) would, through the official kubernetes client with that identity's own credentials:
 
 - admission and quota: a pod, and a job, asking for more GPUs than the tenant namespace's ResourceQuota
-  leaves; nothing of either may run (the pod is refused, the job's controller cannot create its pods);
+  leaves; nothing of either may run (the pod is refused, the job's controller cannot create its pods); pods
+  sent at once, each within what the quota leaves and together over it: what they hold at once stays within it;
 - access: a read and a write in another tenant's namespace; a ``pods/binding`` (the scheduler's work); a node
   identity's write to another node's Lease;
 - priority: a pod of a PriorityClass the tenant may not use; a pod of the tenant's that needs the GPUs a pod of
@@ -25,6 +26,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -65,6 +67,8 @@ HOLD_LABEL = "firedrill.dev/governance-hold"
 HIGH_PRIORITY = 100_000
 """The value of the PriorityClass the drill gives the pod the tenant's pod must not preempt."""
 START_TIMEOUT = 30.0
+QUOTA_BACK_S = 15.0
+"""Seconds the rollback waits for the quota to count the burst's deleted pods gone."""
 DRY_RUN = {"dryRun": "All"}
 """Disruptive attempts are dry runs: authorization comes first, so the gate answers as for the real thing, and a
 hole changes nothing on a cluster that honours dry runs."""
@@ -168,6 +172,33 @@ class Pending:
     """The pods that must keep running (a preemption watched), by name: their uids."""
 
 
+@dataclass
+class Burst:
+    """Pods the tenant sent at once, each within the quota and together over it: the ones admitted are watched
+    (what they may hold together is what the quota left)."""
+
+    namespace: str
+    gpus_each: int
+    leaves: int
+    """GPUs the quota left before the burst (hard less used)."""
+    action: str
+    admitted: list[str] = field(default_factory=list)
+    since: int = 0
+
+
+def burst_size(leaves: int) -> tuple[int, int]:
+    """(pods, GPUs each) for a burst in which every pod fits the ``leaves`` GPUs a quota leaves and all of them
+    together do not: half of what is left each (at least 1), and one pod more than fit."""
+    each = max(1, leaves // 2)
+    return leaves // each + 1, each
+
+
+def over_quota_pods(gpus_bound: int, leaves: int, each: int) -> int:
+    """How many of a burst's pods, of ``each`` GPUs, hold GPUs beyond the ``leaves`` its quota left."""
+    over = max(0, gpus_bound - leaves)
+    return -(-over // each) if each else 0
+
+
 CLASS_UNKNOWN = "no PriorityClass with name"
 """kube-apiserver's Priority admission looks a class up in an informer cache that may lag its create by
 milliseconds: a pod of a class created just before is refused 403 with this message until the cache has it."""
@@ -231,11 +262,12 @@ class GovernanceDrill(Drill):
     audit: AuditLog | None = None
     audit_problem: str = ""
     pending_job: Pending | None = None
+    pending_burst: Burst | None = None
     pending_preemption: Pending | None = None
     _said: set[str] = field(default_factory=set)
     _undo: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
     _seq: int = 0
-    _ask: int | None = None
+    _left: int | None = None
     _made_node: bool = False
 
     # ------------------------------------------------------------------ setup
@@ -397,11 +429,11 @@ class GovernanceDrill(Drill):
     def _quota(self, namespace: str) -> tuple[str, str, int, int] | None:
         return gpu_quota(self.target.driver.list(RESOURCE_QUOTA, namespace), self.target.profile.gpu_resource)
 
-    def _over_quota(self, chain: Chain, action: str, namespace: str) -> int | None:
-        """GPUs one more than the namespace's quota leaves (computed once a scenario: what a first attempt let
-        through must not shrink the second's ask); None after noting a FAIL when no quota limits GPUs."""
-        if self._ask is not None:
-            return self._ask
+    def _leaves(self, chain: Chain, action: str, namespace: str) -> int | None:
+        """GPUs the namespace's quota leaves (hard less used, read once a scenario: what a first attempt let
+        through must not shrink the next one's ask); None after noting a FAIL when no quota limits GPUs."""
+        if self._left is not None:
+            return self._left
         gpu = self.target.profile.gpu_resource
         quota = self._quota(namespace)
         if quota is None:
@@ -412,8 +444,17 @@ class GovernanceDrill(Drill):
             return None
         name, key, hard, used = quota
         self.result.details["governance"]["quota"] = {"name": name, "key": key, "hard": hard, "used": used}
-        self._ask = max(1, hard - used + 1)
-        return self._ask
+        self._left = max(0, hard - used)
+        return self._left
+
+    def _over_quota(self, chain: Chain, action: str, namespace: str) -> int | None:
+        """GPUs one more than the namespace's quota leaves; None after noting a FAIL when no quota limits GPUs."""
+        leaves = self._leaves(chain, action, namespace)
+        return None if leaves is None else leaves + 1
+
+    def _quota_words(self) -> str:
+        quota = self.result.details["governance"].get("quota") or {}
+        return f"ResourceQuota {quota.get('name')} allows {quota.get('hard')} ({quota.get('used')} used)"
 
     def quota_pod(self) -> None:
         """The tenant creates a pod asking for one GPU more than its namespace's quota leaves: refused."""
@@ -434,9 +475,7 @@ class GovernanceDrill(Drill):
                                                          namespace=ns, name=name),
                                body=body, refusals=REFUSED_BY_ADMISSION)
         if attempt.gate is Gate.LET_THROUGH:
-            quota = self.result.details["governance"].get("quota") or {}
-            attempt.why = (f"the API admitted it, though ResourceQuota {quota.get('name')} allows {quota.get('hard')} "
-                           f"({quota.get('used')} used)")
+            attempt.why = f"the API admitted it, though {self._quota_words()}"
             self._delete_later(POD, name, ns)
 
     def quota_job(self) -> None:
@@ -482,16 +521,86 @@ class GovernanceDrill(Drill):
                           Gate.UNCLEAR, answer, "", since)
         self.pending_job = Pending(attempt, {"job": name, "namespace": ns})
 
+    def quota_at_once(self) -> None:
+        """The tenant sends several pods at once, each within what its namespace's quota leaves and together over
+        it (:func:`burst_size`): an admission that charges only what already runs admits them all.  Each refusal
+        is an attempt judged by its record; the admitted pods are judged by the watch that follows, on what they
+        hold together."""
+        chain, action = Chain.ADMISSION_AND_QUOTA, "send pods at once, each within its namespace's GPU quota and " \
+                                                   "together over it"
+        ready = self._tenant_ready(chain, action)
+        if ready is None:
+            return
+        tenant, ns = ready
+        leaves = self._leaves(chain, action, ns)
+        if leaves is None:
+            return
+        if leaves == 0:
+            self._not_made(chain, self._tenant_actor(), action,
+                           f"{self._quota_words()}: no GPU is left for a pod that fits; free some of the quota")
+            return
+        gpu = self.target.profile.gpu_resource
+        count, each = burst_size(leaves)
+        names = [f"gov-burst-{self.run_id}-{i}" for i in range(count)]
+        burst = Burst(ns, each, leaves, f"send {count} pods of {each} {gpu} at once ({count * each} in all) to "
+                                        f"{ns}, whose quota leaves {leaves}")
+        bodies = [_pod(n, ns, self.target.profile.canary_image, self.run_id, gpus=each, gpu_resource=gpu)
+                  for n in names]
+        used_before = (self.result.details["governance"].get("quota") or {}).get("used", 0)
+        self._undo_later(f"wait for namespace {ns}'s quota to count the burst's pods gone",
+                         lambda: self._quota_back(ns, used_before))  # undone last: after the pods' deletes
+        agent = self._agent(tenant)
+        burst.since = self._since()
+        start = threading.Barrier(count)
+
+        def create(body: Obj) -> Answer:
+            start.wait(timeout=10)
+            return send(tenant, "POST", POD.path(ns), body)[0]
+
+        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="governance-burst") as pool:
+            answers = list(pool.map(create, bodies))
+        for name, answer in zip(names, answers):
+            gate = classify(answer, REFUSED_BY_ADMISSION)
+            if gate is Gate.LET_THROUGH:
+                burst.admitted.append(name)
+                self._delete_later(POD, name, ns)
+                continue
+            self._add(Attempt(chain, self._tenant_actor(), f"create pod {name} asking {each} {gpu}, one of "
+                                                           f"{count} sent at once to {ns}, whose quota leaves {leaves}",
+                              self._query({"create"}, "pods", REFUSED_BY_ADMISSION, agent, namespace=ns, name=name),
+                              gate, answer, "", burst.since))
+        self.target.timeline.action("governance burst", namespace=ns, pods=count, gpus_each=each, leaves=leaves,
+                                    admitted=list(burst.admitted))
+        self.pending_burst = burst
+
+    def _quota_back(self, namespace: str, used: int, within: float = QUOTA_BACK_S) -> None:
+        """Wait until the namespace's quota counts no more than ``used`` again: upstream's quota controller
+        frees what deleted pods held a moment after they go, and the next scenario's tenant pod must fit."""
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + within
+        while True:
+            quota = self._quota(namespace)
+            if quota is None or quota[3] <= used:
+                return
+            if clock.mono() >= deadline:
+                log.warning("governance rollback: namespace %s's quota still counts %d GPUs used (%d before the "
+                            "burst) after %.0f s", namespace, quota[3], used, within)
+                return
+            threading.Event().wait(0.2)  # a rollback runs to its end: no pause that a halt would cut short
+
     def watch_over_quota(self, seconds: float) -> None:
         """For ``seconds``, no pod of the over-quota job may exist (the quota must refuse its controller's creates):
-        a pod that exists is the quota letting it through, whether or not it runs yet."""
+        a pod that exists is the quota letting it through, whether or not it runs yet.  The pods of a burst
+        admitted together may not hold more GPUs at once, bound to nodes, than the quota left: an excess that
+        is admitted but held unbound (queued) is not a run over the quota, and one that is bound is."""
         self.prepare()
-        job = self.pending_job
-        ns = job.names["namespace"] if job is not None else None
+        job, burst = self.pending_job, self.pending_burst
+        ns = job.names["namespace"] if job is not None else burst.namespace if burst is not None else None
         clock = self.target.timeline.clock
         deadline = clock.mono() + seconds
         seen: dict[str, str] = {}
         running = 0
+        burst_bound = 0
         while ns is not None:
             try:
                 pods = self.target.driver.list(POD, ns, label_selector=f"{RUN_LABEL}={self.run_id}")
@@ -502,23 +611,54 @@ class GovernanceDrill(Drill):
                 phase = (p.get("status") or {}).get("phase") or "Pending"
                 node = (p.get("spec") or {}).get("nodeName")
                 seen[p["metadata"]["name"]] = phase + (f" on {node}" if node else "")
-            running = max(running, sum((p.get("status") or {}).get("phase") == "Running" for p in pods))
+            mine = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+            of_burst = [p for p in mine if burst is not None and p["metadata"]["name"] in burst.admitted]
+            bound = sum(pod_gpus(p, self.target.profile.gpu_resource) for p in of_burst
+                        if (p.get("spec") or {}).get("nodeName"))
+            burst_bound = max(burst_bound, bound)
+            others = sum((p.get("status") or {}).get("phase") == "Running" for p in mine if p not in of_burst)
+            over = over_quota_pods(bound, burst.leaves, burst.gpus_each) if burst is not None else 0
+            running = max(running, others + over)
             if clock.mono() >= deadline:
                 break
             self.pause(min(0.25, max(0.0, deadline - clock.mono())))
         self.result.measure(Measurement("admission-and-quota: pods over the quota running", float(running), "pods",
                                         note="; ".join(f"{n}: {s}" for n, s in sorted(seen.items()))))
-        if job is None:
+        if job is not None:
+            of_job = {n: s for n, s in seen.items() if n.startswith(job.names["job"])}
+            attempt = job.attempt
+            if of_job:
+                attempt.gate = Gate.LET_THROUGH
+                attempt.why = "its controller created " + ", ".join(f"pod {n} ({s})" for n, s in sorted(of_job.items()))
+            else:
+                attempt.gate = Gate.REFUSED
+            self._add(attempt)
+            self.pending_job = None
+        if burst is not None:
+            self._judge_burst(burst, burst_bound, seen)
+            self.pending_burst = None
+
+    def _judge_burst(self, burst: Burst, bound: int, seen: dict[str, str]) -> None:
+        """An attempt for the burst's admitted pods when they were more than the quota left: let through when they
+        were bound beyond it at once, unclear when the excess was only queued (no refusal to find a record of)."""
+        admitted = len(burst.admitted) * burst.gpus_each
+        self.result.details["governance"]["burst"] = {"gpus_each": burst.gpus_each, "leaves": burst.leaves,
+                                                      "admitted": list(burst.admitted), "gpus_bound_at_once": bound}
+        if admitted <= burst.leaves:
             return
-        of_job = {n: s for n, s in seen.items() if n.startswith(job.names["job"])}
-        attempt = job.attempt
-        if of_job:
+        pods = ", ".join(f"pod {n} ({seen.get(n, 'gone')})" for n in burst.admitted)
+        attempt = Attempt(Chain.ADMISSION_AND_QUOTA, self._tenant_actor(), burst.action, since=burst.since,
+                          answer=Answer(201, "Created"))
+        if bound > burst.leaves:
             attempt.gate = Gate.LET_THROUGH
-            attempt.why = "its controller created " + ", ".join(f"pod {n} ({s})" for n, s in sorted(of_job.items()))
+            attempt.why = (f"the API admitted {len(burst.admitted)} of them ({admitted} GPUs) and {bound} GPUs of "
+                           f"them were bound at once, though {self._quota_words()}: {pods}")
         else:
-            attempt.gate = Gate.REFUSED
+            attempt.gate = Gate.UNCLEAR
+            attempt.why = (f"the API admitted {len(burst.admitted)} of them ({admitted} GPUs), over what "
+                           f"{self._quota_words()} left, but held the excess unbound (queued, not refused): "
+                           f"{pods}")
         self._add(attempt)
-        self.pending_job = None
 
     # ------------------------------------------------------------------- access
     def other_namespace(self) -> None:
@@ -872,6 +1012,10 @@ class GovernanceDrill(Drill):
         digest in the evidence, and a finding naming the chain for each attempt that got through or left no
         record."""
         self.prepare()
+        if self.pending_burst is not None and chain is Chain.ADMISSION_AND_QUOTA:
+            self._add(Attempt(chain, self._tenant_actor(), self.pending_burst.action, gate=Gate.UNCLEAR,
+                              why="what its admitted pods held was never watched"))
+            self.pending_burst = None
         for pending in (self.pending_job, self.pending_preemption):
             if pending is not None and pending.attempt.chain is chain:
                 pending.attempt.gate, pending.attempt.why = Gate.UNCLEAR, "it was never watched"

@@ -146,6 +146,7 @@ class ApiServer:
         self.service.restrictions.node_writes_any = self.node_writes_any
         self.service.quota.limited = tuple(sorted(self.settings.limited_priority_classes))
         self.service.quota.enforce_gpus = Defect.NO_GPU_QUOTA not in defects
+        self.service.quota.charge_pending = Defect.QUOTA_IGNORES_PENDING not in defects
         if self.audit is not None and Defect.UNRECORDED_REFUSALS in defects:
             self.audit.record_refusals = False
         app: Any = Starlette(routes=[*dashboard_routes(self), Route("/{path:path}", self.handle,

@@ -163,18 +163,24 @@ class QuotaAdmission:
     """Charges pods to their namespace's ResourceQuotas and keeps each quota's ``status`` current."""
 
     def __init__(self, store: Store, limited_priority_classes: Iterable[str] = (), *,
-                 enforce_gpus: bool = True) -> None:
+                 enforce_gpus: bool = True, charge_pending: bool = True) -> None:
         self.store = store
         self.limited = tuple(sorted(set(limited_priority_classes)))
         self.enforce_gpus = enforce_gpus
         """False: the ``no-gpu-quota`` defect (docs/DEFECTS.md); GPU usage is counted and shown, never refused."""
+        self.charge_pending = charge_pending
+        """False: the ``quota-ignores-pending`` defect (docs/DEFECTS.md); admission charges only the pods already
+        running, so requests that each fit, sent together, are all admitted over the quota.  ``status.used``
+        still counts every non-terminal pod."""
 
     def quotas(self, namespace: str) -> list[Obj]:
         return sorted(self.store.list(RESOURCEQUOTAS.key, namespace)[0], key=lambda q: q["metadata"]["name"])
 
-    def _used(self, namespace: str, quota: Obj, pods: list[Obj]) -> dict[str, Decimal]:
+    def _used(self, namespace: str, quota: Obj, pods: list[Obj], *, admitting: bool = False) -> dict[str, Decimal]:
         used: dict[str, Decimal] = {}
         for pod in pods:
+            if admitting and not self.charge_pending and (pod.get("status") or {}).get("phase") != "Running":
+                continue
             if counts(pod) and quota_matches(quota, pod):
                 for k, v in pod_usage(pod).items():
                     used[k] = used.get(k, Decimal(0)) + v
@@ -204,7 +210,7 @@ class QuotaAdmission:
             if not quota_matches(quota, pod):
                 continue
             hard = {k: _quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
-            used = self._used(namespace, quota, pods)
+            used = self._used(namespace, quota, pods, admitting=True)
             exceeded = [k for k, limit in hard.items() if requested.get(k, Decimal(0)) > 0
                         and (self.enforce_gpus or k not in GPU_QUOTA_NAMES)
                         and used.get(k, Decimal(0)) + requested[k] > limit]

@@ -181,3 +181,24 @@ def test_no_gpu_quota_defect_counts_but_never_refuses(tmp_path: Path) -> None:
     assert api("GET", f"{QUOTAS}/gpu-quota").json()["status"]["used"]["requests.nvidia.com/gpu"] == "6"
     assert api("POST", PODS, TENANT, json=gpu_pod("c", 0)).status_code == 403  # the pod count still holds
     api.server.service.store.close()
+
+
+def test_quota_ignores_pending_defect_admits_pending_pods_over_the_quota(tmp_path: Path) -> None:
+    """Honest admission charges the admitted pods still pending; the defect charges only the running ones, so
+    requests that each fit, sent before any of them runs, are all admitted.  What runs is still charged."""
+    honest = make_api(tmp_path / "honest")
+    honest("POST", QUOTAS, json=quota("gpu-quota", {"requests.nvidia.com/gpu": "4"}))
+    assert [honest("POST", PODS, TENANT, json=gpu_pod(n, 2)).status_code for n in "abc"] == [201, 201, 403]
+    honest.server.service.store.close()
+
+    api = make_api(tmp_path / "defect", defects=frozenset({Defect.QUOTA_IGNORES_PENDING}))
+    api("POST", QUOTAS, json=quota("gpu-quota", {"requests.nvidia.com/gpu": "4"}))
+    assert [api("POST", PODS, TENANT, json=gpu_pod(n, 2)).status_code for n in "abc"] == [201, 201, 201]
+    assert api("GET", f"{QUOTAS}/gpu-quota").json()["status"]["used"]["requests.nvidia.com/gpu"] == "6"
+    for name in "ab":
+        running = api("GET", f"{PODS}/{name}").json()
+        running["status"] = {"phase": "Running"}
+        assert api("PUT", f"{PODS}/{name}/status", json=running).status_code == 200
+    refused = api("POST", PODS, TENANT, json=gpu_pod("d", 1))  # 4 running: full, whatever is pending
+    assert refused.status_code == 403 and "used: requests.nvidia.com/gpu=4" in refused.json()["message"]
+    api.server.service.store.close()

@@ -11,7 +11,7 @@ from drills.kinds.governance.audit import REFUSED, REFUSED_BY_ADMISSION, RecordQ
 from drills.kinds.governance.chains import (
     Answer, Attempt, Chain, Gate, classify, judge_attempt, judge_chain, refused_by_limited_scope,
 )
-from drills.kinds.governance.drill import create_once_class_known, free_gpus, gpu_quota
+from drills.kinds.governance.drill import burst_size, create_once_class_known, free_gpus, gpu_quota, over_quota_pods
 from drills.kube.driver import KubeError
 from drills.kinds.governance.identities import Missing, resolve
 from drills.records.verdict import Verdict
@@ -198,6 +198,7 @@ JUDGE_ACCESS = "the access gate stopped every attempt and the audit log holds a 
 JUDGE_QUOTA = "the admission-and-quota gate stopped every attempt and the audit log holds a record of each refusal"
 JUDGE_PRIORITY = "the priority gate stopped every attempt and the audit log holds a record of each refusal"
 JOB = "the tenant submits a job asking for more GPUs than its namespace's quota leaves"
+BURST = "the tenant submits several pods at once, each within its namespace's quota and together over it"
 PREEMPT = "the tenant's pod needs the GPUs a pod of a higher priority class holds"
 
 ORDER: list[tuple[str, list[str], list[str]]] = [
@@ -205,10 +206,13 @@ ORDER: list[tuple[str, list[str], list[str]]] = [
                                     "tenant's namespace", JUDGE_ACCESS], []),
     ("a judgement before any attempt of its chain", ["the tenant cordons a node", JUDGE_ACCESS],
      ["no attempt of the access chain comes before this judgement"]),
-    ("a job never watched", [JOB, JUDGE_QUOTA], ["the over-quota job is never watched"]),
+    ("a job never watched", [JOB, JUDGE_QUOTA], ["the over-quota job (or the pods sent at once) is never watched"]),
+    ("pods at once never watched", [BURST, JUDGE_QUOTA], ["the over-quota job (or the pods sent at once) is never "
+                                                          "watched"]),
+    ("pods at once watched", [BURST, "nothing over the quota runs within 5 seconds", JUDGE_QUOTA], []),
     ("a job watched", [JOB, "nothing over the quota runs within 5 seconds", JUDGE_QUOTA], []),
     ("a watch with nothing to watch", ["nothing over the quota runs within 5 seconds"],
-     ["no job over the quota was submitted"]),
+     ["no job over the quota (nor pods at once) was submitted"]),
     ("a preemption never watched", [PREEMPT, JUDGE_PRIORITY], ["the higher class's pod is never watched"]),
     ("a preemption watched", [PREEMPT, "the pod of the higher class keeps running for 5 seconds", JUDGE_PRIORITY], []),
     ("a keep-running with no higher pod", ["the pod of the higher class keeps running for 5 seconds"],
@@ -252,3 +256,17 @@ def test_any_other_refusal_is_the_answer_at_once() -> None:
     with pytest.raises(KubeError, match="User cannot create"):
         create_once_class_known(other, {"metadata": {"name": "gov-high"}}, within=5.0)  # type: ignore[arg-type]
     assert other.created == 0
+
+
+@pytest.mark.parametrize("leaves,count,each", [(1, 2, 1), (2, 3, 1), (3, 4, 1),
+                                               (4, 3, 2), (5, 3, 2), (8, 3, 4), (9, 3, 4)])
+def test_a_burst_fits_pod_by_pod_and_not_together(leaves: int, count: int, each: int) -> None:
+    assert burst_size(leaves) == (count, each)
+    assert each <= leaves < count * each  # each fits what is left; all of them do not
+    assert (count - 1) * each <= leaves  # one pod more than fit, no more
+
+
+@pytest.mark.parametrize("bound,leaves,each,over", [(0, 4, 2, 0), (4, 4, 2, 0), (6, 4, 2, 1), (5, 4, 2, 1),
+                                                    (3, 1, 1, 2), (12, 8, 4, 1)])
+def test_pods_over_the_quota_are_the_excess_in_whole_pods(bound: int, leaves: int, each: int, over: int) -> None:
+    assert over_quota_pods(bound, leaves, each) == over
