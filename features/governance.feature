@@ -16,7 +16,7 @@ Feature: Governance gates
     Then nothing over the quota runs within 5 seconds
     And the admission-and-quota gate stopped every attempt and the audit log holds a record of each refusal
 
-  @clause:11.1 @severity:critical
+  @clause:11.5 @severity:critical
   Scenario: Admission and quota under concurrency: requests that each fit do not run over the quota together
     When the tenant submits several pods at once, each within its namespace's quota and together over it
     Then nothing over the quota runs within 5 seconds
