@@ -32,3 +32,4 @@ Feature: A blip must not become an eviction storm
     And the job's pods are off the failed node within 5 seconds of detection
     And the job runs again on healthy nodes within 10 seconds of eviction
     And training resumes beyond the checkpoint within 10 seconds of replacement
+    And every node the fault touched is back in service within 10 seconds

@@ -13,6 +13,7 @@ Feature: Node pull
     And training resumes beyond the checkpoint within 10 seconds of replacement
     And the whole recovery takes at most 20 seconds
     And at most 10 steps of work are lost
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:5.2 @severity:critical
   Scenario: A partitioned node's old rank is fenced, not left training beside its replacement
@@ -23,6 +24,7 @@ Feature: Node pull
     And the job runs again on healthy nodes within 10 seconds of eviction
     And training resumes beyond the checkpoint within 10 seconds of replacement
     And no rank of the replaced job trains after the job resumes
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:5.3
   Scenario: A job that needs every working node is moved onto the spare
@@ -34,3 +36,4 @@ Feature: Node pull
     And the job runs again on healthy nodes within 10 seconds of eviction
     And training resumes beyond the checkpoint within 10 seconds of replacement
     And the whole recovery takes at most 20 seconds
+    And every node the fault touched is back in service within 10 seconds

@@ -12,6 +12,7 @@ every threshold is judged, not just the first that misses).  Every placeholder i
 
 from __future__ import annotations
 
+from drills.scenario.back_in_service import FAULTED, judge_back_in_service
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import Loaded, discover
 from drills.scenario.vocabulary import Requires, step
@@ -28,3 +29,18 @@ def load_goes_on(drill: ScenarioContext, seconds: float) -> None:
     is in (up to 10 s), and every request's fate is read from the users' own samples."""
     drill.running_as(Loaded, "no load is running in this scenario; start one with 'steady load from <users> users "
                              "who retry ...' or 'steady control-plane load from <users> users ...'").go_on(seconds)
+
+
+@step("Then", "every node the fault touched is back in service within {limit:Duration}",
+      "every node the fault touched is back in service within 10 seconds",
+      requires=(Requires((FAULTED,), "no fault touched a node before it",
+                         "put a fault before it ('When I pull the node of worker 0 with ...', 'When the control plane "
+                         "is unreachable for ...', ...)"),))
+def back_in_service(drill: ScenarioContext, limit: float) -> None:
+    """back in service = t_back - t_undo: the harness undoes the scenario's faults that still stand (a pulled
+    node powered on by the profile's fault.restore_template, a partition healed), then every node they touched
+    that was in service when the scenario began must be Ready, not cordoned, free of repelling taints it did not
+    have and with every GPU it had allocatable. A node not back in time FAILs, named with what keeps it out; a
+    fault with no undo is INCONCLUSIVE (docs/SAFETY.md, "Back in service"). The spare pool's taint is a role,
+    not a fault."""
+    judge_back_in_service(drill.target, drill.result, limit)

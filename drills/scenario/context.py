@@ -45,6 +45,7 @@ class ScenarioContext:
         conditions (docs/SAFETY.md; the scenario's blast radius starts empty)."""
         if self.invariants is None:
             self.target.touched.clear()
+            self.target.note_service()
             self.guard = AbortGuard(self.target, self.result, lambda: set(self.target.touched)).start()
             self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()
         return self.invariants

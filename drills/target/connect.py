@@ -36,6 +36,7 @@ from drills.target.throttle import THROTTLE_ANNOTATION, clear_throttle, inject_t
 from drills.target.xid import INJECT_ANNOTATION, clear_xids, inject_xid
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
+from drills.target.service import NodeService, describe, not_back, snapshot
 
 log = logging.getLogger(__name__)
 NAMESPACE = RESOURCES[("v1", "Namespace")]
@@ -206,6 +207,28 @@ class Target:
     touched: set[str] = field(default_factory=set)
     """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
     the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
+    service_before: dict[str, NodeService] = field(default_factory=dict)
+    """Each node's service when the scenario began (:mod:`drills.target.service`): what "back in service" means."""
+    service_at_first: dict[str, NodeService] = field(default_factory=dict)
+    """Each node's service when the run's first scenario began: a later scenario that finds the cluster short
+    names the nodes an earlier one never gave back."""
+
+    def note_service(self) -> None:
+        """Read every node's service as the scenario begins (the first scenario's reading is kept too)."""
+        self.service_before = snapshot(self.driver.list(NODE), self.profile.gpu_resource)
+        if not self.service_at_first:
+            self.service_at_first = self.service_before
+
+    def not_given_back(self) -> str:
+        """The nodes in service when the run's first scenario began that are not now, each with what keeps it out
+        (``gpu-node-2: cordoned (spec.unschedulable)``); "" when none, or when they cannot be read."""
+        if not self.service_at_first:
+            return ""
+        try:
+            now = snapshot(self.driver.list(NODE), self.profile.gpu_resource)
+        except KubeError:
+            return ""
+        return describe(not_back(self.service_at_first, now))
 
     def intend(self, what: str, node: str, method: FaultMethod, undo: tuple[Undo, ...],
                expires_in: float | None = None) -> str:
@@ -343,7 +366,7 @@ class Target:
             record.undo()
             self._undone(record, "undone by the run")
 
-    def restore_all(self) -> None:
+    def restore_all(self, how: str = "undone by the run's rollback") -> None:
         """Undo every fault this target injected (rollback), newest first; never raises."""
         while self.faults_done:
             record = self.faults_done.pop()
@@ -354,7 +377,7 @@ class Target:
             except Exception as exc:  # noqa: BLE001 - rollback must try every fault
                 log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
             else:
-                self._undone(record, "undone by the run's rollback")
+                self._undone(record, how)
 
     def restore_roles(self) -> None:
         """The embedded platform's spare pool as it started (:meth:`EmbeddedPlatform.restore_roles`); a real

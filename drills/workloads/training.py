@@ -208,9 +208,12 @@ class TrainingRun:
         free = free_gpus_per_node(self.target)
         room = sum(g // gpus for g in free.values()) if gpus else workers
         if room < workers:  # it could never start whole: say so now, not after the start timeout
+            short = self.target.not_given_back()
             raise DrillInconclusive(f"the cluster has room for {room} of the canary job's {workers} workers of {gpus} "
                                     f"GPUs (free GPUs per schedulable node: {free or 'none'}), so it cannot start "
-                                    "whole; free capacity, or lower the numbers in your copy of the feature")
+                                    "whole; " + (f"nodes that served when the run began are out of service now, never given back "
+                                                 f"after an earlier scenario's fault: {short}" if short else
+                                                 "free capacity, or lower the numbers in your copy of the feature"))
         self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
                                     priority_class=priority_class)
         if self.MAX_RETRY is not None:

@@ -44,6 +44,9 @@ class Defect(enum.Enum):
     """Node lifecycle: a lost node is declared NotReady only after 10 x the profile's grace period."""
     NO_SPARE = "no-spare"
     """Healer: the spare pool is never drawn on, so a job that needs the lost node's GPUs stays pending."""
+    RETURN_CORDONED = "return-cordoned"
+    """Healer: a lost node that heartbeats again and passes its health check is returned to the spare pool still
+    cordoned (``spec.unschedulable`` left true), so the cluster never gets its capacity back."""
     LEAKY_MIG = "leaky-mig"
     """Node agents: a contained Xid on one MIG instance takes down every instance of that GPU."""
     MISRANKED_LEAKS = "misranked-leaks"
@@ -142,6 +145,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.SPLIT_BRAIN: "a partitioned node never fences itself: old ranks train beside new ones",
     Defect.SLOW_DETECT: "a lost node is declared NotReady after 10x the grace period",
     Defect.NO_SPARE: "the healer never promotes a spare node",
+    Defect.RETURN_CORDONED: "the healer returns a healed node to the pool still cordoned",
     Defect.LEAKY_MIG: "a contained Xid on one MIG instance fails every instance of its GPU",
     Defect.MISRANKED_LEAKS: "the leak report swaps its two largest holes",
     Defect.STALLS_AS_COMPUTE: "simulated GPUs count input waits as compute",

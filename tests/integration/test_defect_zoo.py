@@ -64,6 +64,8 @@ MATRIX: list[Catch] = [
     Catch("no-spare", "node_pull.feature", "spare", "needs every working node is moved onto the spare",
           r"replace: (never measured \(t_replace never observed\); the promise is <= 10 s"
           r"|measured [0-9.]+ s, threshold <= 10 s -- MISSED)"),
+    Catch("return-cordoned", "node_pull.feature", "survives", "survives losing the node of one worker",
+          r"not back in service 10 s after the fault was undone: gpu-node-\d+: cordoned \(spec.unschedulable\)"),
     Catch("leaky-mig", "partition_isolation.feature", "7-only", "partitioned as MIG 7 x 1g.18gb",
           r"ISOLATION ESCAPED: contained fault \(Xid 94\) on its slice on tenant [\w-]+: tenants .*"
           r"should have survived on a node in mig-single, which promises only that tenant fails"),

@@ -36,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.realk8s.cluster import RealCluster, RealClusterError, log_tail
-from tests.realk8s.standin import NODE_LEASE_NAMESPACE, api_client, node_user
+from tests.realk8s.standin import NODE_LEASE_NAMESPACE, api_client, node_user, wait_for
 
 POD_RANGE = "127.30.{index}.0/24"
 """Each agent's ``--pod-cidr`` (loopback; apart from the embedded platform's 127.10.x ranges)."""
@@ -94,6 +94,8 @@ class RefAgents:
     the test made (``tests/realk8s/netns.py``)."""
     agents: dict[str, RefAgent] = field(default_factory=dict)
     _admin: client.ApiClient | None = None
+    _pids: set[int] = field(default_factory=set)
+    """Every agent process this object started itself (an agent the power-on tool started again is not one)."""
 
     @property
     def data_dir(self) -> Path:
@@ -131,6 +133,7 @@ class RefAgents:
         log_file.flush()
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                  start_new_session=True)
+        self._pids.add(popen.pid)
         agent = self.agents[name] = RefAgent(name, index, popen, log_path, log_file, self.data_dir, tuple(argv))
         if wait_ready:
             self.wait_ready(name)
@@ -196,8 +199,40 @@ class RefAgents:
         _ignore_404(lambda: client.CoordinationV1Api(self.admin).delete_namespaced_lease(name, NODE_LEASE_NAMESPACE))
         _ignore_404(lambda: core.delete_node(name))
 
+    def write_power_on(self, path: Path, kubeconfig: Path) -> Path:
+        """The power-on tool of these agents' hosts, for a profile's ``fault.restore_template``
+        (``python PATH {node}``): it starts a node's agent again as :meth:`start` did, in a session of its own,
+        and returns once the Node is Ready and untainted (docs/REAL_CLUSTERS.md, step 6)."""
+        config = {"data_dir": str(self.data_dir), "kubeconfig": str(kubeconfig), "timeout": READY_TIMEOUT_S,
+                  "argv": {n: list(a.argv) for n, a in self.agents.items()},
+                  "logs": {n: str(a.log_path) for n, a in self.agents.items()}}
+        path.write_text(POWER_ON.format(config=json.dumps(config)))
+        return path
+
+    def stop_restarted(self) -> None:
+        """SIGTERM (then SIGKILL) the process group of each agent the power-on tool started again: not a child of
+        this process, so no :class:`RefAgent` holds it; its pid is in the agent's own state file."""
+        for name, agent in self.agents.items():
+            try:
+                pid = int(agent.state()["pid"])
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"refplatform.agent" not in cmdline.read():
+                        continue
+            except (OSError, ValueError, KeyError):
+                continue
+            if pid in self._pids:
+                continue
+            os.killpg(pid, signal.SIGTERM)
+            try:
+                wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists() or _zombie(pid), STOP_TIMEOUT_S,
+                         f"the restarted agent of {name} to stop")
+            except AssertionError:
+                os.killpg(pid, signal.SIGKILL)
+
     def close(self) -> None:
-        """Stop every agent this object started and remove their Nodes."""
+        """Stop every agent this object started (and each one its power-on tool started again) and remove their
+        Nodes."""
+        self.stop_restarted()
         for name in list(self.agents):
             self.stop(name)
         for name in list(self.agents):
@@ -206,6 +241,46 @@ class RefAgents:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+
+POWER_ON = """\
+# The customer's power-on tool, the profile's fault.restore_template (docs/REAL_CLUSTERS.md, step 6): starts the
+# node's agent again (as its host would boot it) and returns once the node is Ready and untainted.
+import json, os, subprocess, sys, time
+
+CONFIG = json.loads({config!r})
+node = sys.argv[1]
+state = os.path.join(CONFIG["data_dir"], "agents", node + ".json")
+try:
+    pid = json.load(open(state))["pid"]
+    alive = "refplatform.agent" in open(f"/proc/{{pid}}/cmdline").read().replace("\\0", " ")
+except (OSError, ValueError, KeyError):
+    alive = False
+if not alive:
+    with open(CONFIG["logs"][node], "ab") as log:
+        subprocess.Popen(CONFIG["argv"][node], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+deadline = time.monotonic() + CONFIG["timeout"]
+while time.monotonic() < deadline:
+    got = subprocess.run(["kubectl", "--kubeconfig", CONFIG["kubeconfig"], "get", "node", node, "-o", "json"],
+                         capture_output=True, text=True, timeout=30)
+    if got.returncode == 0:
+        obj = json.loads(got.stdout)
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in obj["status"].get("conditions") or [])
+        if ready and not obj["spec"].get("taints"):
+            print(f"power-on: node {{node}} is Ready again" + ("" if not alive else " (it was running)"))
+            sys.exit(0)
+    time.sleep(0.3)
+print(f"power-on: node {{node}} not Ready within {{CONFIG['timeout']}}s", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return True
 
 
 def _ignore_404(call: Any) -> None:

@@ -48,7 +48,8 @@ NODE_MONITOR_GRACE_PERIOD_S = 50.0
 PULL_WINDOWS = {"detects the failure within {} seconds": 120,
                 "off the failed node within {} seconds of detection": 60,
                 "runs again on healthy nodes within {} seconds of eviction": 120,
-                "the whole recovery takes at most {} seconds": 300}
+                "the whole recovery takes at most {} seconds": 300,
+                "back in service within {} seconds": 120}
 """Node pull's windows on :data:`NODE_MONITOR_GRACE_PERIOD_S`: detection alone takes about that long."""
 CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=300", "--kube-api-burst=600")
 """kube-controller-manager's client rate limits as large clusters raise them: at the default 20 requests a

@@ -9,7 +9,9 @@ and every phase is the harness's own measurement:
 
 - the real node lifecycle controller marks the node Unknown and taints it; the real taint-eviction
   controller deletes its pod; the real Job controller starts a pod for the lost index after its back-off; the
-  real kube-scheduler places it; the canary's ranks rejoin and resume from the last checkpoint: PASS;
+  real kube-scheduler places it; the canary's ranks rejoin and resume from the last checkpoint; the profile's
+  restore (the agents' power-on tool) starts the node's agent again and the node is back in service (Ready,
+  its taints lifted by the real controller, its GPUs allocatable): PASS;
 - with the agents' ``lose-checkpoint`` defect (each node sees its own copy of the shared volume) the same
   scenario FAILs, naming the step training resumed from and the checkpoint that was complete before the
   fault.  That run trains one worker of 8 GPUs: with per-node storage two ranks on two nodes (where the default
@@ -64,6 +66,7 @@ THIS_CLUSTER_WINDOWS = {
     "off the failed node within {} seconds of detection": 8,
     "runs again on healthy nodes within {} seconds of eviction": 30,
     "the whole recovery takes at most {} seconds": 60,
+    "back in service within {} seconds": 30,
 }
 
 
@@ -112,14 +115,19 @@ def pull_cluster(request: pytest.FixtureRequest, realk8s_bin_dir: Path,
         made.cluster.stop()
 
 
-def profile_yaml(agents: RefAgents) -> str:
-    """The target profile: native flavor, the canary on an nfs volume every agent maps to one folder,
-    and the agentctl kill as the fault command (the template is written for this run's own agents)."""
-    command = f"{sys.executable} {AGENTCTL} kill {agents.data_dir} {{node}}"
+def profile_yaml(agents: RefAgents, *, command: str | None = None, restore: str | None = None) -> str:
+    """The target profile: native flavor, the canary on an nfs volume every agent maps to one folder, and by
+    default the agentctl kill as the fault command, the agents' power-on tool as its restore (the templates are
+    written for this run's own agents)."""
+    command = command or f"{sys.executable} {AGENTCTL} kill {agents.data_dir} {{node}}"
+    if restore is None:
+        power_on = agents.write_power_on(agents.work_dir / "power-on.py", agents.cluster.admin_kubeconfig)
+        restore = f"{sys.executable} {power_on} {{node}}"
     return "\n".join([
         "apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-nodepull", "flavor: native",
         f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
-        "fault:", "  method: command", f"  command_template: {json.dumps(command)}", "  timeout_seconds: 60",
+        "fault:", "  method: command", f"  command_template: {json.dumps(command)}",
+        f"  restore_template: {json.dumps(restore)}", "  timeout_seconds: 60",
         "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3",
         "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
 
@@ -172,6 +180,8 @@ def test_the_node_pull_feature_is_judged_on_the_real_controllers(pull_cluster: P
         # detection cannot beat the tuned grace period: the harness really waited for the real controller
         assert measured["detect"]["value"] >= NODE_MONITOR_GRACE_PERIOD_S - 1.5, out
         assert measured["lost steps"]["value"] <= 10, out
+        # the power-on tool started the pulled node's agent again: Ready, untainted, its GPUs allocatable
+        assert measured["back in service"]["value"] is not None, out
         # The invariants held, judged from the canaries' own logs: each rank named the GPUs the agent (as the
         # kubelet's device manager) gave it, and no GPU served two running ranks (docs/INVARIANTS.md).
         invariants = scenario["details"]["invariants"]
@@ -199,10 +209,8 @@ def test_a_run_killed_while_its_node_hangs_is_refused_until_recover_brings_the_c
     hang = f"{sys.executable} {AGENTCTL} hang {made.agents.data_dir} {{node}}"
     resume = f"{sys.executable} {AGENTCTL} resume {made.agents.data_dir} {{node}}"
     profile = tmp_path / "profile.yaml"
-    # the node the module's first test pulled for good stays NotReady: the pre-flight is told to go ahead
-    profile.write_text(profile_yaml(made.agents).replace(
-        json.dumps(f"{sys.executable} {AGENTCTL} kill {made.agents.data_dir} {{node}}"),
-        f"{json.dumps(hang)}\n  restore_template: {json.dumps(resume)}").replace(
+    # the module's first test pulls a node and powers it on again; should it not be back, the pre-flight goes ahead
+    profile.write_text(profile_yaml(made.agents, command=hang, restore=resume).replace(
         "  max_gpu_share: 0.3\n", "  max_gpu_share: 0.3\n  require_healthy: false\n"))
     kubeconfig = made.cluster.admin_kubeconfig
     env, journal = killed_once_journaled(kubeconfig, profile, features, tmp_path, "agentctl.py hang",

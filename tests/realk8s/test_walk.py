@@ -39,7 +39,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -153,78 +152,8 @@ def customer(realk8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     try:
         yield made
     finally:
-        stop_restarted_agents(made.agents)
         made.agents.close()
         made.cluster.stop()
-
-
-POWER_ON = """\
-# The customer's power-on tool, the profile's fault.restore_template (docs/REAL_CLUSTERS.md, step 6): starts the
-# node's agent again (as its host would boot it) and returns once the node is Ready and untainted.
-import json, os, subprocess, sys, time
-
-CONFIG = json.loads({config!r})
-node = sys.argv[1]
-state = os.path.join(CONFIG["data_dir"], "agents", node + ".json")
-try:
-    pid = json.load(open(state))["pid"]
-    alive = "refplatform.agent" in open(f"/proc/{{pid}}/cmdline").read().replace("\\0", " ")
-except (OSError, ValueError, KeyError):
-    alive = False
-if not alive:
-    with open(CONFIG["logs"][node], "ab") as log:
-        subprocess.Popen(CONFIG["argv"][node], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-deadline = time.monotonic() + CONFIG["timeout"]
-while time.monotonic() < deadline:
-    got = subprocess.run(["kubectl", "--kubeconfig", CONFIG["kubeconfig"], "get", "node", node, "-o", "json"],
-                         capture_output=True, text=True, timeout=30)
-    if got.returncode == 0:
-        obj = json.loads(got.stdout)
-        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in obj["status"].get("conditions") or [])
-        if ready and not obj["spec"].get("taints"):
-            print(f"power-on: node {{node}} is Ready again" + ("" if not alive else " (it was running)"))
-            sys.exit(0)
-    time.sleep(0.3)
-print(f"power-on: node {{node}} not Ready within {{CONFIG['timeout']}}s", file=sys.stderr)
-sys.exit(1)
-"""
-
-
-def write_power_on(made: Customer, path: Path) -> Path:
-    config = {"data_dir": str(made.agents.data_dir), "kubeconfig": str(made.cluster.admin_kubeconfig),
-              "timeout": READY_TIMEOUT_S, "argv": {n: list(a.argv) for n, a in made.agents.agents.items()},
-              "logs": {n: str(a.log_path) for n, a in made.agents.agents.items()}}
-    path.write_text(POWER_ON.format(config=json.dumps(config)))
-    return path
-
-
-def stop_restarted_agents(agents: RefAgents) -> None:
-    """SIGTERM (then SIGKILL) the process group of each agent the power-on tool started again: not a child of
-    this process, so RefAgents does not know it; its pid is in the agent's own state file."""
-    for name, agent in agents.agents.items():
-        try:
-            pid = int(agent.state()["pid"])
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if b"refplatform.agent" not in cmdline.read():
-                    continue
-        except (OSError, ValueError, KeyError):
-            continue
-        if pid == agent.pid:
-            continue
-        os.killpg(pid, signal.SIGTERM)
-        try:
-            wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists() or _zombie(pid), 15,
-                     f"the restarted agent of {name} to stop")
-        except AssertionError:
-            os.killpg(pid, signal.SIGKILL)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except OSError:
-        return True
 
 
 # --- the doc's commands ------------------------------------------------------------------------------------------
@@ -310,7 +239,7 @@ def walk(customer: Customer) -> Walk:
     folder.mkdir()
     (folder / "features").symlink_to(FEATURES, target_is_directory=True)  # the shipped folder, unedited
     profile = folder / "my-cluster.yaml"
-    profile.write_text(customer_profile(customer, write_power_on(customer, folder / "power-on.py")))
+    profile.write_text(customer_profile(customer, customer.agents.write_power_on(folder / "power-on.py", customer.cluster.admin_kubeconfig)))
     admin = customer.cluster.admin_kubeconfig
     outputs: dict[str, subprocess.CompletedProcess[str]] = {}
 

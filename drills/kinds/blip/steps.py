@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from drills.kinds.blip.drill import BlipDrill
 from drills.records.verdict import Threshold
+from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import step
 from drills.target.profile import FaultMethod
@@ -15,7 +16,7 @@ def _blip(drill: ScenarioContext) -> BlipDrill:
 
 
 @step("When", "the control plane is unreachable for {seconds:Duration}",
-      "the control plane is unreachable for 15 seconds")
+      "the control plane is unreachable for 15 seconds", sets=(FAULTED,))
 def control_plane_away(drill: ScenarioContext, seconds: float) -> None:
     """The API server stops (SIGSTOP on the reference platform) for that long, then continues: nodes and
     controllers alike cannot reach it; every node and pod lives on. A real cluster's control plane cannot be
@@ -24,7 +25,7 @@ def control_plane_away(drill: ScenarioContext, seconds: float) -> None:
 
 
 @step("When", "{count:Nodes}, the job's among them, lose the control plane for {seconds:Duration}",
-      "3 nodes, the job's among them, lose the control plane for 15 seconds")
+      "3 nodes, the job's among them, lose the control plane for 15 seconds", sets=(FAULTED,))
 def nodes_cut_off(drill: ScenarioContext, count: int, seconds: float) -> None:
     """That many nodes (those running the job first) are cut off from the control plane at once, their pods
     running on: the reference platform's partition fault; on a real cluster the profile's stand-in for

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from drills.errors import PlaceholderError
 from drills.kinds.nodepull.drill import NodePullDrill
 from drills.records.verdict import Comparison, Threshold
+from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import Checked, scenario_rule, step
 from drills.target.profile import FaultMethod
@@ -29,7 +30,7 @@ def checkpoint_written(drill: ScenarioContext, limit: float) -> None:
 
 
 @step("When", "I pull the node of worker {rank:Whole} with {method:FaultMethod}",
-      "I pull the node of worker 0 with kill")
+      "I pull the node of worker 0 with kill", sets=(FAULTED,))
 def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
     """Pull the node hosting a worker (ranks count from 0, below the canary job's worker count): kill, hang or
     partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured

@@ -7,6 +7,7 @@ from __future__ import annotations
 from drills.errors import PlaceholderError
 from drills.kinds.serving import Autoscale, ServingDrill
 from drills.records.verdict import Threshold
+from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import observe_window
 from drills.scenario.vocabulary import Requires, step
@@ -109,7 +110,7 @@ def drain_replica_node(drill: ScenarioContext, after: float) -> None:
 @step("When", "the node of one replica is pulled with {method:FaultMethod} after {after:Duration} of load",
       "the node of one replica is pulled with kill after 3 seconds of load",
       requires=(Requires(("serving_load",), "no load runs to disturb", "put 'Given steady load from ...' before it"),),
-      sets=("pulled",))
+      sets=("pulled", FAULTED))
 def pull_replica_node(drill: ScenarioContext, method: FaultMethod | None, after: float) -> None:
     """The node of one replica is pulled with a fault method (as in the node-pull drill). A stream in flight
     on a killed node dies with it, whatever the platform does: promise a loss of 0 only for a drain."""

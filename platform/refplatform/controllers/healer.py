@@ -67,9 +67,11 @@ class HealerController:
 
     def __init__(self, client: RestClient, *, spares: Iterable[str], grace: float, prober: HealthProber,
                  quarantine: bool = True, quarantine_after: float = 0.0, resync: float = 0.25,
-                 clock: Callable[[], float] = time.time, no_spare: bool = False) -> None:
+                 clock: Callable[[], float] = time.time, no_spare: bool = False,
+                 return_cordoned: bool = False) -> None:
         self.client = client
         self.no_spare = no_spare  # the no-spare defect (docs/DEFECTS.md), off on an honest platform
+        self.return_cordoned = return_cordoned  # the return-cordoned defect (docs/DEFECTS.md): off when honest
         self.spares = frozenset(spares)
         self.grace = grace
         self.prober = prober
@@ -152,7 +154,8 @@ class HealerController:
         else:
             labels, annotations = {QUARANTINE_LABEL: None, SPARE_LABEL: "true"}, {SPARE_ENROLLED_ANNOTATION: "true"}
             kept = [t for t in taints if t.key not in (SPARE_TAINT, OUT_OF_SERVICE_TAINT)]
-            spec = {"unschedulable": None, "taints": taints_json([*kept, SPARE], node, now)}
+            spec = {"unschedulable": True if self.return_cordoned else None,
+                    "taints": taints_json([*kept, SPARE], node, now)}
             message = f"Node {name} heartbeats again and passed its health check: back in the spare pool"
         body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"], "labels": labels,
                              **({"annotations": annotations} if annotations else {})}, "spec": spec}

@@ -106,7 +106,8 @@ def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
     return HealerController(client, spares=spares, grace=profile.node_monitor_grace_period,
                             prober=_prober(profile, args),
                             quarantine=profile.quarantine, quarantine_after=profile.quarantine_after,
-                            no_spare=Defect.NO_SPARE in args.defects)
+                            no_spare=Defect.NO_SPARE in args.defects,
+                            return_cordoned=Defect.RETURN_CORDONED in args.defects)
 
 
 FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {

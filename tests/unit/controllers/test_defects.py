@@ -1,6 +1,6 @@
 """Defects of the controller-manager (docs/DEFECTS.md): each off on an honest platform, each at its one place.
 
-``slow-detect`` lives in the node lifecycle controller, ``no-spare`` in the healer, and
+``slow-detect`` lives in the node lifecycle controller, ``no-spare`` and ``return-cordoned`` in the healer, and
 ``partial-gang-bind`` reaches the scheduler's pure core as a config switch.
 """
 
@@ -88,6 +88,37 @@ def test_no_spare_quarantines_the_lost_node_but_never_promotes_the_spare(no_spar
         assert reasons == ["NodeQuarantined", "SparePromoted"]
 
 
+# -------------------------------------------------------------- return-cordoned
+@pytest.mark.parametrize("cordoned", [False, True])
+def test_return_cordoned_puts_a_healed_node_back_in_the_pool_still_cordoned(cordoned: bool) -> None:
+    api, clock = FakeApi(), Clock(T0 + 10)
+    for name in ("n0", "n1"):
+        api.put(NODES, node(name))
+        api.put(LEASES, lease(name, T0 + 9.5))
+    prober = StaticProber({"n0": True})
+    healer = HealerController(api, spares=[], grace=3, prober=prober, clock=clock,  # type: ignore[arg-type]
+                              return_cordoned=cordoned)
+    n0 = api.find(NODES, "", "n0")
+    assert n0 is not None
+    n0["status"]["conditions"][0].update(status="Unknown", lastTransitionTime=iso(T0 + 13))
+    n0["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
+    api.put(NODES, n0)
+    clock.t = T0 + 13.5
+    healer.reconcile(api.cache())
+    n0 = api.find(NODES, "", "n0")
+    assert n0 is not None and n0["spec"]["unschedulable"] is True  # quarantined: cordoned either way
+    n0["status"]["conditions"][0].update(status="True")  # it heartbeats again and passes its health check
+    n0["spec"]["taints"] = [t for t in n0["spec"]["taints"] if t["key"] != "node.kubernetes.io/unreachable"]
+    api.put(NODES, n0)
+    api.put(LEASES, lease("n0", T0 + 20))
+    clock.t = T0 + 20.2
+    healer.reconcile(api.cache())
+    back = api.find(NODES, "", "n0")
+    assert back is not None and back["metadata"]["labels"] == {"firedrill.dev/spare": "true"}
+    assert api.events()[-1]["reason"] == "NodeRecovered"
+    assert bool(back["spec"].get("unschedulable")) is cordoned
+
+
 # ------------------------------------------------------- the process's wiring
 @pytest.fixture
 def build() -> Iterator[Callable[..., dict[str, Any]]]:
@@ -118,6 +149,7 @@ def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller(
     assert broken["scheduler"].config.partial_gang_bind is True
     assert broken["nodelifecycle"].grace == 3.0 * SLOW_DETECT_FACTOR
     assert broken["healer"].no_spare is True and broken["healer"].grace == 3.0  # the healer's own timer is honest
+    assert build(Defect.RETURN_CORDONED.value)["healer"].return_cordoned and not honest["healer"].return_cordoned
     one = build(Defect.NO_SPARE.value)
     assert one["healer"].no_spare and not one["scheduler"].config.partial_gang_bind and one["nodelifecycle"].grace == 3
     assert honest["nodelifecycle"].disruption.handled and one["nodelifecycle"].disruption.handled

@@ -210,7 +210,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "training_lost": [("training",), ("stopped",)], "sla_back_after_pull": [("pulled",), ("stopped",), ("service",)],
         "error_rate": [("stopped",), ("service",)], "requests_lost": [("stopped",), ("service",)],
         "pods_started": [("cp_load",)], "gpu_pods_started": [("cp_load",)], "pull_any_node": [("cp_load",)],
-        "mutating_p99": [("stopped",)],
+        "mutating_p99": [("stopped",)], "back_in_service": [("faulted",)],
         "startup_p99": [("startup",), ("stopped",)], "acknowledged_found": [("stopped",)],
         "collective_measured": [("fabric-gang",)], "floor_reached": [("fabric-measured",)],
         "none_behind": [("fabric-measured",)],
@@ -222,7 +222,8 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
     sets = {s.name: s.sets for s in SENTENCES if s.sets}
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
-                    "pull_replica_node": ("pulled",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
+                    "pull_replica_node": ("pulled", "faulted"), "pull_node": ("faulted",),
+                    "control_plane_away": ("faulted",), "nodes_cut_off": ("faulted",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
                     "control_plane_load": ("cp_load",), "pods_started": ("startup",),
                     "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",),
                     "gang_collective": ("fabric-gang",), "collective_measured": ("fabric-measured",),

@@ -35,6 +35,8 @@ BAD_VALUES = [
      "write one of kill, hang, partition, kubelet-stop, delete-node, command or 'the configured fault method'"),
     ("Then", "all workers are running within 0 seconds", "duration", "0 seconds", "a duration of zero",
      "write more than zero"),
+    ("Then", "every node the fault touched is back in service within 10 parsecs", "duration", "10 parsecs",
+     "unknown unit 'parsecs'", "e.g. '5 seconds'"),
     ("Then", "exactly one gang runs whole within 30 sec while the others hold no GPU", "duration", "30 sec",
      "unknown unit 'sec'", "e.g. '5 seconds'"),
     ("Then", "every gang has run whole within 1 week", "duration", "1 week", "unknown unit 'week'",
