@@ -128,6 +128,10 @@ class Defect(enum.Enum):
     """Simulated interconnect: one node's link (the last GPU node's) runs at a quarter of the bandwidth its
     inventory states, so every collective that crosses it is paced down to that speed."""
 
+    GPU_HEALTH_BLIND = "gpu-health-blind"
+    """Scheduler: GPUs a node withdrew as unhealthy are counted free again (the device plugin's books are right,
+    the scheduler's are not), so the rank that lost its GPU can be bound to that very GPU again."""
+
     TOPOLOGY_BLIND = "topology-blind"
     """Scheduler: a gang's required topology domain (``kueue.x-k8s.io/podset-required-topology``) is ignored, so
     its pods are spread over whatever nodes fit, across racks."""
@@ -166,6 +170,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
     Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
     Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
+    Defect.GPU_HEALTH_BLIND: "the scheduler hands out GPUs a node withdrew as unhealthy",
     Defect.SLOW_LINK: "one node's interconnect runs at a quarter of its stated bandwidth",
     Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
 }

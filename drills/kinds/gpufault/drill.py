@@ -33,7 +33,8 @@ from drills.target.faults import FaultError
 from drills.target.xid import (APPLICATION_XIDS, NO_XID_COMMAND, XID_METRIC, dcgm_last_xid, inject_by_uuid,
                                unhealthy_gpus, wait_seen)
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
-from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
+from drills.workloads.training import (GPU_INDEX_ANNOTATION, Instant, Obj, TrainingRun, training_job_problem,
+                                      training_permissions)
 
 __all__ = ["APPLICATION_XIDS", "FailedGpu", "GpuFaultDrill"]
 
@@ -78,7 +79,11 @@ class GpuFaultDrill(TrainingRun, Drill):
     """UIDs of the pods that held the failed GPU at the fault."""
     allocatable_seen: list[tuple[float, int]] = field(default_factory=list)
     """(seconds since the fault, allocatable GPUs of the failed GPU's node) at each change: the chart's series."""
+    bound_to_failed: dict[str, str] = field(default_factory=dict)
+    """Pods created after the fault that the platform bound to the failed GPU (its ``firedrill.dev/gpu-index``
+    binding, where the platform writes one), by name: the GPU indexes each was bound to."""
     _seq: int = 0
+    _cause_named: bool = False
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
@@ -173,6 +178,8 @@ class GpuFaultDrill(TrainingRun, Drill):
             self.allocatable_seen.append((self.target.timeline.clock.mono() - self.instants["fault"].mono, alloc))
         if "detect" not in self.instants and self._out_of_service(node):
             self._stamp("detect")
+        if failed.index is not None and not failed.application:
+            self._note_bound_to_failed(failed)
         running = self._running_pods()
         if "off" not in self.instants and not any(p["metadata"]["uid"] in self.holders for p in running):
             self._stamp("off")
@@ -186,6 +193,30 @@ class GpuFaultDrill(TrainingRun, Drill):
                 self._stamp("replace")
         self._stamp_resume()
 
+    def _note_bound_to_failed(self, failed: FailedGpu) -> None:
+        """Under the lock: each pod created after the fault that the platform bound to the failed GPU's index on its
+        node (the pod may never start: the node refuses it, and no canary line says so).  The first one ends the
+        scenario at once, FAILed naming it: the promise that no pod is given the failed GPU is broken."""
+        for pod in self.pods.values():
+            meta = pod["metadata"]
+            if meta["uid"] in self.before_fault or meta["name"] in self.bound_to_failed \
+                    or (pod.get("spec") or {}).get("nodeName") != failed.node:
+                continue
+            bound = [i for i in str((meta.get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or "").split(",")
+                     if i.strip().isdigit()]
+            if str(failed.index) in bound:
+                self.bound_to_failed[meta["name"]] = ",".join(bound)
+                if not self._cause_named:  # a broken promise already: no phase after it is worth waiting for
+                    self.result.halt(self._given_finding(failed))
+
+    def _handed_out(self) -> str:
+        """Under the lock: the pods given the failed GPU since the fault, by their canaries' start lines or by the
+        platform's binding, in words ("" when none)."""
+        given = set(self._given_again())
+        bound = {n: gpus for n, gpus in self.bound_to_failed.items() if n not in given}
+        return ", ".join([f"{n} (its canary named it)" for n in sorted(given)]
+                         + [f"{n} (bound to GPUs {gpus})" for n, gpus in sorted(bound.items())])
+
     # --------------------------------------------------------------- judge
     def judge_never_given(self) -> None:
         """No pod started after the fault was given the failed GPU while the fault stands (the canaries' own start
@@ -194,14 +225,12 @@ class GpuFaultDrill(TrainingRun, Drill):
         if failed is None or "fault" not in self.instants:
             return
         with self._cond:
-            given = self._given_again()
+            given = set(self._given_again()) | set(self.bound_to_failed)
             self.result.measure(Measurement("pods given the failed GPU", float(len(given)), "pods",
                                             note=f"GPU {failed.label} ({failed.uuid}) of {failed.node}, by each "
-                                                 "canary's start line"))
-            if given:
-                self.result.fail(f"the failed GPU {failed.label} of {failed.node} ({failed.uuid}, Xid {failed.xid}) "
-                                 f"was given again to {', '.join(given)} while it was out of order: the platform "
-                                 "kept it in service (each pod's canary named it in its start line)")
+                                                 "canary's start line and the platform's binding"))
+            if given and not self._cause_named:
+                self.result.fail(self._given_finding(failed))
 
     def _given_again(self) -> list[str]:
         """Pods started after the fault whose canaries named the failed GPU (under the lock)."""
@@ -211,10 +240,22 @@ class GpuFaultDrill(TrainingRun, Drill):
         return sorted({line.pod for line in self.canary.of(CanaryEvent.START)
                        if line.mono >= after and line.uid not in self.before_fault and self._names_failed(line)})
 
+    def _given_finding(self, failed: FailedGpu) -> str:
+        """Under the lock: the finding that names the pods the failed GPU was handed to again."""
+        self._cause_named = True
+        return (f"the failed GPU {failed.label} of {failed.node} ({failed.uuid}, Xid {failed.xid}) was given again "
+                f"while it was out of order, to {self._handed_out()}: the platform kept handing it out")
+
     def end_if_never(self, phase: str, limit: float) -> None:
         """As :meth:`TrainingRun.end_if_never`; a GPU never taken out of service is named first, with what the
-        node showed instead and the pods given the dead GPU since."""
+        node showed instead and the pods given the dead GPU since; a replacement that never came because the
+        failed GPU was handed to it again says so first."""
         failed = self.failed
+        if failed is not None and phase in ("replace", "resume") and "detect" in self.instants \
+                and phase not in self.instants:
+            with self._cond:
+                if self._handed_out() and not self._cause_named:
+                    self.result.fail(self._given_finding(failed))
         if failed is not None and phase == "detect" and "fault" in self.instants and "detect" not in self.instants:
             if self.target.embedded is None:
                 saw, why = self._dcgm_saw_it()

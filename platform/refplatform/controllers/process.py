@@ -45,7 +45,8 @@ def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
     config = core.SchedulerConfig(profile=core.Profile(args.scheduler_profile), placement=args.placement,
                                   partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects,
                                   no_preemption=Defect.NO_PREEMPTION in args.defects,
-                                  topology_blind=Defect.TOPOLOGY_BLIND in args.defects)
+                                  topology_blind=Defect.TOPOLOGY_BLIND in args.defects,
+                                  gpu_health_blind=Defect.GPU_HEALTH_BLIND in args.defects)
     writer = getattr(args, "scheduler_client", None) or client
     return SchedulerController(writer, config)
 

@@ -96,6 +96,10 @@ class SchedulerConfig:
     partial_gang_bind: bool = False
     """The ``partial-gang-bind`` defect (docs/DEFECTS.md), off on an honest platform: a gang that does not
     fit whole is bound as far as it fits, its placed pods holding GPUs the gang cannot use."""
+    gpu_health_blind: bool = False
+    """The ``gpu-health-blind`` defect (docs/DEFECTS.md), off on an honest platform: GPUs a node withdrew (an unhealthy
+    device, ``firedrill.dev/unhealthy-gpus``) are counted free again, with the node's capacity as its GPUs, so a
+    replacement can be bound to the GPU that just failed."""
     topology_blind: bool = False
     """The ``topology-blind`` defect (docs/DEFECTS.md), off on an honest platform: a gang's required topology
     (``kueue.x-k8s.io/podset-required-topology``) is ignored, so its pods go wherever they fit, across domains."""

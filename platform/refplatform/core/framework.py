@@ -11,6 +11,7 @@ the replay's one-pod-at-a-time fast path.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from enum import Enum
 from typing import Any, ClassVar, Protocol
 
@@ -31,6 +32,7 @@ from refplatform.core.decisions import (
 )
 from refplatform.core.errors import ConfigError, SnapshotError
 from refplatform.core.jobs import Hold, Job, Task, TaskStatus
+from refplatform.core.node import Node
 from refplatform.core.node_filter import NodeFilter
 from refplatform.core.node_order import order_keys
 from refplatform.core.pending import cluster_free_gpus, unplaced
@@ -134,6 +136,13 @@ def _queue_of(group_queue: str | None) -> str:
     return group_queue or DEFAULT_QUEUE
 
 
+
+def health_blind(node: Node) -> Node:
+    """The ``gpu-health-blind`` defect: a node's withdrawn GPUs free again (its capacity's GPUs all in service)."""
+    if not node.withdrawn_gpus or node.capacity is None:
+        return node
+    return replace(node, withdrawn_gpus=(), allocatable=replace(node.allocatable, gpus=node.capacity.gpus))
+
 class Session:
     """One scheduling cycle over one snapshot (or the replay's long-lived session)."""
 
@@ -142,7 +151,8 @@ class Session:
         self.config = config
         self.now = snapshot.now
         self.gang = config.profile is Profile.GANG
-        self.state = ClusterState(snapshot.nodes, config.gpu_model_label, config.topology_key)
+        nodes = [health_blind(nd) for nd in snapshot.nodes] if config.gpu_health_blind else snapshot.nodes
+        self.state = ClusterState(nodes, config.gpu_model_label, config.topology_key)
         self.rng = np.random.default_rng(config.seed)
         self._order: np.ndarray | None = None
         """Per-node keys of ``TieBreak.ORDER``, computed at the first tie."""

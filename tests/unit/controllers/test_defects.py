@@ -150,6 +150,8 @@ def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller(
     assert broken["nodelifecycle"].grace == 3.0 * SLOW_DETECT_FACTOR
     assert broken["healer"].no_spare is True and broken["healer"].grace == 3.0  # the healer's own timer is honest
     assert build(Defect.RETURN_CORDONED.value)["healer"].return_cordoned and not honest["healer"].return_cordoned
+    assert build(Defect.GPU_HEALTH_BLIND.value)["scheduler"].config.gpu_health_blind
+    assert not honest["scheduler"].config.gpu_health_blind
     one = build(Defect.NO_SPARE.value)
     assert one["healer"].no_spare and not one["scheduler"].config.partial_gang_bind and one["nodelifecycle"].grace == 3
     assert honest["nodelifecycle"].disruption.handled and one["nodelifecycle"].disruption.handled
