@@ -124,6 +124,10 @@ class Defect(enum.Enum):
     """Node agents (the metrics exporter): after its first scrape the exporter keeps answering 200 with the
     samples of that scrape, frozen, so utilization never rises under load and an Xid never shows."""
 
+    MISATTRIBUTED_METRICS = "misattributed-metrics"
+    """Node agents (the metrics exporter): each GPU's series carries the next GPU's ``UUID`` label (a device-index
+    mapping off by one), so a GPU's load is reported under another GPU's identity and its own reads idle."""
+
     SLOW_LINK = "slow-link"
     """Simulated interconnect: one node's link (the last GPU node's) runs at a quarter of the bandwidth its
     inventory states, so every collective that crosses it is paced down to that speed."""
@@ -171,6 +175,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
     Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
     Defect.GPU_HEALTH_BLIND: "the scheduler hands out GPUs a node withdrew as unhealthy",
+    Defect.MISATTRIBUTED_METRICS: "the GPU metrics exporter labels each GPU's series with the next GPU's UUID",
     Defect.SLOW_LINK: "one node's interconnect runs at a quarter of its stated bandwidth",
     Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
 }

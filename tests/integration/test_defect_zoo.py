@@ -150,6 +150,10 @@ MATRIX: list[Catch] = [
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
+    Catch("misattributed-metrics", "accelerator_metrics.feature", "compute_on", "A GPU we compute on shows it",
+          r"GPU \d+ \(GPU-[0-9a-f-]{36}\), the canary's own by its start line, read at most 0 % while GPU \d+ "
+          r"\(GPU-[0-9a-f-]{36}\) of the same node read [\d.]+ %, though only the canary computed there: the "
+          r"telemetry reports the canary's load under another GPU's identity"),
     Catch("slow-link", "fabric.feature", "collective", "A collective across the cluster reaches its bandwidth floor",
           r"the collective bandwidth of gpu-node-3 is [\d.]+ MB/s, below the floor of 5 MB/s: its links carried to "
           r"gpu-node-\d"),

@@ -53,6 +53,9 @@ OTHERS = "other GPUs that rose"
 XID_SHOWN = "Xid shown"
 CHANGES = "utilization changes"
 SAMPLE_EVERY = 0.25
+ELSEWHERE_PERCENT = 50.0
+"""Where the canary's GPU's series did not follow its load, another GPU of its node reading above this while only
+the canary computed there names the cause: its load reported under that GPU's identity."""
 """Seconds between two readings of the canary's node while a load runs."""
 INVENTORY_EVERY = 0.5
 BACK_IN_SERVICE_S = 15.0
@@ -283,6 +286,21 @@ class TelemetryDrill(Drill):
                          None)
         return named.name if named is not None else f"GPU {pod.uuids[0]}"
 
+    def _elsewhere(self, since: float, percent: float) -> str:
+        """When the canary's GPU never read above ``percent`` but another GPU of its node did while only the canary
+        computed there: the load reported under another GPU's identity, in words ("" otherwise)."""
+        pod = self._canary()
+        with self._cond:
+            readings = [r for r in self.readings if r.mono >= since]
+        peaks = other_peaks(readings, pod.node, pod.uuids, since, percent)
+        if not peaks:
+            return ""
+        seen = [p.value for p in self._series(since) if p.value is not None]
+        mine = f"at most {max(seen):g} %" if seen else "nothing"
+        return (f"{self._gpu_name()}, the canary's own by its start line, read {mine} while "
+                f"{peaks[0].name} of the same node read {peaks[0].percent:g} %, though only the canary computed "
+                "there: the telemetry reports the canary's load under another GPU's identity")
+
     def _empty_answers(self, since: float) -> str:
         """Why the canary's node answered nothing useful since ``since`` ("" when it answered with its GPU)."""
         pod = self._canary()
@@ -321,7 +339,7 @@ class TelemetryDrill(Drill):
             return
         steps = self._computed(t0, self.clock.mono())
         seen = [p.value for p in points if p.value is not None]
-        why = (self._empty_answers(t0) or frozen_words(points)
+        why = (self._empty_answers(t0) or self._elsewhere(t0, percent) or frozen_words(points)
                or (f"its highest was {max(seen):g} %" if seen else f"no utilization series names {pod.uuids[0]}"))
         self.result.measure(Measurement(RISE, None, "s", note=why))
         self.result.fail(f"{name} of {pod.node}, on which the canary computed ({steps} steps in its own log), never "
@@ -414,7 +432,7 @@ class TelemetryDrill(Drill):
         if moved >= count:
             return
         steps = self._computed(t0, t0 + limit)
-        why = (self._empty_answers(t0) or frozen_words(points)
+        why = (self._empty_answers(t0) or self._elsewhere(t0, ELSEWHERE_PERCENT) or frozen_words(points)
                or (f"it changed {moved} time(s) only" if values else f"no utilization series names {pod.uuids[0]}"))
         self.result.fail(f"the telemetry of {name} of {pod.node} did not follow its load: {why}, while the canary "
                          f"computed on it one second in two ({steps} steps in its own log over {limit:g} s), in "

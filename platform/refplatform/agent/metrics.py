@@ -108,9 +108,13 @@ def activity(worker: PodWorker, pods: PodSync | None = None) -> Activity:
 class GpuCollector(Collector):
     """Computes the DCGM gauges from a :class:`PodSync` at every collect."""
 
-    def __init__(self, node: str, pods: PodSync, gpu_count: int, model: str, gpu_model: str | None = None) -> None:
-        """``model``: the ``modelName`` label (dashes read as spaces); ``gpu_model``: the name MIG tables know."""
+    def __init__(self, node: str, pods: PodSync, gpu_count: int, model: str, gpu_model: str | None = None, *,
+                 misattribute: bool = False) -> None:
+        """``model``: the ``modelName`` label (dashes read as spaces); ``gpu_model``: the name MIG tables know;
+        ``misattribute``: the ``misattributed-metrics`` defect (docs/DEFECTS.md): each GPU's series carries the
+        next GPU's ``UUID``."""
         self.node = node
+        self.misattribute = misattribute
         self.pods = pods
         self.gpu_count = gpu_count
         self.model_name = model.replace("-", " ")
@@ -172,7 +176,7 @@ class GpuCollector(Collector):
     def _labels(self, gpu: int, holder: PodWorker | None) -> dict[str, str]:
         return {
             "gpu": str(gpu),
-            "UUID": self.gpu_uuid(gpu),
+            "UUID": self.gpu_uuid((gpu + 1) % max(self.gpu_count, 1) if self.misattribute else gpu),
             "device": f"nvidia{gpu}",
             "modelName": self.model_name,
             "Hostname": self.node,

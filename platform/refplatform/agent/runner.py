@@ -227,8 +227,12 @@ class Agent:
         if Defect.DROP_IN_FLIGHT in config.defects:
             log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
                         config.node)
-        self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model),
+        self.metrics = GpuMetrics(GpuCollector(config.node, self.pods, self.gpus.count, self.gpus.product, gpu_model,
+                                               misattribute=Defect.MISATTRIBUTED_METRICS in config.defects),
                                   stale=Defect.STALE_METRICS in config.defects)
+        if Defect.MISATTRIBUTED_METRICS in config.defects:
+            log.warning("defect misattributed-metrics: node %s labels each GPU's metrics with the next GPU's UUID",
+                        config.node)
         if Defect.STALE_METRICS in config.defects:
             log.warning("defect stale-metrics: node %s's GPU metrics answer their first scrape forever", config.node)
         self.log_server.serve_metrics(self.metrics.render)
