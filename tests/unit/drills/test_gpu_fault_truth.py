@@ -83,7 +83,29 @@ def test_a_replacement_given_the_failed_gpu_is_no_replacement_and_is_named() -> 
     assert "off" in drill.instants and "replace" not in drill.instants
     drill.judge_never_given()
     assert drill.result.verdict is Verdict.FAIL
-    assert "was given again to pod-c while it was out of order" in drill.result.findings[0]
+    assert ("was given again while it was out of order, to pod-c (its canary named it)"
+            in drill.result.findings[0])
+
+
+def test_a_pod_bound_to_the_failed_gpu_ends_the_scenario_naming_it_though_it_never_starts() -> None:
+    drill = drill_with()
+    drill.nodes["gpu-node-1"] = node(7, "0")
+    bound = pod("c", "Pending")
+    bound["metadata"]["annotations"] = {"firedrill.dev/gpu-index": "0,1,2,3"}
+    elsewhere = pod("d", "Pending")
+    elsewhere["metadata"]["annotations"] = {"firedrill.dev/gpu-index": "4,5,6,7"}
+    drill.pods = {"a": pod("a", "Failed"), "d": elsewhere}
+    drill._advance()
+    assert not drill.result.halted  # a replacement on the node's healthy GPUs is no finding
+    drill.pods["c"] = bound
+    drill._advance()
+    assert drill.result.verdict is Verdict.FAIL and drill.result.halted
+    assert drill.result.findings == ["the failed GPU 0 of gpu-node-1 (GPU-bad, Xid 79) was given again while it was "
+                                     "out of order, to pod-c (bound to GPUs 0,1,2,3): the platform kept handing it "
+                                     "out"]
+    drill.judge_never_given()  # said once
+    assert len(drill.result.findings) == 1
+    assert drill.result.measurements["pods given the failed GPU"].value == 1.0
 
 
 def test_new_ranks_on_healthy_gpus_replace_once_each_has_named_its_gpus() -> None:
