@@ -40,6 +40,9 @@ class Defect(enum.Enum):
     SPLIT_BRAIN = "split-brain"
     """Node agents: a node cut off from the API never fences itself, so a partitioned node's old ranks keep
     training beside their replacements."""
+    KEEP_UNREACHABLE = "keep-unreachable"
+    """Node lifecycle: a node that heartbeats again gets Ready back but keeps its ``node.kubernetes.io/unreachable``
+    NoSchedule taint, so after a blip the nodes look healthy and take no new pod."""
     SLOW_DETECT = "slow-detect"
     """Node lifecycle: a lost node is declared NotReady only after 10 x the profile's grace period."""
     NO_SPARE = "no-spare"
@@ -151,6 +154,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.PARTIAL_GANG_BIND: "the scheduler binds a gang as far as it fits",
     Defect.NO_PREEMPTION: "the scheduler never evicts lower-priority pods for a higher-priority one",
     Defect.SPLIT_BRAIN: "a partitioned node never fences itself: old ranks train beside new ones",
+    Defect.KEEP_UNREACHABLE: "a node Ready again keeps its unreachable NoSchedule taint",
     Defect.SLOW_DETECT: "a lost node is declared NotReady after 10x the grace period",
     Defect.NO_SPARE: "the healer never promotes a spare node",
     Defect.RETURN_CORDONED: "the healer returns a healed node to the pool still cordoned",

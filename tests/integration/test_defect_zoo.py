@@ -141,6 +141,9 @@ MATRIX: list[Catch] = [
           r"the platform took GPU \d+ of [\w-]+ out of service after Xid 13, an application error"),
     Catch("evict-storm", "blip.feature", "disruption", "Most nodes losing the control plane at once",
           r"the nodes outage of 10 s disturbed the training it should have left alone: .*(was deleted|was evicted)"),
+    Catch("keep-unreachable", "blip.feature", "disruption", "Most nodes losing the control plane at once",
+          r"ready: never measured \(t_ready never observed; not back: gpu-node-\d+: tainted "
+          r"node.kubernetes.io/unreachable:NoSchedule"),
     Catch("no-straggler-detection", "straggler.feature", "quarter", "A GPU throttled to a quarter of its speed",
           r"the platform never named [\w-]+, whose GPU \d+ ran at 25 % of its speed: the job's step time went from "
           r"[\d.]+ s to [\d.]+ s"),

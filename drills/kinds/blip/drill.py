@@ -36,6 +36,7 @@ from drills.target.access import Permission, grant
 from drills.target.faults import FaultRecord
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
+from drills.target.service import describe, not_back, snapshot
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.training import (
     TERMINAL, UNHEALTHY_TAINTS, Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions,
@@ -52,6 +53,10 @@ WRITE_EVERY_S = 0.1
 """How often the writer creates a Lease, from before the outage to after it."""
 WRITE_TIMEOUT_S = 30.0
 """How long one write may wait for its answer (a stopped API server answers when it is continued)."""
+ROLLBACK_READY_S = 30.0
+"""Seconds the rollback waits for every node Ready before the outage to be Ready and untainted again."""
+ROLLBACK_READY_AFTER_MISS_S = 5.0
+"""The same wait once the scenario found them not back within its promise and grace."""
 CATCH_UP_S = 10.0
 """How long after the outage the canary's log may take to reach the harness (its followers reconnect)."""
 CONTROL_PLANE_ONLY = ("stopping the control plane is a reference-platform fault (SIGSTOP of the API server this "
@@ -370,12 +375,25 @@ class BlipDrill(TrainingRun, Drill):
                 if a in t and b in t:
                     self.result.measure(Measurement(phase, max(0.0, t[b].mono - t[a].mono), "s"))
                 elif phase not in self.result.measurements:
-                    self.result.measure(Measurement(phase, None, "s", note=f"t_{b} never observed"))
+                    late = self._not_ready_again() if phase == "ready" and "end" in t else ""
+                    self.result.measure(Measurement(phase, None, "s", note=f"t_{b} never observed"
+                                                    + (f"; not back: {late}" if late else "")))
             self.result.details["instants"] = {k: {"mono": v.mono, "wall": v.wall} for k, v in t.items()}
             if "fault" in t:
                 self.result.measure(Measurement("nodes marked not Ready", float(len(self.marked)), "nodes",
                                                 note=", ".join(sorted(self.marked)) or "none: the outage was shorter "
                                                 "than the control plane's grace period, or it was never told"))
+
+    def _not_ready_again(self) -> str:
+        """Under the lock: the nodes Ready before the outage that are not Ready and untainted again, each with
+        what keeps it out (:mod:`drills.target.service`), or whose Lease was not renewed since the end."""
+        end = self.instants["end"].wall
+        out = not_back(self.target.service_before, snapshot(self.nodes.values(), self.target.profile.gpu_resource),
+                       sorted(self.ready_before))
+        for name in sorted(self.ready_before):
+            if self.renewed.get(name, 0.0) <= end:
+                out.setdefault(name, []).append("no Lease renewal since the outage ended")
+        return describe(out)
 
     # ------------------------------------------------------------ rollback
     def rollback(self) -> None:
@@ -391,7 +409,10 @@ class BlipDrill(TrainingRun, Drill):
             log.warning("rollback of blip drill %s: its Leases: %s", self.run_id, exc)
         super().rollback()
         clock = self.target.timeline.clock
-        deadline = clock.mono() + 30.0
+        # nodes the scenario already found not back within the promise and its grace get a short wait only: the
+        # platform had its time, and the next scenario names what it left (docs/SAFETY.md, "Back in service")
+        missed = "end" in self.instants and "ready" not in self.instants and "ready" in self.result.measurements
+        deadline = clock.mono() + (ROLLBACK_READY_AFTER_MISS_S if missed else ROLLBACK_READY_S)
         while self.ready_before and clock.mono() < deadline:
             try:
                 nodes = {n["metadata"]["name"]: n for n in self.target.driver.list(NODE)}

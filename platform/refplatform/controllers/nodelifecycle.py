@@ -50,7 +50,7 @@ from refplatform.controllers.nodeinfo import (
 from refplatform.core import Taint, TaintEffect
 from refplatform.core.disruption import DisruptionPolicy, DisruptionVerdict, TaintBucket, ZoneCount, judge_disruption
 from refplatform.core.healing import (
-    CONDITION_TAINT_KEYS, NodeObservation, NodeState, NodeVerdict, Readiness, judge_node,
+    CONDITION_TAINT_KEYS, UNREACHABLE_TAINT, NodeObservation, NodeState, NodeVerdict, Readiness, judge_node,
 )
 from refplatform.resources import LEASES, NODES, PODS
 
@@ -73,8 +73,11 @@ class NodeLifecycleController:
 
     def __init__(self, client: RestClient, *, grace: float, monitor_period: float, prober: HealthProber,
                  clock: Callable[[], float] = time.time, slow_detect: bool = False,
-                 disruption: DisruptionPolicy = DisruptionPolicy()) -> None:
+                 disruption: DisruptionPolicy = DisruptionPolicy(), keep_unreachable: bool = False) -> None:
         self.client = client
+        self.keep_unreachable = keep_unreachable
+        """The ``keep-unreachable`` defect (docs/DEFECTS.md): a node Ready again keeps its unreachable NoSchedule
+        taint."""
         # slow_detect: the defect of that name (docs/DEFECTS.md), off on an honest platform.
         self.grace = grace * SLOW_DETECT_FACTOR if slow_detect else grace
         self.monitor_period = monitor_period
@@ -201,6 +204,9 @@ class NodeLifecycleController:
                                        f"Node {name} heartbeats again but its health check failed: {answer.detail}")
                 verdict = judge_node(NodeObservation(name, obs.heard_at, obs.ready, taints, answer.healthy),
                                      now, self.grace, self._fresh_from)
+        if self.keep_unreachable and verdict.state is NodeState.RECOVERED:
+            kept = tuple(t for t in taints if t.key == UNREACHABLE_TAINT and t.effect is TaintEffect.NO_SCHEDULE)
+            verdict = replace(verdict, taints=(*verdict.taints, *(t for t in kept if t not in verdict.taints)))
         return verdict
 
     def apply(self, node: Obj, verdict: NodeVerdict, now: float) -> bool:

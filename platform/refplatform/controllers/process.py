@@ -83,7 +83,8 @@ def _nodelifecycle(client: RestClient, args: argparse.Namespace) -> Controller:
     return NodeLifecycleController(client, grace=profile.node_monitor_grace_period,
                                    monitor_period=profile.node_monitor_period, prober=_prober(profile, args),
                                    slow_detect=Defect.SLOW_DETECT in args.defects,
-                                   disruption=disruption_of(profile, storm=Defect.EVICT_STORM in args.defects))
+                                   disruption=disruption_of(profile, storm=Defect.EVICT_STORM in args.defects),
+                                   keep_unreachable=Defect.KEEP_UNREACHABLE in args.defects)
 
 
 def _tainteviction(client: RestClient, args: argparse.Namespace) -> Controller:

@@ -50,6 +50,26 @@ def test_slow_detect_declares_a_lost_node_only_after_ten_grace_periods(slow: boo
     assert [e["reason"] for e in api.events()] == ["NodeNotReady"]
 
 
+# ------------------------------------------------------------- keep-unreachable
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_unreachable_leaves_the_noschedule_taint_on_a_node_ready_again(keep: bool) -> None:
+    api, clock = FakeApi(), Clock()
+    api.put(NODES, node("n0", ready="Unknown", taints=[
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]))
+    api.put(LEASES, lease("n0", T0 + 9.9))  # it heartbeats again
+    prober = StaticProber({"n0": True})
+    ctrl = NodeLifecycleController(api, grace=3, monitor_period=5, prober=prober,  # type: ignore[arg-type]
+                                   clock=clock, keep_unreachable=keep)
+    clock.t = T0 + 10
+    ctrl.reconcile(api.cache())
+    assert _ready(api, "n0") == "True"
+    stored = api.find(NODES, "", "n0")
+    assert stored is not None
+    left = [(t["key"], t["effect"]) for t in stored["spec"].get("taints") or []]
+    assert left == ([("node.kubernetes.io/unreachable", "NoSchedule")] if keep else [])
+
+
 # --------------------------------------------------------------------- no-spare
 def _lost_node_with_a_spare(no_spare: bool) -> FakeApi:
     api, clock = FakeApi(), Clock(T0 + 10)
@@ -151,6 +171,8 @@ def test_the_controller_process_turns_each_defect_on_only_in_its_own_controller(
     assert broken["healer"].no_spare is True and broken["healer"].grace == 3.0  # the healer's own timer is honest
     assert build(Defect.RETURN_CORDONED.value)["healer"].return_cordoned and not honest["healer"].return_cordoned
     assert build(Defect.GPU_HEALTH_BLIND.value)["scheduler"].config.gpu_health_blind
+    assert build(Defect.KEEP_UNREACHABLE.value)["nodelifecycle"].keep_unreachable
+    assert not honest["nodelifecycle"].keep_unreachable
     assert not honest["scheduler"].config.gpu_health_blind
     one = build(Defect.NO_SPARE.value)
     assert one["healer"].no_spare and not one["scheduler"].config.partial_gang_bind and one["nodelifecycle"].grace == 3
