@@ -10,7 +10,7 @@ import pytest
 from refplatform.cluster import Cluster, ClusterSpec
 from refplatform.warden import warden
 from tests.bytecode import compile_packages
-from tests.leaks import Census
+from tests.leaks import Census, collect_garbage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -30,6 +30,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     ends), so that no test is blamed for the one process that lives as long as the suite by design."""
     compile_packages()
     warden()
+
+
+_LEFT_OPEN: list[tuple[str, str]] = []
+"""(module, what the collector closed) for each socket or file found open at the end of a module."""
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Once a module's last test and its module fixtures are done, collect the cyclic garbage (tests/leaks.py):
+    whatever it had left open is listed at the end of the run under its module, instead of failing a test of
+    another module that the collector ran during (issue 44)."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        module = item.nodeid.split("::", 1)[0]
+        _LEFT_OPEN.extend((module, found) for found in collect_garbage())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _LEFT_OPEN:
+        terminalreporter.section("left open, found by the collector at the end of their module (tests/leaks.py)")
+        for module, found in _LEFT_OPEN:
+            terminalreporter.line(f"{module}: {found}")
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,10 @@ zombie) has stopped and is not counted.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import psutil
@@ -99,3 +101,18 @@ class Census:
                    if t.ident not in self.threads and t.is_alive() and not t.name.startswith(LIBRARY_THREADS)]
         processes = [p for pid, p in _children().items() if pid not in self.processes]
         return Leftovers(threads, processes)
+
+
+def collect_garbage() -> list[str]:
+    """Collect the interpreter's cyclic garbage now and return what it found left open (the ``ResourceWarning``
+    of each socket or file the collector had to close), instead of letting each surface as an error in whichever
+    test the collector happens to run next.
+
+    ``tests/conftest.py`` calls it where a module's last test and its module fixtures have ended: what the
+    collector finds then is most likely that module's (an object in a reference cycle outlives its test until
+    a collection).  An open socket that is freed by its last reference going away still warns in its own test,
+    under the suite's ``filterwarnings = error``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
