@@ -195,8 +195,9 @@ class GpuFaultDrill(TrainingRun, Drill):
 
     def _note_bound_to_failed(self, failed: FailedGpu) -> None:
         """Under the lock: each pod created after the fault that the platform bound to the failed GPU's index on its
-        node (the pod may never start: the node refuses it, and no canary line says so).  The first one ends the
-        scenario at once, FAILed naming it: the promise that no pod is given the failed GPU is broken."""
+        node (the pod may never start: the node refuses it, and no canary line says so).  Once the GPU is out of
+        service, the first one ends the scenario at once, FAILed naming it: the promise that no pod is given the
+        failed GPU is broken."""
         for pod in self.pods.values():
             meta = pod["metadata"]
             if meta["uid"] in self.before_fault or meta["name"] in self.bound_to_failed \
@@ -206,8 +207,11 @@ class GpuFaultDrill(TrainingRun, Drill):
                      if i.strip().isdigit()]
             if str(failed.index) in bound:
                 self.bound_to_failed[meta["name"]] = ",".join(bound)
-                if not self._cause_named:  # a broken promise already: no phase after it is worth waiting for
-                    self.result.halt(self._given_finding(failed))
+        # Once the GPU is out of service (detect), a binding to it is the scheduler handing out a dead GPU: a broken
+        # promise already, no phase after it is worth waiting for.  Before that, the platform never took it out
+        # of service, which end_if_never("detect") names as the first cause.
+        if self.bound_to_failed and "detect" in self.instants and not self._cause_named:
+            self.result.halt(self._given_finding(failed))
 
     def _handed_out(self) -> str:
         """Under the lock: the pods given the failed GPU since the fault, by their canaries' start lines or by the

@@ -108,6 +108,18 @@ def test_a_pod_bound_to_the_failed_gpu_ends_the_scenario_naming_it_though_it_nev
     assert drill.result.measurements["pods given the failed GPU"].value == 1.0
 
 
+def test_a_binding_before_the_gpu_left_service_waits_for_detect_which_names_the_first_cause() -> None:
+    drill = drill_with()  # allocatable still 8: the platform has not taken the GPU out of service
+    bound = pod("c", "Pending")
+    bound["metadata"]["annotations"] = {"firedrill.dev/gpu-index": "0,1,2,3"}
+    drill.pods = {"a": pod("a", "Failed"), "c": bound}
+    drill._advance()
+    assert not drill.result.halted and drill.bound_to_failed == {"pod-c": "0,1,2,3"}
+    drill.nodes["gpu-node-1"] = node(7, "0")  # it leaves service now: handing it out is the scheduler's fault
+    drill._advance()
+    assert drill.result.halted and "to pod-c (bound to GPUs 0,1,2,3)" in drill.result.findings[0]
+
+
 def test_new_ranks_on_healthy_gpus_replace_once_each_has_named_its_gpus() -> None:
     drill = drill_with()
     drill.nodes["gpu-node-1"] = node(7, "0")
