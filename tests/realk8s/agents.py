@@ -153,7 +153,7 @@ class RefAgents:
         agent = self.agents[name]
         deadline = time.monotonic() + timeout
         while True:
-            if not agent.alive():
+            if not agent.alive() and self.restarted_pid(name) is None:
                 raise RealClusterError(f"agent {name} exited with code {agent.popen.returncode}; "
                                        f"last lines of {agent.log_path}:\n{agent.tail()}")
             node = self.node(name)
@@ -209,18 +209,22 @@ class RefAgents:
         path.write_text(POWER_ON.format(config=json.dumps(config)))
         return path
 
+    def restarted_pid(self, name: str) -> int | None:
+        """The pid of node ``name``'s agent when the power-on tool started it again and it runs (None otherwise)."""
+        try:
+            pid = int(self.agents[name].state()["pid"])
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                running = b"refplatform.agent" in cmdline.read()
+        except (OSError, ValueError, KeyError):
+            return None
+        return pid if running and pid not in self._pids and not _zombie(pid) else None
+
     def stop_restarted(self) -> None:
         """SIGTERM (then SIGKILL) the process group of each agent the power-on tool started again: not a child of
         this process, so no :class:`RefAgent` holds it; its pid is in the agent's own state file."""
-        for name, agent in self.agents.items():
-            try:
-                pid = int(agent.state()["pid"])
-                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                    if b"refplatform.agent" not in cmdline.read():
-                        continue
-            except (OSError, ValueError, KeyError):
-                continue
-            if pid in self._pids:
+        for name in self.agents:
+            pid = self.restarted_pid(name)
+            if pid is None:
                 continue
             os.killpg(pid, signal.SIGTERM)
             try:
