@@ -447,10 +447,16 @@ class GovernanceDrill(Drill):
         self._left = max(0, hard - used)
         return self._left
 
-    def _over_quota(self, chain: Chain, action: str, namespace: str) -> int | None:
-        """GPUs one more than the namespace's quota leaves; None after noting a FAIL when no quota limits GPUs."""
-        leaves = self._leaves(chain, action, namespace)
-        return None if leaves is None else leaves + 1
+    def _tenant_quota(self, action: str) -> tuple[KubeDriver, str, int] | None:
+        """The tenant's driver, its namespace and the GPUs its quota leaves; None after noting the attempt as not
+        made, or as a FAIL when no quota limits GPUs."""
+        chain = Chain.ADMISSION_AND_QUOTA
+        ready = self._tenant_ready(chain, action)
+        if ready is None:
+            return None
+        tenant, ns = ready
+        leaves = self._leaves(chain, action, ns)
+        return None if leaves is None else (tenant, ns, leaves)
 
     def _quota_words(self) -> str:
         quota = self.result.details["governance"].get("quota") or {}
@@ -459,13 +465,11 @@ class GovernanceDrill(Drill):
     def quota_pod(self) -> None:
         """The tenant creates a pod asking for one GPU more than its namespace's quota leaves: refused."""
         chain, action = Chain.ADMISSION_AND_QUOTA, "create a pod over its namespace's GPU quota"
-        ready = self._tenant_ready(chain, action)
-        if ready is None:
+        quota = self._tenant_quota(action)
+        if quota is None:
             return
-        tenant, ns = ready
-        gpus = self._over_quota(chain, action, ns)
-        if gpus is None:
-            return
+        tenant, ns, left = quota
+        gpus = left + 1  # one GPU more than the quota leaves
         gpu = self.target.profile.gpu_resource
         name = f"gov-quota-{self.run_id}"
         action = f"create pod {name} asking {gpus} {gpu} in {ns}, over its quota"
@@ -482,13 +486,11 @@ class GovernanceDrill(Drill):
         """The tenant submits a job (the profile's flavor: a Volcano Job, else a batch/v1 Job) of one worker asking
         one GPU more than the quota leaves; the job is accepted, but its controller must not get a pod of it."""
         chain, action = Chain.ADMISSION_AND_QUOTA, "submit a job over its namespace's GPU quota"
-        ready = self._tenant_ready(chain, action)
-        if ready is None:
+        quota = self._tenant_quota(action)
+        if quota is None:
             return
-        tenant, ns = ready
-        gpus = self._over_quota(chain, action, ns)
-        if gpus is None:
-            return
+        tenant, ns, left = quota
+        gpus = left + 1  # one GPU more than the quota leaves
         profile = self.target.profile
         name = f"gov-job-{self.run_id}"
         spec = GangSpec(name=name, run_id=self.run_id, workers=1, gpus_per_worker=gpus, image=profile.canary_image,
@@ -528,13 +530,10 @@ class GovernanceDrill(Drill):
         hold together."""
         chain, action = Chain.ADMISSION_AND_QUOTA, "send pods at once, each within its namespace's GPU quota and " \
                                                    "together over it"
-        ready = self._tenant_ready(chain, action)
-        if ready is None:
+        quota = self._tenant_quota(action)
+        if quota is None:
             return
-        tenant, ns = ready
-        leaves = self._leaves(chain, action, ns)
-        if leaves is None:
-            return
+        tenant, ns, leaves = quota
         if leaves == 0:
             self._not_made(chain, self._tenant_actor(), action,
                            f"{self._quota_words()}: no GPU is left for a pod that fits; free some of the quota")
