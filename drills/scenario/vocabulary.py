@@ -413,6 +413,23 @@ def scenario_rule(rule: ScenarioRule) -> ScenarioRule:
     return rule
 
 
+def window_outlasts(source: str, key: str, judged: str, problem: str, spare: float) -> ScenarioRule:
+    """Register a rule: the window (``limit``) of the sentence ``judged`` must be longer than the value ``key`` an
+    earlier sentence ``source`` set (a time the platform cannot beat, such as a job it must wait for); a window
+    no longer than it is a contract no platform can meet.  ``problem`` is told with ``{earliest}`` filled in."""
+    def rule(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
+        earliest: float | None = None
+        for i, st in enumerate(steps):
+            if st.step == source:
+                earliest = st.values.get(key)
+            elif st.step == judged and earliest is not None and st.values.get("limit", float("inf")) <= earliest:
+                yield i, PlaceholderError(f"{st.values['limit']:g} seconds", problem.format(earliest=f"{earliest:g}"),
+                                          f"write a window longer than {earliest:g} seconds, e.g. "
+                                          f"{earliest + spare:g} seconds", placeholder="duration")
+    rule.__name__ = rule.__qualname__ = f"_{judged}_outlasts_{source}"
+    return scenario_rule(rule)
+
+
 @scenario_rule
 def _requirements_in_order(steps: Sequence[Checked]) -> Iterator[tuple[int, PlaceholderError]]:
     """Each sentence's ``requires``, against the marks the sentences before it ``sets``."""

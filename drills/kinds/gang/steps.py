@@ -10,7 +10,7 @@ from drills.kinds.gang.drill import GangDrill
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import observe_window
-from drills.scenario.vocabulary import Checked, scenario_rule, step
+from drills.scenario.vocabulary import Checked, scenario_rule, step, window_outlasts
 
 RUNNING_WITHIN = 60.0
 """Seconds a scenario's already-running gang ('When a gang of ... runs for ...') gets to run whole."""
@@ -73,8 +73,9 @@ def every_whole(drill: ScenarioContext, limit: float) -> None:
 @step("Then", "the waiting gang runs whole within {limit:Duration}, holding no GPU until then",
       "the waiting gang runs whole within 30 seconds, holding no GPU until then")
 def waiting_gang_whole(drill: ScenarioContext, limit: float) -> None:
-    """The gang submitted last, which had to wait for the running one, runs whole (measured from its submission);
-    GPUs it held with fewer than minMember workers placed while it waited (a partial commit) are a FAIL that names
+    """The gang submitted last, which had to wait for the running one, runs whole (measured from its submission,
+    so a window no longer than the running gang's time is refused before anything runs); GPUs it held with fewer
+    than minMember workers placed while it waited (a partial commit) are a FAIL that names
     them."""
     drill.drill(GangDrill).wait_waiting_gang_whole(observe_window(limit))
     drill.result.check(Threshold("time until the waiting gang runs whole", limit, "s"))
@@ -102,3 +103,10 @@ def _a_waiting_gang_waits_for_a_running_one(steps: Sequence[Checked]) -> Iterato
             yield i, PlaceholderError(st.text or st.step, "no gang waits in this scenario",
                                       "put 'When a gang of ... runs for ...' and then 'And I submit a gang of ...' "
                                       "before it")
+
+
+# Issue 51's audit of "until then": the waiting gang's window runs from its submission, and it can run only once the
+# running gang's time is up.
+window_outlasts(running_gang.__name__, "duration", waiting_gang_whole.__name__,
+                "the waiting gang can run only after the running gang's {earliest} s are up, and its window runs "
+                "from its submission", spare=30)

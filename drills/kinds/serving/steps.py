@@ -3,14 +3,13 @@ shared with the control-plane drill: :mod:`drills.bdd.steps`."""
 
 from __future__ import annotations
 
-
 from drills.errors import PlaceholderError
 from drills.kinds.serving import Autoscale, ServingDrill
 from drills.records.verdict import Threshold
 from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import observe_window
-from drills.scenario.vocabulary import Requires, step
+from drills.scenario.vocabulary import Requires, step, window_outlasts
 from drills.target.profile import FaultMethod
 
 @step("Given", "an inference service of {replicas:Replicas} with {gpus:Whole} GPUs each behind a load balancer",
@@ -165,7 +164,8 @@ def p99_ttft(drill: ScenarioContext, limit: float) -> None:
 def new_replica_serves(drill: ScenarioContext, limit: float) -> None:
     """From the first moment the replicas' mean queue (their own /metrics, read by the harness) is above the
     autoscaler's threshold to the first request served by a replica that was not serving when the load jumped
-    (its own served count). The model's load time is inside it: that is what users wait for."""
+    (its own served count). The model's load time is inside it: that is what users wait for (a window no longer
+    than that load time is refused before anything runs)."""
     drill.drill(ServingDrill).measure_new_replica()
     drill.result.check(Threshold("time to a new replica serving", limit, "s"))
 
@@ -247,3 +247,10 @@ def requests_lost(drill: ScenarioContext, limit: int) -> None:
     """Requests sent and never answered: a stream cut short, a connection that died, no status line after the
     last retry. Each lost request is named (id, error, when it started relative to the act)."""
     drill.result.check(Threshold("requests lost", float(limit), "requests"))
+
+
+# A new replica serves at the earliest its model's load time after the queue crossed the threshold (the autoscaler
+# creates it then).
+window_outlasts(autoscaled_service.__name__, "warmup", new_replica_serves.__name__,
+                "a new replica loads its model for {earliest} s before it can serve, and the window starts when the "
+                "queue crosses the threshold", spare=10)

@@ -358,6 +358,20 @@ def test_dry_run_on_a_broken_copy_names_every_mistake_at_its_line(tmp_path: Path
       "Then the waiting gang runs whole within 30 seconds, holding no GPU until then"], 6,
      "'the waiting gang runs whole within 30 seconds, holding no GPU until then': no gang waits in this scenario; "
      "put 'When a gang of ... runs for ...' and then 'And I submit a gang of ...' before it"),
+    (["Given the cluster has at least 4 schedulable GPU nodes with 8 free GPUs each",
+      "When a gang of 2 workers with 8 GPUs each runs for 40 seconds",
+      "And I submit a gang of 4 workers with 8 GPUs each",
+      "Then the waiting gang runs whole within 30 seconds, holding no GPU until then"], 6,
+     "<duration> '30 seconds': the waiting gang can run only after the running gang's 40 s are up, and its window "
+     "runs from its submission; write a window longer than 40 seconds, e.g. 70 seconds"),
+    (["Given an inference service of 2 replicas with 8 GPUs each behind a load balancer, scaling out to 4 replicas "
+      "when more than 2 requests wait per replica, each new replica loading its model for 20 seconds",
+      "And steady load from 12 users who retry a refused request up to 2 times",
+      "When the load jumps to 4 times its users after 3 seconds of load",
+      "And the load goes on for 10 seconds",
+      "Then a new replica serves within 10 seconds of the queue crossing its threshold"], 7,
+     "<duration> '10 seconds': a new replica loads its model for 20 s before it can serve, and the window starts "
+     "when the queue crosses the threshold; write a window longer than 20 seconds, e.g. 30 seconds"),
     (["Given steady control-plane load from 4 users writing, listing and watching pods",
       "When a node is pulled with kill after 3 seconds of load",
       "And the load goes on for 10 seconds",
