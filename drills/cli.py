@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -171,8 +171,16 @@ def up(
     console.print("  kubectl get nodes")
     console.print("  kubectl get pods -A -o wide\n")
     console.print(f"Logs: {data_dir / 'logs'}.  Stop with Ctrl-C or `firedrill down --data-dir {data_dir}`.")
+    console.print(f"Pull a node from a run in another terminal: `firedrill node NODE kill --data-dir {data_dir}` "
+                  "(docs/SAFETY.md, a cluster `firedrill up` runs).")
+    desk = _oob_desk(cluster, data_dir)
     try:
-        while not stop.wait(1.0):
+        checked = time.monotonic()
+        while not stop.wait(0.1):
+            desk.poll()  # `firedrill node` requests, and faults whose expiry has come
+            if time.monotonic() - checked < 1.0:
+                continue
+            checked = time.monotonic()
             dead = [p.name for p in [cluster.server, cluster.controller_manager, *cluster.agents.values()]
                     if p is not None and not p.alive()]
             if cluster.server is not None and not cluster.server.alive():
@@ -185,6 +193,7 @@ def up(
                         del cluster.agents[name]
     finally:
         console.print("stopping the cluster...")
+        desk.undo_all()  # a frozen agent cannot stop
         cluster.stop()
         (data_dir / PIDFILE).unlink(missing_ok=True)
         console.print("stopped; objects are kept in the data directory")
@@ -209,6 +218,68 @@ def down(
             raise typer.Exit(1)
         time.sleep(0.1)
     console.print(f"stopped the cluster on {data_dir}")
+
+
+def _oob_desk(cluster: Any, data_dir: Path) -> Any:
+    """The supervisor's out-of-band desk over the agents it started (drills.target.oob)."""
+    from drills.target.faults import ReferenceFaults
+    from drills.target.oob import Desk
+
+    def restart(node: str) -> None:
+        agent = cluster.agents.get(node)
+        if agent is None or not agent.alive():
+            cluster.start_agent(node)
+    return Desk(data_dir, ReferenceFaults(lambda node: cluster.agents.get(node), restart), restart)
+
+
+@app.command(name="node")
+def node_command(
+    name: Annotated[str, typer.Argument(metavar="NODE", help="The node, as `kubectl get nodes` names it.",
+                                        show_default=False)],
+    action: Annotated[str, typer.Argument(metavar="ACTION", help="kill (the agent and its pods die), hang (all of "
+                                          "it frozen), partition (its heartbeats cut, its pods running) or restore "
+                                          "(undo the node's fault; a killed node's agent starts again).",
+                                          show_default=False)],
+    expire_seconds: Annotated[float | None, typer.Option(min=0.001, help="The fault undoes itself this many seconds "
+                                                         "later, done by `firedrill up` whatever becomes of the "
+                                                         "caller (a profile's {expire_seconds}).")] = None,
+    data_dir: Annotated[Path, typer.Option(help="The data directory given to `firedrill up`.")] = DEFAULT_DATA_DIR,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for `firedrill up` to answer.")] = 15.0,
+) -> None:
+    """Pull a node of the cluster `firedrill up` runs, or bring it back: that cluster's out-of-band control (its
+    BMC), for a profile's fault.command_template and restore_template when a run drills it from another process.
+
+    `firedrill up` started the node agents, so it is the one that signals them: this command leaves a request in
+    its data directory and prints its answer. With --expire-seconds the fault is undone by `firedrill up` at that
+    instant, even if the run that asked was killed (docs/SAFETY.md).
+
+    \b
+    Example profile lines (examples/embedded/up.yaml):
+      command_template: firedrill node {node} kill --expire-seconds {expire_seconds} --data-dir .firedrill/cluster
+      restore_template: firedrill node {node} restore --data-dir .firedrill/cluster
+
+    Exit codes: 0 done, 1 refused or the fault did not take (printed), 2 bad input, 4 no `firedrill up` answered.
+    """
+    from drills.target.oob import OobAction, OobError, ask
+
+    try:
+        what = OobAction(action)
+    except ValueError:
+        err.print(f"error: ACTION must be one of {', '.join(a.value for a in OobAction)}, not {action!r}")
+        raise typer.Exit(2) from None
+    if what is OobAction.RESTORE and expire_seconds is not None:
+        err.print("error: --expire-seconds is for a fault; restore acts at once")
+        raise typer.Exit(2)
+    data_dir = data_dir.resolve()
+    try:
+        answer = ask(data_dir, name, what, expire_seconds, timeout=timeout,
+                     supervisor_alive=lambda: _running_pid(data_dir) is not None)
+    except OobError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(4) from None
+    (console if answer.ok else err).print(answer.detail)
+    if not answer.ok:
+        raise typer.Exit(1)
 
 
 @app.command(epilog=_defects_epilog())

@@ -17,17 +17,22 @@ from drills.target.profile import FaultMethod
 from refplatform.cluster import wait_until
 
 
-class Child:
-    """A process this test started, shaped like the embedded platform's agent handles: its own process group,
-    with a child of its own (the node's pod)."""
+POD_CODE = ("import signal, subprocess, sys, time; signal.signal(signal.SIGUSR1, lambda *a: None); "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(p.pid, flush=True); time.sleep(60)")
 
-    def __init__(self) -> None:
-        code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGUSR1, lambda *a: None); "
-                "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-                "print(p.pid, flush=True); time.sleep(60)")
-        self.popen = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+
+class Child:
+    """A process this test started, shaped like the embedded platform's agent handles: its own process group;
+    by default with a child of its own (the node's pod), whose pid it prints first.  Another ``code`` prints one
+    line when it is ready (``first``)."""
+
+    def __init__(self, code: str = POD_CODE, *args: str) -> None:
+        self.popen = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                                      start_new_session=True)
         assert self.popen.stdout is not None
-        self.pod = int(self.popen.stdout.readline())
+        self.first = self.popen.stdout.readline().decode().strip()
+        self.pod = int(self.first) if code == POD_CODE else 0
 
     @property
     def pid(self) -> int:
