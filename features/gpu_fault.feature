@@ -21,6 +21,7 @@ Feature: A GPU fails while its node lives
     And the whole recovery takes at most 15 seconds
     And at most 10 steps of work are lost
     And no pod is given the failed GPU while it is out of order
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:12.2 @severity:critical
   Scenario: A GPU with a double-bit ECC error in its memory is taken out of service
@@ -31,6 +32,7 @@ Feature: A GPU fails while its node lives
     And training resumes beyond the checkpoint within 10 seconds of replacement
     And the whole recovery takes at most 15 seconds
     And no pod is given the failed GPU while it is out of order
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:12.3 @severity:major
   Scenario: An application's own Xid restarts its rank and the GPU stays in service

@@ -203,7 +203,8 @@ class Target:
     """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
     opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
     annotated: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    """Journal intents of the reference platform's annotation faults standing, by (node, annotation)."""
+    """The reference platform's annotation faults standing (an Xid, a throttle), by (node, annotation): their
+    journal intents ("" when the run keeps no journal)."""
     touched: set[str] = field(default_factory=set)
     """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
     the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
@@ -263,14 +264,15 @@ class Target:
         self._annotation_gone(node, THROTTLE_ANNOTATION)
 
     def _annotate(self, node: str, annotation: str, what: str, act: Callable[[], None]) -> None:
-        if self.journal is not None:
-            self.annotated.setdefault((node, annotation), []).append(self.journal.intend(
-                f"{what} (Node annotation {annotation})", node, "annotation", (annotation_removed(node, annotation),)))
+        intent = "" if self.journal is None else self.journal.intend(
+            f"{what} (Node annotation {annotation})", node, "annotation", (annotation_removed(node, annotation),))
+        self.annotated.setdefault((node, annotation), []).append(intent)
+        self.touched.add(node)
         act()
 
     def _annotation_gone(self, node: str, annotation: str) -> None:
         for intent in self.annotated.pop((node, annotation), []):
-            if self.journal is not None:
+            if self.journal is not None and intent:
                 self.journal.close(intent, "undone by the run: the annotation removed")
 
     def _undone(self, record: FaultRecord, how: str) -> None:
@@ -378,6 +380,11 @@ class Target:
                 log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
             else:
                 self._undone(record, how)
+        for node, annotation in list(self.annotated):  # the reference platform's Xids and throttles still standing
+            try:
+                (self.clear_xids if annotation == INJECT_ANNOTATION else self.clear_throttle)(node)
+            except Exception as exc:  # noqa: BLE001 - rollback must try every fault
+                log.warning("could not remove %s from %s: %s", annotation, node, exc)
 
     def restore_roles(self) -> None:
         """The embedded platform's spare pool as it started (:meth:`EmbeddedPlatform.restore_roles`); a real

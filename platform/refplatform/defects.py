@@ -102,6 +102,11 @@ class Defect(enum.Enum):
     ...) is never reported unhealthy: it stays in allocatable, so the scheduler hands it out again and the
     replacement rank lands on a dead GPU."""
 
+    GPU_STAYS_OUT = "gpu-stays-out"
+    """Node agents (the device plugin): a GPU taken out of service by a GPU-class Xid is never returned: once
+    the Xid is cleared (the GPU reset, healthy again) it stays off ``allocatable`` and named unhealthy, so the
+    node serves with a GPU fewer for good."""
+
     OVERREACT_APP_XID = "overreact-app-xid"
     """Node agents (the device plugin): an application Xid (13, 31, 43, 45, 68: the program's fault) takes its
     GPU out of service as a hardware fault would, so a healthy GPU is lost to every later job."""
@@ -172,6 +177,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.DUPLICATE_RANK: "a restarted job's last rank is recreated with rank 0's index",
     Defect.GPU_DOUBLE_BOOK: "every pod is told it holds the node's first GPUs, whatever was bound",
     Defect.SICK_GPU_STAYS: "a GPU that failed with an Xid stays allocatable",
+    Defect.GPU_STAYS_OUT: "a GPU whose Xid was cleared never returns to allocatable",
     Defect.OVERREACT_APP_XID: "an application Xid takes its GPU out of service",
     Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
     Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",

@@ -134,6 +134,8 @@ MATRIX: list[Catch] = [
     Catch("sick-gpu-stays", "gpu_fault.feature", "bus", "A GPU that falls off the bus is taken out of service",
           r"the platform kept the failed GPU \d+ of [\w-]+ in service after Xid 79: allocatable stayed 8 of 8 and no "
           r"GPU was named unhealthy"),
+    Catch("gpu-stays-out", "gpu_fault.feature", "bus", "A GPU that falls off the bus is taken out of service",
+          r"not back in service 10 s after the fault was undone: [\w-]+: 7 of its 8 GPUs allocatable"),
     Catch("gpu-health-blind", "gpu_fault.feature", "bus", "A GPU that falls off the bus is taken out of service",
           r"the failed GPU \d+ of [\w-]+ \(GPU-[0-9a-f-]{36}, Xid 79\) was given again while it was out of order, to "
           r"canary-[\w-]+ \(bound to GPUs [\d,]+\): the platform kept handing it out"),

@@ -132,6 +132,7 @@ class GpuFaultDrill(TrainingRun, Drill):
     def _inject_by_command(self, node: str, uuid: str, xid: int) -> dict[str, object]:
         """A real cluster: the profile's ``fault.xid`` command, behind the blast-radius check; its restore (a GPU
         reset) is the rollback's. INCONCLUSIVE when it cannot be aimed or run."""
+        self.target.touched.add(node)  # its back in service is judged, and the abort guard leaves it alone
         try:
             return inject_by_uuid(self.target.driver, self.target.profile, self.target.faults_done, node, xid, uuid,
                                   who="the rank's canary", intend=self.target.intend)

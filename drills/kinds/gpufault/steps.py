@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from drills.kinds.gpufault.drill import GpuFaultDrill
 from drills.records.verdict import Threshold
+from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import step
 
@@ -15,7 +16,7 @@ def _gpu_fault(drill: ScenarioContext) -> GpuFaultDrill:
 
 
 @step("When", "the GPU of worker {rank:Whole} fails with Xid {xid:Count}",
-      "the GPU of worker 0 fails with Xid 79")
+      "the GPU of worker 0 fails with Xid 79", sets=(FAULTED,))
 def gpu_fails(drill: ScenarioContext, rank: int, xid: int) -> None:
     """The first GPU of a worker's pod (ranks count from 0) takes an Xid while its node lives: 79 fell off the bus,
     48 double-bit ECC, 95 uncontained ECC, 94 contained ECC, ... take the GPU out of service; 13, 31, 43, 45 and 68

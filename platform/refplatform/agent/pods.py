@@ -300,6 +300,7 @@ class PodSync:
         gpu_count: int = 0,
         mistell_gpus: bool = False,
         sick_gpu_stays: bool = False,
+        gpu_stays_out: bool = False,
         overreact_app_xid: bool = False,
         link_bandwidth: float | None = None,
         visible_to_all: bool = False,
@@ -320,7 +321,8 @@ class PodSync:
         ``gpu_count``: the node's whole GPUs, whose identities a pod is told (:meth:`visible_devices`);
         ``mistell_gpus``: the ``gpu-double-book`` defect, every pod is told the node's first GPUs (or the first
         slice of its kind) whatever it was given; ``sick_gpu_stays``: the ``sick-gpu-stays`` defect, a failed GPU is
-        never reported unhealthy (it stays allocatable); ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
+        never reported unhealthy (it stays allocatable); ``gpu_stays_out``: the ``gpu-stays-out`` defect, a GPU once
+        reported unhealthy stays so after its Xid is cleared; ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
         application Xid takes its GPU out of service too; ``visible_to_all``: the ``visible-to-all`` defect, every container
         can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`).
         ``api_seconds``: how long a thread has waited for the API server
@@ -331,6 +333,7 @@ class PodSync:
         self._sync_thread: int | None = None
         self._api_at_pass = 0.0
         self.sick_gpu_stays = sick_gpu_stays
+        self.gpu_stays_out = gpu_stays_out
         self.overreact_app_xid = overreact_app_xid
         self.link_bandwidth = link_bandwidth
         """The node's link in bytes per second, told every container (``FIREDRILL_LINK_BANDWIDTH``,
@@ -554,6 +557,8 @@ class PodSync:
                 reported.setdefault(e.gpu, e.xid)
         else:
             reported = dict(truth)
+        if self.gpu_stays_out:  # what was reported out stays out, whatever the device says now
+            reported = {**self.unhealthy, **reported}
         with self._lock:
             changed = reported != self.unhealthy
             self.dead_gpus, self.unhealthy = dict(truth), reported

@@ -209,12 +209,14 @@ class Agent:
             gpu_count=self.gpus.count,
             mistell_gpus=Defect.GPU_DOUBLE_BOOK in config.defects,
             sick_gpu_stays=Defect.SICK_GPU_STAYS in config.defects,
+            gpu_stays_out=Defect.GPU_STAYS_OUT in config.defects,
             overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
             link_bandwidth=config.link_bandwidth,
             visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
             api_seconds=self._api_seconds,
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
+                             (Defect.GPU_STAYS_OUT, "never returns a GPU an Xid took out of service"),
                              (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too")):
             if defect in config.defects:
                 log.warning("defect %s: node %s %s", defect.value, config.node, what)

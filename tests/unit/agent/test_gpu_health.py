@@ -119,6 +119,18 @@ def test_a_pod_started_on_a_dead_gpu_fails_at_once(tmp_path: Path) -> None:
     assert (env.phase("again"), env.reason("again")) == ("Failed", "GPUXid48")
 
 
+def test_gpu_stays_out_never_returns_a_gpu_whose_xid_was_cleared(tmp_path: Path) -> None:
+    """gpu-stays-out: the honest agent returns the GPU once the injection is removed (the test above); with the
+    defect it stays reported unhealthy, so the node's allocatable stays a GPU short."""
+    env = running_pair(tmp_path, gpu_stays_out=True)
+    env.inject([{"id": "x1", "gpu": 2, "xid": 79}])
+    env.step()
+    assert env.sync.reported_unhealthy() == (2,)
+    env.inject([])
+    env.step()
+    assert env.sync.reported_unhealthy() == (2,) and env.sync.dead_gpus == {}
+
+
 def test_overreact_app_xid_takes_a_healthy_gpu_out_of_service(tmp_path: Path) -> None:
     env = running_pair(tmp_path, overreact_app_xid=True)
     env.inject([{"id": "x1", "gpu": 5, "xid": 13}])
