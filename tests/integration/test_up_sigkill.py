@@ -77,8 +77,9 @@ def test_recover_brings_back_the_cluster_a_killed_run_left_and_a_run_before_it_r
         after = _kill_mid_fault(up, tmp_path / f"kill{attempt}", features, profile, rng,
                                 lambda: journal_has_open_fault(up.state), "the run to write down its fault")
         where = f"(seed {SEED}, attempt {attempt}: SIGKILL {after:.2f} s after the fault was written down)"
-        refused = up.firedrill("run", "--dry-run", "--kubeconfig", str(up.kubeconfig), "--profile", str(profile),
-                               "--features", str(features), "-k", KEYWORD)
+        refused = up.firedrill("run", "--kubeconfig", str(up.kubeconfig), "--profile", str(profile), "--features",
+                               str(features), "-k", KEYWORD, "--reports", str(tmp_path / "refused"), "--no-live",
+                               timeout=120)
         assert refused.returncode == 4, f"{where}\n{refused.stdout}\n{refused.stderr}"
         assert "firedrill recover --kubeconfig" in refused.stderr, f"{where}\n{refused.stderr}"
         assert " kill --expire-seconds 120" in refused.stderr, f"{where}\n{refused.stderr}"
