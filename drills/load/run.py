@@ -424,6 +424,11 @@ class LoadRun:
         # cwd is out_dir: locust reads locust.conf / pyproject.toml from its cwd, and the repository's is not its
         self.proc = subprocess.Popen(self.command, cwd=spec.out_dir, env=locust_env(spec), stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        # Its own session keeps a Ctrl-C at the terminal for the harness; the warden ends it if the harness dies by
+        # SIGKILL (a CI timeout), which would otherwise leave it loading the cluster for the rest of its duration.
+        from refplatform.warden import warden  # the harness's process warden (docs/SAFETY.md)
+
+        warden().watch(self.proc.pid)
 
     def __enter__(self) -> "LoadRun":
         return self

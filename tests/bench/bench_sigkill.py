@@ -12,9 +12,10 @@ SIGKILLed with its whole process group that far into it, as a CI runner's timeou
    recover command); a run killed before it touched anything leaves nothing to refuse;
 2. `firedrill recover` must exit 0;
 3. within 60 s the cluster must be as before the first run: every node Ready and schedulable, its taints, labels
-   and allocatable GPUs as before, no pod labelled firedrill.dev/drill-run.
+   and allocatable GPUs as before, no pod labelled firedrill.dev/drill-run;
+4. no load generator (locust) the dead run started may still run 5 s after the kill.
 
-Prints one line per instant and the count of instants where any of the three failed; exit 0 when none did.
+Prints one line per instant and the count of instants where any of the four failed; exit 0 when none did.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # tests.bench lives in the repository, not in the installed packages
     sys.path.insert(0, str(REPO))
 
+from drills.load.run import LOCUSTFILE  # noqa: E402
 from tests.integration.up_cluster import (ClusterState, UpCluster, cluster_state,  # noqa: E402
                                           journal_has_open_fault, kill_group, start_run, up_profile, wait_for)
 
@@ -73,6 +77,9 @@ def main() -> int:
             time.sleep(at)  # the drawn instant is the point of the benchmark
             kill_group(run)
             problems = []
+            loaders = _loaders_left()
+            if loaders:  # what the run started in sessions of its own must die with it (refplatform.warden)
+                problems.append(f"the dead run's load generator still runs: pids {', '.join(map(str, loaders))}")
             left = cluster_state(up) != before or journal_has_open_fault(up.state)
             refused = ""
             if left:  # a real run reads the cluster's own marks as well as the journals; it must stop at once
@@ -94,6 +101,17 @@ def main() -> int:
         print(f"\n{args.instants} instants, {failures} with a problem; honest run {total:.1f} s "
               f"(median file {statistics.median(honest.values()):.1f} s)", flush=True)
     return 0 if failures == 0 else 1
+
+
+def _loaders_left(within: float = 5.0) -> list[int]:
+    """Pids of locust processes of this checkout still running ``within`` seconds after a kill."""
+    deadline = time.monotonic() + within
+    while True:
+        left = [p.pid for p in psutil.process_iter(["cmdline", "status"])
+                if p.info["status"] != psutil.STATUS_ZOMBIE and str(LOCUSTFILE) in " ".join(p.info["cmdline"] or [])]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _at(honest: dict[str, float], instant: float) -> tuple[str, float]:

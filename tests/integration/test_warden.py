@@ -76,6 +76,40 @@ def test_the_groups_a_harness_started_die_with_it_even_a_frozen_one(tmp_path: Pa
         harness.communicate()
 
 
+LOADER = textwrap.dedent("""\
+    import sys, time
+    from pathlib import Path
+    from drills.load.run import LoadRun, LoadSpec, LoadUser
+    out = Path(sys.argv[1])
+    spec = LoadSpec(host="http://127.0.0.1:9", out_dir=out, users=1, duration_s=600,
+                    user_classes=(LoadUser.CONTROL_PLANE,), kubeconfig=Path(sys.argv[2]))
+    run = LoadRun(spec, check_host=False)
+    print(run.proc.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_load_generator_dies_with_the_harness_that_started_it(tmp_path: Path) -> None:
+    """bench_sigkill found it: a run SIGKILLed mid-load left its locust (in a session of its own, so a CI runner's
+    kill of the job's process group misses it) loading the cluster for the rest of its duration, an hour."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    harness = subprocess.Popen([sys.executable, "-c", LOADER, str(tmp_path / "load"), str(kubeconfig)],
+                               stdout=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+    try:
+        assert harness.stdout is not None
+        locust = psutil.Process(int(harness.stdout.readline()))
+        assert locust.is_running() and os.getpgid(locust.pid) != os.getpgid(harness.pid)
+        os.killpg(harness.pid, signal.SIGKILL)  # the job's process group, as a CI runner's timeout kills it
+        harness.wait(timeout=10)
+        left = _all_gone([locust], GONE_WITHIN)
+        assert not left, f"locust still running {GONE_WITHIN:g} s after the harness was killed: {left}"
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        harness.communicate()
+
+
 def test_the_warden_never_signals_a_process_that_only_reuses_a_watched_pid() -> None:
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
