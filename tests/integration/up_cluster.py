@@ -3,8 +3,8 @@ from another process, and tests/bench/bench_sigkill.py)."""
 
 from __future__ import annotations
 
-import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +17,7 @@ from pathlib import Path
 from drills.kube.driver import NODE, POD, KubeDriver
 from drills.kube.flavors import RUN_LABEL
 from drills.target.journal import JournalError, read_journal
+from drills.target.safety import is_ready
 from drills.target.service import POOL_TAINTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +32,8 @@ class UpCluster:
 
     root: Path
     process: subprocess.Popen[bytes]
+    driver: KubeDriver | None = None
+    """One client of its API server for every reading (:func:`cluster_state` polls it)."""
 
     @property
     def data_dir(self) -> Path:
@@ -64,8 +67,11 @@ class UpCluster:
         try:
             wait_for(lambda: b"Reference cluster up" in (root / "up.log").read_bytes(), 90, "`firedrill up` to start",
                      alive=lambda: process.poll() is None, log_path=root / "up.log")
+            cluster.driver = KubeDriver.connect(cluster.kubeconfig)
             yield cluster
         finally:
+            if cluster.driver is not None:
+                cluster.driver.close()
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=30)
@@ -81,7 +87,7 @@ def up_profile(up: UpCluster, path: Path, expire_seconds: float) -> Path:
     import yaml
 
     profile = yaml.safe_load(UP_PROFILE.read_text())
-    prefix = " ".join(json.dumps(a) if " " in a else a for a in FIREDRILL).replace('"', "'")
+    prefix = shlex.join(FIREDRILL)
     for key in ("command_template", "restore_template"):
         profile["fault"][key] = (profile["fault"][key].replace("firedrill ", prefix + " ", 1)
                                  .replace(".firedrill/cluster", str(up.data_dir)))
@@ -143,23 +149,20 @@ class ClusterState:
 
 
 def cluster_state(up: UpCluster) -> ClusterState:
-    driver = KubeDriver.connect(up.kubeconfig)
-    try:
-        nodes = {}
-        for node in driver.list(NODE):
-            meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-            nodes[meta["name"]] = NodeState(
-                ready, not spec.get("unschedulable"),
-                tuple(sorted(f"{t.get('key')}:{t.get('effect')}" for t in spec.get("taints") or []
-                             if t.get("key") not in POOL_TAINTS)),
-                tuple(sorted(f"{k}={v}" for k, v in (meta.get("labels") or {}).items() if k not in POOL_TAINTS)),
-                str((status.get("allocatable") or {}).get("nvidia.com/gpu", "0")))
-        pods = tuple(sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-                            for p in driver.list(POD, label_selector=RUN_LABEL)))
-        return ClusterState(nodes, pods)
-    finally:
-        driver.close()
+    driver = up.driver
+    assert driver is not None, "the cluster is not started"
+    nodes = {}
+    for node in driver.list(NODE):
+        meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+        nodes[meta["name"]] = NodeState(
+            is_ready(node), not spec.get("unschedulable"),
+            tuple(sorted(f"{t.get('key')}:{t.get('effect')}" for t in spec.get("taints") or []
+                         if t.get("key") not in POOL_TAINTS)),
+            tuple(sorted(f"{k}={v}" for k, v in (meta.get("labels") or {}).items() if k not in POOL_TAINTS)),
+            str((status.get("allocatable") or {}).get("nvidia.com/gpu", "0")))
+    pods = tuple(sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                        for p in driver.list(POD, label_selector=RUN_LABEL)))
+    return ClusterState(nodes, pods)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, *, alive: Callable[[], bool] | None = None,
