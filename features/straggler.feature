@@ -14,6 +14,7 @@ Feature: A slow GPU is named and its job gets its speed back
   Scenario: A GPU throttled to a quarter of its speed is named and its job gets its speed back
     When the GPU of worker 0 slows to 25 % of its speed
     Then the platform names the slow node within 10 seconds
+    And the job's step time is back within 20 % of its pre-fault median within 10 seconds of the naming
     And the job's step time is back within 20 % of its pre-fault median within 60 seconds of the fault
 
   @clause:13.2 @severity:major

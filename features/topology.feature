@@ -2,8 +2,9 @@ Feature: A gang stays inside one rack
   A training job whose ranks talk over the rack's own switch (or one NVLink
   domain) steps at full speed; spread over racks, every collective crosses
   the slower spine. A job that asks to stay inside one rack is placed inside
-  one, or waits whole, holding nothing, until one rack can hold it. A rack is
-  the set of nodes that share one value of the rack label; name your
+  one, or waits whole, holding nothing, until one rack can hold it, and it
+  stays inside one rack when its job is restarted after a node is lost. A
+  rack is the set of nodes that share one value of the rack label; name your
   cluster's own label in the Background.
 
   Background:
@@ -27,3 +28,12 @@ Feature: A gang stays inside one rack
     When I submit a gang of 4 workers with 4 GPUs each that must stay inside one rack
     Then the gang places no pod and holds no GPU until a rack frees up
     And every worker runs inside one rack within 30 seconds of a rack freeing up
+
+  @clause:18.4 @severity:critical
+  Scenario: A gang that loses a node comes back inside one rack
+    Given a canary training job of 2 workers with 8 GPUs each that must stay inside one rack, checkpointing every 5 steps
+    And the job has written a checkpoint within 60 seconds
+    When I pull the node of worker 0 with kill
+    Then the job runs again inside one rack within 30 seconds of the pull
+    And training resumes beyond the checkpoint within 30 seconds of replacement
+    And every node the fault touched is back in service within 10 seconds

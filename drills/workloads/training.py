@@ -192,9 +192,10 @@ class TrainingRun:
 
     # ----------------------------------------------------------- steady state
     def start_canary(self, workers: int, gpus: int, checkpoint_every: int, priority_class: str | None = None,
-                     **step: Any) -> None:
+                     required_topology: str | None = None, **step: Any) -> None:
         """Submit the canary job (``step``: extra CanaryTraining fields, e.g. ``input_seconds``) at a priority class
-        (None: the cluster's default) and wait until every rank is running and, by its own log, training."""
+        (None: the cluster's default), asking to stay inside one domain of the node label ``required_topology``
+        (None: anywhere), and wait until every rank is running and, by its own log, training."""
         profile = self.target.profile
         if profile.flavor is GangFlavor.VOLCANO:
             form, self.job_resource = CanaryForm.VOLCANO_JOB, VOLCANO_JOB
@@ -216,6 +217,8 @@ class TrainingRun:
                                                  "free capacity, or lower the numbers in your copy of the feature"))
         self.spec = canary_job_spec(f"canary-{self.run_id}"[:40], self.run_id, profile, training, form=form,
                                     priority_class=priority_class)
+        if required_topology is not None:
+            self.spec = replace(self.spec, required_topology=required_topology)
         if self.MAX_RETRY is not None:
             self.spec = replace(self.spec, max_retry=self.MAX_RETRY)
         driver, ns = self.target.driver, profile.namespace

@@ -122,6 +122,10 @@ class Defect(enum.Enum):
     """Straggler controller: judges each rank against its own earlier step time instead of against its peers, so a
     job that slows down as a whole (input-bound) gets every node it runs on tainted and its ranks moved."""
 
+    STRAGGLER_EVICTION_LOST = "straggler-eviction-lost"
+    """Straggler controller: the slow rank's node is named (taint and Event) and its pod marked for eviction
+    (``DisruptionTarget``), but the delete is never sent, so the slow rank keeps running there."""
+
     VISIBLE_TO_ALL = "visible-to-all"
     """Node agents (the device plugin and container toolkit): every container's device directory (its ``/dev``)
     holds every GPU of its node, whatever it requested, and a container that requested none is told
@@ -147,6 +151,10 @@ class Defect(enum.Enum):
     TOPOLOGY_BLIND = "topology-blind"
     """Scheduler: a gang's required topology domain (``kueue.x-k8s.io/podset-required-topology``) is ignored, so
     its pods are spread over whatever nodes fit, across racks."""
+
+    TOPOLOGY_LOST_ON_RESTART = "topology-lost-on-restart"
+    """Scheduler: a gang's required topology domain is honoured at its first placement only; once its job is
+    restarted (a node lost under it), its new pods go wherever they fit, across racks."""
 
     @property
     def summary(self) -> str:
@@ -182,12 +190,14 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
     Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
+    Defect.STRAGGLER_EVICTION_LOST: "the straggler detector names the node but its eviction never takes effect",
     Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
     Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
     Defect.GPU_HEALTH_BLIND: "the scheduler hands out GPUs a node withdrew as unhealthy",
     Defect.MISATTRIBUTED_METRICS: "the GPU metrics exporter labels each GPU's series with the next GPU's UUID",
     Defect.SLOW_LINK: "one node's interconnect runs at a quarter of its stated bandwidth",
     Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
+    Defect.TOPOLOGY_LOST_ON_RESTART: "the scheduler forgets a gang's required topology once its job restarts",
 }
 
 

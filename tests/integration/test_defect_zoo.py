@@ -152,6 +152,10 @@ MATRIX: list[Catch] = [
     Catch("accuse-the-healthy", "straggler.feature", "input", "A job slowed alike on every rank by its input",
           r"the platform accused healthy node\(s\) [\w-]+ \([\d.]+ s after the fault\) of straggling, though every "
           r"rank's input was slowed alike"),
+    Catch("straggler-eviction-lost", "straggler.feature", "quarter", "A GPU throttled to a quarter of its speed",
+          r"the platform named [\w-]+ [\d.]+ s after the fault, but [\d.]+ s later the slow rank's pod \S+ still ran "
+          r"there marked for eviction \(DisruptionTarget, StragglerEviction\) but never deleted: the eviction never "
+          r"took effect"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
@@ -175,6 +179,10 @@ MATRIX: list[Catch] = [
 FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
 """How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
 PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRIX) == 1 else f"{c.defect}-{c.keyword}")
+    Catch("topology-lost-on-restart", "topology.feature", "loses", "A gang that loses a node comes back inside one rack",
+          r"after the fault on gpu-node-\d, the restarted gang canary-\S+ spans 2 racks "
+          r"\(cloud\.provider\.com/topology-rack\): rack-\d holds .+; rack-\d holds .+; it asked to stay inside one "
+          r"rack"),
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {

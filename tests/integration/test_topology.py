@@ -1,6 +1,7 @@
 """`firedrill run` on the topology feature against the honest embedded platform: its racked nodes (two to a rack)
-keep every gang that asks for one rack inside one, and the gang no rack can hold waits whole.  (Its FAIL on the
-``topology-blind`` defect is the defect zoo's row.)"""
+keep every gang that asks for one rack inside one (a training gang also after a node under it was pulled and its
+job restarted), and the gang no rack can hold waits whole.  (Its FAILs on the ``topology-blind`` and
+``topology-lost-on-restart`` defects are the defect zoo's rows.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_every_gang_stays_inside_one_rack_or_waits_whole(tmp_path: Path) -> None
     features = features_copy(tmp_path, "topology.feature")
     out = firedrill("run", "--features", str(features), timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "3 passed" in out.stdout, out.stdout
+    assert "4 passed" in out.stdout, out.stdout
     record = json.loads((evidence_dir(out.stdout) / "record.json").read_text())
     by_name = {s["scenario"]: s for s in record["scenarios"]}
     placed = by_name["A gang that fits in one rack is placed inside one rack"]["details"]["placement"]
@@ -30,6 +31,12 @@ def test_every_gang_stays_inside_one_rack_or_waits_whole(tmp_path: Path) -> None
     assert all(pod["node"] is None for pod in waited.values()), waited
     freed = by_name["A waiting gang is placed inside the first rack that frees up"]
     assert len({pod["domain"] for name, pod in freed["details"]["placement"].items() if "-worker-" in name}) == 1
+    restarted = by_name["A gang that loses a node comes back inside one rack"]["details"]
+    before = {pod["domain"] for pod in restarted["placement_before_fault"].values()}
+    after = {pod["domain"] for pod in restarted["placement_after_fault"].values()}
+    nodes_after = {pod["node"] for pod in restarted["placement_after_fault"].values()}
+    assert len(before) == 1 and len(after) == 1, restarted  # inside one rack, before the pull and after it
+    assert restarted["fault"]["node"] not in nodes_after, restarted
 
 
 SMALLER_THAN_A_RACK = """\

@@ -35,7 +35,7 @@ def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> 
     """Pull the node hosting a worker (ranks count from 0, below the canary job's worker count): kill, hang or
     partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured
     fault method" from the target profile."""
-    drill.drill(NodePullDrill).pull(rank, drill.fault_method(method))
+    _pull_run(drill).pull(rank, drill.fault_method(method))
 
 
 @step("Then", "the platform detects the failure within {limit:Duration}",
@@ -50,14 +50,14 @@ def detected(drill: ScenarioContext, limit: float) -> None:
       "the job's pods are off the failed node within 5 seconds of detection")
 def evicted(drill: ScenarioContext, limit: float) -> None:
     """evict = t_evict - t_detect: no pod of the job remains bound to the pulled node in a non-terminal phase."""
-    _phase(drill, "evict", limit, drill.drill(NodePullDrill))
+    _phase(drill, "evict", limit, _pull_run(drill))
 
 
 @step("Then", "the job runs again on healthy nodes within {limit:Duration} of eviction",
       "the job runs again on healthy nodes within 10 seconds of eviction")
 def replaced(drill: ScenarioContext, limit: float) -> None:
     """replace = t_replace - t_evict: minMember pods Running again, all on healthy nodes."""
-    _phase(drill, "replace", limit, drill.drill(NodePullDrill))
+    _phase(drill, "replace", limit, _pull_run(drill))
 
 
 @step("Then", "training resumes beyond the checkpoint within {limit:Duration} of replacement",
@@ -98,6 +98,13 @@ def _training(drill: ScenarioContext) -> TrainingRun:
     """The scenario's training run: the node pull drill's, or that of the kind the scenario is about (a failed
     GPU's), for the sentences they share."""
     return drill.drill_for(TrainingRun, NodePullDrill)
+
+
+def _pull_run(drill: ScenarioContext) -> TrainingRun:
+    """The run a node pull acts on: the scenario's training run where its recovery is a node pull's (detect, evict,
+    replace, resume: a job that must stay inside one rack, say), else the node pull drill's own."""
+    run = _training(drill)
+    return run if run.CHAIN == NodePullDrill.CHAIN else drill.drill(NodePullDrill)
 
 
 def _phase(drill: ScenarioContext, phase: str, limit: float, run: TrainingRun | None = None) -> None:

@@ -29,9 +29,10 @@ from drills.target.profile import TargetProfile
 from drills.target.throttle import STRAGGLER_TAINT
 from drills.target.xid import wait_seen
 from drills.workloads.canarylog import CanaryEvent
-from drills.workloads.training import Instant, Obj, TrainingRun, training_job_problem, training_permissions
+from drills.workloads.training import (TERMINAL, Instant, Obj, TrainingRun, rank_of, training_job_problem,
+                                       training_permissions)
 
-__all__ = ["NAMING_EVENT", "NAMING_TAINT", "Slowdown", "StragglerDrill"]
+__all__ = ["NAMING_EVENT", "NAMING_TAINT", "RECOVERED_AFTER_NAMING", "Slowdown", "StragglerDrill"]
 
 NAMING_TAINT = STRAGGLER_TAINT
 """The reference platform names a straggler's node with this taint (docs/STRAGGLER.md)."""
@@ -46,6 +47,8 @@ REFERENCE_ONLY = ("a slow GPU is injected through the reference platform's node 
                   "DCGM's clock or throttle-reason metrics (DCGM_FI_DEV_SM_CLOCK, "
                   "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS), which are not built yet (issue 26)")
 CHART_POINTS = 2000
+RECOVERED_AFTER_NAMING = "recovered after naming"
+"""The measurement of the naming-relative recovery sentence: t_recovered - t_named."""
 
 
 @dataclass(frozen=True)
@@ -195,23 +198,59 @@ class StragglerDrill(TrainingRun, Drill):
         return next((t for t, m in rolling_median(self._after_fault_steps(), ROLLING) if t > slow and m <= limit),
                     None)
 
-    def observe_recovery(self, tolerance: float, limit: float) -> None:
+    def observe_recovery(self, tolerance: float, limit: float, since: str = "fault") -> None:
         """Wait until the job's median step time is back within ``tolerance`` of its pre-fault median, at most
-        ``limit`` and grace after the fault; stamp ``t_recovered``."""
-        if "fault" not in self.instants:
-            return
+        ``limit`` and grace after ``since`` (the fault, or the slow node's naming); stamp ``t_recovered``.  Timed
+        from the naming, a job still slow then ends the scenario, naming what the platform did after it named the
+        node (the slow rank left untouched, marked for eviction but never deleted, or moved and still slow)."""
+        if "fault" not in self.instants or since not in self.instants:
+            return  # the act, or the naming sentence, already said why (it ends the scenario when never named)
         self.tolerance = tolerance
         allowed = limit + self._grace(limit)
-        clock, fault = self.target.timeline.clock, self.instants["fault"].mono
+        clock, fault, base = self.target.timeline.clock, self.instants["fault"].mono, self.instants[since].mono
 
         def done() -> bool:
-            return self._recovered_at(tolerance) is not None or clock.mono() >= fault + allowed
-        self._wait(done, max(0.0, fault + allowed - clock.mono()) + 0.5)
+            return self._recovered_at(tolerance) is not None or clock.mono() >= base + allowed
+        self._wait(done, max(0.0, base + allowed - clock.mono()) + 0.5)
         with self._cond:
             at = self._recovered_at(tolerance)
             if at is not None:
                 self._stamp("recovered", self._at(at - fault))
         self._measure()
+        if since != "named":
+            return
+        with self._cond:
+            recovered = self.instants.get("recovered")
+            self.result.measure(Measurement(
+                RECOVERED_AFTER_NAMING, None if recovered is None else max(0.0, recovered.mono - base), "s",
+                note=None if recovered is not None else f"still slow {allowed:g} s after the naming"))
+            if recovered is None:
+                self.result.halt(self._still_slow(allowed))
+
+    def _still_slow(self, waited: float) -> str:
+        """Under the lock: the finding of a job still slow ``waited`` seconds after its slow node was named, with
+        what became of the slow rank's pod (the harness's own pod watch) and the step times (the canaries' lines)."""
+        slowdown = self.slowdown
+        assert slowdown is not None and slowdown.node is not None
+        named = self.instants["named"].mono - self.instants["fault"].mono
+        during = median_step(self._after_fault_steps()[-ROLLING:])
+        old = next((p for p in self.pods.values() if p["metadata"]["uid"] in self.before_fault
+                    and rank_of(p) == slowdown.rank and (p.get("spec") or {}).get("nodeName") == slowdown.node), None)
+        if old is not None and not old["metadata"].get("deletionTimestamp") \
+                and (old.get("status") or {}).get("phase") not in TERMINAL:
+            marked = next((c for c in (old.get("status") or {}).get("conditions") or []
+                           if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+            fate = (f"the slow rank's pod {old['metadata']['name']} still ran there "
+                    + (f"marked for eviction (DisruptionTarget, {marked.get('reason') or 'no reason'}) but never "
+                       "deleted: the eviction never took effect" if marked is not None
+                       else "untouched: no eviction began"))
+        else:
+            where = sorted({(p.get("spec") or {}).get("nodeName") or "?" for p in self._running_pods()})
+            fate = (f"the slow rank left it (the job's pods now run on {', '.join(where) or 'no node'}), yet the "
+                    "job is still slow")
+        return (f"the platform named {slowdown.node} {named:.1f} s after the fault, but {waited:g} s later {fate}; "
+                f"the job's step time stayed {during or 0:.3f} s against {self.before_step_s or 0:.3f} s before "
+                "the fault (the canaries' own step lines)")
 
     # --------------------------------------------------------------- judge
     def judge_only_the_slow_node(self) -> None:

@@ -3,7 +3,7 @@ pull's sentences: they act on this drill in a scenario that slows a GPU."""
 
 from __future__ import annotations
 
-from drills.kinds.straggler.drill import StragglerDrill
+from drills.kinds.straggler.drill import RECOVERED_AFTER_NAMING, StragglerDrill
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import parse_percent, placeholder, step
@@ -54,6 +54,20 @@ def recovered(drill: ScenarioContext, tolerance: float, limit: float) -> None:
     run = _straggler(drill)
     run.observe_recovery(tolerance, limit)
     drill.result.check(Threshold("recovered", limit, "s"))
+    run.judge_only_the_slow_node()
+
+
+@step("Then", "the job's step time is back within {tolerance:Percent} of its pre-fault median "
+              "within {limit:Duration} of the naming",
+      "the job's step time is back within 20 % of its pre-fault median within 10 seconds of the naming")
+def recovered_after_naming(drill: ScenarioContext, tolerance: float, limit: float) -> None:
+    """recovered after naming = t_recovered - t_named: the same recovery, timed from the instant the platform named
+    the slow node. A platform that names the node but never acts on it (no eviction, or one that never takes
+    effect) FAILs here, within this window and its grace, naming what became of the slow rank's pod, instead of
+    when the window from the fault runs out; the scenario ends there."""
+    run = _straggler(drill)
+    run.observe_recovery(tolerance, limit, since="named")
+    drill.result.check(Threshold(RECOVERED_AFTER_NAMING, limit, "s"))
     run.judge_only_the_slow_node()
 
 

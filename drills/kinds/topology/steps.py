@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from drills.errors import PlaceholderError
 from drills.kinds.topology.domains import LEVEL_PATTERN, Level, parse_level
 from drills.kinds.topology.drill import WAITING_HELD, TopologyDrill
+from drills.kinds.topology.restart import TopologyRestartDrill
 from drills.kube.flavors import valid_label_key
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
@@ -31,6 +32,7 @@ placeholder("Level", parse_level_words, doc=(
     "  or the label the scenario names (`Given a rack is the set of nodes that share the label ...`);"))
 
 GANG, OTHER_ENDS, FREED = "topology-gang", "topology-other-job-ends", "topology-freed"
+BOUND_JOB = "topology-bound-job"
 NEEDS_GANG = Requires((GANG,), "no gang that must stay inside one domain was submitted before this step",
                       "put 'When I submit a gang of ... that must stay inside one rack' before it")
 
@@ -137,6 +139,34 @@ def runs_inside_freed(drill: ScenarioContext, level: Level, limit: float, freed:
     previous sentence's instant): a gang that waits must also run once it can."""
     _drill(drill).wait_inside_one(observe_window(limit), since_freed=True)
     drill.result.check(Threshold(TopologyDrill.inside_one_name(level, since_freed=True), limit, "s"))
+
+
+@step("Given", "a canary training job of {workers:Workers} with {gpus:Gpus} each that must stay inside one "
+               "{level:Level}, checkpointing every {every:Steps}",
+      "a canary training job of 2 workers with 8 GPUs each that must stay inside one rack, checkpointing every 5 "
+      "steps", sets=(BOUND_JOB,))
+def canary_job_inside_one(drill: ScenarioContext, workers: int, gpus: int, level: Level, every: int) -> None:
+    """The node pull's canary training job (its job controller restarts it when a node is lost under it) asking to
+    stay inside one domain of the label, as the gang does (`kueue.x-k8s.io/podset-required-topology` on its pod
+    template); returns once every rank trains. A first placement spread over domains FAILs, naming them. Pull a
+    node under it with `When I pull the node of worker ...`."""
+    label = _drill(drill).use(level)
+    drill.drill(TopologyRestartDrill).start_inside_one(workers, gpus, every, level, label)
+
+
+@step("Then", "the job runs again inside one {level:Level} within {limit:Duration} of the pull",
+      "the job runs again inside one rack within 30 seconds of the pull",
+      requires=(Requires((BOUND_JOB,), "no canary job that must stay inside one domain was started before this step",
+                         "put 'Given a canary training job of ... that must stay inside one rack, checkpointing "
+                         "every ...' before it"),))
+def runs_again_inside_one(drill: ScenarioContext, level: Level, limit: float) -> None:
+    """Topology through a fault: after the pull, every rank of the restarted job Running on a healthy node, all
+    on nodes of one domain, measured from the fault (where each pod runs is the harness's own watch; pods made
+    after the fault are told apart by UID). A pod of it bound in a second domain FAILs at once, naming the domains
+    and which pod went where; a job that never runs whole again ends the scenario, naming how many pods were placed.
+    A scheduler that honours the request only at a gang's first placement FAILs here."""
+    drill.drill(TopologyRestartDrill).judge_inside_one_again(limit)
+    drill.result.check(Threshold(TopologyRestartDrill.again_name(level), limit, "s"))
 
 
 @scenario_rule

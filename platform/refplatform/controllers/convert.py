@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from refplatform import core
+from refplatform.controllers.vcjob import JOB_VERSION
 from refplatform.core.topology import topology_request
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, parse_unhealthy
 from refplatform.core import (
@@ -166,7 +167,14 @@ def pod_of(obj: Obj, arrival: float = 0.0) -> core.Pod:
                     tolerations=_tolerations(spec), created_at=_epoch(meta.get("creationTimestamp")) + arrival,
                     phase=phase, terminating=bool(meta.get("deletionTimestamp")),
                     preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
-                    topology=topology_request(meta.get("annotations") or {}))
+                    topology=topology_request(meta.get("annotations") or {}), generation=_generation(meta))
+
+
+def _generation(meta: Mapping[str, Any]) -> int:
+    """The job incarnation a pod belongs to: Volcano's ``volcano.sh/job-version`` (0 when absent or not a
+    number: a pod no job controller restarted)."""
+    raw = str((meta.get("annotations") or {}).get(JOB_VERSION) or "").strip()
+    return int(raw) if raw.isdigit() else 0
 
 
 def _preemption_policy(value: Any) -> PreemptionPolicy:

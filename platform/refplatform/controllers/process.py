@@ -46,6 +46,7 @@ def _scheduler(client: RestClient, args: argparse.Namespace) -> Controller:
                                   partial_gang_bind=Defect.PARTIAL_GANG_BIND in args.defects,
                                   no_preemption=Defect.NO_PREEMPTION in args.defects,
                                   topology_blind=Defect.TOPOLOGY_BLIND in args.defects,
+                                  topology_lost_on_restart=Defect.TOPOLOGY_LOST_ON_RESTART in args.defects,
                                   gpu_health_blind=Defect.GPU_HEALTH_BLIND in args.defects)
     writer = getattr(args, "scheduler_client", None) or client
     return SchedulerController(writer, config)
@@ -126,7 +127,8 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "autoscaler": _autoscaler,
     "straggler": lambda client, args: StragglerController(
         client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
-        accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects),
+        accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects,
+        eviction_lost=Defect.STRAGGLER_EVICTION_LOST in args.defects),
     "job": lambda client, args: JobController(client),
     "disruption": lambda client, args: DisruptionController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),

@@ -14,7 +14,8 @@ for the ``accuse-the-healthy`` defect) and hands the snapshot with ``now`` to th
    places the rank off the tainted node, so the job gets its speed back.
 
 The taint stays until someone removes it (an operator after a look at the GPU; a drill's rollback): a GPU that
-throttled once is suspect.  With the ``no-straggler-detection`` defect the controller never names anything.
+throttled once is suspect.  With the ``no-straggler-detection`` defect the controller never names anything; with
+``straggler-eviction-lost`` it names the node and marks the pod but never deletes it.
 """
 
 from __future__ import annotations
@@ -76,13 +77,15 @@ class StragglerController:
 
     def __init__(self, client: RestClient, *, thresholds: Thresholds = Thresholds(), period: float = 0.5,
                  clock: Callable[[], float] = time.time, no_detection: bool = False,
-                 accuse_by_history: bool = False) -> None:
-        """``no_detection``: the ``no-straggler-detection`` defect; ``accuse_by_history``: ``accuse-the-healthy``."""
+                 accuse_by_history: bool = False, eviction_lost: bool = False) -> None:
+        """``no_detection``: the ``no-straggler-detection`` defect; ``accuse_by_history``: ``accuse-the-healthy``;
+        ``eviction_lost``: ``straggler-eviction-lost``."""
         self.client = client
         self.thresholds = thresholds
         self.clock = clock
         self.no_detection = no_detection
         self.accuse_by_history = accuse_by_history
+        self.eviction_lost = eviction_lost
         self.resync = period
         self.events = EventRecorder(client, "straggler-detector",
                                     clock=lambda: datetime.fromtimestamp(self.clock(), timezone.utc))
@@ -141,6 +144,8 @@ class StragglerController:
                 "type": "DisruptionTarget", "status": "True", "reason": "StragglerEviction",
                 "message": f"Straggler detector: {suspect.reason(self.thresholds)}",
                 "lastTransitionTime": rfc3339(now)}]}}, STRATEGIC_MERGE_PATCH)
+            if self.eviction_lost:
+                return
             self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
                                       "preconditions": {"uid": meta.get("uid", "")}})
         except (ApiStatusError, ApiUnreachable) as exc:

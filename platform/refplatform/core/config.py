@@ -103,6 +103,10 @@ class SchedulerConfig:
     topology_blind: bool = False
     """The ``topology-blind`` defect (docs/DEFECTS.md), off on an honest platform: a gang's required topology
     (``kueue.x-k8s.io/podset-required-topology``) is ignored, so its pods go wherever they fit, across domains."""
+    topology_lost_on_restart: bool = False
+    """The ``topology-lost-on-restart`` defect (docs/DEFECTS.md), off on an honest platform: a gang's required
+    topology is honoured at its first placement only; once its job was restarted (generation above 0), its pods go
+    wherever they fit, across domains."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENT_POLICIES:

@@ -245,6 +245,7 @@ class Session:
                     job.priority = max([job.priority] + pods)
             job.tasks.sort(key=lambda t: (-t.pod.priority, t.pod.created_at, t.pod.name))
             job.topology = gang_request([t.pod.topology for t in job.tasks])
+            job.generation = max((t.pod.generation for t in job.tasks), default=0)
 
     def _job(self, key: str, namespace: str, name: str, queue: str, priority: int, min_member: int,
              created_at: float, group=None, missing: bool = False) -> Job:

@@ -124,6 +124,9 @@ class Job:
     topology: TopologyRequest | None = None
     """Its pods' request to stay inside one domain of a node label
     (:func:`~refplatform.core.topology.gang_request`)."""
+    generation: int = 0
+    """The newest incarnation among its pods (:attr:`~refplatform.core.pod.Pod.generation`): above 0, the job was
+    restarted."""
 
     def held(self, hold: Hold, message: str) -> None:
         """Record a refusal by its queue or spec; the first one is kept."""

@@ -120,7 +120,8 @@ class Pod:
     ``priority`` is ``spec.priority`` (resolved from the pod's PriorityClass at admission) and
     ``preemption_policy`` says whether the pod may evict lower-priority pods when it does not fit.
     ``topology`` is the gang's request to stay inside one domain of a node label (Kueue's pod-set annotations,
-    :mod:`refplatform.core.topology`), carried by each of its pods.
+    :mod:`refplatform.core.topology`), carried by each of its pods.  ``generation`` is the incarnation of its job
+    the pod belongs to (Volcano's ``volcano.sh/job-version``: 0 at the first placement, one more at each restart).
     """
 
     namespace: str
@@ -139,6 +140,7 @@ class Pod:
     terminating: bool = False
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     topology: TopologyRequest | None = None
+    generation: int = 0
 
     @property
     def key(self) -> str:

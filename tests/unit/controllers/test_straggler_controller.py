@@ -44,6 +44,14 @@ def taints(api: FakeApi, node: str) -> list[dict[str, Any]]:
     return (api.find(NODES, "", node) or {}).get("spec", {}).get("taints") or []
 
 
+def with_defect(api: FakeApi, clock: Clock, defect: str) -> StragglerController:
+    """The controller as the controller process builds it with ``--defect defect``, on the virtual clock."""
+    ctl = process.FACTORIES["straggler"](api, process.build_parser().parse_args(  # type: ignore[arg-type]
+        ["--api", "x", "--defect", defect]))
+    ctl.clock = clock  # type: ignore[attr-defined]
+    return ctl  # type: ignore[no-any-return]
+
+
 def test_the_slow_rank_is_named_once_sustained_and_only_it_is_moved() -> None:
     api, clock = FakeApi(), Clock()
     seed(api, [0.4, 0.1, 0.1])
@@ -80,9 +88,7 @@ def test_a_uniform_slowdown_names_nobody() -> None:
 def test_accuse_the_healthy_names_every_node_of_a_uniformly_slowed_job() -> None:
     api, clock = FakeApi(), Clock()
     seed(api, [0.1, 0.1], steps=[0.2, 0.2])
-    ctl = process.FACTORIES["straggler"](api, process.build_parser().parse_args(  # type: ignore[arg-type]
-        ["--api", "x", "--defect", "accuse-the-healthy"]))
-    ctl.clock = clock  # type: ignore[attr-defined]
+    ctl = with_defect(api, clock, "accuse-the-healthy")
     for _ in range(4):
         ctl.reconcile(api.cache())  # type: ignore[arg-type]
         for i in range(2):
@@ -91,16 +97,28 @@ def test_accuse_the_healthy_names_every_node_of_a_uniformly_slowed_job() -> None
     assert taints(api, "node-0") and taints(api, "node-1")
 
 
-def test_no_straggler_detection_never_names() -> None:
+def one_slow_rank(defect: str, seconds: int = 5) -> FakeApi:
+    """Rank 0 of three runs at a quarter of its peers' speed for ``seconds`` passes, under ``defect``."""
     api, clock = FakeApi(), Clock()
     seed(api, [0.4, 0.1, 0.1])
-    ctl = process.FACTORIES["straggler"](api, process.build_parser().parse_args(  # type: ignore[arg-type]
-        ["--api", "x", "--defect", "no-straggler-detection"]))
-    ctl.clock = clock  # type: ignore[attr-defined]
-    for _ in range(5):
+    ctl = with_defect(api, clock, defect)
+    for _ in range(seconds):
         ctl.reconcile(api.cache())  # type: ignore[arg-type]
         clock.t += 1.0
-    assert api.writes() == []
+    return api
+
+
+def test_no_straggler_detection_never_names() -> None:
+    assert one_slow_rank("no-straggler-detection").writes() == []
+
+
+def test_straggler_eviction_lost_names_and_marks_but_never_deletes() -> None:
+    api = one_slow_rank("straggler-eviction-lost")
+    assert taints(api, "node-0")
+    pod = api.find(PODS, "default", "train-worker-0") or {}
+    assert not pod["metadata"].get("deletionTimestamp")
+    assert [c["reason"] for c in pod["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"] == [
+        "StragglerEviction"]
 
 
 def test_the_snapshot_takes_running_job_pods_only() -> None:

@@ -1,6 +1,7 @@
-"""The ``topology-blind`` defect (docs/DEFECTS.md) lives in one place: the controller process turns
-``--defect topology-blind`` into the scheduler core's ``topology_blind`` switch, off otherwise; the scheduler
-reads a gang's request from Kueue's pod-set annotations on each pod."""
+"""The ``topology-blind`` and ``topology-lost-on-restart`` defects (docs/DEFECTS.md) live in one place each: the
+controller process turns ``--defect NAME`` into the scheduler core's switch of that name, off otherwise; the
+scheduler reads a gang's request from Kueue's pod-set annotations on each pod, and its incarnation from Volcano's
+job version."""
 
 from __future__ import annotations
 
@@ -26,3 +27,19 @@ def test_the_scheduler_reads_the_gang_s_request_from_the_pod_annotation() -> Non
     assert pod_of(base).topology is None
     asked = {**base, "metadata": {**base["metadata"], "annotations": {REQUIRED_TOPOLOGY_ANNOTATION: RACK}}}
     assert pod_of(asked).topology == TopologyRequest(RACK, TopologyMode.REQUIRED)
+
+
+def test_the_lost_on_restart_defect_switches_only_its_own_core_flag() -> None:
+    assert parse_defects(["topology-lost-on-restart"]) == frozenset({Defect.TOPOLOGY_LOST_ON_RESTART})
+    assert SchedulerConfig().topology_lost_on_restart is False
+    on = scheduler_config("--defect", "topology-lost-on-restart")
+    assert on.topology_lost_on_restart is True and on.topology_blind is False
+    assert scheduler_config("--defect", "topology-blind").topology_lost_on_restart is False
+
+
+def test_a_pod_s_generation_is_its_volcano_job_version() -> None:
+    base = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": []}}
+    assert pod_of(base).generation == 0
+    for raw, generation in (("0", 0), ("2", 2), ("x", 0), ("", 0)):
+        pod = {**base, "metadata": {**base["metadata"], "annotations": {"volcano.sh/job-version": raw}}}
+        assert pod_of(pod).generation == generation

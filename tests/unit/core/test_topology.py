@@ -70,6 +70,32 @@ def test_topology_blind_the_same_gang_crosses_racks() -> None:
     assert racks_used(decisions) == {"rack-a", "rack-b"}  # best fit took rack-b's half-free nodes first
 
 
+LOST_ON_RESTART = replace(FIRST, topology_lost_on_restart=True)
+
+
+def restarted(entry: tuple, generation: int) -> tuple:
+    """A gang's pods as its job controller makes them at its ``generation``-th restart."""
+    group, pods = entry
+    return group, [replace(p, generation=generation) for p in pods]
+
+
+@pytest.mark.parametrize(("generation", "crosses"), [(0, False), (1, True), (3, True)])
+def test_topology_lost_on_restart_keeps_the_first_placement_and_forgets_it_after(generation: int,
+                                                                                  crosses: bool) -> None:
+    """The defect honours the request while the job is on its first incarnation and drops it once restarted."""
+    case = Case("lost on restart", racks(), pods=fillers(HALF_B), config=LOST_ON_RESTART,
+                binds={"a-0": "*", "a-1": "*", "a-2": "*", "a-3": "*"}).gangs(
+        restarted(asking(gang("a", 4, gpus=4)), generation))
+    used = racks_used(check(case))
+    assert (used == {"rack-a", "rack-b"}) if crosses else (used == {"rack-a"})
+
+
+def test_an_honest_scheduler_keeps_a_restarted_gang_inside_one_rack() -> None:
+    case = Case("restarted", racks(), pods=fillers(HALF_B),
+                binds={"a-0": "*", "a-1": "*", "a-2": "*", "a-3": "*"}).gangs(restarted(asking(gang("a", 4, gpus=4)), 2))
+    assert racks_used(check(case)) == {"rack-a"}
+
+
 def test_a_gang_that_fits_the_cluster_but_no_rack_waits_whole_and_says_why() -> None:
     case = Case("no rack holds 24 GPUs", racks(), binds={}, phases={"a": PodGroupPhase.INQUEUE},
                 reasons={"a-0": f"no single {RACK} domain can hold its 3 pending pods (24 GPUs)"}

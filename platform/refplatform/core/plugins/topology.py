@@ -9,7 +9,9 @@ Two sources of domains:
 
 Domains are tried best fit first: the domain that already holds some of the gang's pods, then the one with
 the fewest free GPUs that still holds it (so the larger domains stay whole for larger gangs), then by name.
-The ``topology-blind`` defect (``SchedulerConfig.topology_blind``) ignores required requests altogether.
+The ``topology-blind`` defect (``SchedulerConfig.topology_blind``) ignores required requests altogether; the
+``topology-lost-on-restart`` one (``SchedulerConfig.topology_lost_on_restart``) ignores them once the job was
+restarted.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ class TopologyPlugin(Plugin):
         ssn.add_fn(ExtensionPoint.SCORE, self.name, self.score, self.spec.weight)
 
     def request(self, job: Job) -> TopologyRequest | None:
-        """The job's own request as this scheduler honours it (the defect drops a required one)."""
+        """The job's own request as this scheduler honours it (the defects drop a required one)."""
         req = job.topology
-        if req is not None and req.required and self.config.topology_blind:
+        if req is not None and req.required and (self.config.topology_blind or (
+                self.config.topology_lost_on_restart and job.generation > 0)):
             return None
         return req
 
