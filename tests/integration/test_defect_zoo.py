@@ -175,14 +175,14 @@ MATRIX: list[Catch] = [
     Catch("topology-blind", "topology.feature", "fits_in_one", "A gang that fits in one rack is placed inside one rack",
           r"gang gang-\S+ spans 2 racks \(cloud\.provider\.com/topology-rack\): rack-\d holds .+; rack-\d holds .+; "
           r"it asked to stay inside one rack"),
-]
-FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
-"""How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
-PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRIX) == 1 else f"{c.defect}-{c.keyword}")
     Catch("topology-lost-on-restart", "topology.feature", "loses", "A gang that loses a node comes back inside one rack",
           r"after the fault on gpu-node-\d, the restarted gang canary-\S+ spans 2 racks "
           r"\(cloud\.provider\.com/topology-rack\): rack-\d holds .+; rack-\d holds .+; it asked to stay inside one "
           r"rack"),
+]
+FAIL_FAST_FACTOR, FAIL_FAST_SLACK_S = 2.0, 10.0
+"""How much longer than the honest PASS a defect's FAIL may take (its scenario, on the embedded platform)."""
+PARAMS = [pytest.param(c, id=c.defect if sum(m.defect == c.defect for m in MATRIX) == 1 else f"{c.defect}-{c.keyword}")
           for c in MATRIX]
 """One test per entry, named for its defect (and, for a defect two scenarios catch, its keyword)."""
 NOT_YET_CAUGHT: dict[str, str] = {
