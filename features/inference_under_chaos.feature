@@ -48,3 +48,4 @@ Feature: Inference under chaos
     And the load goes on for 10 seconds
     Then p99 time to first token is back within 0.5 seconds no later than 8 seconds after the pull
     And at most 2 % of requests fail
+    And every node the fault touched is back in service within 10 seconds

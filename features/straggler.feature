@@ -16,8 +16,10 @@ Feature: A slow GPU is named and its job gets its speed back
     Then the platform names the slow node within 10 seconds
     And the job's step time is back within 20 % of its pre-fault median within 10 seconds of the naming
     And the job's step time is back within 20 % of its pre-fault median within 60 seconds of the fault
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:13.2 @severity:major
   Scenario: A job slowed alike on every rank by its input has no node named
     When every worker waits 300 ms longer for its input each step
     Then no node is named for 20 seconds
+    And every node the fault touched is back in service within 10 seconds

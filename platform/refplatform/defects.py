@@ -126,6 +126,10 @@ class Defect(enum.Enum):
     """Straggler controller: the slow rank's node is named (taint and Event) and its pod marked for eviction
     (``DisruptionTarget``), but the delete is never sent, so the slow rank keeps running there."""
 
+    STRAGGLER_TAINT_STAYS = "straggler-taint-stays"
+    """Straggler controller: a named node keeps its naming taint after its GPUs run at full clock again, so the
+    node never returns to service by itself."""
+
     VISIBLE_TO_ALL = "visible-to-all"
     """Node agents (the device plugin and container toolkit): every container's device directory (its ``/dev``)
     holds every GPU of its node, whatever it requested, and a container that requested none is told
@@ -191,6 +195,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
     Defect.STRAGGLER_EVICTION_LOST: "the straggler detector names the node but its eviction never takes effect",
+    Defect.STRAGGLER_TAINT_STAYS: "a node named a straggler is never given back once its GPUs are whole again",
     Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
     Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
     Defect.GPU_HEALTH_BLIND: "the scheduler hands out GPUs a node withdrew as unhealthy",

@@ -156,6 +156,9 @@ MATRIX: list[Catch] = [
           r"the platform named [\w-]+ [\d.]+ s after the fault, but [\d.]+ s later the slow rank's pod \S+ still ran "
           r"there marked for eviction \(DisruptionTarget, StragglerEviction\) but never deleted: the eviction never "
           r"took effect"),
+    Catch("straggler-taint-stays", "straggler.feature", "quarter", "A GPU throttled to a quarter of its speed",
+          r"not back in service 10 s after the fault was undone: gpu-node-\d: tainted "
+          r"firedrill\.dev/straggler=gpu-[\d-]+:NoSchedule"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from drills.kinds.straggler.drill import RECOVERED_AFTER_NAMING, StragglerDrill
 from drills.records.verdict import Threshold
+from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import parse_percent, placeholder, step
 
@@ -18,7 +19,7 @@ def _straggler(drill: ScenarioContext) -> StragglerDrill:
 
 
 @step("When", "the GPU of worker {rank:Whole} slows to {speed:Percent} of its speed",
-      "the GPU of worker 0 slows to 25 % of its speed")
+      "the GPU of worker 0 slows to 25 % of its speed", sets=(FAULTED,))
 def gpu_slows(drill: ScenarioContext, rank: int, speed: float) -> None:
     """The first GPU of a worker's pod (ranks count from 0) runs at that fraction of its speed, as a GPU held down
     by thermal or power capping does: nothing fails, every step of the synchronous job waits for that rank. On the
@@ -27,7 +28,7 @@ def gpu_slows(drill: ScenarioContext, rank: int, speed: float) -> None:
 
 
 @step("When", "every worker waits {delay:Duration} longer for its input each step",
-      "every worker waits 300 ms longer for its input each step")
+      "every worker waits 300 ms longer for its input each step", sets=(FAULTED,))
 def input_slows(drill: ScenarioContext, delay: float) -> None:
     """Every rank's input pipeline slows alike (an input-bound job): the job runs slower, no GPU is at fault."""
     _straggler(drill).slow_input(delay)

@@ -41,6 +41,7 @@ from refplatform.agent.clock import Clock
 from refplatform.agent.node import LEASE_NAMESPACE, NodeConfig, build_lease, build_node, lease_duration_seconds, node_status
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, format_unhealthy
+from refplatform.gpu.throttle import THROTTLED_ANNOTATION
 
 __all__ = ["NodeHeartbeat"]
 
@@ -93,6 +94,10 @@ class NodeHeartbeat:
         """The whole GPUs out of service (the pod sync's device health); reported in allocatable and the
         ``firedrill.dev/unhealthy-gpus`` annotation at the next beat after a change."""
         self._reported_unhealthy: tuple[int, ...] | None = None
+        self.throttled_gpus: Callable[[], tuple[int, ...]] = tuple
+        """The GPUs whose clocks the driver holds below full speed; reported in the ``firedrill.dev/throttled-gpus``
+        annotation at the next beat after a change."""
+        self._reported_throttled: tuple[int, ...] | None = None
         self._node_path = resource_path("", "v1", "nodes", None, config.name)
         self._lease_path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, config.name)
 
@@ -199,7 +204,8 @@ class NodeHeartbeat:
             self._renew_lease()
             self._since_status += 1
             changed = (self.ready_check() != self._reported_not_ready
-                       or self.unhealthy_gpus() != (self._reported_unhealthy or ()))
+                       or self.unhealthy_gpus() != (self._reported_unhealthy or ())
+                       or self.throttled_gpus() != (self._reported_throttled or ()))
             if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
             elif self.on_node is not None:
@@ -291,13 +297,19 @@ class NodeHeartbeat:
         unhealthy = self.unhealthy_gpus()
         status = node_status(self.config, now, conditions, not_ready, len(unhealthy))
         patch: Obj = {"conditions": status["conditions"]}
+        throttled = self.throttled_gpus()
+        annotations: Obj = {}
         if unhealthy != self._reported_unhealthy:
             patch["allocatable"] = status["allocatable"]
             # the scheduler's word for which GPUs, as the kubelet's device manager knows which devices
-            self.client.patch(self._node_path, {"metadata": {"annotations": {
-                UNHEALTHY_ANNOTATION: format_unhealthy(unhealthy) or None}}}, MERGE_PATCH)
+            annotations[UNHEALTHY_ANNOTATION] = format_unhealthy(unhealthy) or None
+        if throttled != self._reported_throttled:
+            annotations[THROTTLED_ANNOTATION] = format_unhealthy(throttled) or None
+        if annotations:
+            self.client.patch(self._node_path, {"metadata": {"annotations": annotations}}, MERGE_PATCH)
         self.client.patch(self._node_path + "/status", {"status": patch}, MERGE_PATCH)
         self._reported_unhealthy = unhealthy
+        self._reported_throttled = throttled
         self._reported_not_ready = not_ready
         if not_ready:
             log.warning("node %s reported not ready: %s", self.config.name, not_ready)

@@ -343,7 +343,7 @@ class PodSync:
         self.unhealthy: dict[int, int] = {}
         """Whole GPUs reported out of service (the device plugin's word: allocatable, ``firedrill.dev/unhealthy-gpus``)."""
         self.on_health: Any = None
-        """Called (no arguments) when :attr:`unhealthy` changes: the heartbeat reports it at once."""
+        """Called (no arguments) when :attr:`unhealthy` or the GPU clocks change: the heartbeat reports it at once."""
         self._lost: dict[str, datetime] = {}
         """Workers (by uid) whose device was reported lost to their processes, and when."""
         self.throttle = Throttle()
@@ -543,6 +543,12 @@ class PodSync:
         log.warning("node %s: GPU clocks %s, input delay %g s", self.node_name,
                     ", ".join(f"GPU {g} at {s:.0%}" for g, s in sorted(throttle.gpu_speed.items())) or "full",
                     throttle.input_delay_s)
+        if self.on_health is not None:  # the node's report of its clocks goes out at once, not at the next status
+            self.on_health()
+
+    def throttled_gpus(self) -> tuple[int, ...]:
+        """The GPUs whose clocks the driver now holds below full speed (what DCGM's throttle reasons would say)."""
+        return tuple(sorted(g for g, speed in self.throttle.gpu_speed.items() if speed < 1.0))
 
     def _note_health(self, entries: list[XidEntry]) -> None:
         """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and reported

@@ -243,6 +243,7 @@ class Agent:
         # Xid injections: on MIG slices (the partition drill) and on whole GPUs (the GPU fault drill)
         self.heartbeat.on_node = self.pods.note_node
         self.heartbeat.unhealthy_gpus = self.pods.reported_unhealthy
+        self.heartbeat.throttled_gpus = self.pods.throttled_gpus
         self.pods.on_health = self.heartbeat.kick
         self.fence: SelfFence | None = None
         if config.fence_after is not None:

@@ -128,7 +128,8 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
     "straggler": lambda client, args: StragglerController(
         client, no_detection=Defect.NO_STRAGGLER_DETECTION in args.defects,
         accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects,
-        eviction_lost=Defect.STRAGGLER_EVICTION_LOST in args.defects),
+        eviction_lost=Defect.STRAGGLER_EVICTION_LOST in args.defects,
+        taint_stays=Defect.STRAGGLER_TAINT_STAYS in args.defects),
     "job": lambda client, args: JobController(client),
     "disruption": lambda client, args: DisruptionController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),

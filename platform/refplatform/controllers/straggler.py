@@ -13,9 +13,15 @@ for the ``accuse-the-healthy`` defect) and hands the snapshot with ``now`` to th
    its job's controller restarts the job from its last checkpoint (``PodEvicted: RestartJob``) and the scheduler
    places the rank off the tainted node, so the job gets its speed back.
 
-The taint stays until someone removes it (an operator after a look at the GPU; a drill's rollback): a GPU that
-throttled once is suspect.  With the ``no-straggler-detection`` defect the controller never names anything; with
-``straggler-eviction-lost`` it names the node and marks the pod but never deletes it.
+3. **gives the node back** once its agent, having reported a GPU held below full clock while the node was named
+   (``firedrill.dev/throttled-gpus``, as DCGM's clock throttle reasons would say), reports every GPU at full clock
+   again for the detector's sustain time: it removes the taint and records a Normal ``StragglerCleared`` Event (the
+   rule is :func:`refplatform.core.straggler.release`).  A GPU still held down keeps its node named, however long;
+   a node named for a slowness its clocks never showed keeps its taint until a person clears it.
+
+With the ``no-straggler-detection`` defect the controller never names anything; with ``straggler-eviction-lost`` it
+names the node and marks the pod but never deletes it; with ``straggler-taint-stays`` it never gives a named node
+back.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from refplatform.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiStatusErro
 from refplatform.controllers.events import EventRecorder
 from refplatform.controllers.manager import Cache
 from refplatform.controllers.nodeinfo import rfc3339
-from refplatform.core.straggler import COMPUTE_SECONDS_ANNOTATION, DetectorState, RankTiming, Suspect, Thresholds, detect
+from refplatform.core.straggler import (COMPUTE_SECONDS_ANNOTATION, DetectorState, RankTiming, ReleaseState,
+                                        Suspect, Thresholds, detect, release)
+from refplatform.gpu.throttle import THROTTLED_ANNOTATION
 from refplatform.resources import NODES, PODS
 
 __all__ = ["STRAGGLER_TAINT", "StragglerController"]
@@ -41,6 +49,7 @@ Obj = dict[str, Any]
 STRAGGLER_TAINT = "firedrill.dev/straggler"
 """The taint key that names a straggler's node (value: the slow rank's GPU indexes)."""
 STRAGGLER_REASON = "StragglerDetected"
+CLEARED_REASON = "StragglerCleared"
 JOB_NAME_LABEL = "volcano.sh/job-name"
 STEP_SECONDS_ANNOTATION = "firedrill.dev/step-seconds"
 GPU_INDEX_ANNOTATION = "firedrill.dev/gpu-index"
@@ -77,15 +86,18 @@ class StragglerController:
 
     def __init__(self, client: RestClient, *, thresholds: Thresholds = Thresholds(), period: float = 0.5,
                  clock: Callable[[], float] = time.time, no_detection: bool = False,
-                 accuse_by_history: bool = False, eviction_lost: bool = False) -> None:
+                 accuse_by_history: bool = False, eviction_lost: bool = False, taint_stays: bool = False) -> None:
         """``no_detection``: the ``no-straggler-detection`` defect; ``accuse_by_history``: ``accuse-the-healthy``;
-        ``eviction_lost``: ``straggler-eviction-lost``."""
+        ``eviction_lost``: ``straggler-eviction-lost``; ``taint_stays``: ``straggler-taint-stays``."""
         self.client = client
         self.thresholds = thresholds
         self.clock = clock
         self.no_detection = no_detection
         self.accuse_by_history = accuse_by_history
         self.eviction_lost = eviction_lost
+        self.taint_stays = taint_stays
+        self._release = ReleaseState()
+        """What the give-back rule carries from one pass to the next."""
         self.resync = period
         self.events = EventRecorder(client, "straggler-detector",
                                     clock=lambda: datetime.fromtimestamp(self.clock(), timezone.utc))
@@ -113,6 +125,34 @@ class StragglerController:
             if self._taint(node, pod, suspect, now):
                 self._evict(pod, suspect, now)
                 self._acted.add(suspect.pod)
+        if not self.taint_stays:
+            self._give_back(cache, now)
+
+    def _give_back(self, cache: Cache, now: float) -> None:
+        """Untaint each named node whose agent has reported every GPU at full clock for the detector's sustain time
+        (:func:`refplatform.core.straggler.release`), with a Normal ``StragglerCleared`` Event."""
+        named = {n["metadata"]["name"]: not ((n["metadata"].get("annotations") or {}).get(THROTTLED_ANNOTATION))
+                 for n in cache.list(NODES) if any(isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT
+                                                   for t in (n.get("spec") or {}).get("taints") or [])}
+        back, self._release = release(named, self._release, now, self.thresholds)
+        for name in back:
+            node = cache.get(NODES, "", name)
+            if node is None:
+                continue
+            meta = node["metadata"]
+            taints = [t for t in (node.get("spec") or {}).get("taints") or []
+                      if not (isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT)]
+            try:
+                self.client.patch(resource_path("", "v1", "nodes", None, name),
+                                  {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                   "spec": {"taints": taints}}, MERGE_PATCH)
+            except (ApiStatusError, ApiUnreachable) as exc:
+                log.info("could not give back straggler node %s: %s", name, exc)
+                continue
+            self.events.record(node, "Node", "Normal", CLEARED_REASON,
+                               f"Node {name} reports every GPU at full clock again for "
+                               f"{self.thresholds.sustain_s:g} s: its straggler taint is removed",
+                               action="Untaint", when=datetime.fromtimestamp(now, timezone.utc))
 
     def _taint(self, node: Obj, pod: Obj, suspect: Suspect, now: float) -> bool:
         gpus = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or ""

@@ -27,7 +27,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["COMPUTE_SECONDS_ANNOTATION", "DetectorState", "RankTiming", "Suspect", "Thresholds", "detect"]
+__all__ = ["COMPUTE_SECONDS_ANNOTATION", "DetectorState", "RankTiming", "ReleaseState", "Suspect", "Thresholds", "detect",
+           "release"]
 
 COMPUTE_SECONDS_ANNOTATION = "firedrill.dev/compute-seconds"
 """On a training pod, by its node's agent: the median ``compute_s`` of its canary's last few steps."""
@@ -137,3 +138,30 @@ def detect(ranks: Iterable[RankTiming], state: DetectorState, now: float,
              if r.pod in slow_since and now - slow_since[r.pod] >= thresholds.sustain_s]
     named.sort(key=lambda s: (s.job, s.name))
     return named, DetectorState(slow_since, baseline)
+
+
+
+@dataclass(frozen=True)
+class ReleaseState:
+    """What one give-back decision hands to the next."""
+
+    held_down: frozenset[str] = frozenset()
+    """Named nodes whose agent reported a GPU held below full clock while named: the slowness had a cause the node
+    can show, so it can show its end too."""
+    clear_since: Mapping[str, float] = field(default_factory=dict)
+    """Of those, node -> epoch seconds since which it has reported every GPU at full clock without a break."""
+
+
+def release(named: Mapping[str, bool], state: ReleaseState, now: float,
+            thresholds: Thresholds = Thresholds()) -> tuple[list[str], ReleaseState]:
+    """The named nodes to give back now (sorted) and the state for the next call.
+
+    ``named``: each node carrying the naming taint -> whether its agent reports every GPU at full clock (no throttle
+    reason).  A node is given back once its agent, having shown a GPU held down while named, has reported full
+    clocks without a break for :attr:`Thresholds.sustain_s` (the same patience the naming took: one report between
+    two throttles is no repair).  A node named for a slowness its clocks never showed keeps its taint until a person
+    clears it: nothing here can tell that it is fixed."""
+    held = frozenset(n for n in state.held_down if n in named) | {n for n, clear in named.items() if not clear}
+    since = {n: state.clear_since.get(n, now) for n in held if named[n]}
+    back = sorted(n for n, t in since.items() if now - t >= thresholds.sustain_s)
+    return back, ReleaseState(held - set(back), {n: t for n, t in since.items() if n not in back})

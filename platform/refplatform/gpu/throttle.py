@@ -22,9 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLOCKS_ENV", "CLOCKS_FILE", "THROTTLE_ANNOTATION", "Throttle", "clocks_document", "parse_throttle"]
+__all__ = ["CLOCKS_ENV", "CLOCKS_FILE", "THROTTLED_ANNOTATION", "THROTTLE_ANNOTATION", "Throttle", "clocks_document",
+           "parse_throttle"]
 
 THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
+THROTTLED_ANNOTATION = "firedrill.dev/throttled-gpus"
+"""On a Node, by its agent: the indexes of the GPUs whose clocks its driver holds below full speed (comma-separated;
+absent when none), as DCGM's clock throttle reasons report them.  The platform's straggler controller reads it to
+give a named node back once its clocks are whole again; the injection above is the harness's, never read by it."""
 CLOCKS_ENV = "FIREDRILL_DEVICE_CLOCKS"
 """The container variable naming the node's clocks file."""
 CLOCKS_FILE = "clocks.json"

@@ -223,6 +223,23 @@ def test_ready_condition_follows_the_ready_check(api: FakeApi, clock: VirtualClo
     assert (ready()["status"], ready()["reason"], ready()["lastTransitionTime"]) == ("True", "KubeletReady", "2026-11-30T00:00:02Z")
 
 
+def test_the_gpus_held_below_full_clock_are_reported_on_the_next_beat(api: FakeApi, clock: VirtualClock) -> None:
+    held: list[tuple[int, ...]] = [()]
+    hb = heartbeat(api, clock, status_every=100)
+    hb.throttled_gpus = lambda: held[0]
+    hb.register()
+    hb.beat()
+    assert "firedrill.dev/throttled-gpus" not in (api.objects[NODE]["metadata"].get("annotations") or {})
+    held[0] = (0, 3)
+    clock.advance(1)
+    hb.beat()  # a change goes out at the next beat, not after status_every beats
+    assert api.objects[NODE]["metadata"]["annotations"]["firedrill.dev/throttled-gpus"] == "0,3"
+    held[0] = ()
+    clock.advance(1)
+    hb.beat()
+    assert not (api.objects[NODE]["metadata"].get("annotations") or {}).get("firedrill.dev/throttled-gpus")
+
+
 def test_kick_beats_at_once(api: FakeApi, clock: VirtualClock) -> None:
     config = NodeConfig("gpu-node-0", select_inventory("H100-80GB", 8, force_simulated=True))
     hb = NodeHeartbeat(api, config, clock, 60.0, register_wait=wait_none())  # type: ignore[arg-type]

@@ -132,3 +132,25 @@ def test_the_snapshot_takes_running_job_pods_only() -> None:
     assert [(r.job, r.name, r.node, r.compute_s) for r in rank_timings(api.cache().list(PODS))] == [
         ("default/train", "default/train-worker-0", "node-0", 0.1)]
     assert path_of(PODS, "default", "lone").endswith("/pods/lone")
+
+
+def test_a_named_node_is_given_back_once_its_agent_reports_full_clocks_unless_the_taint_stays() -> None:
+    for defect, given_back in ((None, True), ("straggler-taint-stays", False)):
+        api, clock = FakeApi(), Clock()
+        seed(api, [0.4, 0.1, 0.1])
+        node = api.find(NODES, "", "node-0")
+        assert node is not None
+        node["metadata"]["annotations"] = {"firedrill.dev/throttled-gpus": "0"}
+        ctl = with_defect(api, clock, defect) if defect else StragglerController(api, clock=clock)  # type: ignore[arg-type]
+        for _ in range(4):
+            ctl.reconcile(api.cache())  # type: ignore[arg-type]
+            clock.t += 1.0
+        assert taints(api, "node-0")  # named, and kept while its GPU is held down
+        node = api.find(NODES, "", "node-0")
+        assert node is not None
+        node["metadata"]["annotations"] = {}  # the agent: every GPU at full clock again
+        for _ in range(5):
+            ctl.reconcile(api.cache())  # type: ignore[arg-type]
+            clock.t += 1.0
+        assert (taints(api, "node-0") == []) is given_back, defect
+        assert any(e.get("reason") == "StragglerCleared" for e in api.events()) is given_back, defect

@@ -71,3 +71,19 @@ def test_suspect_says_why() -> None:
     named, _ = detect(ranks, state, T0 + 2, TH)
     assert named[0].ratio == pytest.approx(4.0) and named[0].slow_since == T0
     assert "4.00x its peers' median" in named[0].reason(TH)
+
+
+
+def test_a_named_node_is_given_back_after_its_clocks_stay_whole_for_the_sustain_time() -> None:
+    from refplatform.core.straggler import ReleaseState, release
+    state, given = ReleaseState(), []
+    # (seconds after T0, named node -> its agent reports every GPU at full clock)
+    for t, named in [(0, {"a": False, "b": False, "c": True}), (1, {"a": True, "b": True, "c": True}),
+                     (2, {"a": False, "b": True, "c": True}), (3, {"a": True, "b": True, "c": True}), (4, {"a": True, "c": True}),
+                     (5, {"a": True, "c": True})]:
+        back, state = release(named, state, T0 + t, TH)
+        given.append(back)
+    # b: held down at 0, whole from 1, back at 3; a: whole at 1, held down again at 2 (the clock starts over), whole
+    # from 3, back at 5; c: never showed a clock held down, so nothing says it is fixed: it stays named
+    assert given == [[], [], [], ["b"], [], ["a"]]
+    assert state == ReleaseState(frozenset(), {})

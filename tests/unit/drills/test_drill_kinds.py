@@ -229,6 +229,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
                     "pull_replica_node": ("pulled", "faulted"), "pull_node": ("faulted",), "gpu_fails": ("faulted",),
+                    "gpu_slows": ("faulted",), "input_slows": ("faulted",),
                     "control_plane_away": ("faulted",), "nodes_cut_off": ("faulted",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
                     "control_plane_load": ("cp_load",), "pods_started": ("startup",),
                     "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",),
