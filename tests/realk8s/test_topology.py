@@ -23,7 +23,9 @@ What each run gave is in docs/REAL_CLUSTERS.md, "Topology: a gang inside one rac
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +42,8 @@ from tests.realk8s.firedrill import firedrill_run as run
 from tests.realk8s.kueue import MANAGED_LABEL, KueueManager
 from tests.realk8s.standin import node_user
 from tests.realk8s.test_control_plane import kubectl
+from tests.realk8s.test_native_nodepull import (AGENTCTL, NODE_MONITOR_GRACE_PERIOD_S, NODE_MONITOR_PERIOD_S,
+                                                TOLERATION_S)
 
 pytestmark = pytest.mark.realk8s
 
@@ -68,11 +72,16 @@ class Racked:
 
 
 def start_racked(bin_dir: Path, work: Path, *, gates: tuple[str, ...] = ()) -> Racked:
-    """A control plane (native gang scheduling on, plus ``gates`` in all three components) and four racked
-    agents."""
+    """A control plane (native gang scheduling on, plus ``gates`` in all three components; node lifecycle tuned as
+    the node pull's cluster, so that a pulled node is noticed in seconds) and four racked agents, labelled for
+    chaos."""
     extra = {c: tuple(f"--feature-gates={g}=true" for g in gates) for c in Component if c is not Component.ETCD} \
         if gates else {}
     cluster = RealCluster(RealClusterSpec(bin_dir=bin_dir, work_dir=work, extra_args=extra,
+                                          node_monitor_grace_period=NODE_MONITOR_GRACE_PERIOD_S,
+                                          node_monitor_period=NODE_MONITOR_PERIOD_S,
+                                          default_unreachable_toleration_seconds=TOLERATION_S,
+                                          default_not_ready_toleration_seconds=TOLERATION_S,
                                           extra_users=tuple(node_user(n) for n in NODES)))
     cluster.start()
     agents = RefAgents(cluster, work / "agents")
@@ -81,6 +90,7 @@ def start_racked(bin_dir: Path, work: Path, *, gates: tuple[str, ...] = ()) -> R
             agents.start(name, wait_ready=False, extra=("--node-labels", f"{RACK}={rack},{BLOCK}=block-0"))
         for name in NODES:
             agents.wait_ready(name)
+            kubectl(cluster.admin_kubeconfig, "label", "node", name, "firedrill.dev/chaos=allowed")
     except BaseException:
         agents.close()
         cluster.stop()
@@ -125,12 +135,54 @@ def kueue_racked(realk8s_bin_dir: Path, kueue_dir: Path,
         made.cluster.stop()
 
 
-def kueue_profile(namespace: str) -> str:
+def kueue_profile(namespace: str, fault: dict[str, Any] | None = None) -> str:
     return yaml.safe_dump({
         "apiVersion": "firedrill.dev/v1alpha1", "kind": "TargetProfile", "name": "realk8s-kueue-racks",
         "flavor": GangFlavor.KUEUE.value, "namespace": namespace, "queue": LOCAL_QUEUE,
-        "canary_image": "firedrill-canary:local", "fault": {"method": "kubelet-stop", "timeout_seconds": 60},
+        "canary_image": "firedrill-canary:local",
+        "fault": fault or {"method": "kubelet-stop", "timeout_seconds": 60},
+        "safety": {"allow_label": "firedrill.dev/chaos=allowed", "max_nodes": 1, "max_gpu_share": 0.3},
         "canary": {"shared_volume": {"nfs": {"server": "firedrill-nfs", "path": "/firedrill"}}}})
+
+
+def host_crash(made: Racked) -> dict[str, Any]:
+    """The profile's fault for ``kill`` on this cluster: the agents' own kill (its process group SIGKILLed, a host
+    crash) and their power-on tool as its undo, as the node pull's cluster has them."""
+    power_on = made.agents.write_power_on(made.agents.work_dir / "power-on.py", made.cluster.admin_kubeconfig)
+    return {"method": "command", "command_template": f"{sys.executable} {AGENTCTL} kill {made.agents.data_dir} {{node}}",
+            "restore_template": f"{sys.executable} {power_on} {{node}}", "timeout_seconds": 60,
+            "stand_ins": {"kill": "command"}}
+
+
+def restart_feature() -> str:
+    """18.4 alone, unedited."""
+    header, *scenarios = re.split(r"\n(?=  @clause:)", FEATURE.read_text())
+    (scenario,) = [sc for sc in scenarios if "@clause:18.4" in sc]
+    return header + "\n" + scenario.rstrip() + "\n"
+
+
+def test_kueue_topology_aware_scheduling_after_a_node_is_lost_under_a_rack_bound_job(
+        kueue_racked: Racked, tmp_path: Path) -> None:
+    """18.4, unedited, on Kueue v0.17.0 with TAS: the canary job (a batch/v1 Indexed Job, Kueue's pod-set annotation
+    on its template) trains inside one rack; a node under it is crashed (the agents' kill, with the profile's
+    ``fault.stand_ins.kill``); the real node lifecycle and taint-eviction controllers take its pod off, and Kueue
+    and the Job controller start the job again whole inside the other rack (measured: 14.4 s from the pull, the
+    shipped window 30 s; docs/REAL_CLUSTERS.md)."""
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(kueue_profile(TAS_NS, host_crash(kueue_racked)))
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / FEATURE.name).write_text(restart_feature())
+    proc, (scenario,) = run(kueue_racked.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
+                            timeout=RUN_TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    details = scenario["details"]
+    print(f"18.4 on Kueue TAS: {scenario['verdict']}; findings {scenario['findings']}; "
+          f"before {details.get('placement_before_fault')}; after {details.get('placement_after_fault')}")
+    before = {p["domain"] for p in details["placement_before_fault"].values()}
+    after = {p["domain"] for p in details["placement_after_fault"].values()}
+    assert scenario["verdict"] == "PASS", out
+    assert len(before) == 1 and len(after) == 1 and before != after, details  # the lost node's rack had no room left
 
 
 def topology_run(made: Racked, work: Path, profile: Path, *extra: str
