@@ -17,6 +17,7 @@ Feature: A blip must not become an eviction storm
     And no pod of the job is evicted or restarted within 5 seconds of the outage's end
     And every write the API server acknowledged survives the outage
     And every node is Ready again within 10 seconds of the outage's end
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:14.2 @severity:critical
   Scenario: Most nodes losing the control plane at once is a disruption, not a storm of dead nodes
@@ -24,6 +25,7 @@ Feature: A blip must not become an eviction storm
     Then training never pauses for more than 2 seconds during the outage
     And no pod of the job is evicted or restarted within 5 seconds of the outage's end
     And every node is Ready again within 10 seconds of the outage's end
+    And every node the fault touched is back in service within 10 seconds
 
   @clause:14.3 @severity:critical
   Scenario: After a blip, a node lost alone is still healed
