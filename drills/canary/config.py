@@ -28,13 +28,18 @@ environment (torch.distributed style; an empty variable counts as unset):
   MASTER_ADDR, MASTER_PORT   rank 0 listens there and the other ranks connect (TCP rendezvous);
                              when MASTER_ADDR is unset, --rendezvous-dir is used instead
   RANK                       this process's rank, 0..WORLD_SIZE-1; falls back to VC_TASK_INDEX
-                             (Volcano), then JOB_COMPLETION_INDEX (indexed Job), then 0
-  WORLD_SIZE                 number of ranks (default 1)
+                             (Volcano), then JOB_COMPLETION_INDEX (indexed Job), then SLURM_PROCID
+                             (a task of a Slurm step), then 0
+  WORLD_SIZE                 number of ranks; falls back to SLURM_NTASKS (default 1)
   POD_IP                     the address rank 0 listens on (downward API status.podIP);
                              default 127.0.0.1 for a file rendezvous, MASTER_ADDR otherwise
   FIREDRILL_CHECKPOINT_DIR   default of --checkpoint-dir
   FIREDRILL_RENDEZVOUS_DIR   default of --rendezvous-dir
-  FIREDRILL_GENERATION       default of --generation
+  FIREDRILL_GENERATION       default of --generation; falls back to SLURM_RESTART_COUNT (how many
+                             times Slurm requeued the job), then 0
+  NVIDIA_VISIBLE_DEVICES     the GPUs this process was given, logged in its start line; falls back
+                             to CUDA_VISIBLE_DEVICES (what Slurm tells a step with GPU GRES)
+  SLURMD_NODENAME            the Slurm node this task runs on, logged in its start line's config
   FIREDRILL_DEVICE_SOCKET    path of the node's (simulated) GPU driver socket, a UNIX datagram
                              socket; the canary sends it each state change (input, compute, comm,
                              idle); unset: nothing is sent
@@ -100,8 +105,11 @@ class Config:
     """This node's link in bytes per second (``FIREDRILL_LINK_BANDWIDTH``), which the rendezvous tells every
     peer; each connection is paced to the slower end's (None: unpaced)."""
     gpus: tuple[str, ...] | None = None
-    """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes); None when
-    the variable is unset (the ``start`` line's ``gpus``, which the harness checks no other pod holds)."""
+    """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes; Slurm's
+    ``CUDA_VISIBLE_DEVICES`` where that is unset); None when neither is set (the ``start`` line's ``gpus``, which
+    the harness checks no other pod holds)."""
+    node: str | None = None
+    """The Slurm node this task runs on (``SLURMD_NODENAME``); None elsewhere (a pod's node is the API's)."""
 
     @property
     def rendezvous(self) -> RendezvousMode:
@@ -129,6 +137,7 @@ class Config:
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
             "pod_ip": self.pod_ip, "device_socket": self.device_socket, "device_clocks": self.device_clocks,
             "checkpoint_on_sigterm": self.checkpoint_on_sigterm, "link_bandwidth": self.link_bandwidth,
+            "node": self.node,
         }
 
 
@@ -237,7 +246,7 @@ def _env_int(env: Mapping[str, str], name: str, minimum: int, maximum: int | Non
 
 
 def _rank(env: Mapping[str, str]) -> tuple[int, str]:
-    for name in ("RANK", "VC_TASK_INDEX", "JOB_COMPLETION_INDEX"):
+    for name in ("RANK", "VC_TASK_INDEX", "JOB_COMPLETION_INDEX", "SLURM_PROCID"):
         value = _env_int(env, name, 0)
         if value is not None:
             return value, name
@@ -248,11 +257,15 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
     """The settings of ``firedrill-canary train ARGV...`` under ``env``; raises :class:`UsageError`."""
     args = build_parser().parse_args(list(argv))
     world = _env_int(env, "WORLD_SIZE", 1)
+    world = _env_int(env, "SLURM_NTASKS", 1) if world is None else world
     world = 1 if world is None else world
     rank, rank_from = _rank(env)
     if rank >= world:
-        raise UsageError(f"{PROG}: environment variable {rank_from}: rank {rank} is not below WORLD_SIZE={world}")
-    generation = args.generation if args.generation is not None else (_env(env, "FIREDRILL_GENERATION") or "0")
+        size_from = "WORLD_SIZE" if _env(env, "WORLD_SIZE") is not None or _env(env, "SLURM_NTASKS") is None \
+            else "SLURM_NTASKS"
+        raise UsageError(f"{PROG}: environment variable {rank_from}: rank {rank} is not below {size_from}={world}")
+    generation = args.generation if args.generation is not None else (
+        _env(env, "FIREDRILL_GENERATION") or _env(env, "SLURM_RESTART_COUNT") or "0")
     if not GENERATION.fullmatch(generation):
         where = "--generation" if args.generation is not None else "environment variable FIREDRILL_GENERATION"
         raise UsageError(f"{PROG}: {where}: expected 1-64 letters, digits, '.', '_' or '-' "
@@ -284,7 +297,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
         device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
         gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"),
-        link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"))
+        link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"), node=_env(env, "SLURMD_NODENAME"))
 
 
 def _env_rate(env: Mapping[str, str], name: str) -> float | None:
@@ -302,6 +315,7 @@ def _env_rate(env: Mapping[str, str], name: str) -> float | None:
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), None when it is unset or empty."""
-    raw = _env(env, "NVIDIA_VISIBLE_DEVICES")
+    """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), else those ``CUDA_VISIBLE_DEVICES`` names
+    (Slurm sets it for a step with GPU GRES: ``0,1``); None when both are unset or empty."""
+    raw = _env(env, "NVIDIA_VISIBLE_DEVICES") or _env(env, "CUDA_VISIBLE_DEVICES")
     return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())

@@ -30,11 +30,24 @@ def test_defaults_are_the_documented_ones() -> None:
     ({"RANK": "2", "VC_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "0"}, 2, "RANK"),
     ({"VC_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "3"}, 1, "VC_TASK_INDEX"),
     ({"RANK": "", "JOB_COMPLETION_INDEX": "3"}, 3, "JOB_COMPLETION_INDEX"),
+    ({"JOB_COMPLETION_INDEX": "", "SLURM_PROCID": "3"}, 3, "SLURM_PROCID"),
     ({}, 0, "default"),
 ])
 def test_rank_falls_back_to_volcano_then_the_indexed_job(env: dict[str, str], rank: int, source: str) -> None:
     cfg = parse_config(["train", "--rendezvous-dir", "/r"], {"WORLD_SIZE": "4", **env})
     assert (cfg.rank, cfg.rank_from) == (rank, source)
+
+
+def test_a_task_of_a_slurm_step_reads_its_rank_world_generation_gpus_and_node_from_slurm() -> None:
+    cfg = parse("--rendezvous-dir", "/r", SLURM_PROCID="1", SLURM_NTASKS="2", SLURM_RESTART_COUNT="3",
+                CUDA_VISIBLE_DEVICES="0,1", SLURMD_NODENAME="slurm-node-1")
+    assert (cfg.rank, cfg.rank_from, cfg.world_size, cfg.generation) == (1, "SLURM_PROCID", 2, "3")
+    assert cfg.gpus == ("0", "1") and cfg.node == "slurm-node-1" and cfg.as_log()["node"] == "slurm-node-1"
+    # the platform-neutral variables win where both are set
+    both = parse("--rendezvous-dir", "/r", RANK="0", WORLD_SIZE="4", SLURM_PROCID="1", SLURM_NTASKS="2",
+                 FIREDRILL_GENERATION="7", SLURM_RESTART_COUNT="3", NVIDIA_VISIBLE_DEVICES="GPU-a",
+                 CUDA_VISIBLE_DEVICES="0")
+    assert (both.rank, both.world_size, both.generation, both.gpus) == (0, 4, "7", ("GPU-a",))
 
 
 def test_flags_win_over_the_environment_and_the_mode_follows_master_addr() -> None:
@@ -64,6 +77,8 @@ def test_flags_win_over_the_environment_and_the_mode_follows_master_addr() -> No
     ([], {"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK"),
     ([], {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "5", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
      "JOB_COMPLETION_INDEX"),
+    ([], {"SLURM_NTASKS": "2", "SLURM_PROCID": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "SLURM_NTASKS=2"),
+    ([], {"SLURM_NTASKS": "x"}, "SLURM_NTASKS"),
     ([], {"MASTER_ADDR": "h"}, "MASTER_PORT"),
     ([], {"MASTER_PORT": "29500"}, "MASTER_ADDR"),
     ([], {"MASTER_ADDR": "h", "MASTER_PORT": "70000"}, "MASTER_PORT"),
