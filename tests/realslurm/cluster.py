@@ -16,7 +16,6 @@ own) and their descendants, the job's tasks: :meth:`SlurmCluster.kill_node` SIGK
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -24,12 +23,16 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SLURM_BINARIES", "SlurmCluster", "SlurmClusterSpec", "SlurmError", "missing_binaries"]
+from drills.slurm.driver import SlurmDriver
+from drills.slurm.state import SlurmError as DriverError
+
+__all__ = ["SLURM_BINARIES", "SlurmCluster", "SlurmClusterSpec", "SlurmError", "missing_binaries", "running"]
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 NODE_ENV = "FIREDRILL_SLURM_NODE"
@@ -284,19 +287,19 @@ class SlurmCluster:
             raise SlurmError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
 
+    @property
+    def driver(self) -> SlurmDriver:
+        """The harness's own Slurm driver, pointed at this cluster."""
+        return SlurmDriver(conf=self.conf, workdir=self.root)
+
     def json(self, command: str, *argv: str) -> dict[str, Any]:
         """``command --json argv...``, parsed."""
-        return json.loads(self.run(command, "--json", *argv).stdout)
+        return self.driver.json(command, *argv)
 
     def node_states(self) -> dict[str, set[str]]:
-        """Node -> its state flags, as ``sinfo --json`` gives them (``IDLE``, ``ALLOCATED``, ``DOWN``, ...; Slurm
-        22.05's scontrol has no ``--json``)."""
-        out: dict[str, set[str]] = {}
-        for n in self.json("sinfo")["nodes"]:
-            state = n.get("state")
-            flags = set(state if isinstance(state, list) else [state]) | set(n.get("state_flags") or [])
-            out[n["name"]] = {str(f).upper() for f in flags if f}
-        return out
+        """Node -> its state flags (``IDLE``, ``MIXED``, ``DOWN``, ``NOT_RESPONDING``, ...), as the driver reads
+        them from ``sinfo --json``."""
+        return {n.name: {f.value for f in n.flags} for n in self.driver.nodes()}
 
     def wait_nodes(self, nodes: Iterable[str], states: tuple[str, ...], timeout: float) -> None:
         wanted = list(nodes)
@@ -306,7 +309,7 @@ class SlurmCluster:
             nonlocal last
             try:
                 last = self.node_states()
-            except SlurmError:  # slurmctld not answering yet
+            except (SlurmError, DriverError):  # slurmctld not answering yet
                 return False
             return all(last.get(n, set()) & set(states) for n in wanted)
         self._wait(ready, timeout, lambda: f"nodes never reached {'/'.join(states)}: {last}; slurmctld log: "
@@ -325,3 +328,14 @@ class SlurmCluster:
             if time.monotonic() >= deadline:
                 raise SlurmError(why() if callable(why) else why)
             time.sleep(0.2)
+
+
+@contextmanager
+def running(spec: SlurmClusterSpec) -> Iterator[SlurmCluster]:
+    """A started cluster of ``spec``, stopped (every process it started killed) on the way out."""
+    made = SlurmCluster(spec)
+    try:
+        made.start()
+        yield made
+    finally:
+        made.stop()

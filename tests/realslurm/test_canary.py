@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
-from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec
+from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
 from tests.realslurm.test_cluster import CRED_EXPIRE_S, SCHEDULING, TIMEOUT_S, job, submit, wait
 
 pytestmark = pytest.mark.realslurm
@@ -25,13 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=4, slurmd_timeout=TIMEOUT_S,
-                                         cred_expire=CRED_EXPIRE_S, scheduler_parameters=SCHEDULING))
-    try:
-        made.start()
+    with running(SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=4, slurmd_timeout=TIMEOUT_S,
+                                  cred_expire=CRED_EXPIRE_S, scheduler_parameters=SCHEDULING)) as made:
         yield made
-    finally:
-        made.stop()
 
 
 def canary_job(cluster: SlurmCluster, shared: Path) -> int:

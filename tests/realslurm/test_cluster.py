@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec
+from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
 
 pytestmark = pytest.mark.realslurm
 
@@ -30,14 +30,10 @@ seconds."""
 @pytest.fixture
 def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     requeue = getattr(request, "param", True)
-    made = SlurmCluster(SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=4, slurmd_timeout=TIMEOUT_S,
-                                         job_requeue=requeue, cred_expire=CRED_EXPIRE_S,
-                                         scheduler_parameters=SCHEDULING))
-    try:
-        made.start()
+    with running(SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=4, slurmd_timeout=TIMEOUT_S,
+                                  job_requeue=requeue, cred_expire=CRED_EXPIRE_S,
+                                  scheduler_parameters=SCHEDULING)) as made:
         yield made
-    finally:
-        made.stop()
 
 
 def submit(cluster: SlurmCluster, script: str, *options: str) -> int:

@@ -1,0 +1,11 @@
+"""The Slurm target driver (issue 47): what the harness reads from and asks of a Slurm cluster, beside the
+Kubernetes driver (:mod:`drills.kube`).
+
+- :mod:`drills.slurm.state`: jobs and nodes as Slurm's commands report them (``squeue --json``, ``sinfo --json``),
+  parsed into typed records (pure: unit-tested on Slurm's own output).
+- :mod:`drills.slurm.driver`: the commands themselves (``sbatch``, ``squeue``, ``sinfo``, ``scancel``), run against
+  the cluster a ``SLURM_CONF`` names; every failure a :class:`~drills.slurm.state.SlurmError` naming the command.
+
+Slurm 22.05 (the oldest release real sites still run) and later: the commands' ``--json`` output is the read path,
+since slurmrestd's API version differs per release.
+"""
