@@ -43,11 +43,12 @@ class SlurmDriver:
 
     def run(self, *argv: str, stdin: str | None = None) -> str:
         """``argv`` with the cluster's environment; its standard output."""
-        if shutil.which(argv[0], path=self._env().get("PATH")) is None:
+        env = self._env()
+        if shutil.which(argv[0], path=env.get("PATH")) is None:
             raise SlurmError(f"{argv[0]} is not installed here: install the Slurm client (Debian: slurm-client) "
                              "matching the cluster's release")
         try:
-            proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, env=self._env(),
+            proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, env=env,
                                   timeout=self.timeout, cwd=self.workdir)
         except subprocess.TimeoutExpired:
             raise SlurmError(f"{' '.join(argv)} did not answer within {self.timeout:g} s: is slurmctld reachable "

@@ -105,6 +105,11 @@ class Spread:
             parts.append(f"nodes without {self.label} hold {who}" if domain == NO_DOMAIN else f"{domain} holds {who}")
         return "; ".join(parts)
 
+    def widest(self, now: Spread) -> Spread:
+        """For a finding: the gang as ``now`` spreads it, when that still crosses domains and names at least the pods
+        this first crossing did (the rest bound since), else this first crossing."""
+        return now if len(now.placed) >= len(self.placed) and not now.inside_one else self
+
     def crossing(self, gang: str) -> str:
         """The finding of a gang spread over more than one domain."""
         return (f"gang {gang} spans {self.level.counted(len(self.domains))} ({self.label}): {self.where()}; it "

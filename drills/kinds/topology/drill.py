@@ -414,8 +414,7 @@ class TopologyDrill(Drill):
         with self._lock:
             self.result.details["placement"] = self.placement()
             if self.crossed is not None:
-                now = self._spread()
-                seen = now if len(now.placed) >= len(self.crossed.placed) and not now.inside_one else self.crossed
+                seen = self.crossed.widest(self._spread())
                 self.result.fail(seen.crossing(self._gang_name()))
                 return self.result.measure(Measurement(name, None, "s", note=f"it spread over "
                                                        f"{', '.join(seen.domains)}"))

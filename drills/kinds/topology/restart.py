@@ -52,8 +52,6 @@ class TopologyRestartDrill(TrainingRun, Drill):
 
     level: Level | None = None
     label: str | None = None
-    first: Spread | None = None
-    """The job's pods as they ran when it first trained whole."""
     crossed: Spread | None = None
     """The new incarnation's pods as first seen spread over more than one domain."""
 
@@ -64,10 +62,10 @@ class TopologyRestartDrill(TrainingRun, Drill):
         self.level, self.label = level, label
         self.start_canary(workers, gpus, checkpoint_every, required_topology=label)
         with self._cond:
-            self.first = self._spread(lambda uid: True)
-            self.result.details["placement_before_fault"] = self._where(self.first)
-            if self.first.placed and not self.first.inside_one:
-                self.result.fail(self.first.crossing(self._name()) + ", at its first placement")
+            first = self._spread(lambda uid: True)
+            self.result.details["placement_before_fault"] = self._where(first)
+            if first.placed and not first.inside_one:
+                self.result.fail(first.crossing(self._name()) + ", at its first placement")
 
     # --------------------------------------------------------- observe
     def _domain_of(self) -> dict[str, str | None]:
@@ -123,8 +121,7 @@ class TopologyRestartDrill(TrainingRun, Drill):
             self._wait(lambda: len(self._after_fault().placed) >= self.spec.min_available, SETTLE_S)
         with self._cond:
             if self.crossed is not None:
-                now = self._after_fault()
-                seen = now if len(now.placed) >= len(self.crossed.placed) and not now.inside_one else self.crossed
+                seen = self.crossed.widest(self._after_fault())
                 self.result.details["placement_after_fault"] = self._where(seen)
                 self.result.fail(f"after the fault on {self.pulled}, the restarted {seen.crossing(self._name())}")
                 return self.result.measure(Measurement(name, None, "s",

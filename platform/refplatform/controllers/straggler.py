@@ -131,44 +131,40 @@ class StragglerController:
     def _give_back(self, cache: Cache, now: float) -> None:
         """Untaint each named node whose agent has reported every GPU at full clock for the detector's sustain time
         (:func:`refplatform.core.straggler.release`), with a Normal ``StragglerCleared`` Event."""
-        named = {n["metadata"]["name"]: not ((n["metadata"].get("annotations") or {}).get(THROTTLED_ANNOTATION))
-                 for n in cache.list(NODES) if any(isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT
-                                                   for t in (n.get("spec") or {}).get("taints") or [])}
-        back, self._release = release(named, self._release, now, self.thresholds)
+        named = {n["metadata"]["name"]: n for n in cache.list(NODES) if _named(n)}
+        clear = {name: not ((n["metadata"].get("annotations") or {}).get(THROTTLED_ANNOTATION))
+                 for name, n in named.items()}
+        back, self._release = release(clear, self._release, now, self.thresholds)
         for name in back:
-            node = cache.get(NODES, "", name)
-            if node is None:
-                continue
-            meta = node["metadata"]
-            taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                      if not (isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT)]
-            try:
-                self.client.patch(resource_path("", "v1", "nodes", None, name),
-                                  {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                   "spec": {"taints": taints}}, MERGE_PATCH)
-            except (ApiStatusError, ApiUnreachable) as exc:
-                log.info("could not give back straggler node %s: %s", name, exc)
+            node = named[name]
+            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict)
+                      and t.get("key") != STRAGGLER_TAINT]
+            if not self._set_taints(node, taints, "give back"):
                 continue
             self.events.record(node, "Node", "Normal", CLEARED_REASON,
                                f"Node {name} reports every GPU at full clock again for "
                                f"{self.thresholds.sustain_s:g} s: its straggler taint is removed",
                                action="Untaint", when=datetime.fromtimestamp(now, timezone.utc))
 
+    def _set_taints(self, node: Obj, taints: list[Obj], why: str) -> bool:
+        """Write the node's taints (guarded by the resourceVersion the cache saw); False, logged, when refused."""
+        meta = node["metadata"]
+        try:
+            self.client.patch(resource_path("", "v1", "nodes", None, meta["name"]),
+                              {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                               "spec": {"taints": taints}}, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("could not %s straggler node %s: %s", why, meta["name"], exc)
+            return False
+        return True
+
     def _taint(self, node: Obj, pod: Obj, suspect: Suspect, now: float) -> bool:
         gpus = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION) or ""
         value = "gpu-" + gpus.replace(",", "-") if gpus else "unknown-gpu"
         taints = [t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
-        if not any(t.get("key") == STRAGGLER_TAINT for t in taints):
-            taints = taints + [{"key": STRAGGLER_TAINT, "value": value, "effect": "NoSchedule",
-                                "timeAdded": rfc3339(now)}]
-            meta = node["metadata"]
-            try:
-                self.client.patch(resource_path("", "v1", "nodes", None, meta["name"]),
-                                  {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                   "spec": {"taints": taints}}, MERGE_PATCH)
-            except (ApiStatusError, ApiUnreachable) as exc:
-                log.info("could not taint straggler node %s: %s", meta["name"], exc)
-                return False
+        if not _named(node) and not self._set_taints(node, taints + [{
+                "key": STRAGGLER_TAINT, "value": value, "effect": "NoSchedule", "timeAdded": rfc3339(now)}], "taint"):
+            return False
         self.events.record(node, "Node", "Warning", STRAGGLER_REASON,
                            f"Node {suspect.node} runs a straggler ({value}): {suspect.reason(self.thresholds)}",
                            action="Taint", when=datetime.fromtimestamp(now, timezone.utc))
@@ -190,3 +186,9 @@ class StragglerController:
                                       "preconditions": {"uid": meta.get("uid", "")}})
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("could not evict straggler %s/%s: %s", ns, name, exc)
+
+
+def _named(node: Obj) -> bool:
+    """The node carries the straggler taint."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(isinstance(t, dict) and t.get("key") == STRAGGLER_TAINT for t in taints)

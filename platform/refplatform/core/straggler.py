@@ -140,7 +140,6 @@ def detect(ranks: Iterable[RankTiming], state: DetectorState, now: float,
     return named, DetectorState(slow_since, baseline)
 
 
-
 @dataclass(frozen=True)
 class ReleaseState:
     """What one give-back decision hands to the next."""
