@@ -137,15 +137,24 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
           options: RunOptions) -> int:
     """Print the plan; returns how many scenarios could not run on this target."""
     console.print(f"Plan (dry run: nothing is started, created or pulled)\n  target: {target}")
-    console.print(f"  flavor {profile.flavor.value}, namespace {profile.namespace}, queue {profile.queue}, "
-                  f"fault method {profile.fault.method.value}")
-    if options.kubeconfig is not None or options.profile is not None:
+    if profile.slurm is not None:
+        sl = profile.slurm
+        console.print(f"  partition {sl.partition}, account {sl.account or '(the user default)'}, QOS "
+                      f"{sl.qos or '(the association default)'}, GPUs as GRES {sl.gres}, fault method "
+                      f"{profile.fault.method.value}")
+        console.print(f"  safety: only nodes with feature {sl.allow_feature}; at most {profile.safety.max_nodes} "
+                      f"node(s) and {profile.safety.max_gpu_share:.0%} of GPUs per drill; "
+                      f"{'refuse' if profile.safety.require_healthy else 'allow'} a degraded cluster")
+    else:
+        console.print(f"  flavor {profile.flavor.value}, namespace {profile.namespace}, queue {profile.queue}, "
+                      f"fault method {profile.fault.method.value}")
+    if profile.slurm is None and (options.kubeconfig is not None or options.profile is not None):
         s = profile.safety
         console.print(f"  safety: only nodes labelled {s.allow_label}; at most {s.max_nodes} node(s) and "
                       f"{s.max_gpu_share:.0%} of GPUs per drill; control plane "
                       f"{'refused' if s.refuse_control_plane else 'allowed'}; "
                       f"{'refuse' if s.require_healthy else 'allow'} a degraded cluster")
-    reference = options.kubeconfig is None and options.context is None
+    reference = options.kubeconfig is None and options.context is None and not profile.on_slurm
     cannot = 0
     for f in features:
         console.print(f"  {f.path.name}: {f.name}")
@@ -171,6 +180,31 @@ def _connect(options: RunOptions, profile: TargetProfile, features: list[Feature
                               recover_command=recover_command(options))
     return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
                            real_gpus=options.real_gpus, node_prefix=options.node_prefix)
+
+
+SLURM_RUN_NOT_YET = ("the profile drills a Slurm cluster (platform: slurm): `firedrill run --dry-run` plans it, "
+                     "saying which scenarios can run there; the drills themselves do not run on Slurm yet "
+                     "(issue 47, docs/SLURM.md)")
+
+
+def slurm_where(profile: TargetProfile) -> str:
+    """The Slurm cluster a profile names, as the plan and the report say it."""
+    assert profile.slurm is not None
+    conf = profile.slurm.conf or "the client's default slurm.conf"
+    return f"Slurm cluster {profile.name} ({conf}), partition {profile.slurm.partition}"
+
+
+def check_slurm_options(options: RunOptions) -> None:
+    """A Slurm profile names its cluster itself: the options that pick or shape a Kubernetes target are refused,
+    each saying why."""
+    given = [flag for flag, on in (("--kubeconfig", options.kubeconfig is not None),
+                                   ("--context", options.context is not None), ("--defect", bool(options.defects)),
+                                   ("--parallel", options.parallel > 1), ("--real-gpus", options.real_gpus),
+                                   ("--namespace", bool(options.namespace))) if on]
+    if given:
+        raise FiredrillError(f"{', '.join(given)}: the profile drills a Slurm cluster (platform: slurm), the one its "
+                             "slurm.conf names; these options pick or shape a Kubernetes target (or the embedded "
+                             "platform): drop them")
 
 
 def check_defects(options: RunOptions) -> tuple[str, ...]:
@@ -201,6 +235,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
             if not valid_dns_label(options.namespace):
                 raise FiredrillError(f"--namespace {options.namespace!r} is not a namespace name (a-z, 0-9, '-')")
             profile = dataclasses.replace(profile, namespace=options.namespace)
+        if profile.on_slurm:
+            check_slurm_options(options)
         options = dataclasses.replace(options, defects=check_defects(options))
         if options.real_gpus and (options.kubeconfig is not None or options.context is not None):
             raise FiredrillError("--real-gpus: only the embedded reference platform simulates GPUs; a real "
@@ -218,6 +254,12 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         err.print(f"error: {exc}")
         return ExitCode.USAGE
     remote = options.kubeconfig is not None or options.context is not None
+    if profile.slurm is not None:
+        if not options.dry_run:
+            err.print(f"error: {SLURM_RUN_NOT_YET}")
+            return ExitCode.USAGE
+        cannot = _plan(console, features, slurm_where(profile), profile, options)
+        return ExitCode.INCONCLUSIVE if cannot else ExitCode.PASSED
     where = (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
              if options.context else "")) if remote else \
         f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \

@@ -106,6 +106,20 @@ class Drill(ABC):
         and ``firedrill run --dry-run`` flags it; the same reason as the drill itself would give later."""
         return None
 
+    slurm_absent: ClassVar[str] = ""
+    """Why the promise this kind drills does not exist on a Slurm cluster at all (no Services, no API server ...),
+    or "" where it does: then :meth:`unsupported_on_slurm` says whether its Slurm side is written."""
+
+    @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        """Why a drill of this kind cannot run on the Slurm cluster of ``profile`` (``platform: slurm``), or None.
+        Asked instead of :meth:`unsupported`, whose reasons are Kubernetes'; a kind whose Slurm side is written
+        overrides it (docs/SLURM.md has the table)."""
+        if cls.slurm_absent:
+            return f"Slurm has no such promise: {cls.slurm_absent}"
+        return (f"the {cls.kind} drill runs on Kubernetes only so far; its Slurm side is not written yet "
+                "(issue 47, docs/SLURM.md)")
+
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         """The Kubernetes permissions a drill of this kind needs on a real cluster run with ``profile``

@@ -105,6 +105,8 @@ __all__ = [
     "API_VERSION",
     "KIND",
     "FaultMethod",
+    "Platform",
+    "SlurmSettings",
     "CanarySettings",
     "FaultSettings",
     "LeakReportSettings",
@@ -603,6 +605,58 @@ class FabricSettings:
         return {"fabric": out} if out else {}
 
 
+class Platform(Enum):
+    """How the drilled cluster schedules its GPUs: the profile's ``platform`` field."""
+
+    KUBERNETES = "kubernetes"
+    """A Kubernetes cluster (or the embedded reference platform), drilled through its API server."""
+    SLURM = "slurm"
+    """A Slurm cluster, drilled through its commands (``sbatch``, ``squeue --json``, ``sinfo --json``; docs/SLURM.md)."""
+
+
+SLURM_FEATURE = "firedrill"
+"""The node feature (slurm.conf ``Features=``) a Slurm node must carry to be faulted, unless the profile says."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSettings:
+    """``slurm`` (with ``safety.allow_feature``): how the drills reach a Slurm cluster and run their jobs there."""
+
+    partition: str
+    """The partition every drill job is submitted to (``sbatch --partition``)."""
+    conf: str | None = None
+    """The cluster's ``slurm.conf`` as this machine reads it (None: the client's default, or ``$SLURM_CONF``)."""
+    account: str | None = None
+    """The account the drill jobs are charged to (None: the harness user's default account)."""
+    qos: str | None = None
+    """The QOS the drill jobs ask for (None: the association's default)."""
+    gres: str = "gpu"
+    """The GRES name of the GPUs (``--gres=<gres>:<count>``)."""
+    canary_command: tuple[str, ...] = CANARY_COMMAND
+    """How a task of a drill job starts the training canary on a node (the harness's Python there, or an image
+    runner): ``srun`` runs it once per rank."""
+    shared_dir: str | None = None
+    """A directory every node sees at the same path (checkpoints, rendezvous, the ranks' output files); None: the
+    training drills are INCONCLUSIVE, naming this field."""
+    allow_feature: str = SLURM_FEATURE
+    """Only nodes carrying this feature (slurm.conf ``Features=``) are ever faulted."""
+
+    def sbatch_options(self) -> tuple[str, ...]:
+        """What every drill job is submitted with: its partition, and its account and QOS where the profile says."""
+        out = [f"--partition={self.partition}"]
+        out += [f"--account={self.account}"] if self.account else []
+        out += [f"--qos={self.qos}"] if self.qos else []
+        return tuple(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"partition": self.partition, "gres": self.gres,
+                               "canary_command": list(self.canary_command)}
+        for key in ("conf", "account", "qos", "shared_dir"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return {"slurm": out}
+
+
 @dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
@@ -620,9 +674,27 @@ class TargetProfile:
     inference: InferenceSettings = field(default_factory=InferenceSettings)
     governance: GovernanceSettings = field(default_factory=GovernanceSettings)
     fabric: FabricSettings = field(default_factory=FabricSettings)
+    platform: Platform = Platform.KUBERNETES
+    slurm: SlurmSettings | None = None
+    """``platform: slurm``: the Slurm cluster's settings (None on Kubernetes).  A Slurm profile has no flavor,
+    namespace, queue or image: those fields keep neutral values no drill reads there, since every kind's Slurm
+    check (:meth:`drills.scenario.drill.Drill.unsupported_on_slurm`) comes before anything else."""
+
+    @property
+    def on_slurm(self) -> bool:
+        return self.platform is Platform.SLURM
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
+        if self.slurm is not None:
+            return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "platform": self.platform.value,
+                    **self.slurm.to_dict(), "fault": self._fault_dict(),
+                    "safety": {"allow_feature": self.slurm.allow_feature, "max_nodes": self.safety.max_nodes,
+                               "max_gpu_share": self.safety.max_gpu_share,
+                               "require_healthy": self.safety.require_healthy}}
+        return self._kubernetes_dict()
+
+    def _fault_dict(self) -> dict[str, Any]:
         fault: dict[str, Any] = {"method": self.fault.method.value, "timeout_seconds": self.fault.timeout_seconds}
         if self.fault.command_template is not None:
             fault["command_template"] = self.fault.command_template
@@ -634,6 +706,10 @@ class TargetProfile:
             fault["stand_ins"] = {ref.value: real.value for ref, real in self.fault.stand_ins}
         if self.fault.expire_seconds is not None:
             fault["expire_seconds"] = self.fault.expire_seconds
+        return fault
+
+    def _kubernetes_dict(self) -> dict[str, Any]:
+        fault = self._fault_dict()
         return {
             "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "flavor": self.flavor.value,
             "namespace": self.namespace, "queue": self.queue, "canary_image": self.canary_image,
@@ -798,23 +874,7 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
     gpu_resource = top.string("gpu_resource", "nvidia.com/gpu", check=valid_label_key,
                               expected="a resource name such as nvidia.com/gpu")
 
-    fault_section = top.section("fault", _FAULT, required=True)
-    method = template = restore = timeout = _Missing
-    expire: Any = None
-    xid: XidSettings | None = None
-    stand_ins: tuple[tuple[FaultMethod, FaultMethod], ...] = ()
-    if fault_section is not None:
-        method = fault_section.choice("method", FaultMethod)
-        template = fault_section.optional_string("command_template", "a shell command with {node}")
-        restore = fault_section.optional_string("restore_template", "a shell command with {node}")
-        timeout = fault_section.number("timeout_seconds", 60.0, above=0)
-        expire = fault_section.number("expire_seconds", None, above=0) if "expire_seconds" in (
-            doc.get("fault") or {}) else None
-        stand_ins = _stand_ins(fault_section, problems)
-        if isinstance(method, FaultMethod) and template is not _Missing:
-            uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
-            problems.extend(_template_problems(FaultMethod.COMMAND if uses_command else method, template))
-        xid = _xid(fault_section, problems)
+    fault_fields = _fault_fields(top, doc, problems)
 
     safety_section = top.section("safety", _SAFETY, required=False)
     safety_values: dict[str, Any] = {}
@@ -854,15 +914,104 @@ def _parse(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
     except ProfileError as err:
         problems.extend(err.problems)
         return None
-    try:
-        fault = FaultSettings(method, template, restore, timeout, xid, stand_ins, expire)
-    except ProfileError as err:
-        problems.extend(err.problems)
+    fault = _fault_settings(fault_fields, problems)
+    if fault is None:
         return None
     return TargetProfile(name=name, flavor=flavor, namespace=namespace, queue=queue, canary_image=canary_image,
                          gpu_resource=gpu_resource, fault=fault, safety=SafetySettings(**safety_values),
                          leak_report=leak, canary=canary, inference=inference or InferenceSettings(),
                          governance=governance or GovernanceSettings(), fabric=fabric or FabricSettings())
+
+
+def _fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str]) -> tuple[Any, ...]:
+    """``fault``'s fields, each checked (problems recorded): method, command and restore templates, timeout, xid,
+    stand-ins, expiry; a field that is broken is ``_Missing``."""
+    fault_section = top.section("fault", _FAULT, required=True)
+    if fault_section is None:
+        return (_Missing, _Missing, _Missing, _Missing, None, (), None)
+    method = fault_section.choice("method", FaultMethod)
+    template = fault_section.optional_string("command_template", "a shell command with {node}")
+    restore = fault_section.optional_string("restore_template", "a shell command with {node}")
+    timeout = fault_section.number("timeout_seconds", 60.0, above=0)
+    expire = fault_section.number("expire_seconds", None, above=0) if "expire_seconds" in (
+        doc.get("fault") or {}) else None
+    stand_ins = _stand_ins(fault_section, problems)
+    if isinstance(method, FaultMethod) and template is not _Missing:
+        uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
+        problems.extend(_template_problems(FaultMethod.COMMAND if uses_command else method, template))
+    xid = _xid(fault_section, problems)
+    return (method, template, restore, timeout, xid, stand_ins, expire)
+
+
+def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettings | None:
+    try:
+        return FaultSettings(*fields)
+    except ProfileError as err:
+        problems.extend(err.problems)
+        return None
+
+
+_SLURM_TOP = ("apiVersion", "kind", "name", "platform", "slurm", "fault", "safety")
+_SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir")
+_SLURM_SAFETY = ("allow_feature", "max_nodes", "max_gpu_share", "require_healthy")
+_KUBERNETES_ONLY = tuple(k for k in _TOP if k not in _SLURM_TOP)
+_SLURM_METHODS = (FaultMethod.COMMAND,)
+"""What pulls a Slurm node: the site's own command per node (a BMC, a cloud CLI, ``ssh`` with ``systemctl``)."""
+
+
+def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
+    """A profile with ``platform: slurm``: the cluster's ``slurm`` settings, its fault commands and its safety."""
+    for key in _KUBERNETES_ONLY:
+        if key in doc:
+            problems.append(f"{key}: a Kubernetes field; a Slurm profile (platform: slurm) names its partition, "
+                            f"account and QOS under slurm: (fields: {', '.join(_SLURM)}); remove {key}")
+    top = _Section({k: v for k, v in doc.items() if k not in _KUBERNETES_ONLY}, "", _SLURM_TOP, problems)
+    top.string("apiVersion", API_VERSION, check=_exactly(API_VERSION), expected=repr(API_VERSION))
+    top.string("kind", KIND, check=_exactly(KIND), expected=repr(KIND))
+    name = top.string("name")
+    section = top.section("slurm", _SLURM, required=True)
+    slurm: dict[str, Any] = {}
+    if section is not None:
+        slurm["partition"] = section.string("partition", expected="the partition the drill jobs run in")
+        for key in ("conf", "account", "qos", "shared_dir"):
+            slurm[key] = section.optional_string(key, f"slurm.{key} as a string")
+        slurm["gres"] = section.string("gres", "gpu", expected="the GRES name of the GPUs, e.g. gpu")
+        command = section.data.get("canary_command", list(CANARY_COMMAND))
+        if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip()
+                                                                    for c in command):
+            problems.append(f"{section.where('canary_command')}: expected a non-empty list of strings, e.g. "
+                            "[python3, -m, drills.canary]")
+        else:
+            slurm["canary_command"] = tuple(command)
+        for key in ("conf", "shared_dir"):
+            if isinstance(slurm[key], str) and not slurm[key].startswith("/"):
+                problems.append(f"slurm.{key}: {slurm[key]!r} is not an absolute path; every node and this machine "
+                                "must read it at the same place")
+    fault_fields = _fault_fields(top, doc, problems)
+    method, _, _, _, xid, stand_ins, _ = fault_fields
+    for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
+                                                    for ref, real in stand_ins)):
+        if isinstance(used, FaultMethod) and used not in _SLURM_METHODS:
+            problems.append(f"{what}: {used.value} acts on Kubernetes; a Slurm node is pulled with command (a "
+                            "command_template with {node}, e.g. a BMC power-off, with its restore_template)")
+    if xid is not None:
+        problems.append("fault.xid: the Slurm target injects no Xid yet (docs/SLURM.md); remove it")
+    safety_section = top.section("safety", _SLURM_SAFETY, required=False)
+    safety: dict[str, Any] = {}
+    if safety_section is not None:
+        slurm["allow_feature"] = safety_section.string("allow_feature", SLURM_FEATURE,
+                                                       expected="a node feature (slurm.conf Features=)")
+        safety = {"max_nodes": safety_section.integer("max_nodes", 1, minimum=1),
+                  "max_gpu_share": safety_section.number("max_gpu_share", 0.25, above=0, at_most=1),
+                  "require_healthy": safety_section.boolean("require_healthy", True)}
+    if problems or any(v is _Missing for v in (name, *slurm.values(), *safety.values())):
+        return None
+    fault = _fault_settings(fault_fields, problems)
+    if fault is None:
+        return None
+    return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
+                         fault=fault, safety=SafetySettings(**safety), platform=Platform.SLURM,
+                         slurm=SlurmSettings(**slurm))
 
 
 def _stand_ins(fault: _Section, problems: list[str]) -> tuple[tuple[FaultMethod, FaultMethod], ...]:
@@ -1016,14 +1165,17 @@ def load_profile(path: str | Path) -> TargetProfile:
     if not isinstance(doc, Mapping):
         raise ProfileError(f"target profile {path} must be a YAML mapping of fields (name, flavor, namespace, "
                            f"...), got {_type_name(doc)}; see {DOCS}")
-    platform = str(doc.get("platform") or "kubernetes").strip().lower()
-    if platform != "kubernetes":
-        raise ProfileError(f"target profile {path}: platform {doc.get('platform')!r}: Firedrill drills Kubernetes "
-                           "clusters (and its embedded reference platform) today; the Slurm target is being built "
-                           "(issue 47: its driver, the canary's Slurm support and a real Slurm suite exist, no drill "
-                           "runs there yet; docs/SLURM.md); remove the field, or write 'platform: kubernetes'")
+    raw = doc.get("platform", Platform.KUBERNETES.value)
+    try:
+        platform = Platform(str(raw).strip().lower())
+    except ValueError:
+        raise ProfileError(f"target profile {path}: platform {raw!r} is not one Firedrill drills; write one of "
+                           f"{' | '.join(p.value for p in Platform)} (or leave it out: kubernetes)") from None
     problems: list[str] = []
-    profile = _parse(dict((k, v) for k, v in doc.items() if k != "platform"), problems)
+    if platform is Platform.SLURM:
+        profile = _parse_slurm(doc, problems)
+    else:
+        profile = _parse(dict((k, v) for k, v in doc.items() if k != "platform"), problems)
     if profile is None:
         listing = "\n".join(f"  - {problem}" for problem in problems)
         raise ProfileError(f"target profile {path} has {len(problems)} problem(s):\n{listing}\n"

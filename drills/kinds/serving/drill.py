@@ -57,6 +57,9 @@ NO_IMAGE = ("the serving drills need the inference canary's image on a real clus
 @dataclass
 class ServingDrill(Drill):
     kind: ClassVar[str] = "serving"
+    slurm_absent: ClassVar[str] = ("Slurm runs batch jobs and has no Service, no replicas of a server and no "
+                                   "autoscaler, so requests answered through a fault and replicas added under load "
+                                   "have nothing to act on there")
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:

@@ -1,27 +1,114 @@
-"""A target profile names the kind of cluster it drills: Kubernetes (the default, and the only one drilled today);
-a profile written for Slurm is refused with one message saying what exists, not seven about missing fields."""
+"""A target profile names the kind of cluster it drills (issue 47): Kubernetes (the default) or Slurm.  A Slurm
+profile has its own fields (the partition, account and QOS, the canary's command and shared directory, a node
+feature as the allow mark) and is refused with a line per mistake; `firedrill run --dry-run` plans it, saying for
+every shipped scenario why it cannot run there yet or at all."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
-from drills.target.profile import ProfileError, load_profile
+from drills.cli import app
+from drills.scenario.drill import KINDS, discover
+from drills.target.profile import FaultMethod, Platform, ProfileError, load_profile
 
-NATIVE = Path(__file__).resolve().parents[3] / "examples" / "profile-native.yaml"
+REPO = Path(__file__).resolve().parents[3]
+NATIVE = REPO / "examples" / "profile-native.yaml"
+SLURM = REPO / "examples" / "profile-slurm.yaml"
+runner = CliRunner()
 
 
-def test_a_profile_for_slurm_is_refused_saying_what_exists(tmp_path: Path) -> None:
-    slurm = tmp_path / "slurm.yaml"
-    slurm.write_text("name: s\nplatform: slurm\nslurm:\n  partition: gpu\n")
-    with pytest.raises(ProfileError, match=r"platform 'slurm': Firedrill drills Kubernetes clusters .* "
-                                           r"docs/SLURM.md\); remove the field") as caught:
-        load_profile(slurm)
-    assert "required field is missing" not in str(caught.value)
+def slurm_doc(**changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": "lab", "platform": "slurm", "slurm": {"partition": "gpu"},
+                           "fault": {"method": "command", "command_template": "power-off {node}"}}
+    doc.update(changes)
+    return doc
+
+
+def load(tmp_path: Path, doc: dict[str, Any]) -> Any:
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_profile(path)
 
 
 def test_platform_kubernetes_is_the_default_and_may_be_written(tmp_path: Path) -> None:
     written = tmp_path / "k8s.yaml"
     written.write_text("platform: kubernetes\n" + NATIVE.read_text())
     assert load_profile(written) == load_profile(NATIVE)
+    assert load_profile(NATIVE).platform is Platform.KUBERNETES and load_profile(NATIVE).slurm is None
+
+
+def test_an_unknown_platform_is_refused_naming_the_ones_there_are(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"platform 'pbs' is not one Firedrill drills; write one of "
+                                           r"kubernetes \| slurm"):
+        load(tmp_path, slurm_doc(platform="pbs"))
+
+
+def test_the_shipped_slurm_example_loads_and_records_only_slurm_fields() -> None:
+    profile = load_profile(SLURM)
+    assert profile.on_slurm and profile.slurm is not None
+    assert profile.slurm.sbatch_options() == ("--partition=gpu", "--account=acceptance", "--qos=normal")
+    assert profile.slurm.shared_dir == "/shared/firedrill" and profile.slurm.allow_feature == "firedrill"
+    assert profile.fault.method is FaultMethod.COMMAND
+    recorded = profile.to_dict()
+    assert recorded["platform"] == "slurm" and recorded["slurm"]["partition"] == "gpu"
+    assert not {"flavor", "namespace", "queue", "canary_image"} & recorded.keys(), recorded
+    assert recorded["safety"] == {"allow_feature": "firedrill", "max_nodes": 1, "max_gpu_share": 0.25,
+                                  "require_healthy": True}
+
+
+def test_a_minimal_slurm_profile_takes_the_defaults(tmp_path: Path) -> None:
+    profile = load(tmp_path, slurm_doc())
+    assert profile.slurm.sbatch_options() == ("--partition=gpu",)
+    assert profile.slurm.gres == "gpu" and profile.slurm.shared_dir is None and profile.slurm.conf is None
+
+
+def test_every_mistake_of_a_slurm_profile_is_named_at_once(tmp_path: Path) -> None:
+    doc = slurm_doc(flavor="volcano", slurm={"shared_dir": "relative", "canary_comand": ["x"]},
+                    fault={"method": "kubelet-stop"}, safety={"allow_label": "a=b"})
+    with pytest.raises(ProfileError) as caught:
+        load(tmp_path, doc)
+    problems = caught.value.problems
+    assert any(p.startswith("flavor: a Kubernetes field; a Slurm profile") for p in problems), problems
+    assert any(p.startswith("slurm.partition: required field is missing") for p in problems), problems
+    assert any("slurm.canary_comand: unknown field; did you mean 'canary_command'?" in p for p in problems)
+    assert any(p.startswith("slurm.shared_dir: 'relative' is not an absolute path") for p in problems)
+    assert any(p.startswith("fault.method: kubelet-stop acts on Kubernetes") for p in problems), problems
+    assert any(p.startswith("safety.allow_label: unknown field") for p in problems), problems
+
+
+def test_a_stand_in_on_slurm_must_be_a_command(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"fault.stand_ins.kill: delete-node acts on Kubernetes"):
+        load(tmp_path, slurm_doc(fault={"method": "command", "command_template": "off {node}",
+                                        "stand_ins": {"kill": "delete-node"}}))
+
+
+def test_every_kind_says_why_it_cannot_run_on_slurm_and_serving_that_slurm_has_no_such_promise() -> None:
+    discover()
+    profile = load_profile(SLURM)
+    reasons = {name: kind.unsupported_on_slurm(profile) for name, kind in KINDS.items()}
+    assert reasons["serving"] is not None and reasons["serving"].startswith("Slurm has no such promise: Slurm runs "
+                                                                            "batch jobs")
+    assert all(r for r in reasons.values()), reasons
+
+
+def test_the_dry_run_plans_a_slurm_cluster_and_flags_what_cannot_run_there() -> None:
+    result = runner.invoke(app, ["run", "--dry-run", "--profile", str(SLURM), "--features", str(REPO / "features")])
+    assert result.exit_code == 3, result.output
+    assert "target: Slurm cluster lab-slurm (/etc/slurm/slurm.conf), partition gpu" in result.output
+    assert "partition gpu, account acceptance, QOS normal, GPUs as GRES gpu" in result.output
+    assert "only nodes with feature firedrill" in result.output
+    assert "WOULD BE INCONCLUSIVE here: Slurm has no such promise: Slurm runs batch jobs" in result.output
+
+
+@pytest.mark.parametrize("flags", [["--kubeconfig", "/nonexistent"], ["--defect", "lose-checkpoint"],
+                                   ["--parallel", "2"], ["--namespace", "x"]])
+def test_options_of_a_kubernetes_target_are_refused_with_a_slurm_profile(flags: list[str]) -> None:
+    result = runner.invoke(app, ["run", "--dry-run", "--profile", str(SLURM), "--features", str(REPO / "features"),
+                                 *flags])
+    assert result.exit_code == 2, result.output
+    assert f"error: {flags[0]}: the profile drills a Slurm cluster (platform: slurm)" in result.output

@@ -38,14 +38,15 @@ def problems_of(tmp_path: Path, doc: Any) -> list[str]:
     return caught.value.problems
 
 
-def test_the_examples_exist_for_every_flavor() -> None:
-    assert {p.name for p in EXAMPLES} == {f"profile-{flavor.value}.yaml" for flavor in GangFlavor}
+def test_the_examples_exist_for_every_flavor_and_for_slurm() -> None:
+    assert {p.name for p in EXAMPLES} == {f"profile-{flavor.value}.yaml" for flavor in GangFlavor} | \
+        {"profile-slurm.yaml"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_loads(path: Path) -> None:
     profile = load_profile(path)
-    assert profile.flavor.value in path.name
+    assert path.name == f"profile-{profile.platform.value if profile.on_slurm else profile.flavor.value}.yaml"
     assert not profile.fault.method.reference_only  # examples are for real clusters
 
 
