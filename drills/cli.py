@@ -391,18 +391,26 @@ def recover(
     from drills.target.journal import journals_for, state_dir, target_key
     from drills.target.marks import cluster_marks
     from drills.target.profile import load_profile
-    from drills.target.recover import Outcome, recover as undo_all, settle, sweep
+    from drills.target.recover import recover as undo_all, sweep
+    from drills.target.slurmtarget import slurm_key
 
     if run_id is not None and all_runs:
         err.print("error: name one RUN or --all, not both")
         raise typer.Exit(2)
     try:
-        timeout = load_profile(profile).fault.timeout_seconds if profile is not None else 120.0
-        server = KubeDriver.server_of(kubeconfig, context)
+        loaded = load_profile(profile) if profile is not None else None
+        timeout = loaded.fault.timeout_seconds if loaded is not None else 120.0
+        on_slurm = loaded is not None and loaded.on_slurm
+        server = slurm_key(loaded) if loaded is not None and on_slurm else KubeDriver.server_of(kubeconfig, context)
         every = list(journals_for(server))
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         raise typer.Exit(2) from None
+    if on_slurm:
+        assert loaded is not None
+        _recover_slurm(loaded, server, [s for s in every if s.unfinished and (run_id is None or s.run == run_id)],
+                       every, run_id, dry_run, timeout)
+        return
     states = [s for s in every if s.unfinished and (run_id is None or s.run == run_id)]
     where = state_dir() / "journals" / target_key(server)
     if not states and run_id is not None:
@@ -426,6 +434,42 @@ def recover(
         raise typer.Exit(4) from None
     finally:
         driver.close()
+    _recovery_said(done, swept, states, going, where, f"the cluster at {server}", dry_run)
+
+
+def _recover_slurm(profile: Any, server: str, states: list[Any], every: list[Any], run_id: str | None,
+                   dry_run: bool, timeout: float) -> None:
+    """``firedrill recover --profile`` for a Slurm cluster: each dead run's restore commands from its journal, then
+    (unless RUN is named or a run is still going) its canary jobs still on the cluster, cancelled."""
+    from drills.slurm.state import SlurmError
+    from drills.target.journal import state_dir, target_key
+    from drills.target.recover import recover as undo_all, sweep
+    from drills.target.slurmtarget import serving_on, slurm_driver, slurm_marks
+
+    where = state_dir() / "journals" / target_key(server)
+    if not states and run_id is not None:
+        err.print(f"error: no open fault journal of run {run_id} for {server} (in {where})")
+        raise typer.Exit(2)
+    going = [s for s in every if s.running]
+    for state in going:
+        console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
+                      "ends; not touched, and neither are its jobs")
+    driver = slurm_driver(profile)
+    done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving_on(driver))
+    try:
+        swept = [] if run_id is not None or going else sweep(None, slurm_marks(profile, driver), dry_run=dry_run,
+                                                             timeout=timeout)
+    except SlurmError as exc:
+        err.print(f"error: the Slurm cluster answered {exc}; run `firedrill recover` again once it can be read")
+        raise typer.Exit(4) from None
+    _recovery_said(done, swept, states, going, where, server, dry_run)
+
+
+def _recovery_said(done: list[Any], swept: list[Any], states: list[Any], going: list[Any], where: Path, cluster: str,
+                   dry_run: bool) -> None:
+    """What recovery did, each step on its line; the journals settled; exit 1 while something is left."""
+    from drills.target.recover import Outcome, settle
+
     for line in [d.line() for d in done] + [s.line() for s in swept]:
         console.print(line)
     if dry_run:
@@ -437,10 +481,10 @@ def recover(
                   f"with (journals: {where})")
         raise typer.Exit(1)
     if not done and not swept:
-        console.print(f"Nothing to recover: no run left a fault open on the cluster at {server} (journals: {where}), "
-                      "and nothing a run leaves is on it")
+        console.print(f"Nothing to recover: no run left a fault open on {cluster} (journals: {where}), and nothing "
+                      "a run leaves is on it")
         return
-    console.print(f"Recovered: every fault the dead runs left on the cluster at {server} is undone")
+    console.print(f"Recovered: every fault the dead runs left on {cluster} is undone")
 
 
 @app.command()

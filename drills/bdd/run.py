@@ -47,7 +47,8 @@ from drills.records.score import explain as explain_score, run_score, scored_fro
 from drills.records.verdict import Verdict
 from drills.scenario import needs
 from drills.kube.driver import KubeDriver
-from drills.target.connect import AccessCheck, Target, cluster_target, embedded_target
+from drills.target.connect import AccessCheck, LeftBroken, Target, cluster_target, embedded_target
+from drills.target.slurmtarget import SlurmTarget, slurm_key, slurm_target
 from drills.target.journal import ARCHIVE_NAME, FaultJournal
 from drills.target.recover import left_broken, leftovers
 from drills.target.leakreport.source import run_window_report, source_for
@@ -173,18 +174,18 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
     return cannot
 
 
-def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target:
+def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target | SlurmTarget:
+    if profile.on_slurm:
+        refused = _slurm_journals_refuse(profile, options)
+        if refused:
+            raise LeftBroken(refused)
+        return slurm_target(profile)
     if options.kubeconfig is not None or options.context is not None:
         access = AccessCheck(needed(features, profile), rbac_command(options.profile, options.features))
         return cluster_target(options.kubeconfig, options.context, profile, access,
                               recover_command=recover_command(options))
     return embedded_target(options.scheduler_profile, nodes=options.nodes, profile=profile, defects=options.defects,
                            real_gpus=options.real_gpus, node_prefix=options.node_prefix)
-
-
-SLURM_RUN_NOT_YET = ("the profile drills a Slurm cluster (platform: slurm): `firedrill run --dry-run` plans it, "
-                     "saying which scenarios can run there; the drills themselves do not run on Slurm yet "
-                     "(issue 47, docs/SLURM.md)")
 
 
 def slurm_where(profile: TargetProfile) -> str:
@@ -254,13 +255,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         err.print(f"error: {exc}")
         return ExitCode.USAGE
     remote = options.kubeconfig is not None or options.context is not None
-    if profile.slurm is not None:
-        if not options.dry_run:
-            err.print(f"error: {SLURM_RUN_NOT_YET}")
-            return ExitCode.USAGE
+    if profile.slurm is not None and options.dry_run:
+        refused = _slurm_journals_refuse(profile, options)
+        if refused:
+            err.print(f"error: {refused}")
+            return ExitCode.HARNESS
         cannot = _plan(console, features, slurm_where(profile), profile, options)
         return ExitCode.INCONCLUSIVE if cannot else ExitCode.PASSED
-    where = (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
+    where = slurm_where(profile) if profile.slurm is not None else (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
              if options.context else "")) if remote else \
         f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \
         (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
@@ -344,6 +346,12 @@ def _journals_refuse(options: RunOptions, console: Console) -> str:
     return left_broken(found, recover_command(options)) if found else ""
 
 
+def _slurm_journals_refuse(profile: TargetProfile, options: RunOptions) -> str:
+    """Why a run must not start on this Slurm cluster (a dead run's faults still journaled open), or ""."""
+    found = leftovers(slurm_key(profile))
+    return left_broken(found, recover_command(options)) if found else ""
+
+
 def _end_live(live: LiveServer, ended: RunEnded, run_dir: Path, linger: float, console: Console) -> None:
     """The live view's last event (the archive and how to verify it), its linger if asked, and its end."""
     try:
@@ -371,7 +379,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         return RunEnded(ExitCode.HARNESS, f"the target could not be reached: {exc}")
     target.keep_measuring = options.keep_measuring
     try:  # every fault is written down before it is injected (docs/SAFETY.md)
-        target.journal = FaultJournal.for_target(run_id, target.driver.host,
+        target.journal = FaultJournal.for_target(run_id, target.journal_key,
                                                  str(options.profile.resolve()) if options.profile else "")
     except FiredrillError as exc:
         target.close()
@@ -417,7 +425,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
             if os.environ.get(LIVE_TEST_HOLD):
                 console.print(f"{LIVE_TEST_HOLD} is set: waiting for a line on stdin before sealing (a test's hold)")
                 sys.stdin.readline()
-        if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED:
+        if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED and not profile.on_slurm:
             leak = run_window_report(source_for(target.profile, target.driver), started.timestamp(),
                                      datetime.now(timezone.utc).timestamp())
         else:
@@ -623,6 +631,8 @@ def _public_description(target: Target, options: RunOptions) -> str:
     """The target as the evidence names it: no kubeconfig path, no server credentials."""
     if target.embedded is not None:
         return target.description.rsplit(" at ", 1)[0]
+    if target.profile.on_slurm:
+        return target.description  # the cluster's name, its slurm.conf and partition: no credential
     return f"cluster{f' (context {options.context})' if options.context else ''} at {target.driver.host} " \
            f"({target.profile.flavor.value})"
 

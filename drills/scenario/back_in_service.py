@@ -13,11 +13,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from drills.kube.driver import NODE, KubeError
+from drills.errors import FiredrillError
 from drills.records.verdict import DrillResult, Measurement, Threshold
 from drills.target.connect import Target
 from drills.target.faults import CONTROL_PLANE
-from drills.target.service import describe, not_back, snapshot
+from drills.target.service import describe, not_back
 
 PHASE = "back in service"
 FAULTED = "faulted"
@@ -56,8 +56,8 @@ def judge_back_in_service(target: Target, result: DrillResult, limit: float,
     while True:
         result.raise_if_halted()
         try:
-            now = snapshot(target.driver.list(NODE), target.profile.gpu_resource)
-        except KubeError as exc:
+            now = target.service_now()
+        except FiredrillError as exc:  # the API server, or slurmctld, did not answer
             missing = {n: [f"unread ({exc})"] for n in nodes}
         else:
             missing = not_back(before, now, nodes)

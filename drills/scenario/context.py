@@ -10,6 +10,7 @@ from typing import TypeVar
 from drills.records.verdict import DrillInconclusive, DrillResult
 from drills.scenario.drill import KINDS, Drill
 from drills.scenario.guard import AbortGuard
+from drills.scenario.slurmwatch import SlurmInvariantWatch
 from drills.scenario.watch import InvariantWatch
 from drills.target.connect import Target
 from drills.target.profile import FaultMethod, FaultUnavailable
@@ -31,7 +32,7 @@ class ScenarioContext:
     run_id: str = field(default_factory=new_run_id)
     drills: list[Drill] = field(default_factory=list)
     """The drills this scenario started, oldest first (most scenarios start one)."""
-    invariants: InvariantWatch | None = None
+    invariants: InvariantWatch | SlurmInvariantWatch | None = None
     """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
     guard: AbortGuard | None = None
     """The profile's abort conditions, watched with the invariants (:mod:`drills.scenario.guard`)."""
@@ -40,14 +41,17 @@ class ScenarioContext:
     first step: a sentence two kinds share starts the drill of the kind the scenario is about
     (:meth:`drill_for`)."""
 
-    def watch_invariants(self) -> InvariantWatch:
+    def watch_invariants(self) -> InvariantWatch | SlurmInvariantWatch:
         """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md), and the profile's abort
         conditions (docs/SAFETY.md; the scenario's blast radius starts empty)."""
         if self.invariants is None:
             self.target.touched.clear()
             self.target.note_service()
-            self.guard = AbortGuard(self.target, self.result, lambda: set(self.target.touched)).start()
-            self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()
+            if self.target.profile.on_slurm:  # a Slurm profile names no abort conditions (docs/SLURM.md)
+                self.invariants = SlurmInvariantWatch(self.target, self.result, self.run_id).start()
+            else:
+                self.guard = AbortGuard(self.target, self.result, lambda: set(self.target.touched)).start()
+                self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()
         return self.invariants
 
     def stop_invariants(self) -> None:
@@ -58,12 +62,12 @@ class ScenarioContext:
     def drill(self, kind: type[D]) -> D:
         """The scenario's drill of this kind, started on first use; the result then takes the kind's name."""
         for running in self.drills:
-            if type(running) is kind:
-                return running
+            if type(running) is kind or type(running) is kind.on_target(self.target):
+                return running  # type: ignore[return-value]
         if KINDS.get(kind.kind) is not kind:
             raise TypeError(f"{kind.__qualname__} is not a registered drill kind (decorate it with "
                             "drills.scenario.drill.register)")
-        started = kind(self.target, self.result, self.run_id)
+        started = kind.on_target(self.target)(self.target, self.result, self.run_id)  # type: ignore[arg-type]
         self.result.drill = kind.kind
         self.drills.append(started)
         return started
@@ -105,4 +109,4 @@ class ScenarioContext:
                 log.warning("rollback failed: %s", exc)
         self.target.restore_all()
         self.target.restore_roles()
-        self.target.driver.stop_watches()
+        self.target.stop_watches()

@@ -111,6 +111,12 @@ class Drill(ABC):
     or "" where it does: then :meth:`unsupported_on_slurm` says whether its Slurm side is written."""
 
     @classmethod
+    def on_target(cls, target: Any) -> type[Drill]:
+        """The class that drills this kind on ``target``: the kind itself, or where the kind's Slurm side is
+        written and the target is a Slurm cluster, that side (a subclass of the kind)."""
+        return cls
+
+    @classmethod
     def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
         """Why a drill of this kind cannot run on the Slurm cluster of ``profile`` (``platform: slurm``), or None.
         Asked instead of :meth:`unsupported`, whose reasons are Kubernetes'; a kind whose Slurm side is written

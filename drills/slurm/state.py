@@ -119,6 +119,9 @@ class SlurmNode:
     gpus: int
     gpus_used: int
     reason: str
+    features: frozenset[str] = frozenset()
+    """Its features (slurm.conf ``Features=``, as ``sinfo`` reports them): the harness faults only nodes that carry
+    the profile's ``safety.allow_feature``."""
 
     @property
     def down(self) -> bool:
@@ -202,6 +205,13 @@ def _flags(node: Mapping[str, Any]) -> frozenset[NodeFlag]:
     return frozenset(out)
 
 
+def _features(node: Mapping[str, Any]) -> frozenset[str]:
+    """``features`` (a comma-separated string in 22.05, a list in later releases)."""
+    raw = node.get("features")
+    items = raw if isinstance(raw, list) else str(raw or "").split(",")
+    return frozenset(str(f).strip() for f in items if str(f).strip())
+
+
 def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
     """The nodes of a ``sinfo --json`` document (each once); a document that is not one raises SlurmError."""
     nodes = document.get("nodes")
@@ -212,7 +222,7 @@ def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
         name = str(n.get("name") or n.get("hostname") or "")
         if name and name not in seen:
             seen[name] = SlurmNode(name, _flags(n), gres_count(n.get("gres")), gres_count(n.get("gres_used")),
-                                   str(n.get("reason") or ""))
+                                   str(n.get("reason") or ""), _features(n))
     return [seen[k] for k in sorted(seen)]
 
 

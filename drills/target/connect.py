@@ -28,7 +28,7 @@ from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
 from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults,
-                                  no_journal)
+                                  no_journal, undo_each)
 from drills.target.journal import FaultJournal, Undo
 from drills.target.marks import Mark, annotation_removed, cluster_marks
 from drills.target.recover import left_broken, leftovers
@@ -214,9 +214,22 @@ class Target:
     """Each node's service when the run's first scenario began: a later scenario that finds the cluster short
     names the nodes an earlier one never gave back."""
 
+    @property
+    def journal_key(self) -> str:
+        """What the fault journals call this cluster: its API server's address."""
+        return self.driver.host
+
+    def service_now(self) -> dict[str, NodeService]:
+        """Every node's service as it stands (raises KubeError when the API server does not answer)."""
+        return snapshot(self.driver.list(NODE), self.profile.gpu_resource)
+
+    def stop_watches(self) -> None:
+        """Stop every watch the drills opened through the driver."""
+        self.driver.stop_watches()
+
     def note_service(self) -> None:
         """Read every node's service as the scenario begins (the first scenario's reading is kept too)."""
-        self.service_before = snapshot(self.driver.list(NODE), self.profile.gpu_resource)
+        self.service_before = self.service_now()
         if not self.service_at_first:
             self.service_at_first = self.service_before
 
@@ -370,16 +383,7 @@ class Target:
 
     def restore_all(self, how: str = "undone by the run's rollback") -> None:
         """Undo every fault this target injected (rollback), newest first; never raises."""
-        while self.faults_done:
-            record = self.faults_done.pop()
-            if record.undo is None:  # its journal entry stays open: it says what a person must do
-                continue
-            try:
-                record.undo()
-            except Exception as exc:  # noqa: BLE001 - rollback must try every fault
-                log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
-            else:
-                self._undone(record, how)
+        undo_each(self.faults_done, lambda record: self._undone(record, how), log)
         for node, annotation in list(self.annotated):  # the reference platform's Xids and throttles still standing
             try:
                 (self.clear_xids if annotation == INJECT_ANNOTATION else self.clear_throttle)(node)

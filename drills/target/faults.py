@@ -57,6 +57,21 @@ class FaultRecord:
     """The fault journal's intent for this fault (:mod:`drills.target.journal`), closed when it is undone."""
 
 
+def undo_each(records: list[FaultRecord], undone: Callable[[FaultRecord], None], log: Any) -> None:
+    """Undo every fault of ``records`` (popped newest first), telling ``undone`` of each one undone; a fault with
+    no undo stays for a person (its journal entry says what to do); never raises."""
+    while records:
+        record = records.pop()
+        if record.undo is None:
+            continue
+        try:
+            record.undo()
+        except Exception as exc:  # noqa: BLE001 - rollback must try every fault
+            log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+        else:
+            undone(record)
+
+
 class Intend(Protocol):
     """Writes down, durably, a fault about to be injected: ``(what, node, method, undo, expires_in=None) -> intent
     id`` (:meth:`drills.target.journal.FaultJournal.intend_fault`, through the target); called just before the

@@ -640,17 +640,23 @@ class SlurmSettings:
     training drills are INCONCLUSIVE, naming this field."""
     allow_feature: str = SLURM_FEATURE
     """Only nodes carrying this feature (slurm.conf ``Features=``) are ever faulted."""
+    sbatch_args: tuple[str, ...] = ()
+    """More ``sbatch`` arguments for every drill job, as the site's users submit theirs (``--requeue``,
+    ``--reservation=...``, ``--constraint=...``)."""
 
     def sbatch_options(self) -> tuple[str, ...]:
-        """What every drill job is submitted with: its partition, and its account and QOS where the profile says."""
+        """What every drill job is submitted with: its partition, its account and QOS where the profile says, and
+        the profile's own ``sbatch_args``."""
         out = [f"--partition={self.partition}"]
         out += [f"--account={self.account}"] if self.account else []
         out += [f"--qos={self.qos}"] if self.qos else []
-        return tuple(out)
+        return (*out, *self.sbatch_args)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"partition": self.partition, "gres": self.gres,
                                "canary_command": list(self.canary_command)}
+        if self.sbatch_args:
+            out["sbatch_args"] = list(self.sbatch_args)
         for key in ("conf", "account", "qos", "shared_dir"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -952,7 +958,10 @@ def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettin
 
 
 _SLURM_TOP = ("apiVersion", "kind", "name", "platform", "slurm", "fault", "safety")
-_SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir")
+_SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir", "sbatch_args")
+_SLURM_OWN_ARGS = frozenset({"--partition", "--account", "--qos", "--job-name", "--nodes", "--ntasks-per-node",
+                              "--gres", "--output"})
+"""sbatch options the drills or the profile's own fields set: refused in ``slurm.sbatch_args``."""
 _SLURM_SAFETY = ("allow_feature", "max_nodes", "max_gpu_share", "require_healthy")
 _KUBERNETES_ONLY = tuple(k for k in _TOP if k not in _SLURM_TOP)
 _SLURM_METHODS = (FaultMethod.COMMAND,)
@@ -983,6 +992,16 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
                             "[python3, -m, drills.canary]")
         else:
             slurm["canary_command"] = tuple(command)
+        args = section.data.get("sbatch_args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) and a.startswith("--") for a in args):
+            problems.append(f"{section.where('sbatch_args')}: expected a list of sbatch long options, e.g. "
+                            "[--requeue, --reservation=acceptance]")
+        elif any(a.split("=")[0] in _SLURM_OWN_ARGS for a in args):
+            own = ", ".join(a for a in args if a.split("=")[0] in _SLURM_OWN_ARGS)
+            problems.append(f"{section.where('sbatch_args')}: {own} set by the drills or by slurm.partition, "
+                            "account or qos; remove them")
+        else:
+            slurm["sbatch_args"] = tuple(args)
         for key in ("conf", "shared_dir"):
             if isinstance(slurm[key], str) and not slurm[key].startswith("/"):
                 problems.append(f"slurm.{key}: {slurm[key]!r} is not an absolute path; every node and this machine "

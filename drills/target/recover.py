@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -127,10 +127,13 @@ def left_broken(found: list[Leftover], recover_command: str, marks: Iterable[Mar
 
 
 def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = False,
-            timeout: float = 120.0) -> list[Recovered]:
+            timeout: float = 120.0, serving: Callable[[str], bool] | None = None) -> list[Recovered]:
     """Undo every unfinished intent of ``states`` (journals of runs that are not running), newest journal and
     newest intent first, writing a closure for each one undone.  ``driver``: the cluster's
-    :class:`~drills.kube.driver.KubeDriver`; ``timeout``: seconds a restore command may take."""
+    :class:`~drills.kube.driver.KubeDriver` (None on a Slurm cluster, whose faults are undone by command);
+    ``timeout``: seconds a restore command may take; ``serving``: whether a node serves again (default: the
+    Node is Ready and schedulable), which closes a step only a person could take."""
+    serving = serving or (lambda name: _node_serving(driver, name))
     done: list[Recovered] = []
     for state in sorted(states, key=lambda s: s.path.stat().st_mtime, reverse=True):
         if state.running:
@@ -140,7 +143,7 @@ def recover(driver: Any, states: Iterable[JournalState], *, dry_run: bool = Fals
                 done.append(Recovered(state.run, action, Outcome.WOULD_UNDO,
                                       "; ".join(u.describe() for u in action.undo) or "close it (nothing to run)"))
                 continue
-            outcome, detail = _undo(driver, action, timeout)
+            outcome, detail = _undo(driver, action, timeout, serving)
             if outcome is Outcome.UNDONE:
                 close_in(state.path, action.id, f"{RECOVERED_BY}: {detail}")
             done.append(Recovered(state.run, action, outcome, detail))
@@ -159,7 +162,7 @@ class Swept:
         return f"{self.outcome.value}: {self.mark.what} (found on the cluster): {self.detail}"
 
 
-def sweep(driver: Any, marks: Iterable[Mark], *, dry_run: bool = False) -> list[Swept]:
+def sweep(driver: Any, marks: Iterable[Mark], *, dry_run: bool = False, timeout: float = 30.0) -> list[Swept]:
     """Remove each mark a dead run left on the cluster: delete its objects, take back its annotations and
     taints.  Idempotent (an object gone meanwhile is fine)."""
     done = []
@@ -168,18 +171,18 @@ def sweep(driver: Any, marks: Iterable[Mark], *, dry_run: bool = False) -> list[
             done.append(Swept(mark, Outcome.WOULD_UNDO, mark.undo.describe()))
             continue
         try:
-            outcome, detail = _step(driver, "", mark.undo, 0.0)
+            outcome, detail = _step(driver, "", mark.undo, timeout)
         except KubeError as exc:
             outcome, detail = Outcome.FAILED, f"{mark.undo.describe()}: the API server answered {exc}"
         done.append(Swept(mark, outcome, detail))
     return done
 
 
-def _undo(driver: Any, action: Action, timeout: float) -> tuple[Outcome, str]:
+def _undo(driver: Any, action: Action, timeout: float, serving: Callable[[str], bool]) -> tuple[Outcome, str]:
     said: list[str] = []
     for step in action.undo:
         try:
-            outcome, detail = _step(driver, action.subject, step, timeout)
+            outcome, detail = _step(driver, action.subject, step, timeout, serving)
         except KubeError as exc:
             return Outcome.FAILED, f"{step.describe()}: the API server answered {exc}"
         said.append(detail)
@@ -188,7 +191,8 @@ def _undo(driver: Any, action: Action, timeout: float) -> tuple[Outcome, str]:
     return Outcome.UNDONE, "; ".join(said) or "nothing to run"
 
 
-def _step(driver: Any, subject: str, step: Undo, timeout: float) -> tuple[Outcome, str]:
+def _step(driver: Any, subject: str, step: Undo, timeout: float,
+          serving: Callable[[str], bool] | None = None) -> tuple[Outcome, str]:
     if step.kind is UndoKind.COMMAND:
         try:
             ran = run_command(shlex.join(step.argv), subject, timeout)
@@ -233,8 +237,8 @@ def _step(driver: Any, subject: str, step: Undo, timeout: float) -> tuple[Outcom
         return Outcome.UNDONE, (f"sent {name} to {', '.join(sent)}" if sent else
                                 "the processes it stopped are gone (they ended with their run)")
     # BY_HAND: done once the node it concerns serves again
-    if subject and _node_serving(driver, subject):
-        return Outcome.UNDONE, f"node {subject} is Ready and schedulable again"
+    if subject and (serving or (lambda name: _node_serving(driver, name)))(subject):
+        return Outcome.UNDONE, f"node {subject} serves again"
     return Outcome.NEEDS_PERSON, step.note
 
 

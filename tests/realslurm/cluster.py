@@ -16,6 +16,7 @@ own) and their descendants, the job's tasks: :meth:`SlurmCluster.kill_node` SIGK
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -37,6 +38,8 @@ __all__ = ["SLURM_BINARIES", "SlurmCluster", "SlurmClusterSpec", "SlurmError", "
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 NODE_ENV = "FIREDRILL_SLURM_NODE"
 """Set on each slurmd this cluster starts: which node's daemon a process is."""
+ATTACH_FILE = "cluster.json"
+"""Written in the cluster's folder at start: what another process needs to act on its nodes (:meth:`attach`)."""
 GPU_MAJOR = 195
 """NVIDIA's character device major; the simulated GPU files carry it, one minor each."""
 
@@ -81,11 +84,16 @@ class SlurmClusterSpec:
     cred_expire: int | None = None
     """``AuthInfo=cred_expire``: seconds a job credential lives, and so how long slurmctld holds a requeued batch
     job before it may start again (upstream default 120; None: the default)."""
+    message_timeout: int | None = None
+    """``MessageTimeout``: seconds slurmctld waits for a node's answer to a ping before it counts the node as not
+    responding (upstream 10; None: the default)."""
     scheduler_parameters: str | None = None
     """``SchedulerParameters`` (None: upstream's, whose main loop runs every 60 s and backfill every 30 s)."""
     return_to_service: int = 2
     """``ReturnToService``: 2, a DOWN node that registers with a valid configuration is up again."""
     node_prefix: str = "slurm-node"
+    features: tuple[str, ...] = ("firedrill",)
+    """Every node's ``Features=`` (a profile's ``safety.allow_feature`` is one of them)."""
     extra_conf: tuple[str, ...] = ()
     """More slurm.conf lines, appended."""
 
@@ -163,11 +171,13 @@ class SlurmCluster:
             *([f"SchedulerParameters={spec.scheduler_parameters}"] if spec.scheduler_parameters else []),
             "GresTypes=gpu",
             f"SlurmdTimeout={spec.slurmd_timeout}",
+            *([f"MessageTimeout={spec.message_timeout}"] if spec.message_timeout else []),
             f"JobRequeue={1 if spec.job_requeue else 0}",
             f"ReturnToService={spec.return_to_service}",
             "MinJobAge=600",
             *[f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.ports[n]} "
               f"CPUs={spec.cpus_per_node} RealMemory={spec.memory_mb} Gres=gpu:{spec.gpus_per_node} State=UNKNOWN"
+              + (f" Features={','.join(spec.features)}" if spec.features else "")
               for n in names],
             f"PartitionName={spec.partition} Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP",
             *spec.extra_conf,
@@ -182,6 +192,22 @@ class SlurmCluster:
                     os.mknod(path, 0o600 | 0o020000, os.makedev(GPU_MAJOR, i * spec.gpus_per_node + g))
             gres.append(f"NodeName={node} Name=gpu File={files[0].parent}/nvidia[0-{spec.gpus_per_node - 1}]")
         (root / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
+        (root / ATTACH_FILE).write_text(json.dumps({"short": str(self.short), "nodes": names,
+                                                    "node_prefix": spec.node_prefix,
+                                                    "gpus_per_node": spec.gpus_per_node}))
+
+    @classmethod
+    def attach(cls, root: Path) -> SlurmCluster:
+        """The cluster started in ``root`` by another process (its node tool, a profile's fault command): its
+        nodes can be killed and restored from here; :meth:`stop` stays with the process that started it."""
+        try:
+            saved = json.loads((root / ATTACH_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise SlurmError(f"no cluster was started in {root} ({exc})") from None
+        made = cls(SlurmClusterSpec(root, nodes=len(saved["nodes"]), gpus_per_node=saved["gpus_per_node"],
+                                    node_prefix=saved["node_prefix"]))
+        made.sockets = Path(saved["short"])
+        return made
 
     # ------------------------------------------------------------- start, stop
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -247,8 +273,9 @@ class SlurmCluster:
                 ppid = int(stat.rsplit(")", 1)[1].split()[1])
                 children.setdefault(ppid, []).append(pid)
                 cmd = (entry / "cmdline").read_bytes().split(b"\0")[0]
-                if cmd.endswith(b"slurmd") and f"{NODE_ENV}={node}".encode() in (entry / "environ").read_bytes() \
-                        .split(b"\0"):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if cmd.endswith(b"slurmd") and str(self.conf).encode() in argv and \
+                        f"{NODE_ENV}={node}".encode() in (entry / "environ").read_bytes().split(b"\0"):
                     roots.append(pid)
                 elif cmd.startswith(b"slurmstepd") and any(
                         os.readlink(fd) == log for fd in (entry / "fd").iterdir()):

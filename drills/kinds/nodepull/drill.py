@@ -4,17 +4,19 @@ Steady state before (a canary job running whole, a checkpoint written) -> act (p
 confirm the fault) -> observe (each phase instant, from the harness's watches and the canary's own log) -> judge
 (each phase against its threshold; the resume point; lost steps; split brain) -> rollback (the fault undone,
 everything the drill made deleted).  The run itself, and what each instant means, is
-:class:`drills.workloads.training.TrainingRun`; this kind is that run as a scenario's drill.
+:class:`drills.workloads.training.TrainingRun` (on a Slurm cluster :class:`drills.workloads.slurmtraining
+.SlurmTrainingRun`); this kind is that run as a scenario's drill.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from drills.scenario.drill import Drill, register
 from drills.target.profile import TargetProfile
 from drills.target.access import Permission
+from drills.workloads.slurmtraining import SlurmTrainingRun, slurm_storage_problem
 from drills.workloads.training import TrainingRun, training_job_problem, training_permissions
 
 
@@ -30,5 +32,19 @@ class NodePullDrill(TrainingRun, Drill):
         return training_job_problem(profile)
 
     @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        return slurm_storage_problem(profile)
+
+    @classmethod
+    def on_target(cls, target: Any) -> type[Drill]:
+        return SlurmNodePull if target.profile.on_slurm else cls
+
+    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return training_permissions(profile, "node pull")  # the fault's own: drills.target.faults
+
+
+@dataclass
+class SlurmNodePull(SlurmTrainingRun, NodePullDrill):
+    """The node pull on a Slurm cluster: the same sentences and judgement, the job a requeueable batch job
+    (:class:`SlurmTrainingRun`)."""

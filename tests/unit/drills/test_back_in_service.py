@@ -65,6 +65,9 @@ class Target:
     profile: Profile = field(default_factory=Profile)
     undone: list[str] = field(default_factory=list)
 
+    def service_now(self) -> dict[str, Any]:
+        return snapshot(self.driver.list(None), self.profile.gpu_resource)
+
     def restore_all(self, how: str = "") -> None:
         while self.faults_done:
             record = self.faults_done.pop()

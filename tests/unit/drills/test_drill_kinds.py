@@ -20,22 +20,17 @@ from drills.scenario.drill import KINDS, Drill, Loaded, register
 from drills.scenario.vocabulary import SENTENCES, VOCABULARY, Checked, Requires, check_scenario, sentence_of
 
 
-class FakeDriver:
-    def __init__(self) -> None:
-        self.stopped = 0
-
-    def stop_watches(self) -> None:
-        self.stopped += 1
-
-
 class FakeTarget:
     """Only what the context itself touches: undoing faults, putting the spare pool back and stopping watches
     (the drills below act on nothing)."""
 
     def __init__(self) -> None:
-        self.driver = FakeDriver()
+        self.stopped = 0
         self.restored = 0
         self.roles_restored = 0
+
+    def stop_watches(self) -> None:
+        self.stopped += 1
 
     def restore_all(self) -> None:
         self.restored += 1
@@ -151,7 +146,7 @@ def test_rollback_reaches_every_drill_newest_first_then_the_target() -> None:
     assert ROLLED_BACK == ["test-loaded", "test-first"]
     assert ctx.target.restored == 1  # type: ignore[attr-defined]
     assert ctx.target.roles_restored == 1  # type: ignore[attr-defined]
-    assert ctx.target.driver.stopped == 1  # type: ignore[attr-defined]
+    assert ctx.target.stopped == 1  # type: ignore[attr-defined]
 
 
 def test_a_shared_sentence_acts_on_the_newest_drill_that_fits() -> None:

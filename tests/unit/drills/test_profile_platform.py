@@ -51,7 +51,8 @@ def test_an_unknown_platform_is_refused_naming_the_ones_there_are(tmp_path: Path
 def test_the_shipped_slurm_example_loads_and_records_only_slurm_fields() -> None:
     profile = load_profile(SLURM)
     assert profile.on_slurm and profile.slurm is not None
-    assert profile.slurm.sbatch_options() == ("--partition=gpu", "--account=acceptance", "--qos=normal")
+    assert profile.slurm.sbatch_options() == ("--partition=gpu", "--account=acceptance", "--qos=normal",
+                                              "--requeue")
     assert profile.slurm.shared_dir == "/shared/firedrill" and profile.slurm.allow_feature == "firedrill"
     assert profile.fault.method is FaultMethod.COMMAND
     recorded = profile.to_dict()
@@ -81,6 +82,16 @@ def test_every_mistake_of_a_slurm_profile_is_named_at_once(tmp_path: Path) -> No
     assert any(p.startswith("safety.allow_label: unknown field") for p in problems), problems
 
 
+def test_sbatch_args_are_long_options_the_drills_do_not_set_themselves(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"slurm.sbatch_args: --nodes=2, --partition=x set by the drills"):
+        load(tmp_path, slurm_doc(slurm={"partition": "gpu", "sbatch_args": ["--requeue", "--nodes=2",
+                                                                            "--partition=x"]}))
+    with pytest.raises(ProfileError, match=r"slurm.sbatch_args: expected a list of sbatch long options"):
+        load(tmp_path, slurm_doc(slurm={"partition": "gpu", "sbatch_args": "--requeue"}))
+    assert load(tmp_path, slurm_doc(slurm={"partition": "gpu", "sbatch_args": ["--requeue"]})).slurm.sbatch_args \
+        == ("--requeue",)
+
+
 def test_a_stand_in_on_slurm_must_be_a_command(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"fault.stand_ins.kill: delete-node acts on Kubernetes"):
         load(tmp_path, slurm_doc(fault={"method": "command", "command_template": "off {node}",
@@ -93,7 +104,15 @@ def test_every_kind_says_why_it_cannot_run_on_slurm_and_serving_that_slurm_has_n
     reasons = {name: kind.unsupported_on_slurm(profile) for name, kind in KINDS.items()}
     assert reasons["serving"] is not None and reasons["serving"].startswith("Slurm has no such promise: Slurm runs "
                                                                             "batch jobs")
+    assert reasons.pop("node-pull") is None  # its Slurm side is written (tests/realslurm/test_nodepull.py)
     assert all(r for r in reasons.values()), reasons
+
+
+def test_node_pull_on_slurm_needs_the_shared_directory(tmp_path: Path) -> None:
+    discover()
+    assert KINDS["node-pull"].unsupported_on_slurm(load(tmp_path, slurm_doc())) == (
+        "the training canary on Slurm needs a directory every node sees at the same path for its checkpoints, "
+        "rendezvous and output: set slurm.shared_dir in the target profile (docs/SLURM.md)")
 
 
 def test_the_dry_run_plans_a_slurm_cluster_and_flags_what_cannot_run_there() -> None:

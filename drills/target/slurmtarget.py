@@ -1,0 +1,246 @@
+"""A Slurm cluster as a drill target: the profile's ``slurm`` settings, the Slurm driver, the fault commands.
+
+The Kubernetes target (:class:`drills.target.connect.Target`) holds a Kubernetes driver; this one holds the Slurm
+driver (:mod:`drills.slurm`) and offers the drills the same surface where a Slurm cluster has the same thing: the
+run's timeline and fault journal, pulling a node with the profile's command (written down before it acts, undone
+on every exit path), each node's service before a scenario and now, and what a dead run left broken.
+
+Safety, as on Kubernetes (docs/SAFETY.md): only nodes carrying the profile's ``safety.allow_feature`` are pulled;
+at most ``safety.max_nodes`` nodes and ``safety.max_gpu_share`` of the GPUs per scenario; with
+``safety.require_healthy`` a run refuses a cluster whose allowed nodes are already down or drained; a run refuses a
+cluster for which a dead run's fault journal still holds a fault not undone (``firedrill recover --profile``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drills.kube.timeline import Timeline
+from drills.slurm.driver import SlurmDriver
+from drills.slurm.state import NodeFlag, SlurmError, SlurmNode
+from drills.target.faults import FaultError, FaultRecord, run_command, undo_each
+from drills.target.journal import FaultJournal, Undo, UndoKind
+from drills.target.marks import Mark
+from drills.target.profile import FaultMethod, TargetProfile
+from drills.target.service import NodeService, describe, not_back
+
+__all__ = ["CANARY_JOB", "SlurmTarget", "node_service", "serving_on", "slurm_driver", "slurm_key", "slurm_marks",
+           "slurm_target"]
+
+log = logging.getLogger(__name__)
+
+OUT_OF_SERVICE = (NodeFlag.DOWN, NodeFlag.NOT_RESPONDING, NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.FUTURE,
+                  NodeFlag.INVALID, NodeFlag.MAINTENANCE, NodeFlag.POWERED_DOWN, NodeFlag.REBOOT_REQUESTED)
+"""The node states that keep a Slurm node from running jobs, as "back in service" names them."""
+
+
+def slurm_key(profile: TargetProfile) -> str:
+    """What the fault journals call this cluster (the Kubernetes target uses its API server's address)."""
+    assert profile.slurm is not None
+    return f"slurm:{profile.slurm.conf or 'default slurm.conf'}"
+
+
+def node_service(node: SlurmNode) -> NodeService:
+    """A Slurm node's service in the words "back in service" judges: ready = answering and not DOWN; cordoned =
+    drained; its other states that keep jobs off it stand as its taints; its GPUs = its GRES count."""
+    return NodeService(node.name, ready=not node.down,
+                       cordoned=bool(node.flags & {NodeFlag.DRAIN, NodeFlag.DRAINING}),
+                       taints=frozenset(f"slurm state {f.value}" for f in node.flags if f in OUT_OF_SERVICE
+                                        and f not in (NodeFlag.DOWN, NodeFlag.NOT_RESPONDING, NodeFlag.DRAIN,
+                                                      NodeFlag.DRAINING)),
+                       gpus=node.gpus)
+
+
+@dataclass
+class SlurmTarget:
+    """A Slurm cluster, drilled through its commands (``platform: slurm``)."""
+
+    driver: SlurmDriver
+    profile: TargetProfile
+    timeline: Timeline = field(default_factory=Timeline)
+    journal: FaultJournal | None = None
+    faults_done: list[FaultRecord] = field(default_factory=list)
+    touched: set[str] = field(default_factory=set)
+    service_before: dict[str, NodeService] = field(default_factory=dict)
+    service_at_first: dict[str, NodeService] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    keep_measuring: float = 0.0
+    embedded: None = None
+    """Never the embedded platform: the same question the Kubernetes target answers."""
+    fingerprint: None = None
+    access_checked: None = None
+    defects: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------- what it is
+    @property
+    def journal_key(self) -> str:
+        return slurm_key(self.profile)
+
+    @property
+    def description(self) -> str:
+        assert self.profile.slurm is not None
+        return (f"Slurm cluster {self.profile.name} ({self.profile.slurm.conf or 'the client default slurm.conf'}), "
+                f"partition {self.profile.slurm.partition}")
+
+    def secrets(self) -> list[str]:
+        return []  # munge holds the credentials; the harness reads none
+
+    def nodes(self) -> list[SlurmNode]:
+        return self.driver.nodes()
+
+    # ------------------------------------------------------------- service
+    def service_now(self) -> dict[str, NodeService]:
+        """Every node's service as it stands (raises SlurmError when the cluster does not answer)."""
+        return {n.name: node_service(n) for n in self.nodes()}
+
+    def note_service(self) -> None:
+        self.service_before = self.service_now()
+        if not self.service_at_first:
+            self.service_at_first = self.service_before
+
+    def not_given_back(self) -> str:
+        if not self.service_at_first:
+            return ""
+        try:
+            return describe(not_back(self.service_at_first, self.service_now()))
+        except SlurmError:
+            return ""
+
+    def preflight(self) -> None:
+        """Refuse a cluster whose allowed nodes are already out of service (``safety.require_healthy``); warn
+        otherwise."""
+        assert self.profile.slurm is not None
+        feature = self.profile.slurm.allow_feature
+        nodes = self.nodes()
+        allowed = [n for n in nodes if feature in n.features]
+        if not allowed:
+            self.warnings.append(f"no node carries the feature {feature!r} (safety.allow_feature), so no node can "
+                                 "be pulled: add it to the GPU nodes' Features= in slurm.conf")
+        out = {n.name: [f.value for f in sorted(n.flags & set(OUT_OF_SERVICE), key=lambda f: f.value)]
+               for n in allowed if not n.serving}
+        if out and self.profile.safety.require_healthy:
+            raise SlurmError("the cluster is already degraded, so no verdict on it would be honest: "
+                             + "; ".join(f"{k}: {', '.join(v) or 'not serving'}" for k, v in sorted(out.items()))
+                             + " (bring the nodes back, or set safety.require_healthy: false to drill it anyway)")
+        self.warnings += [f"node {k} is out of service before the run: {', '.join(v)}" for k, v in sorted(out.items())]
+
+    # ------------------------------------------------------------- faults
+    def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
+        """Run the profile's fault command on ``node``, written down first; the record says whether the command
+        acted (its exit status): the drill confirms the fault from the workload (the rank there falls silent)."""
+        if method is not FaultMethod.COMMAND:
+            raise FaultError(f"a Slurm node is pulled with the profile's command, not {method.value}")
+        self._check_blast_radius(node)
+        command = self.profile.fault.command_for(node)
+        restore = self.profile.fault.restore_for(node)
+        undo = (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore else (Undo(
+            UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no restore_template"),)
+        intent = "" if self.journal is None else self.journal.intend_fault(
+            f"{method.value} on Slurm node {node}: {command}", node, method, undo, self.profile.fault.expire_seconds)
+        self.touched.add(node)
+        record = run_command(command, node, self.profile.fault.timeout_seconds)
+        record.acted_at = self.timeline.clock.mono()
+        record.journal_id = intent
+        if restore:
+            record.undo = lambda: self._restore(restore, node)
+        self.faults_done.append(record)
+        self.timeline.action("fault", target=node, method=method.value, command=command, confirmed=record.confirmed)
+        return record
+
+    def _restore(self, command: str, node: str) -> None:
+        done = run_command(command, node, self.profile.fault.timeout_seconds)
+        if not done.confirmed:
+            raise FaultError(f"the restore command for node {node} failed: {done.detail}")
+
+    def _check_blast_radius(self, node: str) -> None:
+        assert self.profile.slurm is not None
+        nodes = {n.name: n for n in self.nodes()}
+        found = nodes.get(node)
+        feature = self.profile.slurm.allow_feature
+        if found is None:
+            raise FaultError(f"node {node} is not in the cluster's sinfo")
+        if feature not in found.features:
+            raise FaultError(f"node {node} does not carry the feature {feature!r} (safety.allow_feature), so it is "
+                             "never pulled; add the feature in slurm.conf to allow it")
+        safety = self.profile.safety
+        pulled = self.touched | {node}
+        if len(pulled) > safety.max_nodes:
+            raise FaultError(f"pulling {node} would fault {len(pulled)} nodes in this scenario, over "
+                             f"safety.max_nodes ({safety.max_nodes})")
+        total = sum(n.gpus for n in nodes.values()) or 1
+        share = sum(nodes[n].gpus for n in pulled if n in nodes) / total
+        if share > safety.max_gpu_share:
+            raise FaultError(f"pulling {node} would take {share:.0%} of the cluster's GPUs out, over "
+                             f"safety.max_gpu_share ({safety.max_gpu_share:.0%})")
+
+    def restore(self, record: FaultRecord) -> None:
+        if record in self.faults_done:
+            self.faults_done.remove(record)
+        if record.undo is not None:
+            record.undo()
+            self._undone(record, "undone by the run")
+
+    def restore_all(self, how: str = "undone by the run's rollback") -> None:
+        """Undo every fault of this target, newest first; never raises."""
+        undo_each(self.faults_done, lambda record: self._undone(record, how), log)
+
+    def _undone(self, record: FaultRecord, how: str) -> None:
+        if self.journal is not None and record.journal_id:
+            self.journal.close(record.journal_id, how)
+
+    def restore_roles(self) -> None:
+        """Nothing: a Slurm node is never touched beyond its fault's own undo."""
+
+    def stop_watches(self) -> None:
+        """Nothing: the drills poll the cluster themselves and stop on their own."""
+
+    def close(self) -> None:
+        self.restore_all()
+
+
+CANARY_JOB = re.compile(r"^canary-fd[0-9a-f]{6}$")
+"""The name every drill's canary job has (``canary-<run id>``): only a Firedrill run submits such a job."""
+
+
+def slurm_driver(profile: TargetProfile) -> SlurmDriver:
+    assert profile.slurm is not None
+    return SlurmDriver(conf=Path(profile.slurm.conf) if profile.slurm.conf else None)
+
+
+def slurm_marks(profile: TargetProfile, driver: SlurmDriver) -> list[Mark]:
+    """What a dead run left on the Slurm cluster itself, journal or not: its canary jobs still queued or running
+    (they hold GPUs the next verdict would count as the platform's), each with the ``scancel`` that ends it."""
+    assert profile.slurm is not None
+    env = ("env", f"SLURM_CONF={profile.slurm.conf}") if profile.slurm.conf else ()
+    return [Mark(f"Slurm job {j.job_id} {j.name} ({j.state.value}" + (f" on {', '.join(j.nodes)}" if j.nodes else "")
+                 + ")", Undo(UndoKind.COMMAND, argv=(*env, "scancel", str(j.job_id)),
+                             note=f"cancel Slurm job {j.job_id}"))
+            for j in driver.jobs() if CANARY_JOB.match(j.name) and not j.state.ended]
+
+
+def serving_on(driver: SlurmDriver) -> Callable[[str], bool]:
+    """Whether a node of the cluster serves again (recovery closes a step only a person could take then)."""
+    def serving(name: str) -> bool:
+        try:
+            return any(n.name == name and n.serving for n in driver.nodes())
+        except SlurmError:
+            return False
+    return serving
+
+
+def slurm_target(profile: TargetProfile, workdir: Path | None = None) -> SlurmTarget:
+    """Reach the Slurm cluster ``profile`` names and check it before any drill (raises SlurmError saying what
+    failed and how to fix it)."""
+    assert profile.slurm is not None
+    conf = Path(profile.slurm.conf) if profile.slurm.conf else None
+    if conf is not None and not conf.exists():
+        raise SlurmError(f"slurm.conf {conf} (slurm.conf in the profile) does not exist on this machine; point "
+                         "slurm.conf at the cluster's configuration as this machine reads it")
+    target = SlurmTarget(SlurmDriver(conf=conf, workdir=workdir), profile)  # workdir: where sbatch runs
+    target.preflight()
+    return target

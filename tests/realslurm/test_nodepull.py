@@ -1,0 +1,123 @@
+"""The node-pull feature on a real Slurm (issue 47, Done-when 1 and 2): ``firedrill run --profile`` with a Slurm
+profile runs the shipped scenario 5.1, its windows fitted to this cluster's tuning (``tests/realslurm/drill.py``),
+against the distribution's slurmctld and slurmd.  The canary runs as a batch job of one task per node; a node is
+killed with ``nodectl.py`` (its slurmd, step daemons and tasks SIGKILLed: a host crash) and every phase is timed
+from the harness's own reads (``sinfo``, ``squeue``) and the canary's own lines:
+
+- the node goes NOT_RESPONDING (detect), Slurm sets it DOWN and requeues the job (evict), the job runs again on
+  the other nodes as the next generation (replace), the canary resumes from its last checkpoint (resume); the
+  restore command powers the node on and it serves again (back in service): PASS, the invariants held;
+- with ``JobRequeue=0`` the job ends NODE_FAIL and never comes back: FAIL at once, naming the job.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
+from tests.realslurm.drill import CLI, TUNED_WINDOWS, firedrill_run, profile_yaml, scenario
+from tests.realslurm.test_cluster import MESSAGE_TIMEOUT_S, TUNED
+
+pytestmark = pytest.mark.realslurm
+
+PHASES = ("detect", "evict", "replace", "resume", "total")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
+    with running(SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=4,
+                                  job_requeue=getattr(request, "param", True), **TUNED)) as made:
+        yield made
+
+
+def test_a_node_pulled_under_the_canary_is_detected_requeued_and_resumed(cluster: SlurmCluster,
+                                                                          tmp_path: Path) -> None:
+    proc, (result,) = firedrill_run(cluster, tmp_path, scenario("node_pull.feature", "5.1", TUNED_WINDOWS))
+    out = proc.stdout + proc.stderr
+    measured = {m["name"]: m["value"] for m in result["measurements"]}
+    print("node pull on slurm: " + ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if v is not None))
+    assert proc.returncode == 0 and result["verdict"] == "PASS", out
+    assert all(measured[p] is not None and measured[p] > 0 for p in PHASES), measured
+    assert measured["detect"] >= MESSAGE_TIMEOUT_S, measured  # the harness really waited for slurmctld's ping
+    assert measured["lost steps"] <= 10 and measured["back in service"] is not None, measured
+    fault = result["details"]["fault"]
+    assert fault["confirmed"] and ("logged nothing" in fault["detail"] or "down" in fault["detail"]), fault
+    # The invariants, from the canaries' own start lines: every rank named the GPUs Slurm bound to its step (by
+    # index on its node), generation 0 and generation 1 each one world, and generation 1 off the pulled node.
+    invariants = result["details"]["invariants"]
+    assert invariants["breaches"] == [], invariants
+    ranks = invariants["identities"]
+    assert {uid.split(".", 1)[1] for uid in ranks} == {"0.0", "0.1", "1.0", "1.1"}, ranks
+    assert all(len(gpus) == 4 and all(g.startswith("slurm-node-") for g in gpus) for gpus in ranks.values()), ranks
+    after = {g.split(":")[0] for uid, gpus in ranks.items() if uid.split(".")[1] == "1" for g in gpus}
+    assert fault["node"] not in after and len(after) == 2, (fault, ranks)
+    resumed = result["details"]["resume-point"]
+    assert resumed["resumed_from"] == resumed["last_checkpoint_before_fault"] > 0, resumed
+
+
+@pytest.mark.parametrize("cluster", [False], indirect=True, ids=["JobRequeue=0"])
+def test_with_requeue_off_the_pull_fails_naming_the_job_that_never_came_back(cluster: SlurmCluster,
+                                                                             tmp_path: Path) -> None:
+    proc, (result,) = firedrill_run(cluster, tmp_path, scenario("node_pull.feature", "5.1", TUNED_WINDOWS))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and result["verdict"] == "FAIL", out
+    assert "the canary job 1 ended NODE_FAIL (reason NodeDown) after node slurm-node-" in out, out
+    assert "never ran again: Slurm did not requeue it" in out, out
+    measured = {m["name"]: m["value"] for m in result["measurements"]}
+    assert measured["detect"] is not None and measured.get("replace") is None, measured
+
+
+def test_a_run_killed_mid_pull_is_refused_until_recover_restores_the_node_and_cancels_its_job(
+        cluster: SlurmCluster, tmp_path: Path) -> None:
+    """A run SIGKILLed once its fault is journaled (a CI timeout): nothing rolled back, the node dead, the canary
+    job still on the cluster.  The next run's plan refuses, naming the fault and `firedrill recover`; recover runs
+    the restore command and cancels the dead run's job; the node serves again and the plan goes ahead."""
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "node_pull.feature").write_text(scenario("node_pull.feature", "5.1", TUNED_WINDOWS))
+    profile = tmp_path / "profile.yaml"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    profile.write_text(profile_yaml(cluster, shared))
+    env = {**cluster.env(), "FIREDRILL_STATE_DIR": str(tmp_path / "state")}
+    journals = tmp_path / "state" / "journals"
+    with open(tmp_path / "killed.log", "wb") as out:
+        run = subprocess.Popen([*CLI, "run", "--profile", str(profile), "--features", str(features), "--reports",
+                                str(tmp_path / "reports"), "--no-live"], env=env, stdout=out,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("nodectl.py" in line and '"intent"' in line for p in journals.glob("*/*.jsonl")
+                      for line in p.read_text().splitlines()):
+            assert run.poll() is None, (tmp_path / "killed.log").read_text()
+            assert time.monotonic() < deadline, "no fault journaled"
+            time.sleep(0.2)
+        time.sleep(1.0)  # test pacing only: the fault's command acts right after its intent is written
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    (journal,) = journals.glob("*/*.jsonl")
+    node = re.search(r"on Slurm node (\S+):", journal.read_text()).group(1)  # type: ignore[union-attr]
+    assert [j for j in cluster.driver.jobs() if j.name.startswith("canary-") and not j.state.ended]
+    plan = [*CLI, "run", "--dry-run", "--profile", str(profile), "--features", str(features)]
+    refused = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 4 and f"on Slurm node {node}" in refused.stderr, refused.stdout + refused.stderr
+    assert "firedrill recover" in refused.stderr, refused.stderr
+    done = subprocess.run([*CLI, "recover", "--profile", str(profile)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"on Slurm node {node}" in done.stdout and "restore" in done.stdout, done.stdout
+    assert re.search(r"undone: Slurm job \d+ canary-fd", done.stdout), done.stdout
+    cluster.wait_nodes([node], ("IDLE",), 60)
+    deadline = time.monotonic() + 30  # a cancelled job is COMPLETING while its steps are cleaned up
+    while left := [j for j in cluster.driver.jobs() if j.name.startswith("canary-") and not j.state.ended]:
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+    planned = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+    assert planned.returncode in (0, 3), planned.stdout + planned.stderr
