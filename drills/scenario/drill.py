@@ -33,6 +33,7 @@ import pkgutil
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -112,9 +113,9 @@ class Drill(ABC):
 
     @classmethod
     def on_target(cls, target: Any) -> type[Drill]:
-        """The class that drills this kind on ``target``: the kind itself, or where the kind's Slurm side is
-        written and the target is a Slurm cluster, that side (a subclass of the kind)."""
-        return cls
+        """The class that drills this kind on ``target``: the kind itself, or on a Slurm cluster the kind's Slurm
+        side where one is written (:func:`slurm_side`)."""
+        return SLURM_SIDES.get(cls, cls) if target.profile.on_slurm else cls
 
     @classmethod
     def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
@@ -150,6 +151,21 @@ def register(cls: type[D]) -> type[D]:
                          f"{cls.__module__}.{cls.__qualname__}")
     KINDS[name] = cls
     return cls
+
+
+SLURM_SIDES: dict[type[Drill], type[Drill]] = {}
+"""Each kind whose Slurm side is written -> that side (:func:`slurm_side`)."""
+
+
+def slurm_side(kind: type[Drill]) -> Callable[[type[D]], type[D]]:
+    """Class decorator: the decorated subclass of ``kind`` drills it on a Slurm cluster (the scenario context
+    starts it there in the kind's place, :meth:`Drill.on_target`)."""
+    def mark(cls: type[D]) -> type[D]:
+        if not issubclass(cls, kind):
+            raise TypeError(f"{cls.__qualname__} is not a {kind.__qualname__}, so it cannot drill it on Slurm")
+        SLURM_SIDES[kind] = cls
+        return cls
+    return mark
 
 
 def discover() -> list[str]:

@@ -20,7 +20,7 @@ from drills.records.verdict import DrillResult
 from drills.scenario.invariants import Breach, Identity, InvariantBook, PodView
 from drills.slurm.state import JobState, SlurmError
 from drills.workloads.canarylog import CanaryEvent, parse_line
-from drills.workloads.slurmtraining import RankOutput, job_of, run_folder
+from drills.workloads.slurmtraining import RankOutput, job_of, run_folder, said_node
 
 __all__ = ["SlurmInvariantWatch"]
 
@@ -97,8 +97,7 @@ class SlurmInvariantWatch:
             line = parse_line(raw, pod="", uid="", node="", mono=0.0, wall=0.0)
             if line is None or line.event is not CanaryEvent.START:
                 continue
-            config = line.fields.get("config") or {}
-            node = str(config.get("node") or "") if isinstance(config, dict) else ""
+            node = said_node(line)
             gpus = line.fields.get("gpus")
             world = line.fields.get("world_size")
             named = tuple(f"{node}:{g}" for g in gpus) if isinstance(gpus, list) else None

@@ -41,7 +41,7 @@ from drills.target.profile import FaultMethod, TargetProfile
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
 from drills.workloads.training import Instant, TrainingRun
 
-__all__ = ["RankOutput", "SlurmTrainingRun", "job_of", "run_folder", "slurm_storage_problem"]
+__all__ = ["RankOutput", "SlurmTrainingRun", "job_of", "run_folder", "said_node", "slurm_storage_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,12 @@ class RankOutput:
             self._offsets[path] = self._offsets.get(path, 0) + len(complete)
             out += [(path, raw) for raw in complete.decode("utf-8", errors="replace").splitlines()]
         return out
+
+
+def said_node(line: CanaryLine) -> str:
+    """The node a rank's start line says it runs on (its ``config.node``, from ``SLURMD_NODENAME``), or ""."""
+    config = line.fields.get("config") or {}
+    return str(config.get("node") or "") if isinstance(config, dict) else ""
 
 
 def canary_script(command: tuple[str, ...], args: list[str], out: Path) -> str:
@@ -245,11 +251,8 @@ class SlurmTrainingRun(TrainingRun):
         """The line with its rank's identity: uid ``<job>.<generation>.<rank>`` and the node it said it runs on."""
         job = job_of(path)
         uid = f"{job}.{line.generation}.{line.rank}"
-        if line.event is CanaryEvent.START:
-            config = line.fields.get("config") or {}
-            node = config.get("node") if isinstance(config, dict) else None
-            if node:
-                self.rank_nodes[uid] = str(node)
+        if line.event is CanaryEvent.START and said_node(line):
+            self.rank_nodes[uid] = said_node(line)
         return replace(line, uid=uid, pod=f"job {job} rank {line.rank} generation {line.generation}",
                        node=self.rank_nodes.get(uid, ""))
 

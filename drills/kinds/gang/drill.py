@@ -30,6 +30,7 @@ from drills.target.access import Permission
 from drills.target.profile import TargetProfile
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
 from drills.workloads.gangs import gang_permissions
+from drills.workloads.slurmtraining import slurm_storage_problem
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -61,6 +62,10 @@ class GangDrill(Drill):
         return storage_problem(profile)  # every gang member is a training canary rank
 
     @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        return slurm_storage_problem(profile)  # every gang member is a training canary rank (drills.kinds.gang.slurm)
+
+    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return gang_permissions(profile, "gang submission")
 
@@ -81,8 +86,12 @@ class GangDrill(Drill):
     _lock: threading.Condition = field(default_factory=threading.Condition)
 
     # ------------------------------------------------------- steady state
+    def _free_gpus(self) -> dict[str, int]:
+        """Free GPUs per schedulable node, now."""
+        return free_gpus_per_node(self.target)
+
     def steady_state_before(self, nodes: int, gpus_per_node: int) -> None:
-        free = free_gpus_per_node(self.target)
+        free = self._free_gpus()
         fitting = sorted(n for n, g in free.items() if g >= gpus_per_node)
         self.result.details["free_gpus_before"] = free
         if len(fitting) < nodes:
@@ -108,17 +117,13 @@ class GangDrill(Drill):
         elif gangs > 1:
             self.room_for_all = self._room_for_all(specs)
         manifests = [gang_manifests(s, profile.flavor, VolcanoForm.PODGROUP) for s in specs]
-        with self._lock:
-            self.specs.extend(specs)
-            for spec in specs:
-                for i in range(spec.workers):
-                    self.pods[f"{spec.name}-worker-{i}"] = PodTrack(spec.name, gpus)
+        self._track(specs)
         if not first:
             self.target.driver.watch(POD, profile.namespace, label_selector=run_selector(self.run_id),
                                      on_event=self._on_pod)
         groups = [[m for m in ms if m.get("kind") != "Pod"] for ms in manifests]
         pod_lists = [[m for m in ms if m.get("kind") == "Pod"] for ms in manifests]
-        submitted = self.target.driver.timeline.action(
+        submitted = self.target.timeline.action(
             "submit-gangs", target=",".join(names), workers=workers, gpus_per_worker=gpus).stamp.mono
         if self.submitted_at is None:
             self.submitted_at = submitted
@@ -130,10 +135,18 @@ class GangDrill(Drill):
             for pods in pod_lists:
                 self.target.driver.create(pods[i])
 
+    def _track(self, specs: list[GangSpec]) -> None:
+        """Follow the workers of ``specs``: one track per worker, ``<gang>-worker-<rank>``."""
+        with self._lock:
+            self.specs.extend(specs)
+            for spec in specs:
+                for i in range(spec.workers):
+                    self.pods[f"{spec.name}-worker-{i}"] = PodTrack(spec.name, spec.gpus_per_worker)
+
     def _room_for_all(self, specs: list[GangSpec]) -> str:
         """Gangs submitted together to contend: where the cluster has room for every one of them at once, none
         waits, and 'exactly one runs while the others hold nothing' cannot be shown; returns why, or ""."""
-        free = free_gpus_per_node(self.target)
+        free = self._free_gpus()
         gpus = max(s.gpus_per_worker for s in specs)
         room, need = sum(g // gpus for g in free.values()), sum(s.workers for s in specs)
         if room < need:
@@ -146,7 +159,7 @@ class GangDrill(Drill):
         """A gang submitted while this drill's earlier gangs run is there to wait for them: if the cluster has room
         for it at once, it would not wait and the scenario would prove nothing (INCONCLUSIVE)."""
         gpus = max(s.gpus_per_worker for s in specs)
-        free = free_gpus_per_node(self.target)
+        free = self._free_gpus()
         fitting = sorted(n for n, g in free.items() if g >= gpus)
         need = sum(s.workers for s in specs)
         if len(fitting) >= need:
@@ -180,19 +193,22 @@ class GangDrill(Drill):
                                     "scheduler?") from None
 
     def _on_pod(self, event: str, obj: Obj) -> None:
-        name = obj["metadata"]["name"]
-        now = self.target.driver.timeline.clock.mono()
+        self._observe(obj["metadata"]["name"], (obj.get("spec") or {}).get("nodeName"),
+                      (obj.get("status") or {}).get("phase", "Pending"), gone=event == "DELETED")
+
+    def _observe(self, name: str, node: str | None, phase: str, *, gone: bool = False) -> None:
+        """A worker seen: bound to ``node`` (None: not placed), in ``phase`` (a pod's phase), or ``gone``."""
+        now = self.target.timeline.clock.mono()
         with self._lock:
             track = self.pods.get(name)
             if track is None:
                 return
-            node = (obj.get("spec") or {}).get("nodeName")
-            track.phase = (obj.get("status") or {}).get("phase", "Pending")
+            track.phase = phase
             if node and track.bound_at is None:
                 track.bound_at, track.node = now, node
             if track.phase == "Running" and track.running_at is None:
                 track.running_at = now
-            holding = bool(node) and track.phase not in TERMINAL and event != "DELETED"
+            holding = bool(node) and track.phase not in TERMINAL and not gone
             if holding != track.holding:
                 track.holding = holding
                 self.changes.append(PodChange(now, track.gang, name, holding))
@@ -233,10 +249,10 @@ class GangDrill(Drill):
 
     # ------------------------------------------------------------ observe
     def _wait(self, predicate: Any, timeout: float) -> bool:
-        deadline = self.target.driver.timeline.clock.mono() + timeout
+        deadline = self.target.timeline.clock.mono() + timeout
         with self._lock:
             while not predicate():
-                now = self.target.driver.timeline.clock.mono()
+                now = self.target.timeline.clock.mono()
                 self._check_deadlock(now)
                 if deadline - now <= 0 or self._hopeless():
                     return False
@@ -301,7 +317,7 @@ class GangDrill(Drill):
         waiting = self.specs[-1]
         ok = self._wait(lambda: self._whole(waiting.name), timeout)
         name = "time until the waiting gang runs whole"
-        now = self.target.driver.timeline.clock.mono()
+        now = self.target.timeline.clock.mono()
         with self._lock:
             held = partial_hold(list(self.changes), [Gang(waiting.name, waiting.min_available,
                                                           waiting.gpus_per_worker)], now, tolerance)[waiting.name]
@@ -324,7 +340,7 @@ class GangDrill(Drill):
         return self.result.measure(self._time_to_whole("time until every gang ran whole", ok, timeout))
 
     def partial_hold(self, tolerance: float = 1.0) -> Measurement:
-        now = self.target.driver.timeline.clock.mono()
+        now = self.target.timeline.clock.mono()
         with self._lock:
             holds = partial_hold(list(self.changes), [Gang(s.name, s.min_available, s.gpus_per_worker)
                                                       for s in self.specs], now, tolerance)

@@ -11,9 +11,9 @@ everything the drill made deleted).  The run itself, and what each instant means
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from drills.scenario.drill import Drill, register
+from drills.scenario.drill import Drill, register, slurm_side
 from drills.target.profile import TargetProfile
 from drills.target.access import Permission
 from drills.workloads.slurmtraining import SlurmTrainingRun, slurm_storage_problem
@@ -36,14 +36,11 @@ class NodePullDrill(TrainingRun, Drill):
         return slurm_storage_problem(profile)
 
     @classmethod
-    def on_target(cls, target: Any) -> type[Drill]:
-        return SlurmNodePull if target.profile.on_slurm else cls
-
-    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return training_permissions(profile, "node pull")  # the fault's own: drills.target.faults
 
 
+@slurm_side(NodePullDrill)
 @dataclass
 class SlurmNodePull(SlurmTrainingRun, NodePullDrill):
     """The node pull on a Slurm cluster: the same sentences and judgement, the job a requeueable batch job

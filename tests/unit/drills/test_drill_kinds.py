@@ -18,6 +18,7 @@ from drills.records.verdict import DrillResult
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import KINDS, Drill, Loaded, register
 from drills.scenario.vocabulary import SENTENCES, VOCABULARY, Checked, Requires, check_scenario, sentence_of
+from drills.target.profile import reference_profile
 
 
 class FakeTarget:
@@ -25,6 +26,7 @@ class FakeTarget:
     (the drills below act on nothing)."""
 
     def __init__(self) -> None:
+        self.profile = reference_profile()  # a Kubernetes target: every kind drills itself
         self.stopped = 0
         self.restored = 0
         self.roles_restored = 0

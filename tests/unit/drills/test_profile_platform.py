@@ -105,6 +105,7 @@ def test_every_kind_says_why_it_cannot_run_on_slurm_and_serving_that_slurm_has_n
     assert reasons["serving"] is not None and reasons["serving"].startswith("Slurm has no such promise: Slurm runs "
                                                                             "batch jobs")
     assert reasons.pop("node-pull") is None  # its Slurm side is written (tests/realslurm/test_nodepull.py)
+    assert reasons.pop("gang-submission") is None  # and the gang's (tests/realslurm/test_gang.py)
     assert all(r for r in reasons.values()), reasons
 
 
