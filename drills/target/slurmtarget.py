@@ -6,7 +6,7 @@ run's timeline and fault journal, pulling a node with the profile's command (wri
 on every exit path), each node's service before a scenario and now, and what a dead run left broken.
 
 Safety, as on Kubernetes (docs/SAFETY.md): only nodes carrying the profile's ``safety.allow_feature`` are pulled;
-at most ``safety.max_nodes`` nodes and ``safety.max_gpu_share`` of the GPUs per scenario; with
+at most ``safety.max_nodes`` nodes and ``safety.max_gpu_share`` of the GPUs out at once; with
 ``safety.require_healthy`` a run refuses a cluster whose allowed nodes are already down or drained; a run refuses a
 cluster for which a dead run's fault journal still holds a fault not undone (``firedrill recover --profile``).
 """
@@ -168,10 +168,10 @@ class SlurmTarget:
             raise FaultError(f"node {node} does not carry the feature {feature!r} (safety.allow_feature), so it is "
                              "never pulled; add the feature in slurm.conf to allow it")
         safety = self.profile.safety
-        pulled = self.touched | {node}
+        pulled = {r.node for r in self.faults_done} | {node}  # the faults standing now, and this one
         if len(pulled) > safety.max_nodes:
-            raise FaultError(f"pulling {node} would fault {len(pulled)} nodes in this scenario, over "
-                             f"safety.max_nodes ({safety.max_nodes})")
+            raise FaultError(f"pulling {node} would fault {len(pulled)} nodes at once ({', '.join(sorted(pulled))}), "
+                             f"over safety.max_nodes ({safety.max_nodes})")
         total = sum(n.gpus for n in nodes.values()) or 1
         share = sum(nodes[n].gpus for n in pulled if n in nodes) / total
         if share > safety.max_gpu_share:

@@ -44,7 +44,8 @@ def profile_yaml(cluster: SlurmCluster, shared: Path, *, extra_slurm: tuple[str,
         f"  canary_command: [{json.dumps(sys.executable)}, -m, drills.canary]", f"  shared_dir: {shared}",
         *(f"  {line}" for line in extra_slurm),
         "fault:", "  method: command", f"  command_template: {json.dumps(ctl + ' kill {node}')}",
-        f"  restore_template: {json.dumps(ctl + ' restore {node}')}", "  timeout_seconds: 60",
+        f"  restore_template: {json.dumps(ctl + ' restore {node}')}", "  stand_ins: {kill: command}",
+        "  timeout_seconds: 60",
         "safety:", "  allow_feature: firedrill", "  max_nodes: 1", f"  max_gpu_share: {max_gpu_share}", ""])
 
 

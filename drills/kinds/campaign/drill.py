@@ -39,6 +39,7 @@ from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
 from drills.target.throttle import STRAGGLER_TAINT
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
+from drills.workloads.slurmtraining import slurm_storage_problem
 from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
 
 __all__ = ["CampaignDrill", "CampaignFault", "GIVE_UP_S"]
@@ -121,6 +122,10 @@ class CampaignDrill(TrainingRun, Drill):
         return training_job_problem(profile)
 
     @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        return slurm_storage_problem(profile)  # its Slurm side: drills.kinds.campaign.slurm
+
+    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return (training_permissions(profile, "campaign")
                 + grant(CLUSTER, "", "nodes", ("get", "patch"), "campaign: GPU faults and slow GPUs on the "
@@ -177,23 +182,30 @@ class CampaignDrill(TrainingRun, Drill):
         return "" if reference else ("GPU faults are injected through the reference platform's agents; a real "
                                      "cluster's campaign drills the node faults of its mix")
 
+    def _aim(self, fault: CampaignFault) -> bool:
+        """Under the lock: the node of ``fault.rank`` and what the fault's recovery is told apart from; False (and
+        ``fault.skipped`` saying why) when the job is not training whole or the rank is not running."""
+        assert self.spec is not None
+        if len(self._training()) < self.spec.min_available:
+            fault.skipped = "the job was not training whole at its arrival"
+            return False
+        pod = next((p for p in self._running_pods() if rank_of(p) == fault.rank), None)
+        if pod is None:
+            fault.skipped = f"worker {fault.rank} was not running at its arrival"
+            return False
+        fault.node = pod["spec"]["nodeName"]
+        # every incarnation so far, gone or not: a resumption must come from a rank started after this fault
+        fault.before = frozenset({p["metadata"]["uid"] for p in self.pods.values()}
+                                 | {ln.uid for ln in self.canary.snapshot()})
+        fault.allocatable_before = allocatable_gpus(self.nodes.get(fault.node) or {},
+                                                    self.target.profile.gpu_resource)
+        return True
+
     def _one(self, fault: CampaignFault) -> None:
         """Inject one fault, wait for the job's recovery (or give up), undo the fault."""
-        assert self.spec is not None
         with self._cond:
-            if len(self._training()) < self.spec.min_available:
-                fault.skipped = "the job was not training whole at its arrival"
+            if not self._aim(fault):
                 return
-            pod = next((p for p in self._running_pods() if rank_of(p) == fault.rank), None)
-            if pod is None:
-                fault.skipped = f"worker {fault.rank} was not running at its arrival"
-                return
-            fault.node = pod["spec"]["nodeName"]
-            # every incarnation so far, gone or not: a resumption must come from a rank started after this fault
-            fault.before = frozenset({p["metadata"]["uid"] for p in self.pods.values()}
-                                     | {ln.uid for ln in self.canary.snapshot()})
-            fault.allocatable_before = allocatable_gpus(self.nodes.get(fault.node) or {},
-                                                    self.target.profile.gpu_resource)
         try:
             self._inject(fault)
         except (DrillInconclusive, FiredrillError) as exc:
@@ -201,8 +213,11 @@ class CampaignDrill(TrainingRun, Drill):
             return
         clock = self.target.timeline.clock
         with self._cond:
-            fault.instants["fault"] = Instant(clock.mono(), clock.wall())
-            fault.step_at_fault = self.canary.last_step_before(clock.wall())
+            # when the action returned (a fault confirmed later is timed from its act, as the node pull's t_fault)
+            acted = fault.record.acted_at if fault.record is not None and fault.record.acted_at is not None \
+                else clock.mono()
+            fault.instants["fault"] = Instant(acted, clock.wall() - (clock.mono() - acted))
+            fault.step_at_fault = self.canary.last_step_before(fault.instants["fault"].wall)
             self.current = fault
             self._advance()
         self.target.timeline.action(f"campaign fault {fault.scheduled.index + 1}", target=fault.node,
@@ -345,14 +360,15 @@ class CampaignDrill(TrainingRun, Drill):
                                           "ends and the next one starts lower"}}
 
     # --------------------------------------------------------------- judge
-    def judge_recoveries(self, limit: float) -> None:
-        """Every injected fault was recovered (a new rank stepped beyond its resume point) within ``limit``."""
+    def judge_recoveries(self, limit: float) -> bool:
+        """Every injected fault was recovered (a new rank stepped beyond its resume point) within ``limit``; False
+        (INCONCLUSIVE) when no fault was injected, so there was nothing to recover from."""
         with self._cond:
             injected = [f for f in self.faults if "fault" in f.instants]
             if not injected:
                 self.result.inconclusive("no fault of the campaign was injected (every arrival was skipped), so no "
                                          "recovery can be judged")
-                return
+                return False
             never = [f for f in injected if f.recovery is None]
             slowest = max(injected, key=lambda f: f.recovery if f.recovery is not None else float("inf"))
             self.result.measure(Measurement("slowest recovery", slowest.recovery, "s",
@@ -365,19 +381,26 @@ class CampaignDrill(TrainingRun, Drill):
                 self.result.fail(f"fault {f.scheduled.index + 1} ({f.scheduled.fault.describe()} on {f.node}, worker "
                                  f"{f.rank}, {f.scheduled.at:.1f} s into the campaign) was recovered {how}, not "
                                  f"within {limit:g} s: it needs a person")
+            return True
 
-    def judge_lost_steps(self, most: int) -> None:
-        """No injected fault lost more than ``most`` steps (its step at the fault less the step it resumed from)."""
+    def judge_lost_steps(self, most: int) -> bool:
+        """No injected fault lost more than ``most`` steps (its step at the fault less the step it resumed from);
+        False (INCONCLUSIVE) when none was injected.  Injected faults that never recovered are FAILed by
+        :meth:`judge_recoveries`, and their steps are counted as never measured here."""
         with self._cond:
             lost = [(f.lost_steps, f) for f in self.faults if f.lost_steps is not None]
+            if not any("fault" in f.instants for f in self.faults):
+                self.result.inconclusive("no fault of the campaign was injected, so no lost steps can be counted")
+                return False
             if not lost:
                 self.result.inconclusive("no fault of the campaign was recovered, so no lost steps can be counted")
-                return
+                return True
             worst, fault = max(lost, key=lambda x: x[0] or 0)
             self.result.measure(Measurement("most steps lost by one fault", float(worst or 0), "steps",
                                             note=f"fault {fault.scheduled.index + 1} ({fault.kind.value}): "
                                                  f"{fault.step_at_fault} logged before it, resumed from "
                                                  f"{fault.resumed_from} (the canary's log)"))
+            return True
 
     # ------------------------------------------------------------ rollback
     def rollback(self) -> None:
