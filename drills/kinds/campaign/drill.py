@@ -296,6 +296,10 @@ class CampaignDrill(TrainingRun, Drill):
         fresh = [p for p in self._running_pods() if p["metadata"]["uid"] not in fault.before]
         if "replace" not in fault.instants and len(fresh) >= self.spec.min_available:
             fault.instants["replace"] = now
+        self._stamp_fault_resume(fault)
+
+    def _stamp_fault_resume(self, fault: CampaignFault) -> None:
+        """Under the lock, once ``fault`` was replaced: a rank started since logs a step beyond its resume point."""
         if "replace" in fault.instants and "resume" not in fault.instants:
             found = self.canary.resumptions(exclude=fault.before)
             if found:

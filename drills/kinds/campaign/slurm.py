@@ -78,10 +78,4 @@ class SlurmCampaign(SlurmTrainingRun, CampaignDrill):
         if "replace" not in fault.instants and job.state is JobState.RUNNING and \
                 job.restarts > self.restarts_before and fault.node not in job.nodes:
             fault.instants["replace"] = now
-        if "replace" in fault.instants and "resume" not in fault.instants:
-            found = self.canary.resumptions(exclude=fault.before)
-            if found:
-                first = found[0].first_step
-                fault.resumed_from, fault.resume_ts = found[0].from_step, first.ts
-                fault.instants["resume"] = Instant(max(first.mono, fault.instants["replace"].mono),
-                                                   max(first.wall, fault.instants["replace"].wall))
+        self._stamp_fault_resume(fault)
