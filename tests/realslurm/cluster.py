@@ -40,6 +40,7 @@ NODE_ENV = "FIREDRILL_SLURM_NODE"
 """Set on each slurmd this cluster starts: which node's daemon a process is."""
 ATTACH_FILE = "cluster.json"
 """Written in the cluster's folder at start: what another process needs to act on its nodes (:meth:`attach`)."""
+CGROUP_ROOT = "/sys/fs/cgroup"
 GPU_MAJOR = 195
 """NVIDIA's character device major; the simulated GPU files carry it, one minor each."""
 
@@ -91,6 +92,10 @@ class SlurmClusterSpec:
     """``SchedulerParameters`` (None: upstream's, whose main loop runs every 60 s and backfill every 30 s)."""
     return_to_service: int = 2
     """``ReturnToService``: 2, a DOWN node that registers with a valid configuration is up again."""
+    constrain_devices: bool = False
+    """Confine each step to its GPUs' device files (``TaskPlugin=task/cgroup``, ``ProctrackType=proctrack/cgroup``,
+    ``ConstrainDevices=yes`` in cgroup.conf, the devices controller of cgroup v1); False: ``task/none``, every
+    process of a node reaches every device file of it."""
     node_prefix: str = "slurm-node"
     features: tuple[str, ...] = ("firedrill",)
     """Every node's ``Features=`` (a profile's ``safety.allow_feature`` is one of them)."""
@@ -164,7 +169,8 @@ class SlurmCluster:
             f"SlurmdPidFile={root / 'run'}/slurmd-%n.pid",
             f"SlurmctldLogFile={self._log('slurmctld')}",
             f"SlurmdLogFile={root / 'log'}/slurmd-%n.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
+            *(["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup"] if spec.constrain_devices else
+              ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"]), "MpiDefault=none",
             "SwitchType=switch/none", "SchedulerType=sched/backfill",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "SlurmdParameters=config_overrides",
@@ -192,6 +198,9 @@ class SlurmCluster:
                     os.mknod(path, 0o600 | 0o020000, os.makedev(GPU_MAJOR, i * spec.gpus_per_node + g))
             gres.append(f"NodeName={node} Name=gpu File={files[0].parent}/nvidia[0-{spec.gpus_per_node - 1}]")
         (root / "etc" / "gres.conf").write_text("\n".join(gres) + "\n")
+        if spec.constrain_devices:
+            (root / "etc" / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nConstrainDevices=yes\n"
+                                                      "CgroupAutomount=yes\n")
         (root / ATTACH_FILE).write_text(json.dumps({"short": str(self.short), "nodes": names,
                                                     "node_prefix": spec.node_prefix,
                                                     "gpus_per_node": spec.gpus_per_node}))
@@ -256,6 +265,19 @@ class SlurmCluster:
                 proc.wait(10)
         if self.sockets is not None:
             shutil.rmtree(self.sockets, ignore_errors=True)
+        if self.spec.constrain_devices:
+            self._remove_cgroups()
+
+    def _remove_cgroups(self) -> None:
+        """The cgroups task/cgroup made for this cluster's nodes (``slurm_<node>`` under each v1 controller), now
+        empty: removed deepest first, so the machine is left as it was."""
+        for node in self.spec.node_names():
+            for top in Path(CGROUP_ROOT).glob(f"*/slurm_{node}"):
+                for path in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()), key=lambda p: -len(p.parts)):
+                    try:
+                        path.rmdir()
+                    except OSError:
+                        pass
 
     # ------------------------------------------------------------- faults
     def node_pids(self, node: str) -> list[int]:

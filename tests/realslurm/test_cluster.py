@@ -5,6 +5,7 @@ on it (``test_nodepull.py``)."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,3 +80,29 @@ def test_each_step_is_told_its_rank_and_the_gpus_it_holds(cluster: SlurmCluster)
     ranks = sorted(line for line in lines if line.startswith("rank="))
     assert ranks == ["rank=0/2", "rank=1/2"], lines
     assert lines.count("cvd=0,1") == 2 and lines.count("step=0,1") == 2, lines
+
+
+def test_with_constrained_devices_a_step_opens_only_the_gpus_it_was_given(tmp_path: Path) -> None:
+    """``ConstrainDevices=yes`` (task/cgroup, the devices controller of cgroup v1) works on this machine's Slurm:
+    a step given GPUs 0 and 1 of a node reaches their device files (ENXIO: the cgroup let the open through, and no
+    driver answers a simulated GPU) and is refused the others (EPERM: the cgroup).  The accelerator access drill's
+    Slurm side will judge this (docs/SLURM.md, "Not yet")."""
+    spec = SlurmClusterSpec(tmp_path / "slurm", nodes=1, gpus_per_node=4, constrain_devices=True, **TUNED)
+    with running(spec) as made:
+        devices = made.gpu_files(made.spec.node_names()[0])[0].parent
+        probe = ("import errno, os\n"
+                 f"d = {str(devices)!r}\n"
+                 "def tried(n):\n"
+                 "    try:\n"
+                 "        os.close(os.open(os.path.join(d, n), os.O_RDWR))\n"
+                 "        return 'opened'\n"
+                 "    except OSError as e:\n"
+                 "        return errno.errorcode[e.errno]\n"
+                 "print('opens', os.environ.get('CUDA_VISIBLE_DEVICES'), "
+                 "' '.join(n + '=' + tried(n) for n in sorted(os.listdir(d))))\n")
+        job_id = submit(made, f"srun python3 -c {shlex.quote(probe)}\n", "--nodes=1", "--gres=gpu:2")
+        wait(lambda: job(made, job_id)["job_state"] == "COMPLETED", 30, lambda: (job(made, job_id),
+                                                                                 output(made, job_id)))
+        said = output(made, job_id).split()
+        assert said[:2] == ["opens", "0,1"], said
+        assert said[2:] == ["nvidia0=ENXIO", "nvidia1=ENXIO", "nvidia2=EPERM", "nvidia3=EPERM"], said
