@@ -48,7 +48,7 @@ from drills.records.verdict import Verdict
 from drills.scenario import needs
 from drills.kube.driver import KubeDriver
 from drills.target.connect import AccessCheck, LeftBroken, Target, cluster_target, embedded_target
-from drills.target.slurmtarget import SlurmTarget, slurm_key, slurm_target
+from drills.target.slurmtarget import SlurmTarget, serving_on, slurm_driver, slurm_key, slurm_target
 from drills.target.journal import ARCHIVE_NAME, FaultJournal
 from drills.target.recover import left_broken, leftovers
 from drills.target.leakreport.source import run_window_report, source_for
@@ -176,7 +176,7 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
 
 def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target | SlurmTarget:
     if profile.on_slurm:
-        refused = _slurm_journals_refuse(profile, options)
+        refused = _slurm_journals_refuse(profile, options, connected=True)
         if refused:
             raise LeftBroken(refused)
         return slurm_target(profile)
@@ -346,9 +346,11 @@ def _journals_refuse(options: RunOptions, console: Console) -> str:
     return left_broken(found, recover_command(options)) if found else ""
 
 
-def _slurm_journals_refuse(profile: TargetProfile, options: RunOptions) -> str:
-    """Why a run must not start on this Slurm cluster (a dead run's faults still journaled open), or ""."""
-    found = leftovers(slurm_key(profile))
+def _slurm_journals_refuse(profile: TargetProfile, options: RunOptions, *, connected: bool = False) -> str:
+    """Why a run must not start on this Slurm cluster (a dead run's faults still journaled open), or "".  A run
+    (``connected``) reads the nodes too: a fault that undid itself, or one a person undid, whose node serves again,
+    is closed and no longer refuses; a dry run reads the journals alone."""
+    found = leftovers(slurm_key(profile), serving=serving_on(slurm_driver(profile)) if connected else None)
     return left_broken(found, recover_command(options)) if found else ""
 
 

@@ -89,7 +89,7 @@ from __future__ import annotations
 import difflib
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
 from pathlib import Path
@@ -303,6 +303,8 @@ class FaultSettings:
     undo: ``systemd-run --on-active={expire_seconds}``, a BMC power schedule, an instance's auto-restart), so the
     cluster heals even when nobody runs ``firedrill recover``; the journal records when.  ``{expire_seconds}`` in
     ``command_template`` is replaced by it.  None: the fault stands until it is undone."""
+    stand_in_choices: tuple[FaultMethod, ...] = CLUSTER_METHODS
+    """What may stand in for a reference-platform method on this kind of cluster (a Slurm node: only a command)."""
 
     def __post_init__(self) -> None:
         problems = [f"fault.stand_ins.{ref.value}: {ref.value} is not a reference-platform method; stand-ins map "
@@ -350,7 +352,8 @@ class FaultSettings:
             raise FaultUnavailable(
                 f"the scenario pulls a node with {said}, which signals the reference platform's node processes; "
                 f"this profile names no stand-in for it on a real cluster: set fault.stand_ins.{method.value} to "
-                f"one of {', '.join(m.value for m in CLUSTER_METHODS)} (docs/PROFILE.md, \"Fault methods\")")
+                + (f"one of {', '.join(m.value for m in self.stand_in_choices)}" if len(self.stand_in_choices) > 1
+                   else self.stand_in_choices[0].value) + " (docs/PROFILE.md, \"Fault methods\")")
         return stand_in
 
     def command_for(self, node: str) -> str:
@@ -1028,6 +1031,7 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
     fault = _fault_settings(fault_fields, problems)
     if fault is None:
         return None
+    fault = replace(fault, stand_in_choices=_SLURM_METHODS)
     return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
                          fault=fault, safety=SafetySettings(**safety), platform=Platform.SLURM,
                          slurm=SlurmSettings(**slurm))

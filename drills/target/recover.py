@@ -85,19 +85,21 @@ class Leftover:
 
 
 def leftovers(server: str, driver: Any = None, root: Path | None = None,
-              now: datetime | None = None) -> list[Leftover]:
+              now: datetime | None = None, serving: Callable[[str], bool] | None = None) -> list[Leftover]:
     """The journals against the cluster at ``server`` that still hold faults nobody undid.  With ``driver`` (the
-    cluster's, connected), a dead run's fault whose node is Ready and schedulable again is closed when only a
-    person could undo it (someone, or the platform, brought it back) or when it was to undo itself and its
-    instant has passed (``now``: the clock that instant is judged against)."""
+    cluster's, connected) or ``serving`` (whether a node serves: a Slurm cluster's), a dead run's fault whose node
+    serves again is closed when only a person could undo it (someone, or the platform, brought it back) or when it
+    was to undo itself and its instant has passed (``now``: the clock that instant is judged against)."""
     found = []
     moment = now or datetime.now(timezone.utc)
+    if serving is None and driver is not None:
+        serving = lambda name: _node_serving(driver, name)  # noqa: E731 - the Kubernetes rule, read through driver
     for state in journals_for(server, root):
-        if driver is not None and not state.running:
+        if serving is not None and not state.running:
             for action in state.unfinished:
                 by_hand = bool(action.undo) and all(u.kind is UndoKind.BY_HAND for u in action.undo)
                 expired = action.expires_by_itself and action.undo_by is not None and action.undo_by <= moment
-                if (by_hand or expired) and action.subject and _node_serving(driver, action.subject):
+                if (by_hand or expired) and action.subject and serving(action.subject):
                     close_in(state.path, action.id, f"node {action.subject} was Ready and schedulable again when "
                                                     "the next run checked" + (
                                                         f", after the fault's own expiry ({action.undo_by:%H:%M:%S} "

@@ -133,3 +133,11 @@ def test_options_of_a_kubernetes_target_are_refused_with_a_slurm_profile(flags: 
                                  *flags])
     assert result.exit_code == 2, result.output
     assert f"error: {flags[0]}: the profile drills a Slurm cluster (platform: slurm)" in result.output
+
+
+def test_a_fault_without_a_stand_in_on_slurm_says_the_one_that_can_stand_in() -> None:
+    from drills.target.profile import FaultUnavailable
+
+    with pytest.raises(FaultUnavailable, match=r"set fault.stand_ins.partition to command \(docs/PROFILE.md"):
+        load_profile(SLURM).fault.method_for(FaultMethod.PARTITION, reference=False)
+    assert load_profile(SLURM).fault.method_for(FaultMethod.KILL, reference=False) is FaultMethod.COMMAND
