@@ -406,20 +406,22 @@ def recover(
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         raise typer.Exit(2) from None
-    if on_slurm:
-        assert loaded is not None
-        _recover_slurm(loaded, server, [s for s in every if s.unfinished and (run_id is None or s.run == run_id)],
-                       every, run_id, dry_run, timeout)
-        return
     states = [s for s in every if s.unfinished and (run_id is None or s.run == run_id)]
     where = state_dir() / "journals" / target_key(server)
+    cluster = server if on_slurm else f"the cluster at {server}"
     if not states and run_id is not None:
-        err.print(f"error: no open fault journal of run {run_id} for the cluster at {server} (in {where})")
+        err.print(f"error: no open fault journal of run {run_id} for {cluster} (in {where})")
         raise typer.Exit(2)
     going = [s for s in every if s.running]
     for state in going:
         console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
                       "ends; not touched, and neither is what it made on the cluster")
+    sweeping = run_id is None and not going  # a named run's faults alone, or a run still going: no sweep
+    if on_slurm:
+        assert loaded is not None
+        done, swept = _recover_slurm(loaded, states, sweeping, dry_run, timeout)
+        _recovery_said(done, swept, states, going, where, cluster, dry_run)
+        return
     try:
         driver = KubeDriver.connect(kubeconfig, context)
     except FiredrillError as exc:
@@ -427,42 +429,32 @@ def recover(
         raise typer.Exit(4) from None
     try:
         done = undo_all(driver, states, dry_run=dry_run, timeout=timeout)
-        swept = [] if run_id is not None or going else sweep(driver, cluster_marks(driver), dry_run=dry_run)
+        swept = sweep(driver, cluster_marks(driver), dry_run=dry_run) if sweeping else []
     except KubeError as exc:
         err.print(f"error: the cluster at {server} answered {exc}; run `firedrill recover` again once it can be "
                   "read")
         raise typer.Exit(4) from None
     finally:
         driver.close()
-    _recovery_said(done, swept, states, going, where, f"the cluster at {server}", dry_run)
+    _recovery_said(done, swept, states, going, where, cluster, dry_run)
 
 
-def _recover_slurm(profile: Any, server: str, states: list[Any], every: list[Any], run_id: str | None,
-                   dry_run: bool, timeout: float) -> None:
-    """``firedrill recover --profile`` for a Slurm cluster: each dead run's restore commands from its journal, then
-    (unless RUN is named or a run is still going) its canary jobs still on the cluster, cancelled."""
+def _recover_slurm(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
+                   timeout: float) -> tuple[list[Any], list[Any]]:
+    """A Slurm cluster's part of ``firedrill recover``: each dead run's restore commands from its journal, then
+    (``sweeping``) the dead runs' canary jobs still on the cluster, cancelled; what was done of each."""
     from drills.slurm.state import SlurmError
-    from drills.target.journal import state_dir, target_key
     from drills.target.recover import recover as undo_all, sweep
     from drills.target.slurmtarget import serving_on, slurm_driver, slurm_marks
 
-    where = state_dir() / "journals" / target_key(server)
-    if not states and run_id is not None:
-        err.print(f"error: no open fault journal of run {run_id} for {server} (in {where})")
-        raise typer.Exit(2)
-    going = [s for s in every if s.running]
-    for state in going:
-        console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
-                      "ends; not touched, and neither are its jobs")
     driver = slurm_driver(profile)
     done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving_on(driver))
     try:
-        swept = [] if run_id is not None or going else sweep(None, slurm_marks(profile, driver), dry_run=dry_run,
-                                                             timeout=timeout)
+        swept = sweep(None, slurm_marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
     except SlurmError as exc:
         err.print(f"error: the Slurm cluster answered {exc}; run `firedrill recover` again once it can be read")
         raise typer.Exit(4) from None
-    _recovery_said(done, swept, states, going, where, server, dry_run)
+    return done, swept
 
 
 def _recovery_said(done: list[Any], swept: list[Any], states: list[Any], going: list[Any], where: Path, cluster: str,

@@ -18,6 +18,7 @@ from typing import Any
 
 from drills.records.verdict import DrillResult
 from drills.scenario.invariants import Breach, Identity, InvariantBook, PodView
+from drills.scenario.watch import report_breaches
 from drills.slurm.state import JobState, SlurmError
 from drills.workloads.canarylog import CanaryEvent, parse_line
 from drills.workloads.slurmtraining import RankOutput, job_of, run_folder, said_node
@@ -107,9 +108,4 @@ class SlurmInvariantWatch:
 
     def _report(self, found: list[Breach]) -> None:
         """Under the lock: the first breach of each invariant FAILs the scenario and halts it."""
-        for breach in found:
-            named = {b.invariant for b in self.breaches}
-            self.breaches.append(breach)
-            self.target.timeline.action("invariant broken", target=breach.invariant.value, detail=breach.message)
-            if breach.invariant not in named:
-                self.result.halt(f"{breach.invariant.value} broken: {breach.message}")
+        report_breaches(found, self.breaches, self.result, self.target.timeline)

@@ -22,7 +22,7 @@ from drills.records.verdict import DrillResult
 from drills.scenario.invariants import Breach, Identity, InvariantBook, identity_from_lines, node_shares_gpus, pod_view
 from drills.target.connect import Target
 
-__all__ = ["InvariantWatch"]
+__all__ = ["InvariantWatch", "report_breaches"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -35,6 +35,17 @@ HEAD_BYTES = 16384
 SETTLE_SECONDS = 3.0
 """At the verdict, how long a GPU pod that started running only just now is still given to say what it was
 given: a scenario that ends the moment its pods run (a gang placed whole) is judged on their identities too."""
+
+
+def report_breaches(found: list[Breach], breaches: list[Breach], result: DrillResult, timeline: Any) -> None:
+    """New breaches of a scenario's invariants (``breaches``: those so far, which these join): each goes into the
+    timeline, and the first of each invariant FAILs the scenario and halts it."""
+    for breach in found:
+        named = {b.invariant for b in breaches}
+        breaches.append(breach)
+        timeline.action("invariant broken", target=breach.invariant.value, detail=breach.message)
+        if breach.invariant not in named:
+            result.halt(f"{breach.invariant.value} broken: {breach.message}")
 
 
 @dataclass
@@ -158,9 +169,4 @@ class InvariantWatch:
     def _report(self, found: list[Breach]) -> None:
         """Under the lock: the first breach FAILs the scenario and halts it; every breach goes into the evidence
         (``details.invariants``) and the timeline, and one of another invariant is a finding of its own too."""
-        for breach in found:
-            named = {b.invariant for b in self.breaches}
-            self.breaches.append(breach)
-            self.target.timeline.action("invariant broken", target=breach.invariant.value, detail=breach.message)
-            if breach.invariant not in named:
-                self.result.halt(f"{breach.invariant.value} broken: {breach.message}")
+        report_breaches(found, self.breaches, self.result, self.target.timeline)

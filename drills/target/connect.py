@@ -28,8 +28,8 @@ from drills.kube.timeline import Timeline
 from drills.target.access import (CLUSTER, READ, AccessDenied, AccessUnchecked, Permission, grant, missing_permissions,
                                   refusal)
 from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, FaultRecord, Intend, ReferenceFaults,
-                                  no_journal, undo_each)
-from drills.target.journal import FaultJournal, Undo
+                                  no_journal, FaultRecords)
+from drills.target.journal import Undo
 from drills.target.marks import Mark, annotation_removed, cluster_marks
 from drills.target.recover import left_broken, leftovers
 from drills.target.throttle import THROTTLE_ANNOTATION, clear_throttle, inject_throttle
@@ -184,13 +184,12 @@ def kubeconfig_secrets(path: Path) -> list[str]:
 
 
 @dataclass
-class Target:
+class Target(FaultRecords):
     """Everything a drill needs: the driver (and its timeline), the profile, how to pull a node."""
 
     driver: KubeDriver
     profile: TargetProfile
     embedded: EmbeddedPlatform | None = None
-    faults_done: list[FaultRecord] = field(default_factory=list)
     fingerprint: Fingerprint | None = None
     warnings: list[str] = field(default_factory=list)
     access_checked: int | None = None
@@ -199,9 +198,6 @@ class Target:
     keep_measuring: float = 0.0
     """Seconds a phase that missed its threshold is still waited for, so the evidence holds its value
     (``firedrill run --keep-measuring``); 0: fail fast, a grace of a quarter of the threshold."""
-    journal: FaultJournal | None = None
-    """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
-    opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
     annotated: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     """The reference platform's annotation faults standing (an Xid, a throttle), by (node, annotation): their
     journal intents ("" when the run keeps no journal)."""
@@ -288,10 +284,6 @@ class Target:
             if self.journal is not None and intent:
                 self.journal.close(intent, "undone by the run: the annotation removed")
 
-    def _undone(self, record: FaultRecord, how: str) -> None:
-        if self.journal is not None and record.journal_id:
-            self.journal.close(record.journal_id, how)
-
     def identify(self) -> Fingerprint:
         """What the target is (server version, GPU models, driver and flavor CRD versions), for the evidence."""
         groups = self.driver.request("GET", "/apis").get("groups") or []
@@ -373,17 +365,10 @@ class Target:
         self.faults_done.append(record)
         return record
 
-    def restore(self, record: FaultRecord) -> None:
-        """Undo one fault now (before the rollback); raises what its undo raises."""
-        if record in self.faults_done:
-            self.faults_done.remove(record)
-        if record.undo is not None:
-            record.undo()
-            self._undone(record, "undone by the run")
-
     def restore_all(self, how: str = "undone by the run's rollback") -> None:
-        """Undo every fault this target injected (rollback), newest first; never raises."""
-        undo_each(self.faults_done, lambda record: self._undone(record, how), log)
+        """Undo every fault this target injected (rollback), newest first, and the reference platform's
+        annotations still standing; never raises."""
+        super().restore_all(how)
         for node, annotation in list(self.annotated):  # the reference platform's Xids and throttles still standing
             try:
                 (self.clear_xids if annotation == INJECT_ANNOTATION else self.clear_throttle)(node)

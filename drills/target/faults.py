@@ -22,6 +22,7 @@ condition leaving True, within ``fault.timeout_seconds``
 
 from __future__ import annotations
 
+import logging
 import shlex
 import signal
 import subprocess
@@ -34,8 +35,11 @@ from drills.errors import FiredrillError
 from drills.kube.timeline import SystemClock
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.confirm import NodeConfirmation, NodeDownWatch
-from drills.target.journal import Undo, UndoKind, process_start
+from drills.target.journal import FaultJournal, Undo, UndoKind, process_start
 from drills.target.profile import FaultMethod, FaultSettings, TargetProfile
+
+
+log = logging.getLogger(__name__)
 
 
 class FaultError(FiredrillError):
@@ -57,19 +61,41 @@ class FaultRecord:
     """The fault journal's intent for this fault (:mod:`drills.target.journal`), closed when it is undone."""
 
 
-def undo_each(records: list[FaultRecord], undone: Callable[[FaultRecord], None], log: Any) -> None:
-    """Undo every fault of ``records`` (popped newest first), telling ``undone`` of each one undone; a fault with
-    no undo stays for a person (its journal entry says what to do); never raises."""
-    while records:
-        record = records.pop()
-        if record.undo is None:
-            continue
-        try:
+@dataclass(kw_only=True)
+class FaultRecords:
+    """The faults a target injected and has not undone yet, and the journal each one's undo is closed in: what the
+    Kubernetes target and the Slurm target share of a fault's life after its injection."""
+
+    faults_done: list[FaultRecord] = field(default_factory=list)
+    journal: FaultJournal | None = None
+    """Where every fault is written down before it is injected and closed when it is undone (``firedrill run``
+    opens one per run; :mod:`drills.target.journal`); None: faults are not journaled."""
+
+    def restore(self, record: FaultRecord) -> None:
+        """Undo one fault now (before the rollback); raises what its undo raises."""
+        if record in self.faults_done:
+            self.faults_done.remove(record)
+        if record.undo is not None:
             record.undo()
-        except Exception as exc:  # noqa: BLE001 - rollback must try every fault
-            log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
-        else:
-            undone(record)
+            self._undone(record, "undone by the run")
+
+    def restore_all(self, how: str = "undone by the run's rollback") -> None:
+        """Undo every fault (popped newest first); a fault with no undo stays for a person (its journal entry says
+        what to do); never raises."""
+        while self.faults_done:
+            record = self.faults_done.pop()
+            if record.undo is None:
+                continue
+            try:
+                record.undo()
+            except Exception as exc:  # noqa: BLE001 - rollback must try every fault
+                log.warning("could not undo %s on %s: %s", record.method.value, record.node, exc)
+            else:
+                self._undone(record, how)
+
+    def _undone(self, record: FaultRecord, how: str) -> None:
+        if self.journal is not None and record.journal_id:
+            self.journal.close(record.journal_id, how)
 
 
 class Intend(Protocol):

@@ -23,8 +23,8 @@ from pathlib import Path
 from drills.kube.timeline import Timeline
 from drills.slurm.driver import SlurmDriver
 from drills.slurm.state import NodeFlag, SlurmError, SlurmNode
-from drills.target.faults import FaultError, FaultRecord, run_command, undo_each
-from drills.target.journal import FaultJournal, Undo, UndoKind
+from drills.target.faults import FaultError, FaultRecord, FaultRecords, run_command
+from drills.target.journal import Undo, UndoKind
 from drills.target.marks import Mark
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.service import NodeService, describe, not_back
@@ -57,14 +57,12 @@ def node_service(node: SlurmNode) -> NodeService:
 
 
 @dataclass
-class SlurmTarget:
+class SlurmTarget(FaultRecords):
     """A Slurm cluster, drilled through its commands (``platform: slurm``)."""
 
     driver: SlurmDriver
     profile: TargetProfile
     timeline: Timeline = field(default_factory=Timeline)
-    journal: FaultJournal | None = None
-    faults_done: list[FaultRecord] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     service_before: dict[str, NodeService] = field(default_factory=dict)
     service_at_first: dict[str, NodeService] = field(default_factory=dict)
@@ -177,21 +175,6 @@ class SlurmTarget:
         if share > safety.max_gpu_share:
             raise FaultError(f"pulling {node} would take {share:.0%} of the cluster's GPUs out, over "
                              f"safety.max_gpu_share ({safety.max_gpu_share:.0%})")
-
-    def restore(self, record: FaultRecord) -> None:
-        if record in self.faults_done:
-            self.faults_done.remove(record)
-        if record.undo is not None:
-            record.undo()
-            self._undone(record, "undone by the run")
-
-    def restore_all(self, how: str = "undone by the run's rollback") -> None:
-        """Undo every fault of this target, newest first; never raises."""
-        undo_each(self.faults_done, lambda record: self._undone(record, how), log)
-
-    def _undone(self, record: FaultRecord, how: str) -> None:
-        if self.journal is not None and record.journal_id:
-            self.journal.close(record.journal_id, how)
 
     def restore_roles(self) -> None:
         """Nothing: a Slurm node is never touched beyond its fault's own undo."""

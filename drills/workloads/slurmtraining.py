@@ -52,8 +52,6 @@ START_TIMEOUT_S = 90.0
 SILENCE_S = 2.0
 """A rank that logged nothing for this long after the fault acted is taken as gone with its node: a live rank logs
 a step every step time, or ``stalled`` every second while it waits on a lost peer."""
-ROLLBACK_BACK_S = 30.0
-"""Seconds the rollback waits for the pulled node to serve again, so the next scenario finds the cluster whole."""
 
 NO_SHARED_DIR = ("the training canary on Slurm needs a directory every node sees at the same path for its "
                  "checkpoints, rendezvous and output: set slurm.shared_dir in the target profile (docs/SLURM.md)")
@@ -358,17 +356,9 @@ class SlurmTrainingRun(TrainingRun):
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _wait_node_back(self, timeout: float = ROLLBACK_BACK_S) -> None:
-        if self.pulled is None:
-            return
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + timeout
-        while clock.mono() < deadline:
-            try:
-                node = next((n for n in self.target.nodes() if n.name == self.pulled), None)
-            except SlurmError:
-                node = None
-            if node is not None and node.serving:
-                return
-            threading.Event().wait(POLL_S)
-        log.warning("node %s did not serve again within %g s of the rollback", self.pulled, timeout)
+    def _pulled_serves(self) -> bool:
+        """Does the pulled node serve again (answering, not drained; False where sinfo cannot be read)?"""
+        try:
+            return any(n.name == self.pulled and n.serving for n in self.target.nodes())
+        except SlurmError:
+            return False

@@ -650,12 +650,16 @@ class TrainingRun:
         clock = self.target.timeline.clock
         deadline = clock.mono() + timeout
         while clock.mono() < deadline:
-            try:
-                node = self.target.driver.get(NODE, self.pulled)
-            except KubeError:
-                node = {}
-            if any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in (node.get("status") or {}).get("conditions") or []):
+            if self._pulled_serves():
                 return
             time.sleep(0.2)
-        log.warning("node %s was not Ready again within %g s of the rollback", self.pulled, timeout)
+        log.warning("node %s was not back in service within %g s of the rollback", self.pulled, timeout)
+
+    def _pulled_serves(self) -> bool:
+        """Is the pulled node Ready again (False where it cannot be read)?"""
+        try:
+            node = self.target.driver.get(NODE, self.pulled)
+        except KubeError:
+            return False
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (node.get("status") or {}).get("conditions") or [])
