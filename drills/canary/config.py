@@ -38,7 +38,9 @@ environment (torch.distributed style; an empty variable counts as unset):
   FIREDRILL_GENERATION       default of --generation; falls back to SLURM_RESTART_COUNT (how many
                              times Slurm requeued the job), then 0
   NVIDIA_VISIBLE_DEVICES     the GPUs this process was given, logged in its start line; falls back
-                             to CUDA_VISIBLE_DEVICES (what Slurm tells a step with GPU GRES)
+                             to SLURM_STEP_GPUS (the node's GPU indexes Slurm gave the step; its
+                             CUDA_VISIBLE_DEVICES restarts at 0 under ConstrainDevices=yes), then
+                             to CUDA_VISIBLE_DEVICES
   SLURMD_NODENAME            the Slurm node this task runs on, logged in its start line's config
   FIREDRILL_DEVICE_SOCKET    path of the node's (simulated) GPU driver socket, a UNIX datagram
                              socket; the canary sends it each state change (input, compute, comm,
@@ -105,8 +107,8 @@ class Config:
     """This node's link in bytes per second (``FIREDRILL_LINK_BANDWIDTH``), which the rendezvous tells every
     peer; each connection is paced to the slower end's (None: unpaced)."""
     gpus: tuple[str, ...] | None = None
-    """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes; Slurm's
-    ``CUDA_VISIBLE_DEVICES`` where that is unset); None when neither is set (the ``start`` line's ``gpus``, which
+    """The GPUs this process was given, as ``NVIDIA_VISIBLE_DEVICES`` names them (UUIDs or indexes; on Slurm
+    ``SLURM_STEP_GPUS``, the node's indexes, where that is unset); None when none is set (the ``start`` line's ``gpus``, which
     the harness checks no other pod holds)."""
     node: str | None = None
     """The Slurm node this task runs on (``SLURMD_NODENAME``); None elsewhere (a pod's node is the API's)."""
@@ -315,7 +317,9 @@ def _env_rate(env: Mapping[str, str], name: str) -> float | None:
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), else those ``CUDA_VISIBLE_DEVICES`` names
-    (Slurm sets it for a step with GPU GRES: ``0,1``); None when both are unset or empty."""
-    raw = _env(env, "NVIDIA_VISIBLE_DEVICES") or _env(env, "CUDA_VISIBLE_DEVICES")
+    """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), else the node's GPU indexes Slurm gave the
+    step (``SLURM_STEP_GPUS``: ``2,3``), else those ``CUDA_VISIBLE_DEVICES`` names; None when all are unset or empty.
+    Slurm's ``CUDA_VISIBLE_DEVICES`` is no identity where ``ConstrainDevices=yes`` hides the other GPUs: it counts
+    from 0 in every job (two jobs on one node are both told ``0,1``), while ``SLURM_STEP_GPUS`` names the node's."""
+    raw = _env(env, "NVIDIA_VISIBLE_DEVICES") or _env(env, "SLURM_STEP_GPUS") or _env(env, "CUDA_VISIBLE_DEVICES")
     return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())

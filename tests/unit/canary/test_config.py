@@ -50,6 +50,14 @@ def test_a_task_of_a_slurm_step_reads_its_rank_world_generation_gpus_and_node_fr
     assert (both.rank, both.world_size, both.generation, both.gpus) == (0, 4, "7", ("GPU-a",))
 
 
+def test_on_slurm_the_gpus_are_the_nodes_indexes_not_the_constrained_cuda_numbering() -> None:
+    """Under ConstrainDevices=yes Slurm 22.05 tells the second job on a node CUDA_VISIBLE_DEVICES=0,1 too (measured
+    on tests/realslurm's cluster): only SLURM_STEP_GPUS tells two jobs' GPUs apart."""
+    first = parse("--rendezvous-dir", "/r", CUDA_VISIBLE_DEVICES="0,1", SLURM_STEP_GPUS="0,1")
+    second = parse("--rendezvous-dir", "/r", CUDA_VISIBLE_DEVICES="0,1", SLURM_STEP_GPUS="2,3")
+    assert (first.gpus, second.gpus) == (("0", "1"), ("2", "3"))
+
+
 def test_flags_win_over_the_environment_and_the_mode_follows_master_addr() -> None:
     env = {"WORLD_SIZE": "2", "RANK": "1", "FIREDRILL_CHECKPOINT_DIR": "/env/ck", "FIREDRILL_RENDEZVOUS_DIR": "/env/r",
            "FIREDRILL_GENERATION": "5", "POD_IP": "127.0.0.3", "FIREDRILL_DEVICE_SOCKET": "/run/dev.sock"}
