@@ -442,7 +442,7 @@ def recover(
 def _recover_slurm(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
                    timeout: float) -> tuple[list[Any], list[Any]]:
     """A Slurm cluster's part of ``firedrill recover``: each dead run's restore commands from its journal, then
-    (``sweeping``) the dead runs' canary jobs still on the cluster, cancelled; what was done of each."""
+    (``sweeping``) the dead runs' drill jobs still on the cluster, cancelled; what was done of each."""
     from drills.slurm.state import SlurmError
     from drills.target.recover import recover as undo_all, sweep
     from drills.target.slurmtarget import serving_on, slurm_driver, slurm_marks

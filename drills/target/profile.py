@@ -646,6 +646,12 @@ class SlurmSettings:
     sbatch_args: tuple[str, ...] = ()
     """More ``sbatch`` arguments for every drill job, as the site's users submit theirs (``--requeue``,
     ``--reservation=...``, ``--constraint=...``)."""
+    device_dir: str = "/dev"
+    """Where a node's GPU device files (``nvidia0``, ...) are, as a job there reads them (``{node}``: the node's
+    name, for a test bench whose simulated nodes keep theirs apart); gres.conf's ``File=`` names the same files."""
+
+    def devices_of(self, node: str) -> str:
+        return self.device_dir.replace("{node}", node)
 
     def sbatch_options(self) -> tuple[str, ...]:
         """What every drill job is submitted with: its partition, its account and QOS where the profile says, and
@@ -663,6 +669,8 @@ class SlurmSettings:
         for key in ("conf", "account", "qos", "shared_dir"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.device_dir != "/dev":
+            out["device_dir"] = self.device_dir
         return {"slurm": out}
 
 
@@ -961,7 +969,8 @@ def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettin
 
 
 _SLURM_TOP = ("apiVersion", "kind", "name", "platform", "slurm", "fault", "safety")
-_SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir", "sbatch_args")
+_SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir", "sbatch_args",
+          "device_dir")
 _SLURM_OWN_ARGS = frozenset({"--partition", "--account", "--qos", "--job-name", "--nodes", "--ntasks-per-node",
                               "--gres", "--output"})
 """sbatch options the drills or the profile's own fields set: refused in ``slurm.sbatch_args``."""
@@ -988,6 +997,8 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
         for key in ("conf", "account", "qos", "shared_dir"):
             slurm[key] = section.optional_string(key, f"slurm.{key} as a string")
         slurm["gres"] = section.string("gres", "gpu", expected="the GRES name of the GPUs, e.g. gpu")
+        slurm["device_dir"] = section.string("device_dir", "/dev", expected="the nodes' GPU device directory, "
+                                             "e.g. /dev")
         command = section.data.get("canary_command", list(CANARY_COMMAND))
         if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip()
                                                                     for c in command):
@@ -1005,8 +1016,8 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
                             "account or qos; remove them")
         else:
             slurm["sbatch_args"] = tuple(args)
-        for key in ("conf", "shared_dir"):
-            if isinstance(slurm[key], str) and not slurm[key].startswith("/"):
+        for key in ("conf", "shared_dir", "device_dir"):
+            if isinstance(slurm.get(key), str) and not slurm[key].startswith("/"):
                 problems.append(f"slurm.{key}: {slurm[key]!r} is not an absolute path; every node and this machine "
                                 "must read it at the same place")
     fault_fields = _fault_fields(top, doc, problems)

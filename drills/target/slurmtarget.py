@@ -29,7 +29,7 @@ from drills.target.marks import Mark
 from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.service import NodeService, describe, not_back
 
-__all__ = ["CANARY_JOB", "SlurmTarget", "node_service", "serving_on", "slurm_driver", "slurm_key", "slurm_marks",
+__all__ = ["DRILL_JOB", "SlurmTarget", "node_service", "serving_on", "slurm_driver", "slurm_key", "slurm_marks",
            "slurm_target"]
 
 log = logging.getLogger(__name__)
@@ -186,8 +186,9 @@ class SlurmTarget(FaultRecords):
         self.restore_all()
 
 
-CANARY_JOB = re.compile(r"^canary-fd[0-9a-f]{6}$")
-"""The name every drill's canary job has (``canary-<run id>``): only a Firedrill run submits such a job."""
+DRILL_JOB = re.compile(r"^(canary-fd[0-9a-f]{6}|gang-[a-z]-fd[0-9a-f]{6}|acc-fd[0-9a-f]{6}-[0-9]+)$")
+"""The names of the drills' jobs, each with its run's id: the training canary (``canary-<run id>``), a gang
+(``gang-a-<run id>``), an access probe (``acc-<run id>-1``). Only a Firedrill run submits such a job."""
 
 
 def slurm_driver(profile: TargetProfile) -> SlurmDriver:
@@ -196,14 +197,14 @@ def slurm_driver(profile: TargetProfile) -> SlurmDriver:
 
 
 def slurm_marks(profile: TargetProfile, driver: SlurmDriver) -> list[Mark]:
-    """What a dead run left on the Slurm cluster itself, journal or not: its canary jobs still queued or running
+    """What a dead run left on the Slurm cluster itself, journal or not: its drill jobs still queued or running
     (they hold GPUs the next verdict would count as the platform's), each with the ``scancel`` that ends it."""
     assert profile.slurm is not None
     env = ("env", f"SLURM_CONF={profile.slurm.conf}") if profile.slurm.conf else ()
     return [Mark(f"Slurm job {j.job_id} {j.name} ({j.state.value}" + (f" on {', '.join(j.nodes)}" if j.nodes else "")
                  + ")", Undo(UndoKind.COMMAND, argv=(*env, "scancel", str(j.job_id)),
                              note=f"cancel Slurm job {j.job_id}"))
-            for j in driver.jobs() if CANARY_JOB.match(j.name) and not j.state.ended]
+            for j in driver.jobs() if DRILL_JOB.match(j.name) and not j.state.ended]
 
 
 def serving_on(driver: SlurmDriver) -> Callable[[str], bool]:

@@ -61,19 +61,25 @@ _NODE = re.compile(r"^nvidia([0-9]+)$")
 
 
 def _told() -> tuple:  # pragma: no cover - exercised through subprocesses
-    """(raw, gpus): ``NVIDIA_VISIBLE_DEVICES`` as set, and the devices it names (None when unset)."""
+    """(variable, raw, gpus): what told this process its GPUs, as set, and the devices it names (None when no
+    variable is set): ``NVIDIA_VISIBLE_DEVICES``, else on Slurm ``SLURM_STEP_GPUS`` (the node's GPU indexes the
+    step was given; its ``CUDA_VISIBLE_DEVICES`` counts from 0 in every job where devices are constrained)."""
     import os
 
-    raw = os.environ.get("NVIDIA_VISIBLE_DEVICES")
+    name = "NVIDIA_VISIBLE_DEVICES"
+    raw = os.environ.get(name)
+    if raw is None and os.environ.get("SLURM_STEP_GPUS", "").strip():
+        name = "SLURM_STEP_GPUS"
+        raw = os.environ[name]
     if raw is None:
-        return None, None
+        return name, None, None
     value = raw.strip()
     if value.startswith("/"):  # the device plugin's volume-mounts strategy: one entry per device in that directory
         try:
-            return raw, sorted(os.listdir(value))
+            return name, raw, sorted(os.listdir(value))
         except OSError:
-            return raw, []
-    return raw, [v.strip() for v in value.split(",") if v.strip()]
+            return name, raw, []
+    return name, raw, [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _device_nodes(directory: str) -> list:  # pragma: no cover - exercised through subprocesses
@@ -133,8 +139,10 @@ def _open_device(directory: str, name: str, major: Any, scratch: Any) -> tuple: 
     except PermissionError as exc:
         attempt.update(outcome="denied", error=exc.strerror)
         return attempt, None
-    except OSError as exc:
-        attempt.update(outcome="error", error=f"{type(exc).__name__}: {exc.strerror or exc}")
+    except OSError as exc:  # ENXIO, ENODEV: past every access check, but no driver answers that number
+        unbacked = exc.errno in (errno.ENXIO, errno.ENODEV)
+        attempt.update(outcome="unbacked" if unbacked else "error",
+                       error=f"{type(exc).__name__}: {exc.strerror or exc}")
         return attempt, None
     attempt["outcome"] = "opened"
     if stat.S_ISREG(os.fstat(fd).st_mode):  # the reference platform's modelled node: it holds its GPU's identity
@@ -154,12 +162,14 @@ def main(argv: list) -> int:  # pragma: no cover - exercised through subprocesse
     access.add_argument("--try", dest="attempt", type=int, default=8, help="try nvidia0 .. nvidia<N-1>")
     access.add_argument("--period", type=float, default=0.5)
     access.add_argument("--rounds", type=int, default=60)
+    access.add_argument("--dev", default=None, help="the host's device directory every job of the node shares "
+                        "(bare-metal Slurm): a device node there is seen only where its open passes")
     args = parser.parse_args(argv[1:])
 
-    modelled = os.environ.get("FIREDRILL_DEVICE_DIR")
-    directory = modelled or "/dev"
-    raw, gpus = _told()
-    _emit("start", {"gpus": gpus, "visible": raw, "dir": directory})
+    modelled = None if args.dev else os.environ.get("FIREDRILL_DEVICE_DIR")
+    directory = args.dev or modelled or "/dev"
+    told, raw, gpus = _told()
+    _emit("start", {"gpus": gpus, "visible": raw, "told": told, "dir": directory, "shared_dev": bool(args.dev)})
     major = None if modelled else _nvidia_major()
     scratch = tempfile.mkdtemp(prefix="firedrill-access-") if major is not None else None
     held: dict = {}
@@ -184,7 +194,7 @@ def main(argv: list) -> int:  # pragma: no cover - exercised through subprocesse
                 attempt["identity"] = by_minor[int(name[6:])]
             attempts.append(attempt)
         _emit("access", {"round": round_, "started": started, "ts": time.time(), "dir": directory, "nodes": nodes,
-                         "visible": raw, "gpus": gpus,
+                         "visible": raw, "told": told, "gpus": gpus, "shared_dev": bool(args.dev),
                          "nvml": {"count": None if nvml_error else len(devices),
                                   "uuids": [d.get("uuid") for d in devices], "error": nvml_error},
                          "attempts": attempts})
@@ -206,9 +216,11 @@ def program_source() -> str:
 # ------------------------------------------------------------------------ the harness's side
 
 
-def access_args(*, attempt: int, period: float = 0.5, rounds: int = 60) -> list[str]:
-    """The probe's arguments: try ``nvidia0`` to ``nvidia<attempt-1>``, report every ``period`` s, ``rounds`` times."""
-    return ["access", "--try", str(attempt), "--period", f"{period:g}", "--rounds", str(rounds)]
+def access_args(*, attempt: int, period: float = 0.5, rounds: int = 60, dev: str | None = None) -> list[str]:
+    """The probe's arguments: try ``nvidia0`` to ``nvidia<attempt-1>``, report every ``period`` s, ``rounds`` times;
+    ``dev``: the host's device directory, which every job of the node shares (bare-metal Slurm)."""
+    return ["access", "--try", str(attempt), "--period", f"{period:g}", "--rounds", str(rounds),
+            *(["--dev", dev] if dev else [])]
 
 
 def access_pod(name: str, namespace: str, image: str, *, resource: str, gpus: int, node: str, args: list[str],
@@ -247,6 +259,10 @@ class Outcome(Enum):
     """No such node in its ``/dev``, and, on a real node, one it made itself could not be opened either."""
     DENIED = "denied"
     """The node is there but the open was refused (permissions, the device cgroup)."""
+    UNBACKED = "unbacked"
+    """The open passed every access check (the device cgroup included) but no driver answers that device number
+    (``ENXIO``/``ENODEV``): a simulated GPU, or one gone from the bus. The process reaches it as far as access
+    control goes, which is what the promise is about, so it counts as opened (it holds nothing, though)."""
     ERROR = "error"
     """Any other failure (the driver refused the device, ...)."""
 
@@ -267,7 +283,8 @@ class Attempt:
 
     @property
     def opened(self) -> bool:
-        return self.outcome is Outcome.OPENED
+        """Reached: the open passed access control (it opened, or only the missing driver stopped it)."""
+        return self.outcome in (Outcome.OPENED, Outcome.UNBACKED)
 
 
 @dataclass(frozen=True)
@@ -286,6 +303,11 @@ class AccessReport:
     """``NVIDIA_VISIBLE_DEVICES`` as the container has it (None: unset)."""
     gpus: tuple[str, ...] | None
     """The devices that names (UUIDs, indexes, or a keyword such as ``all``); None when unset."""
+    told_by: str
+    """The variable that told it (``NVIDIA_VISIBLE_DEVICES``; on Slurm ``SLURM_STEP_GPUS`` where that is unset)."""
+    shared_dev: bool
+    """Its device directory is the host's, shared by every job of the node (bare-metal Slurm, ``--dev``): a device
+    node there is no sign the process sees that GPU, only a passing open is."""
     nvml_count: int | None
     """How many GPUs NVML counts inside the container; None where it could not be asked (``nvml_error``)."""
     nvml_uuids: tuple[str, ...] = ()
@@ -303,8 +325,11 @@ class AccessReport:
 
     @property
     def seen(self) -> tuple[str, ...]:
-        """Every GPU device node it can see: present in its ``/dev``, or opened."""
-        return tuple(sorted({*self.nodes, *self.opened}, key=lambda n: (device_number(n) or 0, n)))
+        """Every GPU device node it can see: present in its ``/dev``, or opened; where every job of the node shares
+        the host's device directory (:attr:`shared_dev`), only those it opened (NVML, too, enumerates only the GPUs
+        the device cgroup lets a process open)."""
+        present = () if self.shared_dev else self.nodes
+        return tuple(sorted({*present, *self.opened}, key=lambda n: (device_number(n) or 0, n)))
 
     @property
     def seen_count(self) -> int:
@@ -358,7 +383,7 @@ def parse_access_line(line: str) -> AccessReport | None:
     return AccessReport(round_, started, ts, str(data.get("dir") or ""),
                         tuple(str(n) for n in data.get("nodes") or () if isinstance(n, str)),
                         data["visible"] if isinstance(data.get("visible"), str) else None,
-                        _strings(data.get("gpus")),
+                        _strings(data.get("gpus")), str(data.get("told") or VISIBLE_ENV), data.get("shared_dev") is True,
                         count if isinstance(count, int) and not isinstance(count, bool) else None,
                         tuple(str(u) for u in nvml.get("uuids") or () if u),
                         str(nvml["error"]) if nvml.get("error") else None, attempts)

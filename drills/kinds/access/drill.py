@@ -33,6 +33,7 @@ from drills.target.capacity import free_gpus_per_node
 from drills.target.profile import TargetProfile
 from drills.workloads.accessprobe import AccessReport, access_args, access_pod, parse_access_line
 from drills.workloads.canaryjob import gpu_taint_toleration
+from drills.workloads.slurmtraining import slurm_storage_problem
 
 __all__ = ["AccessDrill", "whole_gpu_node"]
 
@@ -72,6 +73,10 @@ class AccessDrill(Drill):
     """Probe pods on one node of whole GPUs: what each sees and can open, judged against what it asked for."""
 
     kind: ClassVar[str] = "accelerator-access"
+
+    @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        return slurm_storage_problem(profile)  # each probe's output is read there (drills.kinds.access.slurm)
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
@@ -149,11 +154,15 @@ class AccessDrill(Drill):
         self.follower.follow(pod)
 
     def _on_line(self, line: LogLine) -> None:
-        report = parse_access_line(line.text)
+        self._take(line.pod, line.text)
+
+    def _take(self, probe: str, text: str) -> None:
+        """One line of probe ``probe``'s output: its report, where it is one."""
+        report = parse_access_line(text)
         if report is None:
             return
         with self._lock:
-            seen = self.reports.setdefault(line.pod, [])
+            seen = self.reports.setdefault(probe, [])
             if all(r.round != report.round for r in seen):  # a re-followed log repeats itself
                 seen.append(report)
                 seen.sort(key=lambda r: r.round)
@@ -211,8 +220,12 @@ class AccessDrill(Drill):
     # ------------------------------------------------------------- observe, judge
     def probe_pods(self) -> list[ProbePod]:
         with self._lock:
-            return [ProbePod(name, self.node, gpus, tuple(self.reports.get(name, ())))
+            return [ProbePod(name, self.node, gpus, tuple(self.reports.get(name, ())), self._label(name))
                     for name, gpus in self.requested.items()]
+
+    def _label(self, probe: str) -> str:
+        """How findings name a probe ("" for ``pod <name>``)."""
+        return ""
 
     def _record(self, name: str, value: float | None, limit: int, judged: Judged, note: str) -> None:
         self.result.measure(Measurement(name, value, "GPUs", note=note))

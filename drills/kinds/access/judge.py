@@ -25,6 +25,12 @@ class ProbePod:
     """GPUs it requested (0: none)."""
     reports: tuple[AccessReport, ...] = ()
     """Its ``access`` lines, in the order it wrote them."""
+    label: str = ""
+    """How findings name it (``job 12 (acc-...)`` on Slurm); "" for ``pod <name>``."""
+
+    @property
+    def called(self) -> str:
+        return self.label or f"pod {self.name}"
 
     @property
     def first(self) -> AccessReport | None:
@@ -64,12 +70,16 @@ def _asked(pod: ProbePod) -> str:
 
 
 def _told(report: AccessReport) -> str:
-    return "NVIDIA_VISIBLE_DEVICES unset" if report.visible is None else f"NVIDIA_VISIBLE_DEVICES={report.visible}"
+    return f"{report.told_by} unset" if report.visible is None else f"{report.told_by}={report.visible}"
 
 
 def _witnesses(report: AccessReport) -> str:
     """How many GPUs each witness counted, for a finding."""
-    parts = [f"{_plural(len(report.seen), 'device node')} ({devices(report, report.seen)})"]
+    if report.shared_dev:  # every job of the node has every device node: only an open tells
+        found = f"{_plural(len(report.seen), 'GPU')} whose open passed the device cgroup"
+    else:
+        found = _plural(len(report.seen), "device node")
+    parts = [f"{found} ({devices(report, report.seen)})"]
     if report.nvml_count is not None:
         parts.append(f"NVML counts {report.nvml_count}")
     return "; ".join(parts)
@@ -81,11 +91,11 @@ def seen_beyond(pods: Sequence[ProbePod], limit: int) -> Judged:
     out = Judged()
     for pod in pods:
         if not pod.reports:
-            out.unsettled.append(f"pod {pod.name} on node {pod.node} wrote no access report")
+            out.unsettled.append(f"{pod.called} on node {pod.node} wrote no access report")
             continue
         worst = max(pod.reports, key=lambda r: r.seen_count)
         if worst.seen_count > limit:
-            out.broken.append(f"pod {pod.name} on node {pod.node} {_asked(pod)} but sees "
+            out.broken.append(f"{pod.called} on node {pod.node} {_asked(pod)} but sees "
                               f"{_plural(worst.seen_count, 'GPU')}: {_witnesses(worst)}; {_told(worst)}")
     return out
 
@@ -95,14 +105,14 @@ def opened_beyond(pods: Sequence[ProbePod], limit: int) -> Judged:
     out = Judged()
     for pod in pods:
         if not pod.reports:
-            out.unsettled.append(f"pod {pod.name} on node {pod.node} wrote no access report")
+            out.unsettled.append(f"{pod.called} on node {pod.node} wrote no access report")
             continue
         opened = sorted({d for r in pod.reports for d in r.opened}, key=lambda n: (device_number(n) or 0, n))
         if len(opened) > limit:
             last = pod.reports[-1]
             made = [d for d in opened if (a := last.attempt(d)) is not None and a.made == "opened"]
             how = f" ({', '.join(made)} through a device node it made itself: the device cgroup let it)" if made else ""
-            out.broken.append(f"pod {pod.name} on node {pod.node} {_asked(pod)} but opened "
+            out.broken.append(f"{pod.called} on node {pod.node} {_asked(pod)} but opened "
                               f"{_plural(len(opened), 'GPU')}: {devices(last, opened)}{how}")
     return out
 
@@ -121,7 +131,7 @@ def exactly_own(pods: Sequence[ProbePod]) -> Judged:
     out = Judged()
     for pod in pods:
         report = pod.reports[-1] if pod.reports else None
-        where = f"pod {pod.name} on node {pod.node}"
+        where = f"{pod.called} on node {pod.node}"
         if report is None:
             out.unsettled.append(f"{where} wrote no access report")
             continue
@@ -180,11 +190,11 @@ def crossings(pods: Sequence[ProbePod]) -> Judged:
     for holder in pods:
         first = holder.first
         if first is None:
-            out.unsettled.append(f"pod {holder.name} on node {holder.node} wrote no access report")
+            out.unsettled.append(f"{holder.called} on node {holder.node} wrote no access report")
             continue
         held = own_opened(first)
         if holder.requested and not held:
-            out.unsettled.append(f"pod {holder.name} on node {holder.node} holds no GPU (it could open none of its "
+            out.unsettled.append(f"{holder.called} on node {holder.node} holds no GPU (it could open none of its "
                                  "own), so no other pod's reach to it can be shown")
             continue
         for other in pods:
@@ -192,17 +202,17 @@ def crossings(pods: Sequence[ProbePod]) -> Judged:
                 continue
             report = other.since(first.ts)
             if report is None:
-                out.unsettled.append(f"pod {other.name} made no attempt after pod {holder.name} held its GPUs")
+                out.unsettled.append(f"{other.called} made no attempt after {holder.called} held its GPUs")
                 continue
             untried = [d for d in held if d not in report.tried]
             reached = [d for d in held if (a := report.attempt(d)) is not None and a.opened]
             if untried:
-                out.unsettled.append(f"pod {other.name} never tried {', '.join(untried)}, which pod {holder.name} "
+                out.unsettled.append(f"{other.called} never tried {', '.join(untried)}, which {holder.called} "
                                      "holds (it tries the node's GPUs by its capacity)")
             if reached:
                 out.count += len(reached)
                 given = ", ".join(report.named or ()) or "nothing"
-                out.broken.append(f"pod {other.name} on node {other.node} opened {devices(first, reached)}, which pod "
-                                  f"{holder.name} holds (pod {other.name} was given {given}; pod {holder.name} was "
+                out.broken.append(f"{other.called} on node {other.node} opened {devices(first, reached)}, which "
+                                  f"{holder.called} holds ({other.called} was given {given}; {holder.called} was "
                                   f"given {', '.join(first.named or ()) or 'nothing'})")
     return out

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from drills.errors import PlaceholderError
 from drills.kinds.access.drill import AccessDrill
+from drills.kinds.access.slurm import SlurmAccessDrill  # noqa: F401 - its Slurm side, registered on import
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import Checked, Requires, placeholder, scenario_rule, step
 

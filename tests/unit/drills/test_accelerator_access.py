@@ -107,6 +107,32 @@ def test_on_a_real_node_nvml_counts_too(tmp_path: Path) -> None:
     assert report.seen_count == 1
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="making character devices (mknod) needs root")
+def test_on_a_slurm_node_it_reads_slurms_own_indexes_and_sees_only_what_it_can_open(tmp_path: Path) -> None:
+    """A bare-metal Slurm node: every job shares the host's /dev (``--dev``), so a device node there is not
+    seen; one whose open passed access control is, even where no driver answers it (ENXIO: a simulated GPU).
+    What told the job its GPUs is SLURM_STEP_GPUS, the node's indexes."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for minor in range(3):  # NVIDIA's major, which no driver on this machine answers: open() gives ENXIO
+        os.mknod(dev / f"nvidia{minor}", 0o600 | 0o020000, os.makedev(195, 250 + minor))
+    env = clean_env(SLURM_STEP_GPUS="1,2", CUDA_VISIBLE_DEVICES="0,1")
+    (report,) = parse_access_lines("\n".join(probe_lines(env, *access_args(attempt=3, period=0.05, rounds=1,
+                                                                             dev=str(dev)))))
+    assert (report.told_by, report.visible, report.named, report.shared_dev) == ("SLURM_STEP_GPUS", "1,2",
+                                                                                 ("1", "2"), True)
+    assert {a.device: a.outcome for a in report.attempts} == dict.fromkeys(report.nodes, Outcome.UNBACKED)
+    assert report.seen == report.opened == ("nvidia0", "nvidia1", "nvidia2")  # nothing here confines it
+    # the same node, with the device cgroup refusing nvidia0: it is present but not seen
+    confined = AccessReport(1, 1.0, 1.1, str(dev), report.nodes, "1,2", ("1", "2"), "SLURM_STEP_GPUS", True, None,
+                            attempts=(Attempt("nvidia0", Outcome.DENIED), *report.attempts[1:]))
+    assert confined.seen == ("nvidia1", "nvidia2") and confined.seen_count == 2
+    pod = ProbePod("acc-1", "n1", 2, (confined,), label="job 7 (acc-1)")
+    assert not exactly_own([pod]).broken
+    assert "job 7 (acc-1) on node n1 requested 2 GPUs but opened 2 GPUs" in opened_beyond([pod], 1).broken[0]
+    assert "SLURM_STEP_GPUS=1,2" in seen_beyond([pod], 0).broken[0]
+
+
 def test_the_pod_asks_for_its_gpus_and_lands_on_the_node() -> None:
     pod = access_pod("acc-1", "ns", "img", resource="nvidia.com/gpu", gpus=0, node="n1",
                      args=access_args(attempt=8), ask_all=True, tolerations=({"key": "nvidia.com/gpu"},))
@@ -151,8 +177,8 @@ def report(nodes: dict[str, str | None], *, tried: int = 8, visible: str | None 
         else:
             attempts.append(Attempt(name, Outcome.ABSENT))
     gpus = None if visible is None else tuple(v for v in visible.split(",") if v)
-    return AccessReport(round_, started, started + 0.01, "/dev", tuple(nodes), visible, gpus, nvml, (),
-                        None, tuple(attempts))
+    return AccessReport(round_, started, started + 0.01, "/dev", tuple(nodes), visible, gpus, "NVIDIA_VISIBLE_DEVICES",
+                        False, nvml, (), None, tuple(attempts))
 
 
 EVERY = {f"nvidia{i}": f"GPU-{i}" for i in range(8)}

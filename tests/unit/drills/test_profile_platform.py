@@ -107,6 +107,7 @@ def test_every_kind_says_why_it_cannot_run_on_slurm_and_serving_that_slurm_has_n
     assert reasons.pop("node-pull") is None  # its Slurm side is written (tests/realslurm/test_nodepull.py)
     assert reasons.pop("gang-submission") is None  # and the gang's (tests/realslurm/test_gang.py)
     assert reasons.pop("campaign") is None  # and the campaign's (tests/realslurm/test_campaign.py)
+    assert reasons.pop("accelerator-access") is None  # and access's (tests/realslurm/test_access.py)
     assert all(r for r in reasons.values()), reasons
 
 
