@@ -42,6 +42,8 @@ environment (torch.distributed style; an empty variable counts as unset):
                              CUDA_VISIBLE_DEVICES restarts at 0 under ConstrainDevices=yes), then
                              to CUDA_VISIBLE_DEVICES
   SLURMD_NODENAME            the Slurm node this task runs on, logged in its start line's config
+  SLURM_JOB_GPUS             the GPUs of this node the whole Slurm job holds, logged in the start
+                             line's config (job_gpus): what two jobs must never share
   FIREDRILL_DEVICE_SOCKET    path of the node's (simulated) GPU driver socket, a UNIX datagram
                              socket; the canary sends it each state change (input, compute, comm,
                              idle); unset: nothing is sent
@@ -112,6 +114,10 @@ class Config:
     the harness checks no other pod holds)."""
     node: str | None = None
     """The Slurm node this task runs on (``SLURMD_NODENAME``); None elsewhere (a pod's node is the API's)."""
+    job_gpus: tuple[str, ...] | None = None
+    """On Slurm, the GPUs of the node the whole job holds (``SLURM_JOB_GPUS``, the node's indexes): a task bound to
+    some of them under ``ConstrainDevices=yes`` is told its own renumbered from 0 (two tasks of a job on a node are
+    both told ``0,1,2,3``), so exclusivity between jobs is judged from this; None elsewhere."""
 
     @property
     def rendezvous(self) -> RendezvousMode:
@@ -139,7 +145,7 @@ class Config:
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
             "pod_ip": self.pod_ip, "device_socket": self.device_socket, "device_clocks": self.device_clocks,
             "checkpoint_on_sigterm": self.checkpoint_on_sigterm, "link_bandwidth": self.link_bandwidth,
-            "node": self.node,
+            "node": self.node, "job_gpus": None if self.job_gpus is None else list(self.job_gpus),
         }
 
 
@@ -299,7 +305,12 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
         device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
         gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"),
-        link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"), node=_env(env, "SLURMD_NODENAME"))
+        link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"), node=_env(env, "SLURMD_NODENAME"),
+        job_gpus=_indexes(_env(env, "SLURM_JOB_GPUS")))
+
+
+def _indexes(raw: str | None) -> tuple[str, ...] | None:
+    return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())
 
 
 def _env_rate(env: Mapping[str, str], name: str) -> float | None:
@@ -320,6 +331,8 @@ def visible_gpus(env: Mapping[str, str]) -> tuple[str, ...] | None:
     """The devices ``NVIDIA_VISIBLE_DEVICES`` names (``GPU-...,GPU-...``), else the node's GPU indexes Slurm gave the
     step (``SLURM_STEP_GPUS``: ``2,3``), else those ``CUDA_VISIBLE_DEVICES`` names; None when all are unset or empty.
     Slurm's ``CUDA_VISIBLE_DEVICES`` is no identity where ``ConstrainDevices=yes`` hides the other GPUs: it counts
-    from 0 in every job (two jobs on one node are both told ``0,1``), while ``SLURM_STEP_GPUS`` names the node's."""
+    from 0 in every job (two jobs on one node are both told ``0,1``), while ``SLURM_STEP_GPUS`` names the node's
+    (for a step of one task per node; tasks bound to some of the step's GPUs are told theirs from 0 too, which is
+    why the Slurm watch judges jobs by ``SLURM_JOB_GPUS``: :attr:`Config.job_gpus`)."""
     raw = _env(env, "NVIDIA_VISIBLE_DEVICES") or _env(env, "SLURM_STEP_GPUS") or _env(env, "CUDA_VISIBLE_DEVICES")
     return None if raw is None else tuple(d.strip() for d in raw.split(",") if d.strip())

@@ -7,6 +7,12 @@ gave its step) from the ranks' output files in the scenario's folder, and from `
 job is the one running now.  GPU indexes are a node's own, so each GPU is named ``<node>:<index>``; a node shares
 no GPU by promise (GRES GPUs are exclusive; Slurm's ``shard`` GRES, which shares them, is not drilled yet).  A
 breach FAILs the scenario at once and halts it, as on Kubernetes.
+
+On Slurm the GPUs are a job's, not a task's: no GPU serves two jobs at once.  Each run of a job holds, on each of
+its nodes, the GPUs its ranks there say the job holds (``SLURM_JOB_GPUS``, the start line's ``config.job_gpus``);
+tasks bound to some of them under ``ConstrainDevices=yes`` are told theirs renumbered from 0, so a task's own
+``gpus`` tells no two tasks apart (measured on Slurm 22.05).  Where a rank does not say the job's GPUs, its own
+are taken, as before.  One world per job is judged from each rank's rank, world and generation.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ class SlurmInvariantWatch:
     book: InvariantBook = field(default_factory=InvariantBook)
     breaches: list[Breach] = field(default_factory=list)
     ranks: dict[str, tuple[str, Identity]] = field(default_factory=dict)
-    """uid -> (node, identity), from each rank's start line."""
+    """uid -> (node, identity), from each rank's start line (its GPUs where it did not say the job's)."""
+    holders: dict[str, tuple[str, Identity]] = field(default_factory=dict)
+    """``<job>.<generation>@<node>`` -> (node, the GPUs the job holds there), from its ranks' start lines."""
     output: RankOutput | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -61,7 +69,8 @@ class SlurmInvariantWatch:
         with self._lock:
             self.result.details["invariants"] = {
                 "ranks_watched": len(self.ranks),
-                "identities": {uid: list(i.gpus or ()) for uid, (_, i) in sorted(self.ranks.items()) if i.gpus},
+                "identities": {uid: list(i.gpus or ()) for uid, (_, i) in sorted({**self.ranks, **self.holders}.items())
+                               if i.gpus},
                 "breaches": [b.to_json() for b in self.breaches],
             }
 
@@ -78,15 +87,24 @@ class SlurmInvariantWatch:
         except SlurmError as exc:
             log.debug("invariants: squeue: %s", exc)
             return
+        def running(job_id: str, generation: str) -> bool:
+            job = jobs.get(job_id)
+            return job is not None and job.state is JobState.RUNNING and str(job.restarts) == generation
+
         with self._lock:
             for uid, (node, ident) in sorted(self.ranks.items()):
                 job_id, generation = uid.split(".")[:2]
-                job = jobs.get(job_id)
-                running = job is not None and job.state is JobState.RUNNING and str(job.restarts) == generation
                 self._report(self.book.node(node, False))
                 self._report(self.book.pod(PodView(uid, f"job {job_id} rank {ident.rank} generation {generation} "
-                                                        f"on {node}", node, running, job_id, bool(ident.gpus))))
+                                                        f"on {node}", node, running(job_id, generation), job_id,
+                                                   bool(ident.gpus))))
                 self._report(self.book.identity(uid, ident))
+            for key, (node, ident) in sorted(self.holders.items()):
+                job_id, generation = key.split("@")[0].split(".")
+                self._report(self.book.node(node, False))
+                self._report(self.book.pod(PodView(key, f"job {job_id} generation {generation} on {node}", node,
+                                                   running(job_id, generation), "", True)))
+                self._report(self.book.identity(key, ident))
 
     def _read_starts(self) -> None:
         profile = self.target.profile
@@ -100,11 +118,18 @@ class SlurmInvariantWatch:
                 continue
             node = said_node(line)
             gpus = line.fields.get("gpus")
+            config = line.fields.get("config") or {}
+            of_job = config.get("job_gpus") if isinstance(config, dict) else None
             world = line.fields.get("world_size")
             named = tuple(f"{node}:{g}" for g in gpus) if isinstance(gpus, list) else None
+            world = world if isinstance(world, int) else None
             with self._lock:
+                if isinstance(of_job, list):  # the job's GPUs on this node: the holder; the rank's world alone
+                    self.holders[f"{job_of(path)}.{line.generation}@{node}"] = (node, Identity(
+                        tuple(f"{node}:{g}" for g in of_job)))
+                    named = None
                 self.ranks[f"{job_of(path)}.{line.generation}.{line.rank}"] = (node, Identity(
-                    named, line.rank, world if isinstance(world, int) else None, line.generation))
+                    named, line.rank, world, line.generation))
 
     def _report(self, found: list[Breach]) -> None:
         """Under the lock: the first breach of each invariant FAILs the scenario and halts it."""

@@ -12,16 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
+from tests.realslurm.cluster import CGROUP_ROOT, SlurmCluster, SlurmClusterSpec, running
 from tests.realslurm.drill import REPO, firedrill_run
 from tests.realslurm.test_cluster import TUNED
 
 pytestmark = pytest.mark.realslurm
 
 
+CONSTRAINED = Path(CGROUP_ROOT, "devices", "devices.allow").exists()
+"""Devices constrained as production sites run them, where this machine can (cgroup v1): each task is then told its
+GPUs renumbered from 0, and GPU exclusivity must still hold between jobs, not be cried over tasks of one job."""
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SlurmCluster]:
-    with running(SlurmClusterSpec(tmp_path / "slurm", nodes=4, gpus_per_node=8, **TUNED)) as made:
+    with running(SlurmClusterSpec(tmp_path / "slurm", nodes=4, gpus_per_node=8, constrain_devices=CONSTRAINED,
+                                  **TUNED)) as made:
         yield made
 
 
@@ -37,7 +43,7 @@ def test_the_shipped_gang_feature_passes_unedited_with_every_rank_on_gpus_of_its
         invariants = result["details"]["invariants"]  # no GPU served two running ranks at once
         assert invariants["breaches"] == [] and invariants["identities"], invariants
     one_gang = [g for named in results[0]["details"]["invariants"]["identities"].values() for g in named]
-    assert len(one_gang) == 32 == len(set(one_gang)), one_gang  # 8 ranks of 4 GPUs, each GPU its own
+    assert len(one_gang) == 32 == len(set(one_gang)), one_gang  # the job's 8 GPUs on each of its 4 nodes, once
     placed = results[0]["details"]["bind_report"]
     assert len(placed) == 8 and all(p["node"].startswith("slurm-node-") and "," not in p["node"]
                                     for p in placed.values()), placed  # each worker where its rank said it runs

@@ -52,11 +52,12 @@ def test_a_node_pulled_under_the_canary_is_detected_requeued_and_resumed(cluster
     # index on its node), generation 0 and generation 1 each one world, and generation 1 off the pulled node.
     invariants = result["details"]["invariants"]
     assert invariants["breaches"] == [], invariants
-    ranks = invariants["identities"]
-    assert {uid.split(".", 1)[1] for uid in ranks} == {"0.0", "0.1", "1.0", "1.1"}, ranks
-    assert all(len(gpus) == 4 and all(g.startswith("slurm-node-") for g in gpus) for gpus in ranks.values()), ranks
-    after = {g.split(":")[0] for uid, gpus in ranks.items() if uid.split(".")[1] == "1" for g in gpus}
-    assert fault["node"] not in after and len(after) == 2, (fault, ranks)
+    held = invariants["identities"]  # <job>.<generation>@<node>: the GPUs the job holds there, by its ranks
+    assert sorted(key.split(".", 1)[1].split("@")[0] for key in held) == ["0", "0", "1", "1"], held
+    assert all(len(gpus) == 4 and all(g.startswith(key.split("@")[1] + ":") for g in gpus)
+               for key, gpus in held.items()), held
+    after = {key.split("@")[1] for key in held if key.split(".", 1)[1].startswith("1@")}
+    assert fault["node"] not in after and len(after) == 2, (fault, held)
     resumed = result["details"]["resume-point"]
     assert resumed["resumed_from"] == resumed["last_checkpoint_before_fault"] > 0, resumed
 

@@ -58,6 +58,14 @@ def test_on_slurm_the_gpus_are_the_nodes_indexes_not_the_constrained_cuda_number
     assert (first.gpus, second.gpus) == (("0", "1"), ("2", "3"))
 
 
+def test_on_slurm_the_jobs_gpus_of_the_node_are_logged_for_the_invariant_watch() -> None:
+    """Two tasks of one job bound to 4 GPUs each under ConstrainDevices=yes are both told SLURM_STEP_GPUS=0,1,2,3
+    (measured); SLURM_JOB_GPUS names the 8 the job holds on the node, which no other job may hold."""
+    task = parse("--rendezvous-dir", "/r", SLURM_STEP_GPUS="0,1,2,3", SLURM_JOB_GPUS="0,1,2,3,4,5,6,7")
+    assert task.job_gpus == tuple("01234567") and task.as_log()["job_gpus"] == list("01234567")
+    assert parse("--rendezvous-dir", "/r").as_log()["job_gpus"] is None
+
+
 def test_flags_win_over_the_environment_and_the_mode_follows_master_addr() -> None:
     env = {"WORLD_SIZE": "2", "RANK": "1", "FIREDRILL_CHECKPOINT_DIR": "/env/ck", "FIREDRILL_RENDEZVOUS_DIR": "/env/r",
            "FIREDRILL_GENERATION": "5", "POD_IP": "127.0.0.3", "FIREDRILL_DEVICE_SOCKET": "/run/dev.sock"}
