@@ -47,7 +47,7 @@ def test_submit_read_and_cancel_a_job(cluster: SlurmCluster) -> None:
 def test_a_controller_that_is_not_there_is_named_with_the_command(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n"
-                    "AuthType=auth/none\nNodeName=n0 CPUs=1\nPartitionName=p Nodes=n0\n")
+                    "AuthType=auth/none\nMessageTimeout=1\nNodeName=n0 CPUs=1\nPartitionName=p Nodes=n0\n")
     with pytest.raises(SlurmError, match=rf"squeue --json answered with errors: Failed while looking for jobs "
                                          rf"\(slurm_load_jobs\) \(SLURM_CONF={conf}\): is slurmctld up"):
         SlurmDriver(conf=conf, timeout=20).jobs()
