@@ -108,6 +108,11 @@ class SlurmJob:
     eligible_at: int
     """Epoch seconds from which it may start (a requeued job waits out its credential's lifetime)."""
     started_at: int
+    user: str = ""
+    account: str = ""
+    qos: str = ""
+    gpus_held: int = 0
+    """GPUs allocated to it (``tres_alloc_str`` ``gres/gpu=N``), 0 while it pends."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,14 @@ def expand_nodes(text: str | None) -> tuple[str, ...]:
 
 
 _GRES = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[^:,(]+)?:(\d+)")
+_TRES_GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+
+
+def tres_gpus(text: str | None) -> int:
+    """GPUs in a TRES count text (``cpu=2,mem=1G,node=1,gres/gpu=4``; a typed ``gres/gpu:h100=4`` is counted under
+    its untyped total); 0 for none."""
+    match = _TRES_GPUS.search(text or "")
+    return int(match.group(1)) if match else 0
 
 
 def gres_count(text: str | None) -> int:
@@ -188,7 +201,9 @@ def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
             restarts=_int(j.get("restart_cnt")), requeue=bool(j.get("requeue")),
             partition=str(j.get("partition") or ""), gres_per_node=gres_count(j.get("tres_per_node")),
             batch_host=str(j.get("batch_host") or ""), eligible_at=_int(j.get("eligible_time")),
-            started_at=_int(j.get("start_time"))))
+            started_at=_int(j.get("start_time")), user=str(j.get("user_name") or ""),
+            account=str(j.get("account") or ""), qos=str(j.get("qos") or ""),
+            gpus_held=tres_gpus(j.get("tres_alloc_str"))))
     return out
 
 

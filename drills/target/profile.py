@@ -106,6 +106,7 @@ __all__ = [
     "KIND",
     "FaultMethod",
     "Platform",
+    "SlurmGovernance",
     "SlurmSettings",
     "CanarySettings",
     "FaultSettings",
@@ -622,6 +623,38 @@ SLURM_FEATURE = "firedrill"
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmGovernance:
+    """``slurm.governance``: who the tenant is on a Slurm cluster and where the refusals are on record
+    (docs/SLURM.md, "What governance does there"). Every field may be absent: the step that needs it is
+    INCONCLUSIVE and names it."""
+
+    tenant_command: tuple[str, ...] = ()
+    """How this machine runs a Slurm command as the tenant, its own Unix user (an argv prefix: ``[sudo, -n, -u,
+    alice, --]``, ``[runuser, -u, alice, --]``, ``[ssh, alice@login]``): Slurm knows a user by its uid."""
+    tenant_qos: str | None = None
+    """The QOS the tenant's jobs run under, whose ``GrpTRES`` GPU limit is its quota."""
+    tenant_account: str | None = None
+    """The account the tenant's jobs are charged to (None: its default account)."""
+    other_partition: str | None = None
+    """A partition the tenant's account may not use (``AllowAccounts``/``DenyAccounts``)."""
+    restricted_qos: str | None = None
+    """A QOS the tenant was not given."""
+    controller_log: str | None = None
+    """slurmctld's log (``SlurmctldLogFile``) as this machine reads it: where each refusal is on record."""
+    record_wait_seconds: float = 10.0
+    """How long a refusal may take to reach the log after the command it records."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tenant_command": list(self.tenant_command)} if self.tenant_command else {}
+        for key in ("tenant_qos", "tenant_account", "other_partition", "restricted_qos", "controller_log"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.record_wait_seconds != 10.0:
+            out["record_wait_seconds"] = self.record_wait_seconds
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmSettings:
     """``slurm`` (with ``safety.allow_feature``): how the drills reach a Slurm cluster and run their jobs there."""
 
@@ -646,6 +679,8 @@ class SlurmSettings:
     sbatch_args: tuple[str, ...] = ()
     """More ``sbatch`` arguments for every drill job, as the site's users submit theirs (``--requeue``,
     ``--reservation=...``, ``--constraint=...``)."""
+    governance: SlurmGovernance = field(default_factory=SlurmGovernance)
+    """The tenant and the record of its refusals, for the governance drill."""
     device_dir: str = "/dev"
     """Where a node's GPU device files (``nvidia0``, ...) are, as a job there reads them (``{node}``: the node's
     name, for a test bench whose simulated nodes keep theirs apart); gres.conf's ``File=`` names the same files."""
@@ -671,6 +706,8 @@ class SlurmSettings:
                 out[key] = getattr(self, key)
         if self.device_dir != "/dev":
             out["device_dir"] = self.device_dir
+        if self.governance.to_dict():
+            out["governance"] = self.governance.to_dict()
         return {"slurm": out}
 
 
@@ -970,7 +1007,9 @@ def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettin
 
 _SLURM_TOP = ("apiVersion", "kind", "name", "platform", "slurm", "fault", "safety")
 _SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir", "sbatch_args",
-          "device_dir")
+          "device_dir", "governance")
+_SLURM_GOVERNANCE = ("tenant_command", "tenant_qos", "tenant_account", "other_partition", "restricted_qos",
+                     "controller_log", "record_wait_seconds")
 _SLURM_OWN_ARGS = frozenset({"--partition", "--account", "--qos", "--job-name", "--nodes", "--ntasks-per-node",
                               "--gres", "--output"})
 """sbatch options the drills or the profile's own fields set: refused in ``slurm.sbatch_args``."""
@@ -1020,6 +1059,9 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
             if isinstance(slurm.get(key), str) and not slurm[key].startswith("/"):
                 problems.append(f"slurm.{key}: {slurm[key]!r} is not an absolute path; every node and this machine "
                                 "must read it at the same place")
+        governance = _slurm_governance(section, problems)
+        if governance is not None:
+            slurm["governance"] = governance
     fault_fields = _fault_fields(top, doc, problems)
     method, _, _, _, xid, stand_ins, _ = fault_fields
     for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
@@ -1046,6 +1088,28 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
     return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
                          fault=fault, safety=SafetySettings(**safety), platform=Platform.SLURM,
                          slurm=SlurmSettings(**slurm))
+
+
+def _slurm_governance(slurm: _Section, problems: list[str]) -> SlurmGovernance | None:
+    """``slurm.governance``: the tenant's command prefix, its QOS and account, what it may not use, the log."""
+    section = slurm.section("governance", _SLURM_GOVERNANCE, required=False)
+    if section is None:
+        return None
+    fields: dict[str, Any] = {}
+    command = section.data.get("tenant_command", [])
+    if not isinstance(command, list) or not all(isinstance(c, str) and c.strip() for c in command):
+        problems.append(f"{section.where('tenant_command')}: expected a list of strings, the command that runs what "
+                        "follows as the tenant, e.g. [sudo, -n, -u, alice, --]")
+    else:
+        fields["tenant_command"] = tuple(command)
+    for key in ("tenant_qos", "tenant_account", "other_partition", "restricted_qos", "controller_log"):
+        fields[key] = section.optional_string(key, f"slurm.governance.{key} as a string")
+    fields["record_wait_seconds"] = section.number("record_wait_seconds", 10.0, above=0)
+    if isinstance(fields["controller_log"], str) and not fields["controller_log"].startswith("/"):
+        problems.append(f"slurm.governance.controller_log: {fields['controller_log']!r} is not an absolute path")
+    if any(v is _Missing for v in fields.values()) or len(fields) < 7:
+        return None
+    return SlurmGovernance(**fields)
 
 
 def _stand_ins(fault: _Section, problems: list[str]) -> tuple[tuple[FaultMethod, FaultMethod], ...]:

@@ -186,9 +186,11 @@ class SlurmTarget(FaultRecords):
         self.restore_all()
 
 
-DRILL_JOB = re.compile(r"^(canary-fd[0-9a-f]{6}|gang-[a-z]-fd[0-9a-f]{6}|acc-fd[0-9a-f]{6}-[0-9]+)$")
+DRILL_JOB = re.compile(r"^(canary-fd[0-9a-f]{6}|gang-[a-z]-fd[0-9a-f]{6}|acc-fd[0-9a-f]{6}-[0-9]+"
+                       r"|gov-fd[0-9a-f]{6}-(?:[0-9]+|holder|victim))$")
 """The names of the drills' jobs, each with its run's id: the training canary (``canary-<run id>``), a gang
-(``gang-a-<run id>``), an access probe (``acc-<run id>-1``). Only a Firedrill run submits such a job."""
+(``gang-a-<run id>``), an access probe (``acc-<run id>-1``), governance's (``gov-<run id>-1`` the tenant's,
+``gov-<run id>-holder`` and ``-victim`` the harness's). Only a Firedrill run submits such a job."""
 
 
 def slurm_driver(profile: TargetProfile) -> SlurmDriver:

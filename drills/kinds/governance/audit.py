@@ -19,11 +19,12 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from drills.errors import FiredrillError
 
-__all__ = ["AuditLog", "AuditLogError", "AuditRecord", "RecordQuery", "codes_between", "find", "parse_line"]
+__all__ = ["AuditLog", "AuditLogError", "AuditRecord", "RecordQuery", "codes_between", "find", "parse_line",
+           "file_end", "first_found", "read_lines"]
 
 ANSWERED_STAGES = frozenset({"ResponseComplete", "Panic"})
 REFUSED = frozenset({403})
@@ -177,6 +178,56 @@ def find(records: Iterable[AuditRecord], query: RecordQuery) -> AuditRecord | No
     return next((r for r in records if query.matches(r)), None)
 
 
+T = TypeVar("T")
+
+
+def first_found(look: Callable[[], T | None], timeout: float, mono: Callable[[], float],
+                pause: Callable[[float], Any], poll: float = 0.1) -> T | None:
+    """What ``look`` finds, asking again every ``poll`` seconds (``pause``) until ``timeout`` seconds of ``mono``
+    have passed; None when it found nothing by then (it is asked at least once)."""
+    deadline = mono() + timeout
+    while True:
+        found = look()
+        if found is not None:
+            return found
+        remaining = deadline - mono()
+        if remaining <= 0:
+            return None
+        pause(min(poll, remaining))
+
+
+def file_end(path: Path, what: str) -> int:
+    """The size of an append-only log: what is written after this call starts beyond it."""
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise AuditLogError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def read_lines(path: Path, read_to: int, what: str) -> tuple[list[tuple[int, bytes]], int, bool]:
+    """(lines, new offset, restarted): each complete, non-blank line of an append-only file from byte ``read_to``
+    on, with its offset (without its newline or a carriage return); restarted: the file shrank (truncated or
+    rotated), so it was read from its start.  A line still being written waits for the next call."""
+    size = file_end(path, what)
+    restarted = size < read_to
+    start = 0 if restarted else read_to
+    if size == start:
+        return [], start, restarted
+    try:
+        with path.open("rb") as fh:
+            fh.seek(start)
+            data = fh.read(size - start)
+    except OSError as exc:
+        raise AuditLogError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    out, offset = [], start
+    for raw in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]:
+        line = raw.rstrip(b"\r")
+        if line.strip():
+            out.append((offset, line))
+        offset += len(raw) + 1
+    return out, offset, restarted
+
+
 @dataclass
 class AuditLog:
     """An append-only audit log file, read from byte offsets (the drill notes the end before each request)."""
@@ -189,10 +240,7 @@ class AuditLog:
 
     def end(self) -> int:
         """The file's current size: requests made after this call leave records beyond it."""
-        try:
-            return self.path.stat().st_size
-        except OSError as exc:
-            raise AuditLogError(f"cannot read the audit log {self.path}: {exc.strerror or exc}") from None
+        return file_end(self.path, "the audit log")
 
     def records(self, since: int = 0) -> list[AuditRecord]:
         """Every answered audit event whose line starts at or after byte ``since`` (complete lines only)."""
@@ -200,42 +248,18 @@ class AuditLog:
         return [r for r in self._cache if r.offset >= since]
 
     def _refresh(self) -> None:
-        size = self.end()
-        if size < self._read_to:  # truncated or rotated: start over (a rotated file's lines are not followed)
-            self._cache, self._read_to = [], 0
-        if size == self._read_to:
-            return
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self._read_to)
-                data = fh.read(size - self._read_to)
-        except OSError as exc:
-            raise AuditLogError(f"cannot read the audit log {self.path}: {exc.strerror or exc}") from None
-        offset = self._read_to
-        complete, _, _ = data.rpartition(b"\n")
-        if not complete and not data.endswith(b"\n"):
-            return  # no whole line yet
-        for line in (complete + b"\n").split(b"\n")[:-1]:
-            raw = line.rstrip(b"\r")
-            if raw.strip():
-                record = parse_line(raw, offset)
-                if record is None:
-                    self.skipped += 1
-                else:
-                    self._cache.append(record)
-            offset += len(line) + 1
-        self._read_to = offset
+        lines, self._read_to, restarted = read_lines(self.path, self._read_to, "the audit log")
+        if restarted:  # truncated or rotated: start over (a rotated file's lines are not followed)
+            self._cache = []
+        for offset, raw in lines:
+            record = parse_line(raw, offset)
+            if record is None:
+                self.skipped += 1
+            else:
+                self._cache.append(record)
 
     def wait_for(self, query: RecordQuery, since: int, timeout: float, mono: Callable[[], float],
                  pause: Callable[[float], Any], poll: float = 0.1) -> AuditRecord | None:
         """The first record after ``since`` that ``query`` matches, waiting up to ``timeout`` seconds of ``mono``
         for it to be written (``pause`` waits between reads); None when none came."""
-        deadline = mono() + timeout
-        while True:
-            found = find(self.records(since), query)
-            if found is not None:
-                return found
-            remaining = deadline - mono()
-            if remaining <= 0:
-                return None
-            pause(min(poll, remaining))
+        return first_found(lambda: find(self.records(since), query), timeout, mono, pause, poll)

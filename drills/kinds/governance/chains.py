@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from drills.kinds.governance.audit import AuditRecord, RecordQuery
+from drills.kinds.governance.textlog import CommandAnswer, LineQuery, LogLine
 from drills.records.verdict import Verdict
 
 __all__ = ["LIMITED_SCOPE_REFUSAL", "Answer", "Attempt", "Chain", "ChainTally", "Gate", "Judged", "classify",
@@ -107,16 +108,17 @@ class Attempt:
     """Who tried, in words ("the tenant tenant-a", "node gpu-node-0's identity", "the tenant's job")."""
     action: str
     """What was tried, in words ("list pods in namespace firedrill-neighbour")."""
-    query: RecordQuery | None = None
-    """The audit record the gate's decision must have left (None: not known, e.g. the attempt was not made)."""
+    query: RecordQuery | LineQuery | None = None
+    """The audit record the gate's decision must have left (None: not known, e.g. the attempt was not made); on
+    Slurm, the line of slurmctld's log."""
     gate: Gate = Gate.NOT_MADE
-    answer: Answer | None = None
+    answer: Answer | CommandAnswer | None = None
     why: str = ""
     """For NOT_MADE and UNCLEAR: why there is no claim (names the profile field to set); for LET_THROUGH: what
     got through, when more than the answer says."""
     since: int = 0
     """Byte offset of the audit log just before the attempt's request."""
-    record: AuditRecord | None = None
+    record: AuditRecord | LogLine | None = None
     log_readable: bool = True
     """False when the audit log could not be read (its path missing from the profile, or unreadable)."""
     log_problem: str = ""

@@ -41,6 +41,7 @@ from drills.kinds.governance.audit import (
 from drills.kinds.governance.chains import (
     Answer, Attempt, Chain, Gate, classify, judge_chain, refused_by_limited_scope,
 )
+from drills.kinds.governance.textlog import TextLog
 from drills.kinds.governance.identities import ConnectError, Identity, Missing, Resolved, connect, resolve
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver, KubeError, Resource
 from drills.kube.flavors import RUN_LABEL, GangFlavor, GangSpec, indexed_job, volcano_job
@@ -228,6 +229,15 @@ class GovernanceDrill(Drill):
                 "tenant_context) and governance.tenant_namespace in the target profile (docs/GOVERNANCE.md)")
 
     @classmethod
+    def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
+        gov = profile.slurm.governance if profile.slurm is not None else None
+        if gov is not None and gov.tenant_command:
+            return None  # its Slurm side: drills.kinds.governance.slurm
+        return ("the governance drills cross each control chain as a tenant, its own Unix user: set "
+                "slurm.governance.tenant_command (with controller_log, tenant_qos, other_partition and restricted_qos) "
+                "in the target profile (docs/SLURM.md)")
+
+    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         """The harness's own identity: it sets up and undoes each chain's attempt; the tenant's and the node's
         credentials (``governance``) are the ones whose refusals are judged (docs/GOVERNANCE.md)."""
@@ -259,7 +269,8 @@ class GovernanceDrill(Drill):
     tenant_problem: str = ""
     tenant_user: str | None = None
     node: KubeDriver | None = None
-    audit: AuditLog | None = None
+    audit: AuditLog | TextLog | None = None
+    """Where refusals are recorded: the API server's audit log (slurmctld's log on Slurm)."""
     audit_problem: str = ""
     pending_job: Pending | None = None
     pending_burst: Burst | None = None
@@ -1020,17 +1031,7 @@ class GovernanceDrill(Drill):
                 pending.attempt.gate, pending.attempt.why = Gate.UNCLEAR, "it was never watched"
                 self._add(pending.attempt)
         mine = [a for a in self.attempts if a.chain is chain]
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + self.target.profile.governance.record_wait_seconds
-        for attempt in mine:
-            attempt.log_readable, attempt.log_problem = self.audit is not None, self.audit_problem
-            if attempt.gate is Gate.REFUSED and attempt.query is not None and self.audit is not None:
-                try:
-                    attempt.record = self.audit.wait_for(attempt.query, attempt.since,
-                                                          max(0.0, deadline - clock.mono()), clock.mono,
-                                                          threading.Event().wait)
-                except AuditLogError as exc:
-                    attempt.log_readable, attempt.log_problem = False, str(exc)
+        self._look_up(mine)
         tally = judge_chain(chain, mine)
         name = chain.value
         self.result.measure(Measurement(f"{name}: attempts let through", float(tally.let_through), "attempts",
@@ -1043,9 +1044,7 @@ class GovernanceDrill(Drill):
         self.result.check(Threshold(f"{name}: refusals without an audit record", 0.0, "refusals"))
         for attempt in mine:
             if attempt.record is not None:
-                rec = attempt.record
-                self.target.timeline.action("audit record found", chain=name, auditID=rec.audit_id, sha256=rec.digest,
-                                            user=rec.user, verb=rec.verb, code=rec.code, target=rec.name)
+                self._record_found(name, attempt.record)
         for message in tally.failures:
             self.result.fail(message)
         for message in tally.unknowns:
@@ -1057,6 +1056,25 @@ class GovernanceDrill(Drill):
         details.setdefault("chains", {})[name] = {"verdict": tally.verdict.value, "let_through": tally.let_through,
                                                   "unrecorded": tally.unrecorded, "recorded": tally.recorded,
                                                   "records_sha256": list(tally.digests)}
+
+    def _look_up(self, attempts: list[Attempt]) -> None:
+        """Find the record of each refusal among ``attempts`` in the audit log, waiting up to
+        ``governance.record_wait_seconds`` in all."""
+        clock = self.target.timeline.clock
+        deadline = clock.mono() + self.target.profile.governance.record_wait_seconds
+        for attempt in attempts:
+            attempt.log_readable, attempt.log_problem = self.audit is not None, self.audit_problem
+            if attempt.gate is Gate.REFUSED and isinstance(attempt.query, RecordQuery) and self.audit is not None:
+                try:
+                    attempt.record = self.audit.wait_for(attempt.query, attempt.since,
+                                                          max(0.0, deadline - clock.mono()), clock.mono,
+                                                          threading.Event().wait)
+                except AuditLogError as exc:
+                    attempt.log_readable, attempt.log_problem = False, str(exc)
+
+    def _record_found(self, chain: str, rec: Any) -> None:
+        self.target.timeline.action("audit record found", chain=chain, auditID=rec.audit_id, sha256=rec.digest,
+                                    user=rec.user, verb=rec.verb, code=rec.code, target=rec.name)
 
     # ------------------------------------------------------------------ rollback
     def rollback(self) -> None:

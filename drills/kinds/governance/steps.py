@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from drills.errors import PlaceholderError
 from drills.kinds.governance import Chain, GovernanceDrill
+from drills.kinds.governance.slurm import SlurmGovernanceDrill  # noqa: F401 - its Slurm side, registered on import
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import Checked, scenario_rule, step
 

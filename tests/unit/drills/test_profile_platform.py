@@ -5,6 +5,7 @@ every shipped scenario why it cannot run there yet or at all."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from drills.cli import app
 from drills.scenario.drill import KINDS, discover
-from drills.target.profile import FaultMethod, Platform, ProfileError, load_profile
+from drills.target.profile import FaultMethod, Platform, ProfileError, SlurmGovernance, load_profile
 
 REPO = Path(__file__).resolve().parents[3]
 NATIVE = REPO / "examples" / "profile-native.yaml"
@@ -108,6 +109,9 @@ def test_every_kind_says_why_it_cannot_run_on_slurm_and_serving_that_slurm_has_n
     assert reasons.pop("gang-submission") is None  # and the gang's (tests/realslurm/test_gang.py)
     assert reasons.pop("campaign") is None  # and the campaign's (tests/realslurm/test_campaign.py)
     assert reasons.pop("accelerator-access") is None  # and access's (tests/realslurm/test_access.py)
+    assert reasons.pop("governance") is None  # and governance's, the profile naming a tenant (test_governance.py)
+    bare = replace(profile, slurm=replace(profile.slurm, governance=SlurmGovernance()))
+    assert "slurm.governance.tenant_command" in (KINDS["governance"].unsupported_on_slurm(bare) or "")
     assert all(r for r in reasons.values()), reasons
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from drills.slurm.state import (JobState, NodeFlag, SlurmError, by_name, expand_nodes, gres_count, parse_jobs,
-                                parse_nodes)
+                                parse_nodes, tres_gpus)
 
 CAPTURED = json.loads(Path(__file__).with_name("slurm-22.05.json").read_text())
 
@@ -66,6 +66,19 @@ def test_node_lists_expand(text: str | None, nodes: tuple[str, ...]) -> None:
     ("cpu=2,node=1", 0), ("", 0), (None, 0)])
 def test_gpus_in_gres_and_tres_text(text: str | None, count: int) -> None:
     assert gres_count(text) == count
+
+
+@pytest.mark.parametrize(("text", "count"), [
+    ("cpu=2,mem=1G,node=1,billing=2,gres/gpu=4", 4), ("gres/gpu=2,gres/gpu:h100=2", 2), ("cpu=2,node=1", 0),
+    ("", 0), (None, 0)])
+def test_gpus_allocated_in_a_tres_count(text: str | None, count: int) -> None:
+    assert tres_gpus(text) == count
+
+
+def test_who_a_job_is_and_what_it_holds() -> None:
+    (job,) = parse_jobs({"jobs": [{"job_id": 7, "job_state": "RUNNING", "user_name": "alice", "account": "tenant-a",
+                                   "qos": "tenant-gpu", "tres_alloc_str": "cpu=2,node=1,gres/gpu=2"}]})
+    assert (job.user, job.account, job.qos, job.gpus_held) == ("alice", "tenant-a", "tenant-gpu", 2)
 
 
 def test_what_is_not_slurm_s_answer_is_refused_naming_it() -> None:
