@@ -72,7 +72,9 @@ def test_a_gang_smaller_than_a_rack_waits_then_runs_once_one_rack_has_room(tmp_p
     room = details["room_for_the_gang"]
     workers = {name: pod for name, pod in details["placement"].items() if "-worker-" in name}
     ended = sorted(pod["ended_s"] for name, pod in details["placement"].items() if "-other-" in name)
-    assert room["at_s"] == ended[0] < ended[-1], details  # the first holder's end gave a rack room, not the last
+    # the first holder's end gave a rack room, not the last's; the holders often end within the same millisecond
+    # (a fresh-clone CI run saw all four at 5.194 s), so "before the last" is only there to see when they do not
+    assert room["at_s"] == ended[0], details
     # inside one rack, bound once a rack had room: not necessarily the first rack that did (the holders of both
     # racks end within milliseconds, and a scheduling cycle that saw both may pick either)
     assert len({pod["domain"] for pod in workers.values()}) == 1, details
