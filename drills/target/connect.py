@@ -342,12 +342,13 @@ class Target(FaultRecords):
                     f"{self.embedded.healing_profile} healing{broken}) at {self.driver.host}")
         return f"cluster at {self.driver.host} ({self.profile.flavor.value})"
 
-    def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
-        """Inject a fault on ``node``; the record says whether it was confirmed and how to undo it."""
+    def pull(self, node: str, method: FaultMethod, run_id: str = "", asked: FaultMethod | None = None) -> FaultRecord:
+        """Inject a fault on ``node``; the record says whether it was confirmed and how to undo it.  ``asked``: the
+        fault the scenario names, which a fault command's ``{fault}`` says (None: the configured method)."""
         if self.embedded is not None:
             injector: ReferenceFaults | ClusterFaults = self.embedded.faults(self.intend)
         else:
-            injector = ClusterFaults(self.driver, run_id, self.profile.fault, intend=self.intend)
+            injector = ClusterFaults(self.driver, run_id, self.profile.fault, intend=self.intend, asked=asked)
         self.touched.add(node)  # before the act: the guard must not judge the node as it goes down
         record = injector.inject(node, method)
         self.faults_done.append(record)

@@ -284,8 +284,10 @@ class ClusterFaults:
     """
 
     def __init__(self, driver: Any, run_id: str, settings: FaultSettings, clock: Any = None,
-                 poll: float = 0.5, intend: Intend = no_journal) -> None:
+                 poll: float = 0.5, intend: Intend = no_journal, asked: FaultMethod | None = None) -> None:
         self.driver = driver
+        self.asked = asked
+        """The fault the scenario names: what a fault command's ``{fault}`` says."""
         self.run_id = run_id
         self.settings = settings
         self.intend = intend
@@ -312,7 +314,7 @@ class ClusterFaults:
                                journal_id=intent)
         deadline = self.clock.mono() + self.timeout
         watch = _baseline(self.driver, node, self.clock)
-        restore = self.settings.restore_for(node)
+        restore = self.settings.restore_for(node, self.asked)
         restore_undo = (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore else ()
         if method is FaultMethod.KUBELET_STOP:
             pod = kubelet_stop_pod(node, self.run_id)
@@ -338,7 +340,7 @@ class ClusterFaults:
                          "; restart the kubelet on the node by hand after the drill"))
             return FaultRecord(node, method, confirmation.confirmed, detail, undo=cleanup,
                                confirmation=confirmation, acted_at=acted, journal_id=intent)
-        command = self.settings.command_for(node)
+        command = self.settings.command_for(node, self.asked)
         expire = self.settings.expire_seconds
         intent = self.intend(f"{method.value} on node {node}: {command}", node, method, restore_undo or (Undo(
             UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no "

@@ -181,6 +181,17 @@ class FaultUnavailable(FiredrillError):
     INCONCLUSIVE with this reason, never a harness error."""
 
 
+PULL = "pull"
+"""``{fault}`` where the scenario asks for no fault by name ("the configured fault method")."""
+
+
+def fault_word(asked: FaultMethod | None) -> str:
+    """What ``{fault}`` in a fault command says: the fault the scenario names (``kill``, ``hang``, ``partition``;
+    or ``command``, ``kubelet-stop``...), ``pull`` where it names none, so one site command can tell a host crash
+    from a node cut off from its controller."""
+    return PULL if asked is None else asked.value
+
+
 def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     if method is not FaultMethod.COMMAND:
         if template is not None:
@@ -198,10 +209,10 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     if "node" not in fields:
         return [f"fault.command_template: {template!r} has no {{node}} placeholder, so every drill would hit "
                 "the same machine; put {node} where the node name goes"]
-    others = sorted(fields - {"node", "expire_seconds"})
+    others = sorted(fields - {"node", "expire_seconds", "fault"})
     if others:
         return [f"fault.command_template: unknown placeholder(s) {', '.join('{' + f + '}' for f in others)}; "
-                "only {node} and {expire_seconds} are replaced (write a literal brace as {{ or }})"]
+                "only {node}, {fault} and {expire_seconds} are replaced (write a literal brace as {{ or }})"]
     return []
 
 
@@ -357,19 +368,20 @@ class FaultSettings:
                    else self.stand_in_choices[0].value) + " (docs/PROFILE.md, \"Fault methods\")")
         return stand_in
 
-    def command_for(self, node: str) -> str:
-        """The command for ``node`` (method ``command`` only), with its ``{expire_seconds}`` when it has one."""
+    def command_for(self, node: str, asked: FaultMethod | None = None) -> str:
+        """The command for ``node`` (method ``command`` only), with its ``{expire_seconds}`` when it has one and
+        ``{fault}``: the fault the scenario asked for (:func:`fault_word`)."""
         if self.command_template is None:
             raise ProfileError(f"fault.method is {self.method.value}, which has no command template")
-        return self._render(self.command_template, node)
+        return self._render(self.command_template, node, asked)
 
-    def restore_for(self, node: str) -> str | None:
+    def restore_for(self, node: str, asked: FaultMethod | None = None) -> str | None:
         """The command that undoes the fault on ``node``, if the profile gives one."""
-        return None if self.restore_template is None else self._render(self.restore_template, node)
+        return None if self.restore_template is None else self._render(self.restore_template, node, asked)
 
-    def _render(self, template: str, node: str) -> str:
+    def _render(self, template: str, node: str, asked: FaultMethod | None) -> str:
         expire = "" if self.expire_seconds is None else f"{self.expire_seconds:g}"
-        return template.format(node=node, expire_seconds=expire)
+        return template.format(node=node, expire_seconds=expire, fault=fault_word(asked))
 
 
 def _abort_when(section: Any, problems: list[str]) -> tuple[AbortCondition, ...]:

@@ -128,14 +128,15 @@ class SlurmTarget(FaultRecords):
         self.warnings += [f"node {k} is out of service before the run: {', '.join(v)}" for k, v in sorted(out.items())]
 
     # ------------------------------------------------------------- faults
-    def pull(self, node: str, method: FaultMethod, run_id: str = "") -> FaultRecord:
+    def pull(self, node: str, method: FaultMethod, run_id: str = "", asked: FaultMethod | None = None) -> FaultRecord:
         """Run the profile's fault command on ``node``, written down first; the record says whether the command
-        acted (its exit status): the drill confirms the fault from the workload (the rank there falls silent)."""
+        acted (its exit status): the drill confirms the fault from the workload (the rank there falls silent).
+        ``asked``: the fault the scenario names (the command's ``{fault}``)."""
         if method is not FaultMethod.COMMAND:
             raise FaultError(f"a Slurm node is pulled with the profile's command, not {method.value}")
         self._check_blast_radius(node)
-        command = self.profile.fault.command_for(node)
-        restore = self.profile.fault.restore_for(node)
+        command = self.profile.fault.command_for(node, asked)
+        restore = self.profile.fault.restore_for(node, asked)
         undo = (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore else (Undo(
             UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no restore_template"),)
         intent = "" if self.journal is None else self.journal.intend_fault(

@@ -255,7 +255,7 @@ class SlurmTrainingRun(TrainingRun):
                        node=self.rank_nodes.get(uid, ""))
 
     # ------------------------------------------------------------------ act
-    def pull(self, rank: int, method: FaultMethod) -> None:
+    def pull(self, rank: int, method: FaultMethod, asked: FaultMethod | None = None) -> None:
         assert self.spec is not None, "start the canary job first"
         with self._cond:
             generation = self._generation()
@@ -268,7 +268,7 @@ class SlurmTrainingRun(TrainingRun):
             self.restarts_at_fault = self.job.restarts if self.job is not None else 0
         self.pulled = node
         try:
-            record = self.target.pull(node, method, self.run_id)
+            record = self.target.pull(node, method, self.run_id, asked)
         except Exception as exc:  # a fault refused by the safety checks or a command that could not run
             raise DrillInconclusive(f"node {node} (worker {rank}) could not be pulled: {exc}") from None
         details = {"node": node, "method": method.value, "rank": rank, "command": record.detail}

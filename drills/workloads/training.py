@@ -391,7 +391,9 @@ class TrainingRun:
         step 0 would otherwise read as the recovery's resume point."""
         self.before_fault = self.seen | {p["metadata"]["uid"] for p in self.pods.values()} | self.canary.uids()
 
-    def pull(self, rank: int, method: FaultMethod) -> None:
+    def pull(self, rank: int, method: FaultMethod, asked: FaultMethod | None = None) -> None:
+        """Pull the node of worker ``rank`` with ``method``; ``asked``: the fault the scenario named (a stand-in's
+        reference method, which a fault command's ``{fault}`` says)."""
         assert self.spec is not None, "start the canary job first"
         with self._cond:
             pod = next((p for p in self._running_pods() if rank_of(p) == rank), None)
@@ -409,7 +411,7 @@ class TrainingRun:
                                         f"label {self.target.profile.safety.allow_label} or is a control-plane node")
             check_blast_radius(chosen, all_nodes, self.target.profile.safety, self.target.profile.gpu_resource)
         self.pulled = node
-        record = self.target.pull(node, method, self.run_id)
+        record = self.target.pull(node, method, self.run_id, asked)
         with self._cond:
             self.result.details["fault"] = {"node": node, "method": method.value, "rank": rank,
                                             "confirmed": record.confirmed, "detail": record.detail}

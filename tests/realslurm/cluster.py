@@ -80,6 +80,23 @@ def missing_binaries() -> list[str]:
     return [b for b in SLURM_BINARIES if shutil.which(b) is None]
 
 
+def _signal(pids: list[int], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to each of ``pids`` (the cluster's own processes; one gone already is passed over)."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def missing_accounting_binaries() -> list[str]:
     """The commands an accounting cluster (:class:`Accounting`) needs that this machine lacks."""
     return ["/".join(group) for group in ACCOUNTING_BINARIES if not any(shutil.which(b) for b in group)]
@@ -658,12 +675,7 @@ class SlurmCluster:
 
     def kill_node(self, node: str) -> list[int]:
         """A host crash: SIGKILL the node's processes (:meth:`node_pids`); the pids signalled."""
-        pids = self.node_pids(node)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pids = _signal(self.node_pids(node), signal.SIGKILL)
         proc = self.procs.get(f"slurmd-{node}")
         if proc is not None:
             try:
@@ -671,6 +683,16 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 pass
         return pids
+
+    def stop_node(self, node: str, *, daemon_only: bool) -> list[int]:
+        """SIGSTOP the node's processes: its ``slurmd`` alone (``daemon_only``: the node cut off from slurmctld
+        while its tasks run on, a network partition) or all of them (a hung host); the pids signalled."""
+        return _signal([pid for pid in self.node_pids(node) if not daemon_only or _comm(pid) == "slurmd"],
+                       signal.SIGSTOP)
+
+    def continue_node(self, node: str) -> list[int]:
+        """SIGCONT every process of the node (undoes :meth:`stop_node`; harmless on running ones)."""
+        return _signal(self.node_pids(node), signal.SIGCONT)
 
     # ------------------------------------------------------------- reads
     def run(self, *argv: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -36,15 +36,17 @@ real fault."""
 def profile_yaml(cluster: SlurmCluster, shared: Path, *, extra_slurm: tuple[str, ...] = (),
                  max_gpu_share: float = 0.4) -> str:
     """The profile a site writes for ``cluster``: its canary on this machine's Python, ``shared`` as the folder every
-    node sees, the node killed (a host crash) and powered on again by ``nodectl.py``."""
+    node sees, the node killed (a host crash), cut off from slurmctld (partition) or hung by ``nodectl.py``, as
+    the scenario's ``{fault}`` says, and brought back by it."""
     ctl = f"{sys.executable} {NODECTL} {cluster.root}"
     return "\n".join([
         "apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realslurm", "platform: slurm",
         "slurm:", f"  conf: {cluster.conf}", f"  partition: {cluster.spec.partition}",
         f"  canary_command: [{json.dumps(sys.executable)}, -m, drills.canary]", f"  shared_dir: {shared}",
         *(f"  {line}" for line in extra_slurm),
-        "fault:", "  method: command", f"  command_template: {json.dumps(ctl + ' kill {node}')}",
-        f"  restore_template: {json.dumps(ctl + ' restore {node}')}", "  stand_ins: {kill: command}",
+        "fault:", "  method: command", f"  command_template: {json.dumps(ctl + ' {fault} {node}')}",
+        f"  restore_template: {json.dumps(ctl + ' restore {node}')}",
+        "  stand_ins: {kill: command, hang: command, partition: command}",
         "  timeout_seconds: 60",
         "safety:", "  allow_feature: firedrill", "  max_nodes: 1", f"  max_gpu_share: {max_gpu_share}", ""])
 

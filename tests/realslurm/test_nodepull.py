@@ -7,7 +7,9 @@ from the harness's own reads (``sinfo``, ``squeue``) and the canary's own lines:
 - the node goes NOT_RESPONDING (detect), Slurm sets it DOWN and requeues the job (evict), the job runs again on
   the other nodes as the next generation (replace), the canary resumes from its last checkpoint (resume); the
   restore command powers the node on and it serves again (back in service): PASS, the invariants held;
-- with ``JobRequeue=0`` the job ends NODE_FAIL and never comes back: FAIL at once, naming the job.
+- with ``JobRequeue=0`` the job ends NODE_FAIL and never comes back: FAIL at once, naming the job;
+- scenario 5.2, the node cut off from slurmctld (``nodectl.py partition``): FAIL, split brain, since Slurm fences
+  nothing it cannot reach.
 """
 
 from __future__ import annotations
@@ -122,3 +124,41 @@ def test_a_run_killed_mid_pull_is_refused_until_recover_restores_the_node_and_ca
         time.sleep(0.2)
     planned = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
     assert planned.returncode in (0, 3), planned.stdout + planned.stderr
+
+
+PARTITION_WINDOWS = {"detects the failure within {} seconds": 10,
+                     "runs again on healthy nodes within {} seconds of eviction": 20}
+"""Scenario 5.2's windows in CI, doubled as 5.1's are (``tests/realslurm/drill.py``: ``TUNED_WINDOWS``)."""
+
+
+def test_a_partitioned_node_s_rank_trains_on_beside_its_replacement_slurm_fences_nothing(tmp_path: Path) -> None:
+    """Scenario 5.2 on stock Slurm: the node of the job's one worker is cut off from slurmctld while its task runs
+    on (``nodectl.py partition``: its slurmd stopped, as a network partition leaves it). slurmctld sets it DOWN and
+    requeues the job, which runs again on the spare node and resumes from its checkpoint, while the old task, out of
+    its reach, trains on: Slurm has no fencing, so the promise FAILs, naming the old rank. Once the node is back,
+    its slurmd kills the orphaned step."""
+    spec = SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=8, **TUNED)  # one pulled: 33 %, within 40 %
+    with running(spec) as cluster:
+        proc, (result,) = firedrill_run(cluster, tmp_path, scenario("node_pull.feature", "5.2", PARTITION_WINDOWS))
+        out = proc.stdout + proc.stderr
+        measured = {m["name"]: m["value"] for m in result["measurements"]}
+        print("partition on slurm: " + ", ".join(f"{k} {v:.2f}" for k, v in measured.items() if v is not None))
+        assert result["verdict"] == "FAIL", out
+        assert any(f.startswith("split brain: rank 0 of the replaced job") and "generation 0" in f
+                   for f in result["findings"]), result["findings"]
+        assert measured["steps by replaced ranks after the resume"] > 0, measured
+        assert all(measured[p] is not None for p in ("detect", "evict", "replace", "resume")), measured
+        fault = result["details"]["fault"]
+        assert "partition" in fault["command"], fault  # the one command was told which fault was asked for
+        old = fault["node"]
+        deadline = time.monotonic() + 30  # back in service, the node's slurmd kills the step it lost
+        while [p for p in cluster.node_pids(old) if not _is_slurmd(p)]:
+            assert time.monotonic() < deadline, cluster.node_pids(old)
+            time.sleep(0.2)
+
+
+def _is_slurmd(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmd"
+    except OSError:
+        return True

@@ -251,7 +251,7 @@ class CampaignDrill(TrainingRun, Drill):
                     check_blast_radius(chosen, nodes, self.target.profile.safety, self.target.profile.gpu_resource)
                 except SafetyError as exc:
                     raise DrillInconclusive(str(exc)) from None
-            fault.record = self.target.pull(fault.node, method, self.run_id)
+            fault.record = self.target.pull(fault.node, method, self.run_id, NODE_METHODS[kind])
             if not fault.record.confirmed:
                 raise DrillInconclusive(f"the {method.value} fault was not confirmed: {fault.record.detail}")
             return

@@ -57,7 +57,7 @@ class SlurmCampaign(SlurmTrainingRun, CampaignDrill):
         method = self.target.profile.fault.method_for(NODE_METHODS[fault.kind], reference=False)
         with self._cond:
             self.pulled, self.node_down_at, self.before_fault = fault.node, None, set(fault.before)
-        fault.record = self.target.pull(fault.node, method, self.run_id)
+        fault.record = self.target.pull(fault.node, method, self.run_id, NODE_METHODS[fault.kind])
         if not fault.record.confirmed:
             raise DrillInconclusive(f"the {method.value} fault failed: {fault.record.detail}")
         confirmed, why = self._confirm(self.victim, fault.record.acted_at or self.target.timeline.clock.mono())

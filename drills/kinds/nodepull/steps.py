@@ -35,7 +35,7 @@ def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> 
     """Pull the node hosting a worker (ranks count from 0, below the canary job's worker count): kill, hang or
     partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured
     fault method" from the target profile."""
-    _pull_run(drill).pull(rank, drill.fault_method(method))
+    _pull_run(drill).pull(rank, drill.fault_method(method), method)
 
 
 @step("Then", "the platform detects the failure within {limit:Duration}",

@@ -13,7 +13,7 @@ from drills.bdd.run import ExitCode, counts_line, exit_code
 from drills.records.verdict import DrillResult, ScenarioHalted, Verdict
 from drills.scenario.guard import NodeGuard
 from drills.target.faults import CONTROL_PLANE
-from drills.target.profile import AbortCondition, ProfileError, TargetProfile, load_profile
+from drills.target.profile import AbortCondition, FaultMethod, ProfileError, TargetProfile, load_profile
 from drills.target.safety import is_ready as node_ready
 
 
@@ -115,5 +115,22 @@ def test_a_fault_command_may_schedule_its_own_undo_and_the_profile_says_when(tmp
     restore = "  restore_template: 'at +{expire_seconds} {node}'\n"
     with pytest.raises(ProfileError, match=r"fault.restore_template uses \{expire_seconds\}, but fault.expire_sec"):
         parse_profile(base.format(value="[]", t="'power off {node}'", x=restore), tmp_path)
-    with pytest.raises(ProfileError, match="unknown placeholder.*only {node} and {expire_seconds} are replaced"):
+    with pytest.raises(ProfileError, match="unknown placeholder.*only {node}, {fault} and {expire_seconds} are "
+                                           "replaced"):
         parse_profile(base.format(value="[]", t="'power off {node} {when}'", x=""), tmp_path)
+
+
+def test_one_fault_command_is_told_which_fault_the_scenario_asked_for(tmp_path: Path) -> None:
+    """A site's one command tells a host crash from a node cut off from its controller: ``{fault}`` is the fault the
+    scenario names (the stand-in's reference method), ``pull`` where it names the configured method."""
+    fault_section = ("fault:\n  method: command\n  command_template: 'chaos {fault} {node}'\n"
+                     "  restore_template: 'chaos heal-{fault} {node}'\n  stand_ins: {kill: command, partition: command}\n")
+    text = PROFILE.replace("fault:\n  method: kubelet-stop\n", fault_section.replace("{", "{{").replace("}", "}}"))
+    text = text.format(value="[]")
+    fault = parse_profile(text, tmp_path).fault
+    asked = fault.method_for(FaultMethod.PARTITION, reference=False)
+    assert asked is FaultMethod.COMMAND
+    assert fault.command_for("gpu-3", FaultMethod.PARTITION) == "chaos partition gpu-3"
+    assert fault.restore_for("gpu-3", FaultMethod.PARTITION) == "chaos heal-partition gpu-3"
+    assert fault.command_for("gpu-3", FaultMethod.KILL) == "chaos kill gpu-3"
+    assert fault.command_for("gpu-3") == "chaos pull gpu-3"
