@@ -1119,8 +1119,8 @@ def _slurm_governance(slurm: _Section, problems: list[str]) -> SlurmGovernance |
     fields["record_wait_seconds"] = section.number("record_wait_seconds", 10.0, above=0)
     if isinstance(fields["controller_log"], str) and not fields["controller_log"].startswith("/"):
         problems.append(f"slurm.governance.controller_log: {fields['controller_log']!r} is not an absolute path")
-    if any(v is _Missing for v in fields.values()) or len(fields) < 7:
-        return None
+    if "tenant_command" not in fields or any(v is _Missing for v in fields.values()):
+        return None  # each problem is on record
     return SlurmGovernance(**fields)
 
 

@@ -285,24 +285,21 @@ class SlurmCluster:
     def gpu_files(self, node: str) -> list[Path]:
         return [self.root / "dev" / node / f"nvidia{g}" for g in range(self.spec.gpus_per_node)]
 
-    def _log(self, name: str) -> Path:
-        return self.root / "log" / f"{name}.log"
-
     def log_path(self, name: str) -> Path:
         """A daemon's log file: ``slurmctld``, ``slurmdbd``, ``munged``, ``mariadb``, ``slurmd-<node>``."""
-        return self._log(name)
+        return self.root / "log" / f"{name}.log"
 
     def log_mark(self, name: str = "slurmctld") -> int:
         """Where the daemon's log ends now; :meth:`log_since` reads what it wrote after."""
         try:
-            return self._log(name).stat().st_size
+            return self.log_path(name).stat().st_size
         except FileNotFoundError:
             return 0
 
     def log_since(self, mark: int, name: str = "slurmctld") -> list[str]:
         """The lines the daemon's log gained after ``mark`` (:meth:`log_mark`)."""
         try:
-            with open(self._log(name), "rb") as log:
+            with open(self.log_path(name), "rb") as log:
                 log.seek(mark)
                 return log.read().decode(errors="replace").splitlines()
         except FileNotFoundError:
@@ -330,7 +327,7 @@ class SlurmCluster:
             f"SlurmdSpoolDir={self.short / 'spool'}/%n",
             f"SlurmctldPidFile={root / 'run' / 'slurmctld.pid'}",
             f"SlurmdPidFile={root / 'run'}/slurmd-%n.pid",
-            f"SlurmctldLogFile={self._log('slurmctld')}",
+            f"SlurmctldLogFile={self.log_path('slurmctld')}",
             f"SlurmdLogFile={root / 'log'}/slurmd-%n.log",
             *(["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup"] if spec.constrain_devices else
               ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"]), "MpiDefault=none",
@@ -409,7 +406,7 @@ class SlurmCluster:
             *(["CommunicationParameters=NoInAddrAny"] if hostname_is_loopback() else []),
             "SlurmUser=root",
             "DebugLevel=info",
-            f"LogFile={self._log('slurmdbd')}",
+            f"LogFile={self.log_path('slurmdbd')}",
             f"PidFile={self.root / 'run' / 'slurmdbd.pid'}",
             "StorageType=accounting_storage/mysql",
             "StorageHost=127.0.0.1",
@@ -440,7 +437,7 @@ class SlurmCluster:
 
     # ------------------------------------------------------------- start, stop
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        out = open(self._log(f"{name}.stdout"), "ab")  # noqa: SIM115 - kept open for the daemon's life
+        out = open(self.log_path(f"{name}.stdout"), "ab")  # noqa: SIM115 - kept open for the daemon's life
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env or self.env(), cwd=self.root, start_new_session=True)
         out.close()
@@ -466,7 +463,7 @@ class SlurmCluster:
         (self.root / "munge").chmod(0o700)
         self._spawn("munged", ["munged", "-F", "-f", f"--socket={self.munge_socket}", f"--key-file={key}",
                                f"--pid-file={self.root / 'munge' / 'munged.pid'}",
-                               f"--log-file={self._log('munged')}", f"--seed-file={self.root / 'munge' / 'seed'}"])
+                               f"--log-file={self.log_path('munged')}", f"--seed-file={self.root / 'munge' / 'seed'}"])
         self._wait(lambda: self.munge_socket.exists(), 10, "munged never opened its socket")
         self.timings["munged"] = time.monotonic() - began
         fresh = self.spec.accounting is not None and self._start_accounting(timeout)
@@ -513,7 +510,7 @@ class SlurmCluster:
         db_socket = private / "mysqld.sock"
         (self.root / "db-tmp").mkdir(mode=0o700, exist_ok=True)
         self._spawn("mariadb", [_which("mariadbd", "mysqld"), "--no-defaults", f"--datadir={self.datadir}",
-                                "--user=root", f"--socket={db_socket}", f"--log-error={self._log('mariadb')}",
+                                "--user=root", f"--socket={db_socket}", f"--log-error={self.log_path('mariadb')}",
                                 f"--pid-file={self.root / 'run' / 'mariadb.pid'}", "--bind-address=127.0.0.1",
                                 f"--port={self.ports['mariadb']}",
                                 f"--tmpdir={self.root / 'db-tmp'}", *DB_OPTIONS])
@@ -754,7 +751,7 @@ class SlurmCluster:
 
     def _tail(self, name: str, lines: int = 5) -> str:
         try:
-            return " | ".join(self._log(name).read_text().splitlines()[-lines:])
+            return " | ".join(self.log_path(name).read_text().splitlines()[-lines:])
         except OSError:
             return "(no log)"
 

@@ -25,7 +25,6 @@ evidence like a log line's. Whatever got through is undone: a drained node resum
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import shlex
@@ -55,6 +54,8 @@ JOB_MINUTES = 5
 """Every job the drill submits ends on its own after this long (a dead run leaves nothing running for long)."""
 LIMIT_REASONS = ("QOSGrp", "QOSMax", "AssocGrp", "AssocMax", "QOSMin")
 """Pending reasons that name an accounting limit (``QOSGrpGRES``, ``AssocGrpGRES``, ``QOSMaxGRESPerJob``, ...)."""
+HELD = "JobId="
+"""How the record of a held job begins (slurmctld's account of it, not a log line)."""
 POLICY = "violates accounting/QOS policy"
 """What sbatch says of a job refused for a limit (``DenyOnLimit``)."""
 
@@ -370,26 +371,26 @@ class SlurmGovernanceDrill(GovernanceDrill):
         if ran is not None:
             attempt.gate, attempt.why = Gate.LET_THROUGH, f"job {job_id} ran ({ran}), though {self._quota_words()}"
         elif job is not None and job.state is JobState.PENDING and limit_reason(job.reason):
-            attempt.gate = Gate.REFUSED
-            attempt.query = LineQuery((f"JobId={job_id} ", f"Reason={job.reason}"))
-            attempt.record = self._job_record(job_id, attempt.query)
+            self._held(attempt, job_id, job.reason)
         else:
             state = f"{job.state.value}, reason {job.reason}" if job is not None else "gone"
             attempt.gate, attempt.why = Gate.UNCLEAR, (f"job {job_id} did not run but is {state}: not held by the "
                                                        "limit, so the gate was not shown")
         self._add(attempt)
 
-    def _job_record(self, job_id: int, query: LineQuery) -> LogLine | None:
-        """slurmctld's own account of a held job (``scontrol show job -o``): the line naming its reason."""
+    def _held(self, attempt: Attempt, job_id: int, reason: str) -> None:
+        """The gate held the tenant's job (it pends for ``reason``): refused, its record slurmctld's own account of
+        the job (``scontrol show job -o``), the line naming that reason, read now while the job is there."""
+        attempt.gate = Gate.REFUSED
+        attempt.query = LineQuery((f"{HELD}{job_id} ", f"Reason={reason}"))
         try:
             text = self.target.driver.run("scontrol", "show", "job", "-o", str(job_id)).strip()
         except SlurmError as exc:
             log.warning("governance on Slurm: scontrol show job %s: %s", job_id, exc)
-            return None
+            return
         line = text.splitlines()[0] if text else ""
-        if not query.matches(line + " "):
-            return None
-        return LogLine(hashlib.sha256(line.encode()).hexdigest(), 0, line, f"slurmctld's account of job {job_id}")
+        if attempt.query.matches(line + " "):
+            attempt.record = LogLine.of(line, 0, f"slurmctld's account of job {job_id}")
 
     # ----------------------------------------------------------------- access
     def other_namespace(self) -> None:
@@ -420,9 +421,7 @@ class SlurmGovernanceDrill(GovernanceDrill):
                 break
             self.pause(0.25)
         if job is not None and job.state is JobState.PENDING and held_for(job.reason):
-            attempt.gate = Gate.REFUSED
-            attempt.query = LineQuery((f"JobId={job_id} ", f"Reason={job.reason.split()[0]}"))
-            attempt.record = self._job_record(job_id, attempt.query)
+            self._held(attempt, job_id, job.reason.split()[0])
         elif job is not None and job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED):
             attempt.gate, attempt.why = Gate.LET_THROUGH, f"slurmctld accepted it as job {job_id}, which ran"
         else:
@@ -570,9 +569,7 @@ class SlurmGovernanceDrill(GovernanceDrill):
         if broke:
             attempt.gate, attempt.why = Gate.LET_THROUGH, broke
         elif last is not None and last.state is JobState.PENDING:
-            attempt.gate = Gate.REFUSED
-            attempt.query = LineQuery((f"JobId={job_id} ", f"Reason={last.reason}"))
-            attempt.record = self._job_record(job_id, attempt.query)
+            self._held(attempt, job_id, last.reason)
         else:
             attempt.gate, attempt.why = Gate.UNCLEAR, f"the tenant's job {job_id} is {last.state.value if last else 'gone'}"
         self._add(attempt)
@@ -642,8 +639,8 @@ class SlurmGovernanceDrill(GovernanceDrill):
             if not isinstance(attempt.query, LineQuery) or not attempt.query.needles \
                     or not isinstance(self.audit, TextLog):
                 continue
-            if attempt.query.needles[0].startswith("JobId="):
-                continue  # a held job: slurmctld's account of it was read then, or it was not there
+            if attempt.query.needles[0].startswith(HELD):
+                continue  # a held job: slurmctld's account of it was read then (:meth:`_held`), or it was not there
             try:
                 attempt.record = self.audit.wait_for(attempt.query, attempt.since, max(0.0, deadline - clock.mono()),
                                                         clock.mono, threading.Event().wait,

@@ -55,6 +55,11 @@ class LogLine:
     source: str
     """The log as the evidence names it (no path of this machine)."""
 
+    @classmethod
+    def of(cls, text: str, offset: int, source: str) -> LogLine:
+        """The record of one line (without its newline), its digest over the line's UTF-8 bytes."""
+        return cls(hashlib.sha256(text.encode()).hexdigest(), offset, text, source)
+
     def describe(self) -> str:
         return f"{self.source} line at byte {self.offset}: {_short(self.text)} (sha256 {self.digest[:16]}...)"
 
@@ -95,7 +100,7 @@ class TextLog:
         if restarted:
             self._lines = []
         self._lines += [LogLine(hashlib.sha256(raw).hexdigest(), offset, raw.decode("utf-8", errors="replace"),
-                                self.source) for offset, raw in new]
+                                self.source) for offset, raw in new]  # the digest of the bytes as written
         return [line for line in self._lines if line.offset >= since]
 
     def wait_for(self, query: LineQuery, since: int, timeout: float, mono: Callable[[], float],
