@@ -48,17 +48,23 @@ environment (torch.distributed style; an empty variable counts as unset):
                              socket; the canary sends it each state change (input, compute, comm,
                              idle); unset: nothing is sent
   FIREDRILL_DEVICE_CLOCKS    path of the driver's clocks file (JSON: {"gpus": {uuid: speed},
-                             "input_delay_s": s}); each step's compute is stretched by 1/speed of
+                             "input_delay_s": s, "storage_stalled_until": epoch s,
+                             "atomic_rename": bool}); each step's compute is stretched by 1/speed of
                              the slowest GPU of NVIDIA_VISIBLE_DEVICES and its input by the delay;
-                             unset or unreadable: full speed
+                             a checkpoint write waits while the storage is stalled, and goes
+                             straight under its final name when atomic_rename is false;
+                             unset or unreadable: full speed, storage that answers, atomic
   FIREDRILL_LINK_BANDWIDTH   this node's link to its peers, in bytes per second (a fabric that
                              imposes it; the reference platform's agent sets it): each connection
                              sends no faster than the slower of its two ends' links; unset: as
                              fast as the sockets go (a real fabric is what it is)
 
 output: one JSON object per line on stdout (events start, rendezvous, resumed, step,
-checkpoint, stalled, unstalled, peer_lost, exit), each with seq, ts, event, rank,
-world_size and generation; the fields of each event are in docs/WORKLOAD.md.
+checkpoint-begin, checkpoint, stalled, unstalled, peer_lost, exit), each with seq, ts,
+event, rank, world_size and generation; the fields of each event are in docs/WORKLOAD.md.
+
+signals: SIGTERM stops the rank (exit 143); SIGUSR1: its GPU failed (exit 1); SIGUSR2: its
+GPU is stuck in a kernel (the current or next compute never ends, silently, until SIGTERM).
 
 exit codes: 0 steps-total reached, 143 SIGTERM, 1 peer timeout, rendezvous timeout or
 another error, 2 a bad option or environment variable.
@@ -118,6 +124,9 @@ class Config:
     """On Slurm, the GPUs of the node the whole job holds (``SLURM_JOB_GPUS``, the node's indexes): a task bound to
     some of them under ``ConstrainDevices=yes`` is told its own renumbered from 0 (two tasks of a job on a node are
     both told ``0,1,2,3``), so exclusivity between jobs is judged from this; None elsewhere."""
+    checkpoint_seconds: float = 0.0
+    """How long rank 0's every checkpoint write takes (``--checkpoint-seconds``): the bytes go to storage in chunks,
+    each followed by a paced wait SIGTERM cuts short; 0: one write, as fast as the storage goes."""
 
     @property
     def rendezvous(self) -> RendezvousMode:
@@ -144,7 +153,8 @@ class Config:
             "payload_bytes": self.payload_bytes, "rendezvous_timeout": self.rendezvous_timeout,
             "rank_from": self.rank_from, "master_addr": self.master_addr, "master_port": self.master_port,
             "pod_ip": self.pod_ip, "device_socket": self.device_socket, "device_clocks": self.device_clocks,
-            "checkpoint_on_sigterm": self.checkpoint_on_sigterm, "link_bandwidth": self.link_bandwidth,
+            "checkpoint_on_sigterm": self.checkpoint_on_sigterm, "checkpoint_seconds": self.checkpoint_seconds,
+            "link_bandwidth": self.link_bandwidth,
             "node": self.node, "job_gpus": None if self.job_gpus is None else list(self.job_gpus),
         }
 
@@ -214,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM, rank 0 first checkpoints the last completed step (logged as a checkpoint with "
              "trigger 'sigterm'), then the rank exits 143; for a job that may be preempted within its "
              "grace period (default: off, SIGTERM exits at once)")
+    add("--checkpoint-seconds", type=_seconds(False), default=0.0, metavar="S",
+        help="rank 0's every checkpoint write takes about S seconds: written in chunks, each followed by a "
+             "paced wait that SIGTERM cuts short (a large model on slow storage; default 0: one write)")
     add("--keep-checkpoints", type=_count(0), default=5, metavar="N",
         help="rank 0 deletes all but the N newest checkpoints after each new one is durable "
              "(0: keep all; default 5)")
@@ -304,6 +317,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         rendezvous_timeout=args.rendezvous_timeout, rank=rank, rank_from=rank_from, world_size=world,
         master_addr=master_addr, master_port=master_port, pod_ip=pod_ip,
         device_socket=_env(env, "FIREDRILL_DEVICE_SOCKET"), checkpoint_on_sigterm=args.checkpoint_on_sigterm,
+        checkpoint_seconds=args.checkpoint_seconds,
         gpus=visible_gpus(env), device_clocks=_env(env, "FIREDRILL_DEVICE_CLOCKS"),
         link_bandwidth=_env_rate(env, "FIREDRILL_LINK_BANDWIDTH"), node=_env(env, "SLURMD_NODENAME"),
         job_gpus=_indexes(_env(env, "SLURM_JOB_GPUS")))

@@ -1,13 +1,16 @@
 """Waiting that SIGTERM cuts short: every sleep and socket wait of the canary goes through :class:`Interrupts`.
 
 SIGUSR1 is how the simulated device tells the rank its GPU failed (docs/WORKLOAD.md): the next wait raises
-:class:`DeviceLost`, as the next CUDA call fails on a lost GPU.
+:class:`DeviceLost`, as the next CUDA call fails on a lost GPU.  SIGUSR2 tells it its GPU is stuck in a kernel:
+from then on the rank's current or next :meth:`Interrupts.compute` never ends (until SIGTERM), as a hung kernel
+blocks its stream for good and the host thread with it.
 
 The SIGTERM handler only sets a flag; ``signal.set_wakeup_fd`` makes a socket
 readable at the same instant, and every wait polls that socket beside its own,
 so a sleep or a blocked collective returns at once and raises
 :class:`Terminated` at a point where the canary's state is consistent (never
-half way through a log line or a checkpoint).
+half way through a log line; a paced checkpoint write it cuts short is
+abandoned, never logged).
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ class Interrupts:
         self._wake_w.setblocking(False)
         self.terminated = False
         self.device_lost = False
+        self.hung = False
+        """SIGUSR2 arrived: the GPU is stuck in a kernel, and every compute from now on waits for SIGTERM."""
         self._installed = False
 
     def install(self) -> None:
-        """Take SIGTERM and SIGUSR1 (main thread only)."""
+        """Take SIGTERM, SIGUSR1 and SIGUSR2 (main thread only)."""
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.signal(signal.SIGUSR1, self._on_device_lost)
+        signal.signal(signal.SIGUSR2, self._on_hang)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         self._installed = True
 
@@ -47,6 +53,9 @@ class Interrupts:
 
     def _on_device_lost(self, signum: int, frame: object) -> None:
         self.device_lost = True
+
+    def _on_hang(self, signum: int, frame: object) -> None:
+        self.hung = True
 
     def check(self) -> None:
         """Raise :class:`Terminated` once SIGTERM has arrived, :class:`DeviceLost` once the GPU failed."""
@@ -96,6 +105,26 @@ class Interrupts:
             if remaining <= 0:
                 return
             self.wait([], [], remaining)
+
+    def compute(self, seconds: float) -> None:
+        """A step's kernels: sleep ``seconds`` like :meth:`sleep`, except that once SIGUSR2 said the GPU hangs
+        (before or during this call) it never returns: it waits, silent, until SIGTERM (or SIGUSR1) raises."""
+        deadline = self._clock() + seconds
+        while True:
+            self.check()
+            if self.hung:
+                self.wait([], [], None)
+                continue
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            self.wait([], [], remaining)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` that SIGTERM does not cut short: the work SIGTERM itself asked for (the checkpoint of
+        ``--checkpoint-on-sigterm``), which only the grace period's SIGKILL ends."""
+        if seconds > 0:
+            time.sleep(seconds)  # a signal's handler runs and the sleep goes on (PEP 475)
 
     def _drain(self) -> None:
         try:

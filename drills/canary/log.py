@@ -30,6 +30,9 @@ class Event(enum.Enum):
     STEP = "step"
     """A step completed: ``step``, ``input_s``, ``compute_s``, ``comm_s``, ``wall_s``; in a world of more than one
     rank also ``recv``, ``{"<peer rank>": [bytes, seconds]}``: how each peer's frame of the all-reduce arrived."""
+    CHECKPOINT_BEGIN = "checkpoint-begin"
+    """Rank 0 starts writing a checkpoint: ``step``, ``file`` (the final file name; ``trigger`` "sigterm" for the
+    one ``--checkpoint-on-sigterm`` writes).  Until its ``checkpoint`` line the job waits on its storage."""
     CHECKPOINT = "checkpoint"
     """Rank 0: a checkpoint is durable: ``step``, ``file``, ``digest`` (and ``trigger`` "sigterm" for the
     one ``--checkpoint-on-sigterm`` writes when SIGTERM arrives)."""

@@ -10,12 +10,28 @@ frame of the all-reduce reached this rank (:attr:`Collective.arrivals`).  Rank 0
 then writes checkpoint N when N is a multiple of ``--checkpoint-every`` (the
 write falls between two steps and is in neither's ``wall_s``).
 
+A checkpoint write is logged ``checkpoint-begin`` before it starts and
+``checkpoint`` once it is durable; in between the device state is
+``checkpoint``.  It goes to storage as the node's driver file says the storage
+is (:meth:`Device.storage`): in chunks over ``--checkpoint-seconds``, waiting
+while the storage is stalled, straight under the final name where the storage
+does not keep the rename promise.  Its waits are SIGTERM's to cut short: a
+periodic write SIGTERM interrupts is abandoned (no ``checkpoint`` line; an
+atomic write leaves no file, a non-atomic one the part it wrote).
+
+SIGUSR2 (the GPU stuck in a kernel) makes the current or next compute never end
+(:meth:`Interrupts.compute`): the rank says nothing more and its peers stall in
+the all-reduce, until SIGTERM.
+
 With ``--checkpoint-on-sigterm``, a SIGTERM (a preemption's graceful delete)
 makes rank 0 checkpoint the last completed step before the rank exits 143,
 unless that step is already durable (its periodic checkpoint, or the one it
 resumed from).  The step is complete on every rank (its all-reduce returned),
 so the checkpoint is one the whole job agrees on; the other ranks write nothing,
-as always.
+as always.  That write is paced and honours the storage like any other, but
+SIGTERM does not cut its waits short (:meth:`Interrupts.pause`): it is SIGTERM's
+own work, which only the grace period's SIGKILL ends.  A periodic write SIGTERM
+abandoned is written again this way (its step is not durable).
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from drills.canary.checkpoint import Resume, find_resume, prune, write_checkpoint
+from drills.canary.checkpoint import Resume, Storage, checkpoint_name, find_resume, prune, write_checkpoint
 from drills.canary.collective import Collective, contribution, reduce_sum
 from drills.canary.config import Config
 from drills.canary.device import Device, DeviceState
@@ -79,14 +95,27 @@ class Trainer:
         self._checkpoint(step, trigger="sigterm")
 
     def _checkpoint(self, step: int, trigger: str | None = None) -> None:
+        """Write checkpoint ``step`` between its ``checkpoint-begin`` and ``checkpoint`` lines, device state
+        ``checkpoint``; a periodic one (``trigger`` None) waits through :meth:`Interrupts.sleep`, the one on SIGTERM
+        through :meth:`Interrupts.pause`."""
         cfg = self.cfg
         assert cfg.checkpoint_dir is not None
-        written = write_checkpoint(cfg.checkpoint_dir, step, cfg.world_size, cfg.generation,
-                                   {"accumulator": self._accumulator}, rfc3339(self.wall()))
-        self._durable_step = step
         extra = {} if trigger is None else {"trigger": trigger}
+        self.log.emit(Event.CHECKPOINT_BEGIN, step=step, file=checkpoint_name(step), **extra)
+        self.device.send(DeviceState.CHECKPOINT)
+        storage = self._storage(self.interrupts.sleep if trigger is None else self.interrupts.pause)
+        written = write_checkpoint(cfg.checkpoint_dir, step, cfg.world_size, cfg.generation,
+                                   {"accumulator": self._accumulator}, rfc3339(self.wall()), storage)
+        self._durable_step = step
         self.log.emit(Event.CHECKPOINT, step=step, file=written.file, digest=written.digest, **extra)
         prune(cfg.checkpoint_dir, cfg.keep_checkpoints)
+
+    def _storage(self, sleep: Callable[[float], None]) -> Storage:
+        """The checkpoint storage of one write as the node's driver file says it is: its rename promise read now,
+        its stall read afresh before every chunk; ``--checkpoint-seconds`` its pace, ``sleep`` its waits."""
+        device, wall = self.device, self.wall
+        return Storage(seconds=self.cfg.checkpoint_seconds, atomic=device.storage().atomic_rename,
+                       stall_left=lambda: device.storage().stall_left(wall()), sleep=sleep)
 
     def _run(self) -> None:
         cfg = self.cfg
@@ -117,7 +146,7 @@ class Trainer:
             t1 = self.clock()
             self.device.send(DeviceState.COMPUTE)
             mine = contribution(cfg.rank, n, cfg.payload_bytes)
-            self.interrupts.sleep(cfg.compute_seconds / speed)
+            self.interrupts.compute(cfg.compute_seconds / speed)  # a hung GPU (SIGUSR2): never returns
             t2 = self.clock()
             self.device.send(DeviceState.COMM, moved)
             self.interrupts.sleep(cfg.comm_seconds)

@@ -66,6 +66,9 @@ class CanaryTraining:
     payload_bytes: int | None = None
     """``--payload-bytes``: what each rank contributes to each step's all-reduce (None: the canary's default); the
     fabric drill times the collective's bytes on every link, so it sends enough of them to time."""
+    checkpoint_seconds: float = 0.0
+    """``--checkpoint-seconds``: how long rank 0's every checkpoint write takes (a large model on slow storage: the
+    job makes no step meanwhile, a declared pause, not a hang); 0: one write, as fast as the storage goes."""
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0 or self.checkpoint_every < 0:
@@ -73,6 +76,8 @@ class CanaryTraining:
                              f"(got {self.workers}, {self.gpus_per_worker}, {self.checkpoint_every})")
         if min(self.compute_seconds, self.input_seconds, self.comm_seconds) < 0:
             raise ValueError("canary step times must be >= 0 seconds")
+        if self.checkpoint_seconds < 0:
+            raise ValueError(f"a canary checkpoint write must take >= 0 seconds (got {self.checkpoint_seconds})")
         if self.peer_timeout is not None and self.peer_timeout <= 0:
             raise ValueError(f"a canary peer timeout must be > 0 seconds (got {self.peer_timeout})")
 
@@ -117,6 +122,8 @@ def canary_job_spec(name: str, run_id: str, profile: TargetProfile, training: Ca
         args.append("--checkpoint-on-sigterm")
     if training.payload_bytes is not None:
         args += ["--payload-bytes", str(training.payload_bytes)]
+    if training.checkpoint_seconds > 0:
+        args += ["--checkpoint-seconds", f"{training.checkpoint_seconds:g}"]
     if form is CanaryForm.VOLCANO_JOB:
         rank = _field("metadata.annotations['volcano.sh/task-index']")
         generation = _field("metadata.annotations['volcano.sh/job-version']")

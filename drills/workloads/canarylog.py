@@ -11,7 +11,7 @@ harness's clocks at receipt (when the harness knew).
 the lines (no clock, no I/O), so unit tests feed it hand-written lines:
 
 - the highest step any rank logged before an instant;
-- the newest checkpoint completed before an instant;
+- the newest checkpoint completed before an instant, and the writes begun;
 - where a replacement rank resumed from, and its first step beyond it;
 - whether a rank of a replaced generation still trained after a given instant;
 - each rank's own input / compute / communication seconds inside a window.
@@ -155,6 +155,11 @@ class CanaryLog:
     def last_checkpoint_before(self, instant: float) -> int:
         """The newest checkpoint completed (logged durable) at or before ``instant``; 0 if none."""
         return max((ln.step or 0 for ln in self.of(CanaryEvent.CHECKPOINT) if ln.ts <= instant), default=0)
+
+    def checkpoint_begins(self, uids: Iterable[str] | None = None) -> list[CanaryLine]:
+        """Rank 0's ``checkpoint-begin`` lines (of the pods ``uids``; None: every pod), in the order received: a
+        write begun, durable only once a ``checkpoint`` line of the same step follows in the same pod's log."""
+        return self.of(CanaryEvent.CHECKPOINT_BEGIN, uids)
 
     def checkpoints(self) -> set[int]:
         """Every checkpoint step any rank logged as durable."""

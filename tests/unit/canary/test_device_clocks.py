@@ -50,6 +50,8 @@ class Sleeps:
     def sleep(self, seconds: float) -> None:
         self.slept.append(round(seconds, 6))
 
+    compute = pause = sleep
+
     def check(self) -> None:
         pass
 

@@ -42,8 +42,8 @@ def test_rfc3339_is_utc_with_microseconds_and_z() -> None:
 
 
 def test_the_event_names_are_the_contract() -> None:
-    assert [e.value for e in Event] == ["start", "rendezvous", "resumed", "step", "checkpoint", "stalled",
-                                        "unstalled", "peer_lost", "exit"]
+    assert [e.value for e in Event] == ["start", "rendezvous", "resumed", "step", "checkpoint-begin",
+                                        "checkpoint", "stalled", "unstalled", "peer_lost", "exit"]
 
 
 class GoneReader(io.StringIO):

@@ -1,6 +1,7 @@
 """``--checkpoint-on-sigterm``: real canary processes are sent SIGTERM mid-run (as a preemption's graceful
 delete does); rank 0 checkpoints the last completed step through its normal path, logs it with
-``trigger: sigterm``, and exits 143; a restart resumes from it.  Off by default: SIGTERM writes nothing."""
+``trigger: sigterm``, and exits 143; a restart resumes from it.  Off by default: SIGTERM writes nothing.  A slow
+periodic write (``--checkpoint-seconds``) SIGTERM arrives in is abandoned at once."""
 
 from __future__ import annotations
 
@@ -113,3 +114,27 @@ def test_two_ranks_only_rank_0_writes_the_sigterm_checkpoint(tmp_path: Path) -> 
     assert max(line["step"] for line in lines1 if line["event"] == "step") in (checkpoint["step"] - 1,
                                                                                checkpoint["step"])
     assert read_checkpoint(ckpt / checkpoint["file"])["world_size"] == 2
+
+
+def test_sigterm_cuts_a_slow_write_short_at_once_and_a_storage_without_the_rename_promise_keeps_it_torn(
+        tmp_path: Path) -> None:
+    ckpt, driver = tmp_path / "ckpt", tmp_path / "clocks.json"
+    driver.write_text(json.dumps({"atomic_rename": False}))
+    proc = start(["--checkpoint-dir", str(ckpt), "--checkpoint-every", "3", "--checkpoint-seconds", "30"],
+                 FIREDRILL_DEVICE_CLOCKS=str(driver))
+    assert proc.stdout is not None
+    before = read_until(proc.stdout, "checkpoint-begin")
+    time.sleep(0.3)  # some of the 20 chunks are written (one each 1.5 s: the first at once)
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code, after = finish(proc)
+    assert code == 143 and time.monotonic() - began < 5  # not the 30 s the write would take
+    begin = before[-1]
+    assert (begin["step"], begin["file"]) == (3, "ckpt-0000000003.json")
+    assert [line for line in after if line["event"] == "checkpoint"] == []
+    assert [p.name for p in ckpt.iterdir()] == [begin["file"]]  # torn under its final name
+
+    again = start(["--checkpoint-dir", str(ckpt), "--checkpoint-every", "1000", "--steps-total", "1"])
+    code, lines = finish(again)
+    resumed = next(line for line in lines if line["event"] == "resumed")
+    assert code == 0 and (resumed["from_step"], resumed["skipped"]) == (0, [begin["file"]])

@@ -44,7 +44,8 @@ def test_help_names_the_options_the_environment_and_the_log_format() -> None:
     assert out.returncode == 0
     for word in ("--steps-total", "--checkpoint-dir", "--stall-after", "--peer-timeout", "MASTER_ADDR",
                  "VC_TASK_INDEX", "JOB_COMPLETION_INDEX", "POD_IP", "FIREDRILL_DEVICE_SOCKET", "docs/WORKLOAD.md",
-                 "143"):
+                 "143", "--checkpoint-seconds", "storage_stalled_until", "atomic_rename", "checkpoint-begin",
+                 "SIGUSR2"):
         assert word in out.stdout, word
 
 

@@ -149,3 +149,16 @@ def test_an_exit_for_another_reason_is_no_preemption() -> None:
     log = CanaryLog()
     add(log, line("exit", 1, T0 + 1, code=1, reason="peer-timeout", step=12), mono=1.0)
     assert log.preemption() is None
+
+
+def test_a_checkpoint_begun_is_no_checkpoint_until_its_durable_line() -> None:
+    log = CanaryLog()
+    add(log, line("checkpoint-begin", 1, T0 + 1, step=20, file="ckpt-0000000020.json"), mono=1.0)
+    add(log, line("checkpoint-begin", 1, T0 + 1, step=20, file="ckpt-0000000020.json"), uid="other", mono=1.5)
+    (begun, _) = log.checkpoint_begins()
+    assert begun.event is CanaryEvent.CHECKPOINT_BEGIN and begun.step == 20
+    assert begun.fields["file"] == "ckpt-0000000020.json" and begun.mono == 1.0
+    assert [ln.uid for ln in log.checkpoint_begins(uids={"other"})] == ["other"]
+    assert log.checkpoints() == set() and log.last_checkpoint_before(T0 + 5) == 0
+    add(log, line("checkpoint", 2, T0 + 3, step=20, file="ckpt-0000000020.json", digest="d"), mono=3.0)
+    assert log.checkpoints() == {20} and len(log.checkpoint_begins()) == 2
