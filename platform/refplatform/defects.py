@@ -130,6 +130,20 @@ class Defect(enum.Enum):
     """Straggler controller: a named node keeps its naming taint after its GPUs run at full clock again, so the
     node never returns to service by itself."""
 
+    NO_HANG_DETECTION = "no-hang-detection"
+    """Progress watchdog: never names or restarts a job that stopped making progress, so a job with one rank stuck
+    in a kernel (its peers waiting in their all-reduce, every pod Running) hangs until someone notices."""
+
+    RESTART_ON_PAUSE = "restart-on-pause"
+    """Progress watchdog: ignores the activity a workload declares (``firedrill.dev/activity: checkpoint``), so a
+    checkpoint that takes longer than the job's threshold (slow or stalled storage) reads as a hang and the job is
+    restarted under its checkpoint writer."""
+
+    RESUME_TORN = "resume-torn"
+    """Node agents (the storage's promise, told through the driver file): every node's clocks file says
+    ``"atomic_rename": false``, so a checkpoint is written straight under its final name and a writer killed
+    mid-write leaves a torn checkpoint where a complete one should be."""
+
     VISIBLE_TO_ALL = "visible-to-all"
     """Node agents (the device plugin and container toolkit): every container's device directory (its ``/dev``)
     holds every GPU of its node, whatever it requested, and a container that requested none is told
@@ -196,6 +210,9 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",
     Defect.STRAGGLER_EVICTION_LOST: "the straggler detector names the node but its eviction never takes effect",
     Defect.STRAGGLER_TAINT_STAYS: "a node named a straggler is never given back once its GPUs are whole again",
+    Defect.NO_HANG_DETECTION: "the progress watchdog never names or restarts a hung job",
+    Defect.RESTART_ON_PAUSE: "the progress watchdog restarts a job mid-checkpoint, ignoring its declared pause",
+    Defect.RESUME_TORN: "storage breaks the rename promise: a killed checkpoint writer leaves a torn file",
     Defect.VISIBLE_TO_ALL: "every container sees and may open every GPU of its node",
     Defect.STALE_METRICS: "the GPU metrics exporter serves its first scrape forever",
     Defect.GPU_HEALTH_BLIND: "the scheduler hands out GPUs a node withdrew as unhealthy",

@@ -14,6 +14,14 @@ reference platform has always published about training:
 - ``firedrill.dev/compute-seconds``: the median ``compute_s`` of the last
   :data:`RECENT_COMPUTE` steps: the per-rank timing the straggler detector
   compares between the ranks of a job (:mod:`refplatform.core.straggler`);
+- ``firedrill.dev/activity``: ``checkpoint`` while the last
+  ``checkpoint-begin`` line has no later ``checkpoint`` line (absent
+  otherwise): a declared pause the progress watchdog waits out
+  (:mod:`refplatform.core.progress`);
+- ``firedrill.dev/stalled-on``: the ranks the last ``stalled`` line waits on
+  (:func:`stalled_ranks`), until an ``unstalled`` or a later ``step`` line
+  (absent otherwise): who waits on whom, from which the watchdog names the
+  rank that stopped first;
 - the ``Resumed`` Event (``Resumed training at step M beyond checkpoint N``),
   once per ``resumed`` line, at the ``ts`` of the first ``step`` line after it
   (``M`` its step, ``N`` the resumed line's ``from_step``).
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from refplatform.core.progress import ACTIVITY_ANNOTATION, STALLED_ON_ANNOTATION, format_ranks
 from refplatform.core.straggler import COMPUTE_SECONDS_ANNOTATION
 from refplatform.agent.workload import (
     ANN_CHECKPOINT_STEP,
@@ -42,11 +51,14 @@ from refplatform.agent.workload import (
     WorkloadEvent,
 )
 
-__all__ = ["CanaryLine", "RECENT_COMPUTE", "RECENT_STEPS", "TrainingLog", "parse_line", "parse_ts"]
+__all__ = ["CHECKPOINT_ACTIVITY", "CanaryLine", "RECENT_COMPUTE", "RECENT_STEPS", "TrainingLog", "parse_line",
+           "parse_ts", "stalled_ranks"]
 
 RECENT_STEPS = 20
 RECENT_COMPUTE = 5
 """Steps in the compute median: few, so a GPU that slows shows within a few steps."""
+CHECKPOINT_ACTIVITY = "checkpoint"
+"""The ``firedrill.dev/activity`` value while a checkpoint is being written."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,30 @@ def parse_line(text: str) -> CanaryLine | None:
     return CanaryLine(obj["event"], parse_ts(obj.get("ts")), obj)
 
 
+def _rank(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def stalled_ranks(line: CanaryLine) -> tuple[int, ...]:
+    """The ranks a ``stalled`` line waits on, from its ``on``: a rank or a list of ranks as they are; ``"master"``
+    is rank 0 (the hub every other rank waits on); ``"peers"`` (rank 0 waiting in its hub) is every other rank of
+    the line's ``world_size``, as far as it can tell; a comma list of ranks as written.  ``()`` when it says none."""
+    on = line.fields.get("on")
+    single = _rank(on)
+    if single is not None:
+        return (single,)
+    if isinstance(on, list):
+        return tuple(sorted({r for r in map(_rank, on) if r is not None}))
+    if on == "master":
+        return (0,)
+    own, world = _rank(line.fields.get("rank")), _rank(line.fields.get("world_size"))
+    if on == "peers" and world is not None:
+        return tuple(r for r in range(world) if r != own)
+    if isinstance(on, str):
+        return tuple(sorted({int(p) for p in on.split(",") if p.strip().isdigit()}))
+    return ()
+
+
 class TrainingLog:
     """What one container's canary log says so far.  Feed it lines in order; not thread-safe."""
 
@@ -105,6 +141,10 @@ class TrainingLog:
         self._walls: deque[float] = deque(maxlen=recent)
         self._computes: deque[float] = deque(maxlen=RECENT_COMPUTE)
         self._events: list[WorkloadEvent] = []
+        self.checkpointing = False
+        """A ``checkpoint-begin`` line has no later ``checkpoint`` line yet."""
+        self.stalled_on: tuple[int, ...] | None = None
+        """The ranks the last ``stalled`` line waits on, until ``unstalled`` or a later ``step``; None: not stalled."""
 
     def feed(self, text: str, received: datetime) -> CanaryLine | None:
         """Read one output line (``received``: when the agent got it, for lines without a ``ts``)."""
@@ -123,6 +163,7 @@ class TrainingLog:
             if step is None:
                 return line
             self.step = step
+            self.stalled_on = None
             wall = line.float_field("wall_s")
             if wall is not None and wall >= 0:
                 self._walls.append(wall)
@@ -136,9 +177,16 @@ class TrainingLog:
                                                   f"{self._resumed_from}"))
                 self._resumed_from = None
         elif line.event == "checkpoint":
+            self.checkpointing = False
             step = line.int_field("step")
             if step is not None:
                 self.checkpoint = step
+        elif line.event == "checkpoint-begin":
+            self.checkpointing = True
+        elif line.event == "stalled":
+            self.stalled_on = stalled_ranks(line)
+        elif line.event == "unstalled":
+            self.stalled_on = None
         return line
 
     @property
@@ -162,4 +210,8 @@ class TrainingLog:
         seconds = self.step_seconds
         if with_step_seconds and seconds is not None and seconds > 0:
             out[ANN_STEP_SECONDS] = f"{seconds:.6g}"
+        if self.checkpointing:
+            out[ACTIVITY_ANNOTATION] = CHECKPOINT_ACTIVITY
+        if self.stalled_on is not None:
+            out[STALLED_ON_ANNOTATION] = format_ranks(self.stalled_on)
         return out

@@ -68,6 +68,9 @@ class DeviceState(enum.Enum):
 
 
 _RANK = {DeviceState.COMPUTE: 3, DeviceState.COMM: 2, DeviceState.INPUT: 1, DeviceState.IDLE: 0}
+_AS = {"checkpoint": DeviceState.IDLE}
+"""States a process may declare that the device counts as another: a checkpoint write (the canary's ``checkpoint``)
+leaves the GPU idle while the host writes to storage."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +277,7 @@ def parse_datagram(data: bytes) -> tuple[int, DeviceState, int] | None:
     """``(pid, state, bytes)`` of a well-formed datagram, else ``None``."""
     try:
         obj = json.loads(data.decode("ascii"))
-        pid, state = obj["pid"], DeviceState(obj["state"])
+        pid, state = obj["pid"], _AS.get(obj["state"]) or DeviceState(obj["state"])
         nbytes = obj.get("bytes", 0)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
         return None

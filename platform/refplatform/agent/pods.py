@@ -92,7 +92,7 @@ from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
 from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
 from refplatform.gpu.health import GpuHealth
 from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
-from refplatform.gpu.throttle import THROTTLE_ANNOTATION, Throttle, clocks_document, parse_throttle
+from refplatform.gpu.throttle import STORAGE_STALLED_KEY, THROTTLE_ANNOTATION, Throttle, clocks_document, parse_throttle
 
 __all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
            "XID_EVENT", "parse_xid_entries"]
@@ -305,6 +305,7 @@ class PodSync:
         link_bandwidth: float | None = None,
         visible_to_all: bool = False,
         api_seconds: Callable[[int], float] | None = None,
+        atomic_rename: bool = True,
     ) -> None:
         """``tick``: longest wait between two reconcile passes; ``resync``: how long before an
         acknowledged DELETE is sent again for a pod the watch still shows; ``jobs``: links the
@@ -324,7 +325,9 @@ class PodSync:
         never reported unhealthy (it stays allocatable); ``gpu_stays_out``: the ``gpu-stays-out`` defect, a GPU once
         reported unhealthy stays so after its Xid is cleared; ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
         application Xid takes its GPU out of service too; ``visible_to_all``: the ``visible-to-all`` defect, every container
-        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`).
+        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`);
+        ``atomic_rename``: False is the ``resume-torn`` defect, the driver's clocks file tells every container the
+        node's storage does not keep the rename promise (``"atomic_rename": false``; :mod:`refplatform.gpu.throttle`).
         ``api_seconds``: how long a thread has waited for the API server
         (:meth:`GatedClient.api_seconds <refplatform.agent.partition.GatedClient.api_seconds>`), which
         :meth:`stalled_for` leaves out."""
@@ -348,6 +351,17 @@ class PodSync:
         """Workers (by uid) whose device was reported lost to their processes, and when."""
         self.throttle = Throttle()
         """What ``firedrill.dev/inject-throttle`` holds as last applied to the driver's clocks file."""
+        self.atomic_rename = atomic_rename
+        self._standing = Throttle()
+        """What ``firedrill.dev/inject-throttle`` holds as last read (its storage stalls expire as time passes)."""
+        self._clocks_doc: dict[str, Any] = clocks_document(Throttle(), str)
+        """The clocks file's content as last written (at first: what a missing file means)."""
+        self._clocks_lock = threading.Lock()
+        """Serializes the clocks file's writes (the heartbeat thread on a Node read, the sync thread each pass)."""
+        self._hangs: list[tuple[str, int]] = []
+        """``hang`` entries seen and not yet applied: (entry id, GPU index)."""
+        self._hang_seen: set[str] = set()
+        """The ids of the ``hang`` entries ever seen (each is applied once, by this agent process)."""
         self.gpu_count = gpu_count
         self.mistell_gpus = mistell_gpus
         self.visible_to_all = visible_to_all
@@ -524,27 +538,75 @@ class PodSync:
             self._wake.set()
 
     def _note_throttle(self, raw: str | None) -> None:
-        """Level-triggered: the GPU clocks and input delay standing in ``firedrill.dev/inject-throttle`` go to the
-        driver's clocks file, which the node's processes read each step (:mod:`refplatform.gpu.throttle`)."""
+        """Level-triggered: the GPU clocks, input delay and storage stall standing in ``firedrill.dev/inject-throttle``
+        go to the driver's clocks file, which the node's processes read each step (:mod:`refplatform.gpu.throttle`);
+        its new ``hang`` entries are queued for the next pass (:meth:`_apply_hangs`)."""
         throttle, problems = parse_throttle(raw, self.gpu_count)
         for problem in problems:
             if problem not in self._xid_problems:
                 self._xid_problems.add(problem)
                 log.warning("%s", problem)
-        if throttle == self.throttle:
+        with self._lock:
+            new = [(i, g) for i, g in throttle.hangs.items() if i not in self._hang_seen]
+            self._hang_seen.update(i for i, _ in new)
+            self._hangs.extend(new)
+        with self._clocks_lock:
+            self._standing = throttle
+            self._sync_clocks(self.clock.now())
+        if new:
+            self._wake.set()
+
+    def _sync_clocks(self, now: datetime) -> None:
+        """Write the clocks file when what it must say at ``now`` changed (a storage stall expires with time;
+        ``resume-torn`` makes the file exist from the first pass).  The caller holds ``_clocks_lock``."""
+        throttle = self._standing
+        doc = clocks_document(throttle, lambda g: gpu_uuid(self.node_name, g), now=now.timestamp(),
+                              atomic_rename=self.atomic_rename)
+        if doc == self._clocks_doc:
             return
         if self.driver is not None:
             try:
-                self.driver.write_clocks(clocks_document(throttle, lambda g: gpu_uuid(self.node_name, g)))
+                self.driver.write_clocks(doc)
             except OSError as exc:
                 log.warning("node %s: cannot write the GPU clocks file: %s", self.node_name, exc)
                 return
+        if doc.get(STORAGE_STALLED_KEY) != self._clocks_doc.get(STORAGE_STALLED_KEY):
+            until = doc.get(STORAGE_STALLED_KEY)
+            log.warning("node %s: storage %s", self.node_name,
+                        f"stalled until {datetime.fromtimestamp(until, now.tzinfo).isoformat()}" if until is not None
+                        else "answers again")
+        self._clocks_doc = doc
+        clocks_changed = (throttle.gpu_speed, throttle.input_delay_s) != (self.throttle.gpu_speed,
+                                                                          self.throttle.input_delay_s)
         self.throttle = throttle
+        if not clocks_changed:
+            return
         log.warning("node %s: GPU clocks %s, input delay %g s", self.node_name,
                     ", ".join(f"GPU {g} at {s:.0%}" for g, s in sorted(throttle.gpu_speed.items())) or "full",
                     throttle.input_delay_s)
         if self.on_health is not None:  # the node's report of its clocks goes out at once, not at the next status
             self.on_health()
+
+    def _apply_hangs(self, now: datetime) -> None:
+        """Each ``hang`` entry, once: SIGUSR2 to every process of each container holding that GPU now (the canary's
+        compute then never ends, as a kernel stuck on the GPU; docs/PROGRESS.md).  A real hang reports nothing:
+        no Event, no Xid, the GPU stays in service.  A GPU that no running pod holds when the entry is first seen
+        hangs nobody."""
+        with self._lock:
+            hangs, self._hangs = self._hangs, []
+        if not hangs:
+            return
+        running = self._running_workers()
+        for entry, gpu in hangs:
+            held = sorted(k for k, w in running.items()
+                          if gpu in w.gpu_indices or (w.devices or "").split("/")[0] == str(gpu))
+            hung = []
+            for key in held:
+                workload = running[key].workload
+                if isinstance(workload, ProcessWorkload) and workload.signal_running(signal.SIGUSR2):
+                    hung.append(key)
+            log.warning("node %s: GPU %d hangs (injection %s): %s", self.node_name, gpu, entry,
+                        f"SIGUSR2 to the processes of pod(s) {', '.join(hung)}" if hung else "no process holds it")
 
     def throttled_gpus(self) -> tuple[int, ...]:
         """The GPUs whose clocks the driver now holds below full speed (what DCGM's throttle reasons would say)."""
@@ -738,6 +800,9 @@ class PodSync:
             self._apply_faults(now)
         elif self.gpu_count:
             self._apply_gpu_faults(now)
+        self._apply_hangs(now)
+        with self._clocks_lock:
+            self._sync_clocks(now)
         for uid in [u for u in self._mounts if u not in pods]:
             del self._mounts[uid]
         for uid in [u for u in self._env_objects if u not in pods]:
@@ -1273,8 +1338,9 @@ class PodSync:
         if not final and worker.progress_sent_at is not None:
             if (now - worker.progress_sent_at).total_seconds() < self.progress_interval:
                 return
+        gone: dict[str, Any] = {k: None for k in worker.progress_sent if k not in progress}
         try:
-            self._annotate(worker, progress)
+            self._annotate(worker, {**progress, **gone})  # a claim the workload no longer makes is removed
         except (ApiStatusError, ApiUnreachable) as err:
             if isinstance(err, ApiStatusError) and err.not_found:
                 return

@@ -214,6 +214,7 @@ class Agent:
             link_bandwidth=config.link_bandwidth,
             visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
             api_seconds=self._api_seconds,
+            atomic_rename=Defect.RESUME_TORN not in config.defects,
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
                              (Defect.GPU_STAYS_OUT, "never returns a GPU an Xid took out of service"),
@@ -226,6 +227,9 @@ class Agent:
         if Defect.VISIBLE_TO_ALL in config.defects:
             log.warning("defect visible-to-all: node %s gives every container every GPU's device node, and tells a "
                         "container that requested no GPU NVIDIA_VISIBLE_DEVICES=all", config.node)
+        if Defect.RESUME_TORN in config.defects:
+            log.warning("defect resume-torn: node %s tells every container its storage does not rename atomically "
+                        "(\"atomic_rename\": false in the clocks file)", config.node)
         if Defect.DROP_IN_FLIGHT in config.defects:
             log.warning("defect drop-in-flight: node %s kills a deleted pod at once, ignoring its grace period",
                         config.node)

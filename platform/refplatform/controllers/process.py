@@ -32,6 +32,7 @@ from refplatform.controllers.scheduler import SchedulerController
 from refplatform.controllers.tainteviction import TaintEvictionController
 from refplatform.controllers.vcjob import VolcanoJobController
 from refplatform.controllers.straggler import StragglerController
+from refplatform.controllers.progress import ProgressController
 from refplatform.defects import Defect, add_defect_argument
 from refplatform.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from refplatform.profiles import Profile as HealingProfile
@@ -130,6 +131,9 @@ FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
         accuse_by_history=Defect.ACCUSE_THE_HEALTHY in args.defects,
         eviction_lost=Defect.STRAGGLER_EVICTION_LOST in args.defects,
         taint_stays=Defect.STRAGGLER_TAINT_STAYS in args.defects),
+    "progress": lambda client, args: ProgressController(
+        client, no_detection=Defect.NO_HANG_DETECTION in args.defects,
+        ignore_activity=Defect.RESTART_ON_PAUSE in args.defects),
     "job": lambda client, args: JobController(client),
     "disruption": lambda client, args: DisruptionController(client),
     "serviceaccount": lambda client, args: ServiceAccountController(client),

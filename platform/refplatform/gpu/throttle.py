@@ -6,24 +6,33 @@ each standing for as long as it is there (the drill's rollback removes it):
 
 - ``{"id": ..., "gpu": <index>, "speed": <0 < s <= 1>}``: that whole GPU runs at ``speed`` of its clock;
 - ``{"id": ..., "input_delay_s": <seconds >= 0>}``: every pod of the node waits that much longer for its input
-  each step (slow storage or data loading: the job is input-bound, its GPUs are fine).
+  each step (slow storage or data loading: the job is input-bound, its GPUs are fine);
+- ``{"id": ..., "gpu": <index>, "hang": true}``: that GPU gets stuck in a kernel.  Not a clock: the agent sends
+  SIGUSR2 once per entry id to every process of each container holding that GPU when it first sees the entry
+  (the canary's compute then never ends; docs/PROGRESS.md); nothing is written to the clocks file and the GPU is
+  not reported throttled.  Removing the entry undoes nothing: the processes stay hung until they are stopped;
+- ``{"id": ..., "storage_stall_until": <epoch seconds>}``: the node's storage stops answering until then.  While
+  such an entry stands and has not expired, the clocks file carries ``"storage_stalled_until"``, the latest of
+  them; an expired entry is ignored, so a stall whose harness died ends by itself.
 
 The node's agent (the GPU's driver) writes what stands to its clocks file (:func:`clocks_document`), which every
 container finds through ``FIREDRILL_DEVICE_CLOCKS``; the canary stretches its compute by ``1 / speed`` of its
-slowest GPU and its input by the delay (docs/WORKLOAD.md).  Several entries for one GPU: the slowest wins;
-several input delays add up.
+slowest GPU and its input by the delay, and holds its checkpoint writes while the storage stalls
+(docs/WORKLOAD.md).  Several entries for one GPU: the slowest wins; several input delays add up.  The file also
+says whether the storage keeps the rename promise (``"atomic_rename": false`` under the ``resume-torn`` defect;
+absent: it does).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLOCKS_ENV", "CLOCKS_FILE", "THROTTLED_ANNOTATION", "THROTTLE_ANNOTATION", "Throttle", "clocks_document",
-           "parse_throttle"]
+__all__ = ["ATOMIC_RENAME_KEY", "CLOCKS_ENV", "CLOCKS_FILE", "STORAGE_STALLED_KEY", "THROTTLED_ANNOTATION",
+           "THROTTLE_ANNOTATION", "Throttle", "clocks_document", "parse_throttle"]
 
 THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
 THROTTLED_ANNOTATION = "firedrill.dev/throttled-gpus"
@@ -34,6 +43,10 @@ CLOCKS_ENV = "FIREDRILL_DEVICE_CLOCKS"
 """The container variable naming the node's clocks file."""
 CLOCKS_FILE = "clocks.json"
 """Its name, beside the node's device socket."""
+STORAGE_STALLED_KEY = "storage_stalled_until"
+"""In the clocks file: epoch seconds until which the node's storage answers nothing (absent: it answers)."""
+ATOMIC_RENAME_KEY = "atomic_rename"
+"""In the clocks file: ``false`` when a rename on the node's storage is not atomic (absent: it is)."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +56,15 @@ class Throttle:
     gpu_speed: dict[int, float] = field(default_factory=dict)
     """GPU index -> the fraction of its speed it runs at (absent: full speed)."""
     input_delay_s: float = 0.0
+    hangs: Mapping[str, int] = field(default_factory=dict)
+    """Entry id -> the GPU index a ``hang`` entry names (signalled once per id by the agent; not a clock)."""
+    storage_stalls: tuple[float, ...] = ()
+    """The ``storage_stall_until`` of every storage-stall entry (epoch seconds, ascending; expired ones included:
+    :func:`clocks_document` leaves them out at its ``now``)."""
 
     @property
     def empty(self) -> bool:
-        return not self.gpu_speed and self.input_delay_s == 0.0
+        return not self.gpu_speed and self.input_delay_s == 0.0 and not self.hangs and not self.storage_stalls
 
 
 def _number(value: Any) -> float | None:
@@ -66,6 +84,8 @@ def parse_throttle(raw: str | None, gpu_count: int) -> tuple[Throttle, list[str]
     if not isinstance(items, list):
         return Throttle(), [f"{THROTTLE_ANNOTATION}: not a JSON list"]
     speeds: dict[int, float] = {}
+    hangs: dict[str, int] = {}
+    stalls: list[float] = []
     delay, problems = 0.0, []
     for item in items:
         if not isinstance(item, dict) or "id" not in item:
@@ -78,19 +98,42 @@ def parse_throttle(raw: str | None, gpu_count: int) -> tuple[Throttle, list[str]
                 continue
             delay += d
             continue
-        gpu, speed = item.get("gpu"), _number(item.get("speed"))
+        if "storage_stall_until" in item:
+            until = _number(item["storage_stall_until"])
+            if until is None or until < 0:
+                problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: storage_stall_until must be epoch "
+                                f"seconds")
+                continue
+            stalls.append(until)
+            continue
+        gpu = item.get("gpu")
         if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < gpu_count:
             problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: gpu must be an index below {gpu_count}")
             continue
+        if "hang" in item:
+            if item["hang"] is not True:
+                problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: hang must be true")
+                continue
+            hangs[str(item["id"])] = gpu
+            continue
+        speed = _number(item.get("speed"))
         if speed is None or not 0 < speed <= 1:
             problems.append(f"{THROTTLE_ANNOTATION}: entry {item['id']}: speed must be in (0, 1]")
             continue
         speeds[gpu] = min(speed, speeds.get(gpu, 1.0))
-    return Throttle(speeds, delay), problems
+    return Throttle(speeds, delay, hangs, tuple(sorted(stalls))), problems
 
 
-def clocks_document(throttle: Throttle, uuid_of: Callable[[int], str]) -> dict[str, Any]:
+def clocks_document(throttle: Throttle, uuid_of: Callable[[int], str], *, now: float | None = None,
+                    atomic_rename: bool = True) -> dict[str, Any]:
     """The clocks file's content: ``{"gpus": {<uuid>: speed}, "input_delay_s": seconds}`` (GPUs at full speed
-    are left out)."""
-    return {"gpus": {uuid_of(g): s for g, s in sorted(throttle.gpu_speed.items())},
-            "input_delay_s": throttle.input_delay_s}
+    are left out), plus ``"storage_stalled_until"`` (epoch seconds) while a storage stall stands past ``now``
+    (None: every stall stands) and ``"atomic_rename": false`` when the storage does not keep the rename promise."""
+    doc: dict[str, Any] = {"gpus": {uuid_of(g): s for g, s in sorted(throttle.gpu_speed.items())},
+                           "input_delay_s": throttle.input_delay_s}
+    standing = [u for u in throttle.storage_stalls if now is None or u > now]
+    if standing:
+        doc[STORAGE_STALLED_KEY] = max(standing)
+    if not atomic_rename:
+        doc[ATOMIC_RENAME_KEY] = False
+    return doc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from refplatform.agent.canarylog import TrainingLog, parse_line, parse_ts
+from refplatform.agent.canarylog import TrainingLog, parse_line, parse_ts, stalled_ranks
 
 RECEIVED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -74,3 +74,42 @@ def test_compute_seconds_is_the_median_of_the_last_few_steps() -> None:
         if step == 7:
             assert log.annotations(with_step_seconds=False)["firedrill.dev/compute-seconds"] == "0.1"
     assert log.annotations(with_step_seconds=False)["firedrill.dev/compute-seconds"] == "0.4"
+
+
+def test_a_checkpoint_being_written_is_declared_until_its_complete_line() -> None:
+    log = TrainingLog()
+    log.feed(line("step", 1, step=5, wall_s=0.1), RECEIVED)
+    assert "firedrill.dev/activity" not in log.annotations(with_step_seconds=False)
+    log.feed(line("checkpoint-begin", 2, step=5, file="ckpt-0000000005.json"), RECEIVED)
+    assert log.annotations(with_step_seconds=False)["firedrill.dev/activity"] == "checkpoint"
+    log.feed(line("stalled", 3, step=6, waited_s=1.0, on="master"), RECEIVED)  # other lines do not end it
+    assert log.annotations(with_step_seconds=False)["firedrill.dev/activity"] == "checkpoint"
+    log.feed(line("checkpoint", 4, step=5, file="ckpt-0000000005.json", digest="sha256:00"), RECEIVED)
+    anns = log.annotations(with_step_seconds=False)
+    assert "firedrill.dev/activity" not in anns and anns["firedrill.dev/checkpoint-step"] == "5"
+
+
+def test_a_stalled_collective_names_the_ranks_it_waits_on_until_it_completes_or_a_step_follows() -> None:
+    log = TrainingLog()
+    log.feed(line("step", 1, step=5, wall_s=0.1), RECEIVED)
+    log.feed(json.dumps({"event": "stalled", "rank": 0, "world_size": 3, "step": 6, "waited_s": 1.0, "on": "peers"}),
+             RECEIVED)
+    assert log.annotations(with_step_seconds=False)["firedrill.dev/stalled-on"] == "1,2"
+    log.feed(line("unstalled", 2, step=6, stalled_s=0.5), RECEIVED)
+    assert "firedrill.dev/stalled-on" not in log.annotations(with_step_seconds=False)
+    log.feed(json.dumps({"event": "stalled", "rank": 1, "world_size": 3, "step": 7, "on": "master"}), RECEIVED)
+    assert log.annotations(with_step_seconds=False)["firedrill.dev/stalled-on"] == "0"
+    log.feed(line("step", 3, step=7, wall_s=0.1), RECEIVED)
+    assert "firedrill.dev/stalled-on" not in log.annotations(with_step_seconds=False)
+
+
+def test_the_ranks_a_stalled_line_waits_on() -> None:
+    def on(value: object, rank: int = 0, world: int = 4) -> tuple[int, ...]:
+        got = parse_line(json.dumps({"event": "stalled", "rank": rank, "world_size": world, "on": value}))
+        assert got is not None
+        return stalled_ranks(got)
+
+    assert on("master", rank=2) == (0,)
+    assert on("peers") == (1, 2, 3)
+    assert on(2) == (2,) and on([3, 1, 3]) == (1, 3) and on("3,1") == (1, 3)
+    assert on(None) == () and on(True) == ()

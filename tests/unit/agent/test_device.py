@@ -141,6 +141,7 @@ def test_detach_returns_final_totals_and_forgets_the_pod() -> None:
     (b'{"pid": 5, "state": "comm", "bytes": 64}', (5, M, 64)),
     (b'{"pid": 5, "state": "compute"}', (5, C, 0)),
     (b'{"pid": 5, "state": "input", "bytes": -3}', (5, I, 0)),
+    (b'{"pid": 5, "state": "checkpoint"}', (5, DeviceState.IDLE, 0)),  # a checkpoint write leaves the GPU idle
     (b'{"pid": 5, "state": "sleeping"}', None),
     (b'{"pid": "5", "state": "idle"}', None),
     (b'{"pid": true, "state": "idle"}', None),

@@ -15,6 +15,7 @@ from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import LogStore
 from refplatform.agent.partition import GatedClient, PartitionGate
 from refplatform.agent.pods import PodSync
+from refplatform.agent.workload import LogLine, Workload
 from refplatform.client import WatchEvent
 
 from .fakeapi import FakeApi, status_error, unreachable
@@ -140,6 +141,40 @@ def test_training_runs_publishes_progress_and_succeeds(env: Env) -> None:
     calls = len(env.api.calls)
     env.step(30)
     assert len(env.api.calls) == calls  # a finished pod is left alone
+
+
+class Claims(Workload):
+    """A running workload whose published claims the test sets."""
+
+    kind = "claims"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: dict[str, str] = {}
+
+    def progress(self) -> dict[str, str]:
+        return dict(self.claims)
+
+    def _on_start(self, now: Any) -> list[LogLine]:
+        return []
+
+    def _advance(self, now: Any) -> list[LogLine]:
+        return []
+
+
+def test_a_claim_the_workload_no_longer_makes_is_removed_from_the_pod(env: Env) -> None:
+    env.add_pod("t")
+    env.step()
+    claims = Claims()
+    claims.start(env.clock.now())
+    (worker,) = env.sync.workers.values()
+    worker.workload = claims
+    claims.claims = {"firedrill.dev/step": "5", "firedrill.dev/activity": "checkpoint"}
+    env.step(1.0)
+    assert env.pod("t")["metadata"]["annotations"]["firedrill.dev/activity"] == "checkpoint"
+    claims.claims = {"firedrill.dev/step": "5"}  # the checkpoint completed
+    env.step(1.0)
+    assert env.pod("t")["metadata"]["annotations"] == {"firedrill.dev/step": "5"}
 
 
 def test_a_failing_workload_fails_the_pod(env: Env) -> None:

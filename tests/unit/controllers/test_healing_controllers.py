@@ -94,7 +94,7 @@ def test_profiles_carry_the_documented_timers() -> None:
 def test_the_controller_process_registers_every_controller_and_takes_the_profile() -> None:
     assert set(process.FACTORIES) == {"scheduler", "nodelifecycle", "tainteviction", "vcjob", "healer",
                                       "deployment", "replicaset", "endpoints", "loadbalancer", "autoscaler", "straggler",
-                                      "job", "disruption", "serviceaccount", "root-ca-cert-publisher",
+                                      "progress", "job", "disruption", "serviceaccount", "root-ca-cert-publisher",
                                       "kube-state-metrics"}
     # the kube-state-metrics stand-in serves a port: only where asked (for an API server without KSM series)
     assert set(process.DEFAULT_CONTROLLERS) == set(process.FACTORIES) - {"kube-state-metrics"}
