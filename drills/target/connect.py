@@ -263,8 +263,14 @@ class Target(FaultRecords):
     def inject_throttle(self, node: str, entry: dict[str, Any]) -> None:
         """The reference platform's throttle of a GPU or of the input (:mod:`drills.target.throttle`), written down
         first."""
-        what = (f"GPU {entry.get('gpu')} of node {node} slowed to {entry.get('speed')}" if "speed" in entry else
-                f"the input on node {node} delayed {entry.get('input_delay_s')} s a step")
+        if "speed" in entry:
+            what = f"GPU {entry.get('gpu')} of node {node} slowed to {entry.get('speed')}"
+        elif entry.get("hang"):
+            what = f"the processes on GPU {entry.get('gpu')} of node {node} hung in a kernel"
+        elif "storage_stall_until" in entry:
+            what = f"the checkpoint storage of node {node} stalled until {entry['storage_stall_until']} (epoch s)"
+        else:
+            what = f"the input on node {node} delayed {entry.get('input_delay_s')} s a step"
         self._annotate(node, THROTTLE_ANNOTATION, what, lambda: inject_throttle(self.driver, node, entry))
 
     def clear_throttle(self, node: str) -> None:

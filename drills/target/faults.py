@@ -242,6 +242,48 @@ def run_command(command: str, node: str, timeout: float) -> FaultRecord:
                        f"{command} -> rc {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}")
 
 
+def run_site_command(driver: Any, profile: TargetProfile, faults_done: list[FaultRecord], node: str, *, what: str,
+                     act: str, command: str, restore: str | None, by_hand: str, intend: Intend = no_journal
+                     ) -> tuple[FaultRecord, str]:
+    """Inject a fault with one of the profile's own commands (an Xid, a hang) on ``node``: behind the same
+    blast-radius check as a node fault, written down first (its undo: ``restore``, else ``by_hand``), joined to
+    ``faults_done`` before its outcome is judged so its restore runs on every exit path. Returns the record and
+    the blast radius in words; raises :class:`FaultError` naming ``what`` (the fault: "Xid 79") when nothing was
+    (or may have been) injected. ``act`` says it in the journal ("inject Xid 79")."""
+    from drills.kube.driver import NODE
+    from drills.target.safety import SafetyError, check_blast_radius
+
+    nodes = driver.list(NODE)
+    chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == node] or [{"metadata": {"name": node}}]
+    try:
+        radius = check_blast_radius(chosen, nodes, profile.safety, profile.gpu_resource)
+    except SafetyError as exc:
+        raise FaultError(f"the {what} is not injected: {exc}") from None
+    intent = intend(f"{act} on node {node}: {command}", node, FaultMethod.COMMAND,
+                    (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore is not None else
+                    (Undo(UndoKind.BY_HAND, note=by_hand),))
+    try:
+        ran = run_command(command, node, profile.fault.timeout_seconds)
+    except FaultError as exc:
+        raise FaultError(f"the {what} injection command could not run: {exc}") from None
+    record = FaultRecord(node, FaultMethod.COMMAND, ran.confirmed, f"{what}: {ran.detail}", journal_id=intent)
+    if restore is not None:
+        record.undo = _restorer(restore, node, profile.fault.timeout_seconds)
+    faults_done.append(record)
+    if not record.confirmed:
+        raise FaultError(f"the {what} injection command failed: {ran.detail}")
+    return record, radius.describe()
+
+
+def _restorer(command: str, node: str, timeout: float) -> Callable[[], None]:
+    """The undo of a fault injected by a site command: run its restore command; FaultError when that fails."""
+    def restore() -> None:
+        record = run_command(command, node, timeout)
+        if not record.confirmed:
+            raise FaultError(f"restore command for {node} failed: {record.detail}")
+    return restore
+
+
 LEASE_NAMESPACE = "kube-node-lease"
 
 

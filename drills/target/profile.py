@@ -30,6 +30,11 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
                               {instance} (the MIG GPU instance id, "-" for a whole GPU) and {uuid} (the GPU's
                               UUID; the GPU fault drill knows only that one)
         restore_template      optional: a command with the same placeholders, run on rollback (a GPU reset)
+      hang:                   optional; how the hang drill stops one rank inside a step on a real cluster
+        command_template      required in hang: a shell command with {pod} or {uuid}, and optionally {node} and
+                              {namespace}: e.g. "kubectl exec -n {namespace} {pod} -- kill -USR2 1" (the
+                              canary takes SIGUSR2 as its GPU stuck in a kernel: docs/WORKLOAD.md)
+        restore_template      optional: a command with the same placeholders, run on rollback
     safety:                   optional; every field has a safe default
       allow_label             key=value a node must carry to be touched; default firedrill.dev/chaos=allowed
       max_nodes               most nodes one drill may pull; default 1
@@ -112,6 +117,7 @@ __all__ = [
     "FaultSettings",
     "LeakReportSettings",
     "XID_PLACEHOLDERS",
+    "HangSettings",
     "XidSettings",
     "ProfileError",
     "SafetySettings",
@@ -216,31 +222,85 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
     return []
 
 
+HANG_PLACEHOLDERS = ("node", "pod", "namespace", "uuid")
+"""What ``fault.hang`` templates may use; ``{pod}`` or ``{uuid}`` aims the hang at one rank."""
 XID_PLACEHOLDERS = ("node", "gpu", "instance", "xid", "uuid")
 """What ``fault.xid`` templates may use; ``{node}`` and ``{xid}`` are required in ``command_template``."""
 NO_INSTANCE = "-"
 """What ``{instance}`` becomes when the Xid hits a whole GPU (not one MIG instance)."""
 
 
-def _xid_template_problems(path: str, template: str | None, *, required: tuple[str, ...]) -> list[str]:
+def _placeholder_problems(path: str, template: str | None, known: tuple[str, ...], example: str
+                          ) -> tuple[set[str], list[str]]:
+    """The placeholders ``template`` uses and its problems: empty, not a template, or placeholders not ``known``."""
     if template is None or not template.strip():
-        return [f"{path}: is empty; give a shell command with {' and '.join('{' + r + '}' for r in required)}, "
-                'e.g. "inject-xid --node {node} --gpu {gpu} --instance {instance} --xid {xid}"']
+        return set(), [f"{path}: is empty; give a shell command, e.g. {example!r}"]
     try:
         fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as err:
-        return [f"{path}: {template!r} is not a valid template ({err}); write braces that are not placeholders "
-                "as {{ and }}"]
-    problems = []
-    unknown = sorted(fields - set(XID_PLACEHOLDERS))
+        return set(), [f"{path}: {template!r} is not a valid template ({err}); write braces that are not placeholders "
+                       "as {{ and }}"]
+    unknown = sorted(fields - set(known))
     if unknown:
-        problems.append(f"{path}: unknown placeholder(s) {', '.join('{' + f + '}' for f in unknown)}; the known "
-                        f"ones are {', '.join('{' + f + '}' for f in XID_PLACEHOLDERS)} (write a literal brace "
-                        "as {{ or }})")
+        return fields, [f"{path}: unknown placeholder(s) {', '.join('{' + f + '}' for f in unknown)}; the known ones "
+                        f"are {', '.join('{' + f + '}' for f in known)} (write a literal brace as {{ or }})"]
+    return fields, []
+
+
+def _xid_template_problems(path: str, template: str | None, *, required: tuple[str, ...]) -> list[str]:
+    fields, problems = _placeholder_problems(path, template, XID_PLACEHOLDERS,
+                                             "inject-xid --node {node} --gpu {gpu} --instance {instance} --xid {xid}")
     missing = [r for r in required if r not in fields]
-    if missing:
+    if fields and missing:
         problems.append(f"{path}: {template!r} has no {', '.join('{' + m + '}' for m in missing)} placeholder; "
                         "without it every injection would hit the same node or inject the same Xid")
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class HangSettings:
+    """``fault.hang``: how the hang drill stops one rank inside a step on a real cluster (docs/HANG.md): a command
+    aimed at the rank's pod (``{pod}``, ``{namespace}``) or its GPU (``{uuid}``, as its canary logged it) on
+    ``{node}``.  Every injection first passes the same blast-radius check as a node fault."""
+
+    command_template: str
+    restore_template: str | None = None
+    """Run on rollback with the same placeholders; None: the job's deletion ends the hang."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for path, template in (("fault.hang.command_template", self.command_template),
+                               ("fault.hang.restore_template", self.restore_template)):
+            if template is None and path.endswith("restore_template"):
+                continue
+            problems += _hang_template_problems(path, template, aimed=path.endswith("command_template"))
+        if problems:
+            raise ProfileError("invalid hang injection settings: " + "; ".join(problems), problems)
+
+    def _values(self, node: str, pod: str, namespace: str, uuid: str) -> dict[str, str]:
+        return {"node": node, "pod": pod, "namespace": namespace, "uuid": uuid}
+
+    def command_for(self, node: str, pod: str, namespace: str, uuid: str) -> str:
+        """The command that hangs the rank of pod ``namespace/pod`` (its GPU ``uuid``) on ``node``."""
+        return self.command_template.format(**self._values(node, pod, namespace, uuid))
+
+    def restore_for(self, node: str, pod: str, namespace: str, uuid: str) -> str | None:
+        return None if self.restore_template is None else self.restore_template.format(
+            **self._values(node, pod, namespace, uuid))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"command_template": self.command_template}
+        if self.restore_template is not None:
+            out["restore_template"] = self.restore_template
+        return out
+
+
+def _hang_template_problems(path: str, template: str | None, *, aimed: bool) -> list[str]:
+    fields, problems = _placeholder_problems(path, template, HANG_PLACEHOLDERS,
+                                             "kubectl exec -n {namespace} {pod} -- kill -USR2 1")
+    if aimed and fields is not None and template and not problems and not fields & {"pod", "uuid"}:
+        problems.append(f"{path}: {template!r} has neither {{pod}} nor {{uuid}}; without one the hang could not be "
+                        "aimed at the rank the scenario names")
     return problems
 
 
@@ -315,6 +375,8 @@ class FaultSettings:
     undo: ``systemd-run --on-active={expire_seconds}``, a BMC power schedule, an instance's auto-restart), so the
     cluster heals even when nobody runs ``firedrill recover``; the journal records when.  ``{expire_seconds}`` in
     ``command_template`` is replaced by it.  None: the fault stands until it is undone."""
+    hang: HangSettings | None = None
+    """``fault.hang``: how the hang drill stops one rank on a real cluster; None: it cannot (INCONCLUSIVE)."""
     stand_in_choices: tuple[FaultMethod, ...] = CLUSTER_METHODS
     """What may stand in for a reference-platform method on this kind of cluster (a Slurm node: only a command)."""
 
@@ -768,6 +830,8 @@ class TargetProfile:
             fault["restore_template"] = self.fault.restore_template
         if self.fault.xid is not None:
             fault["xid"] = self.fault.xid.to_dict()
+        if self.fault.hang is not None:
+            fault["hang"] = self.fault.hang.to_dict()
         if self.fault.stand_ins:
             fault["stand_ins"] = {ref.value: real.value for ref, real in self.fault.stand_ins}
         if self.fault.expire_seconds is not None:
@@ -819,7 +883,7 @@ E = TypeVar("E", bound=Enum)
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
         "safety", "leakReport", "prometheus", "canary", "inference", "governance", "fabric")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins",
-          "expire_seconds")
+          "expire_seconds", "hang")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy", "abort_when")
 
@@ -994,7 +1058,7 @@ def _fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str]) ->
     stand-ins, expiry; a field that is broken is ``_Missing``."""
     fault_section = top.section("fault", _FAULT, required=True)
     if fault_section is None:
-        return (_Missing, _Missing, _Missing, _Missing, None, (), None)
+        return (_Missing, _Missing, _Missing, _Missing, None, (), None, None)
     method = fault_section.choice("method", FaultMethod)
     template = fault_section.optional_string("command_template", "a shell command with {node}")
     restore = fault_section.optional_string("restore_template", "a shell command with {node}")
@@ -1006,7 +1070,8 @@ def _fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str]) ->
         uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
         problems.extend(_template_problems(FaultMethod.COMMAND if uses_command else method, template))
     xid = _xid(fault_section, problems)
-    return (method, template, restore, timeout, xid, stand_ins, expire)
+    hang = _hang(fault_section, problems)
+    return (method, template, restore, timeout, xid, stand_ins, expire, hang)
 
 
 def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettings | None:
@@ -1075,7 +1140,7 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
         if governance is not None:
             slurm["governance"] = governance
     fault_fields = _fault_fields(top, doc, problems)
-    method, _, _, _, xid, stand_ins, _ = fault_fields
+    method, _, _, _, xid, stand_ins, _, hang = fault_fields
     for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
                                                     for ref, real in stand_ins)):
         if isinstance(used, FaultMethod) and used not in _SLURM_METHODS:
@@ -1083,6 +1148,8 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
                             "command_template with {node}, e.g. a BMC power-off, with its restore_template)")
     if xid is not None:
         problems.append("fault.xid: the Slurm target injects no Xid yet (docs/SLURM.md); remove it")
+    if hang is not None:
+        problems.append("fault.hang: the Slurm target injects no hang yet (docs/SLURM.md); remove it")
     safety_section = top.section("safety", _SLURM_SAFETY, required=False)
     safety: dict[str, Any] = {}
     if safety_section is not None:
@@ -1157,6 +1224,24 @@ def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
         return None
     try:
         return XidSettings(command, restore)
+    except ProfileError as err:
+        problems.extend(err.problems)
+        return None
+
+
+def _hang(fault: _Section, problems: list[str]) -> HangSettings | None:
+    """``fault.hang``, checked (unknown fields, placeholders); None when absent or broken (problems recorded)."""
+    if fault.data.get("hang") is None:
+        return None
+    section = fault.section("hang", _XID, required=False)
+    if section is None:
+        return None
+    command = section.string("command_template", expected="a shell command with {pod} or {uuid}")
+    restore = section.optional_string("restore_template", "a shell command with {pod} or {uuid}")
+    if not isinstance(command, str) or restore is _Missing:
+        return None
+    try:
+        return HangSettings(command, restore)
     except ProfileError as err:
         problems.extend(err.problems)
         return None

@@ -18,7 +18,9 @@ straggler): a throttle's consequence, which the drill that throttled removes wit
 
 
 def inject_throttle(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:
-    """Append ``entry`` (``{"id", "gpu", "speed"}`` or ``{"id", "input_delay_s"}``) to the node's throttles."""
+    """Append ``entry`` to the node's throttles: ``{"id", "gpu", "speed"}`` (a slow GPU), ``{"id", "input_delay_s"}``
+    (a slow input), ``{"id", "gpu", "hang": true}`` (the GPU's processes stuck in a kernel, docs/HANG.md) or
+    ``{"id", "storage_stall_until"}`` (the checkpoint storage not answering until that epoch second)."""
     current = ((driver.get(NODE, node).get("metadata") or {}).get("annotations") or {}).get(THROTTLE_ANNOTATION)
     try:
         entries = json.loads(current or "[]")

@@ -6,7 +6,6 @@ command instead, and :func:`dcgm_last_xid` asks the profile's Prometheus what DC
 from __future__ import annotations
 
 import json
-import shlex
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,10 +15,8 @@ from urllib.parse import unquote, urlsplit
 import urllib3
 
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
-from drills.target.faults import FaultError, FaultRecord, Intend, no_journal, run_command
-from drills.target.journal import Undo, UndoKind
-from drills.target.profile import FaultMethod, TargetProfile
-from drills.target.safety import SafetyError, check_blast_radius
+from drills.target.faults import FaultError, FaultRecord, Intend, no_journal, run_site_command
+from drills.target.profile import TargetProfile
 
 __all__ = ["APPLICATION_XIDS", "INJECT_ANNOTATION", "NO_XID_COMMAND", "UNHEALTHY_ANNOTATION", "XID_METRIC",
            "XidCommand", "clear_xids", "dcgm_last_xid", "inject_by_command", "inject_by_uuid", "inject_xid",
@@ -56,29 +53,14 @@ def inject_by_command(driver: KubeDriver, profile: TargetProfile, faults_done: l
     settings = profile.fault.xid
     if settings is None:
         raise FaultError(NO_XID_COMMAND)
-    nodes = driver.list(NODE)
-    chosen = [n for n in nodes if (n.get("metadata") or {}).get("name") == node] or [{"metadata": {"name": node}}]
-    try:
-        radius = check_blast_radius(chosen, nodes, profile.safety, profile.gpu_resource)
-    except SafetyError as exc:
-        raise FaultError(f"the Xid is not injected: {exc}") from None
     command = settings.command_for(node, gpu, instance, xid, uuid)
     restore = settings.restore_for(node, gpu, instance, xid, uuid)
-    intent = intend(f"inject Xid {xid} on node {node}: {command}", node, FaultMethod.COMMAND,
-                    (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore is not None else
-                    (Undo(UndoKind.BY_HAND, note=f"reset the GPU on node {node} by hand (nvidia-smi -r): the "
-                                                 "profile has no fault.xid.restore_template"),))
-    try:
-        ran = run_command(command, node, profile.fault.timeout_seconds)
-    except FaultError as exc:
-        raise FaultError(f"the Xid injection command could not run: {exc}") from None
-    record = FaultRecord(node, FaultMethod.COMMAND, ran.confirmed, f"Xid {xid}: {ran.detail}", journal_id=intent)
-    if restore is not None:
-        record.undo = _restorer(restore, node, profile.fault.timeout_seconds)
-    faults_done.append(record)
-    if not record.confirmed:
-        raise FaultError(f"the Xid injection command failed: {ran.detail}")
-    return XidCommand(command, record, restore, radius.describe())
+    record, radius = run_site_command(driver, profile, faults_done, node, what=f"Xid {xid}", act=f"inject Xid {xid}",
+                                      command=command,
+                                      restore=restore, intend=intend,
+                                      by_hand=f"reset the GPU on node {node} by hand (nvidia-smi -r): the profile "
+                                              "has no fault.xid.restore_template")
+    return XidCommand(command, record, restore, radius)
 
 
 def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list[FaultRecord], node: str, xid: int,
@@ -93,15 +75,6 @@ def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list
     done = inject_by_command(driver, profile, faults_done, node, xid, uuid=uuid, intend=intend)
     return {"method": "command", "command": done.command, "blast_radius": done.blast_radius,
             "restore": done.restore or "none: the GPU may need a reset by hand"}
-
-
-def _restorer(command: str, node: str, timeout: float) -> Callable[[], None]:
-    """The undo of an Xid injection: run the restore command; raise FaultError when it fails."""
-    def restore() -> None:
-        record = run_command(command, node, timeout)
-        if not record.confirmed:
-            raise FaultError(f"restore command for {node} failed: {record.detail}")
-    return restore
 
 
 def inject_xid(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:

@@ -198,11 +198,14 @@ class SlurmTrainingRun(TrainingRun):
     def _generation(self) -> str:
         return str(self.job.restarts) if self.job is not None else "0"
 
+    def _live_ranks(self) -> set[str]:
+        """The ranks of the job's current generation that started (their lines' ``<job>.<generation>.<rank>``)."""
+        return {ln.uid for ln in self.canary.of(CanaryEvent.START) if ln.generation == self._generation()}
+
     def _stepping(self) -> set[str]:
         """The ranks of the job's current run that logged steps (they really train, by their own word)."""
-        current = {ln.uid for ln in self.canary.of(CanaryEvent.START) if ln.generation == self._generation()}
-        return self.canary.stepping(current) if self.job is not None and self.job.state is JobState.RUNNING \
-            else set()
+        running = self.job is not None and self.job.state is JobState.RUNNING
+        return self.canary.stepping(self._live_ranks()) if running else set()
 
     def _ended(self) -> str | None:
         job = self.job

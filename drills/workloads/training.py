@@ -53,6 +53,7 @@ from drills.target.profile import FaultMethod, TargetProfile
 from drills.target.safety import check_blast_radius, eligible_nodes
 from drills.workloads.canaryjob import CanaryForm, CanaryTraining, canary_job_spec, storage_problem
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, CanaryLog, Resumption, parse_line
+from drills.workloads.progress import CheckpointWrite, checkpoint_writes
 
 GPU_INDEX_ANNOTATION = "firedrill.dev/gpu-index"
 """The reference platform's Binding annotation: the GPU indexes the scheduler chose for the pod (used to aim)."""
@@ -157,6 +158,9 @@ class TrainingRun:
     STARTS: ClassVar[dict[str, str]] = {"detect": "fault", "evict": "detect", "replace": "evict", "resume": "replace",
                                         "total": "fault"}
     """The instant each phase is timed from (``total``: it ends at the resume)."""
+    CANARY_PEER_TIMEOUT: ClassVar[float | None] = None
+    """The canary's own peer timeout (None: the flavor's, :data:`PEER_TIMEOUT` for an Indexed Job); a kind whose
+    fault must outlast any rank's patience (a hang) raises it."""
     MAX_RETRY: ClassVar[int | None] = None
     """Restarts the canary job may take before its controller gives up (None: the flavor's default, Volcano's 3);
     a kind whose job meets many faults raises it."""
@@ -187,6 +191,8 @@ class TrainingRun:
     step_at_fault: int = 0
     """The highest step any rank logged before the fault (its own log)."""
     resumption: Resumption | None = None
+    torn: CheckpointWrite | None = None
+    """The checkpoint write a pull cut short (:meth:`pull_during_checkpoint`), as the canary declared it."""
     instants: dict[str, Instant] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
@@ -197,13 +203,15 @@ class TrainingRun:
         (None: the cluster's default), asking to stay inside one domain of the node label ``required_topology``
         (None: anywhere), and wait until every rank is running and, by its own log, training."""
         profile = self.target.profile
+        patience = self.CANARY_PEER_TIMEOUT
         if profile.flavor is GangFlavor.VOLCANO:
             form, self.job_resource = CanaryForm.VOLCANO_JOB, VOLCANO_JOB
-            training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds, **step)
+            training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds,
+                                      peer_timeout=patience, **step)
         elif profile.flavor in TRAINING_JOB_FLAVORS:
             form, self.job_resource = CanaryForm.INDEXED_JOB, BATCH_JOB
             training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds,
-                                      peer_timeout=PEER_TIMEOUT, **step)
+                                      peer_timeout=patience or PEER_TIMEOUT, **step)
         else:
             raise DrillInconclusive(training_job_problem(profile) or "")
         free = free_gpus_per_node(self.target)
@@ -321,6 +329,10 @@ class TrainingRun:
         return [p for p in self.pods.values() if (p.get("status") or {}).get("phase") == "Running"
                 and not p["metadata"].get("deletionTimestamp")]
 
+    def _live_ranks(self) -> set[str]:
+        """The identities (``uid``) the canary lines of the running ranks carry: here their pods' uids."""
+        return {p["metadata"]["uid"] for p in self._running_pods()}
+
     def _pod_summary(self) -> str:
         return ", ".join(f"{n}={(p.get('status') or {}).get('phase')}@{(p.get('spec') or {}).get('nodeName')}"
                          for n, p in sorted(self.pods.items())) or "none"
@@ -374,15 +386,16 @@ class TrainingRun:
                 self._stamp("replace")
         self._stamp_resume()
 
-    def _stamp_resume(self) -> None:
-        """Under the lock, after the replacement: the first step a new rank logs beyond its resume point."""
-        if "replace" in self.instants and "resume" not in self.instants:
+    def _stamp_resume(self, after: str = "replace") -> None:
+        """Under the lock, after the replacement (or the instant ``after``): the first step a new rank logs beyond
+        its resume point."""
+        if after in self.instants and "resume" not in self.instants:
             found = self.canary.resumptions(exclude=self.before_fault)
             if found:
                 self.resumption = found[0]
                 first = found[0].first_step
-                self._stamp("resume", Instant(max(first.mono, self.instants["replace"].mono),
-                                              max(first.wall, self.instants["replace"].wall)))
+                self._stamp("resume", Instant(max(first.mono, self.instants[after].mono),
+                                              max(first.wall, self.instants[after].wall)))
 
     # ----------------------------------------------------------------- act
     def _mark_before_fault(self) -> None:
@@ -430,6 +443,59 @@ class TrainingRun:
     @classmethod
     def _end(cls, phase: str) -> str:
         return "resume" if phase in cls.AFTER_RESUME else phase
+
+    def pull_during_checkpoint(self, rank: int, method: FaultMethod, asked: FaultMethod | None = None,
+                               timeout: float = 60.0) -> None:
+        """Pull the node of worker ``rank`` the moment a checkpoint write of the job begins (rank 0's
+        ``checkpoint-begin`` line, received by the harness), so the write is cut short: the torn checkpoint."""
+        assert self.spec is not None, "start the canary job first"
+        since = self.target.timeline.clock.mono()
+
+        def begun() -> CheckpointWrite | None:
+            running = self._live_ranks()
+            return next((w for w in checkpoint_writes(self.canary.snapshot())
+                         if w.began >= since and w.done is None and w.uid in running), None)
+        if not self._wait(lambda: begun() is not None, timeout):
+            raise DrillInconclusive(f"no checkpoint write of the canary job began within {timeout:g} s (its own "
+                                    "checkpoint-begin lines), so none could be cut short")
+        with self._cond:
+            self.torn = begun()
+        self.pull(rank, method, asked)
+
+    def judge_not_torn(self) -> None:
+        """After the resume: the job resumed from the last checkpoint it completed, and no checkpoint the pull cut
+        short was ever shown complete (a file under a checkpoint's final name that the canary's digest check
+        refused, ``skipped`` in its resumed line: a framework that trusts the name would have loaded it)."""
+        if "fault" not in self.instants or self.torn is None:
+            return
+        self.observe_until("resume", 0.0)
+        with self._cond:
+            torn, fault = self.torn, self.instants["fault"]
+            done = next((w.done for w in checkpoint_writes(self.canary.snapshot())
+                         if w.uid == torn.uid and w.step == torn.step and w.done is not None), None)
+            self.result.details["torn"] = {"step": torn.step, "file": torn.file, "pod": torn.pod,
+                                           "began_before_fault_s": round(fault.mono - torn.began, 3),
+                                           "completed": done is not None}
+            if done is not None and done <= fault.mono:
+                self.result.inconclusive(f"checkpoint {torn.step} was complete before the pull took (the canary's "
+                                         "own checkpoint line), so no write was cut short")
+                return
+            r = self.resumption
+            if r is None:
+                self.result.inconclusive("the job never resumed, so what it resumed from cannot be judged")
+                return
+            job = self.spec.name if self.spec is not None else "the canary job"
+            if r.from_step == torn.step and done is None:
+                self.result.fail(f"job {job} resumed from checkpoint {torn.step}, whose write the pull cut short "
+                                 f"(rank 0, pod {torn.pod}: checkpoint-begin, never checkpoint): a torn checkpoint "
+                                 f"(rank {r.rank}, pod {r.pod}, phase resume; the canary's own log)")
+            elif r.skipped:
+                self.result.fail(f"job {job}'s storage showed {', '.join(r.skipped)} under a checkpoint's final name "
+                                 f"though the write of checkpoint {torn.step} was cut short by the pull "
+                                 f"{fault.mono - torn.began:.1f} s into it (rank 0, pod {torn.pod}: checkpoint-begin, "
+                                 f"never checkpoint): a torn checkpoint visible as complete; the canary's digest check "
+                                 f"refused it and resumed from step {r.from_step} (rank {r.rank}, pod {r.pod}, phase "
+                                 "resume), where a framework that trusts the name would have loaded it")
 
     def observe_until(self, phase: str, timeout: float) -> None:
         """Wait (up to ``timeout``) for the instants a phase needs, then record the phase measurements."""

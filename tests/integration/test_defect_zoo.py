@@ -159,6 +159,16 @@ MATRIX: list[Catch] = [
     Catch("straggler-taint-stays", "straggler.feature", "quarter", "A GPU throttled to a quarter of its speed",
           r"not back in service 10 s after the fault was undone: gpu-node-\d: tainted "
           r"firedrill\.dev/straggler=gpu-[\d-]+:NoSchedule"),
+    Catch("no-hang-detection", "hung_job.feature", "hung", "A job hung inside a step is named",
+          r"the platform never named job canary-[\w-]+ hung: worker 1 \(pod canary-[\w-]+-worker-1 on [\w-]+\) stopped "
+          r"inside the step after \d+"),
+    Catch("restart-on-pause", "checkpoint_storage.feature", "stops", "A checkpoint store that stops answering",
+          r"the platform restarted job canary-[\w-]+ while rank 0 was writing checkpoint \d+ \(pod [\w-]+, begun "
+          r"[\d.]+ s earlier and declared in its log: checkpoint-begin\).*the checkpoint storage had stopped answering "
+          r"[\d.]+ s before, so it took a declared pause for a hang"),
+    Catch("resume-torn", "checkpoint_storage.feature", "middle", "A node lost in the middle of a checkpoint write",
+          r"job canary-[\w-]+'s storage showed ckpt-\d{10}\.json under a checkpoint's final name though the write of "
+          r"checkpoint \d+ was cut short by the pull .*a torn checkpoint visible as complete"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),

@@ -34,6 +34,8 @@ pytestmark = pytest.mark.realk8s
 REPO = Path(__file__).resolve().parents[2]
 FEATURE = REPO / "features" / "gpu_fault.feature"
 XIDCTL = Path(__file__).with_name("xidctl.py")
+HANGCTL = Path(__file__).with_name("hangctl.py")
+HUNG_FEATURE = REPO / "features" / "hung_job.feature"
 RUN_TIMEOUT_S = 300
 
 
@@ -51,11 +53,14 @@ def profile_yaml(made: PullCluster) -> str:
     kubeconfig = made.cluster.admin_kubeconfig
     inject = f"{sys.executable} {XIDCTL} inject {kubeconfig} {{node}} {{uuid}} {{xid}}"
     clear = f"{sys.executable} {XIDCTL} clear {kubeconfig} {{node}}"
+    hang = f"{sys.executable} {HANGCTL} hang {kubeconfig} {{node}} {{uuid}}"
+    unhang = f"{sys.executable} {HANGCTL} clear {kubeconfig} {{node}}"
     return "\n".join([
         "apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-gpufault", "flavor: native",
         f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
         "fault:", "  method: kubelet-stop", "  timeout_seconds: 30",
         "  xid:", f"    command_template: {json.dumps(inject)}", f"    restore_template: {json.dumps(clear)}",
+        "  hang:", f"    command_template: {json.dumps(hang)}", f"    restore_template: {json.dumps(unhang)}",
         "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3",
         "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
 
@@ -88,6 +93,30 @@ def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gp
     assert ecc_measured["detect"] is not None and ecc_measured["detect"] <= 3, out
     assert ecc["verdict"] in ("PASS", "FAIL"), out
     assert app["verdict"] == "INCONCLUSIVE" and "prometheus.url" in (app.get("error") or json.dumps(app)), out
+
+
+def test_a_hung_rank_is_never_named_upstream(gpu_cluster: PullCluster, tmp_path: Path) -> None:
+    """Issue 48, Done-when 4: scenario 19.1, unedited, on the upstream control plane with the canary as an Indexed
+    Job. The profile's ``fault.hang`` (``hangctl.py``) stops worker 1 inside a step; upstream Kubernetes has no
+    progress watchdog (the Job controller restarts a pod that exits, and nothing exits), so the job is never named
+    and the scenario FAILs, naming the job, the rank and the step, as soon as the promise and its grace run out."""
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / HUNG_FEATURE.name).write_text(HUNG_FEATURE.read_text())  # the shipped feature, unedited
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(gpu_cluster))
+    proc, scenarios = run(gpu_cluster.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
+                          timeout=RUN_TIMEOUT_S, extra=("-k", "hung"))
+    out = proc.stdout + proc.stderr
+    hung = next((s for s in scenarios if "hung inside a step" in s["scenario"]), None)
+    assert hung is not None, out
+    print(f"hang on the real control plane: {hung['verdict']}: {hung.get('findings')}")
+    fault = hung["details"]["fault"]
+    assert fault["method"] == "command" and "hangctl.py hang" in fault["command"], out
+    assert hung["verdict"] == "FAIL", out
+    assert any(re.search(r"the platform never named job canary-[\w-]+ hung: worker 1 \(pod [\w-]+ on [\w-]+\) "
+                         r"stopped inside the step after \d+", f) for f in hung["findings"]), out
+    assert hung["details"]["stopped"]["step"] >= 1, out  # the hang took: the canaries' own lines stopped
 
 
 def test_a_run_killed_during_a_gpu_fault_is_refused_until_recover_puts_the_gpu_back(gpu_cluster: PullCluster,

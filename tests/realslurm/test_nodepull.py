@@ -64,6 +64,25 @@ def test_a_node_pulled_under_the_canary_is_detected_requeued_and_resumed(cluster
     assert resumed["resumed_from"] == resumed["last_checkpoint_before_fault"] > 0, resumed
 
 
+TORN_WINDOWS = {k: v for k, v in TUNED_WINDOWS.items() if "off the failed node" not in k and "at most" not in k}
+"""Scenario 20.2's windows in CI, doubled as 5.1's are (it states no eviction or total window)."""
+
+
+def test_a_node_pulled_mid_checkpoint_resumes_from_the_last_complete_one(cluster: SlurmCluster,
+                                                                          tmp_path: Path) -> None:
+    """Scenario 20.2 (issue 48): the node of rank 0 killed the moment its canary begins a 3 s checkpoint write; the
+    requeued job resumes from the last complete checkpoint, and the torn write never shows under a final name (the
+    canary writes to a temporary file and renames it; the shared directory keeps the rename promise)."""
+    proc, (result,) = firedrill_run(cluster, tmp_path, scenario("checkpoint_storage.feature", "20.2", TORN_WINDOWS),
+                                    name="checkpoint_storage.feature")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and result["verdict"] == "PASS", out
+    torn, resumed = result["details"]["torn"], result["details"]["resume-point"]
+    assert not torn["completed"] and torn["began_before_fault_s"] < 3, torn  # the pull cut the write short
+    assert resumed["resumed_from"] == resumed["last_checkpoint_before_fault"] < torn["step"], (resumed, torn)
+    assert resumed["skipped"] == [], resumed
+
+
 @pytest.mark.parametrize("cluster", [False], indirect=True, ids=["JobRequeue=0"])
 def test_with_requeue_off_the_pull_fails_naming_the_job_that_never_came_back(cluster: SlurmCluster,
                                                                              tmp_path: Path) -> None:

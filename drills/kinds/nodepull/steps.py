@@ -22,6 +22,16 @@ def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> N
     _training(drill).start_canary(workers, gpus, every)
 
 
+@step("Given", "a canary training job of {workers:Workers} with {gpus:Gpus} each, "
+               "checkpointing every {every:Steps}, each checkpoint taking {seconds:Duration} to write",
+      "a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps, each checkpoint taking "
+      "3 seconds to write")
+def canary_job_slow_checkpoints(drill: ScenarioContext, workers: int, gpus: int, every: int, seconds: float) -> None:
+    """The canary job whose checkpoints are large: each write of rank 0 takes that long (the canary declares it,
+    ``checkpoint-begin`` before and ``checkpoint`` once durable, and makes no step meanwhile)."""
+    _training(drill).start_canary(workers, gpus, every, checkpoint_seconds=seconds)
+
+
 @step("Given", "the job has written a checkpoint within {limit:Duration}",
       "the job has written a checkpoint within 60 seconds")
 def checkpoint_written(drill: ScenarioContext, limit: float) -> None:
@@ -36,6 +46,23 @@ def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> 
     partition (reference platform); kubelet-stop, delete-node or command (real clusters); or "the configured
     fault method" from the target profile."""
     _pull_run(drill).pull(rank, drill.fault_method(method), method)
+
+
+@step("When", "the job is writing a checkpoint and I pull the node of worker {rank:Whole} with {method:FaultMethod}",
+      "the job is writing a checkpoint and I pull the node of worker 0 with kill", sets=(FAULTED,))
+def pull_node_mid_checkpoint(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
+    """As "I pull the node of worker N with ...", the moment rank 0 begins a checkpoint write (its
+    ``checkpoint-begin`` line): worker 0's node pulled then tears the checkpoint it was writing."""
+    _pull_run(drill).pull_during_checkpoint(rank, drill.fault_method(method), method)
+
+
+@step("Then", "training resumes from the last complete checkpoint, never from a torn one",
+      "training resumes from the last complete checkpoint, never from a torn one")
+def not_torn(drill: ScenarioContext) -> None:
+    """After the resume: the job resumed from the last checkpoint it completed before the pull, and the checkpoint
+    the pull cut short was never shown under its final name (the canary's digest check would refuse it; a
+    framework that trusts the name would load it)."""
+    _training(drill).judge_not_torn()
 
 
 @step("Then", "the platform detects the failure within {limit:Duration}",

@@ -110,7 +110,7 @@ def test_the_role_follows_flavor_and_fault_method(profile_file: Path) -> None:
     subject = Subject("firedrill", "firedrill")
     native = role_manifests(needed(FEATURES, profile), subject)
     role = rules_of(native, "Role", "firedrill")
-    assert role["jobs.batch"] == {"create", "delete"}
+    assert role["jobs.batch"] == {"create", "delete", "patch"}  # patch: the hang drill writes its threshold
     assert role["workloads.scheduling.k8s.io"] == role["podgroups.scheduling.k8s.io"] == {"create", "delete"}
     assert {"create", "patch", "delete"} <= role["pods"] and role["pods/log"] == {"get"}
     cluster = rules_of(native, "ClusterRole")
@@ -120,7 +120,7 @@ def test_the_role_follows_flavor_and_fault_method(profile_file: Path) -> None:
     assert cluster["leakreport.firedrill.dev"] == {"list"}  # the run's own leak report, from the API server's path
 
     volcano = role_manifests(needed(FEATURES, dataclasses.replace(profile, flavor=GangFlavor.VOLCANO)), subject)
-    assert rules_of(volcano, "Role", "firedrill")["jobs.batch.volcano.sh"] == {"create", "delete"}
+    assert rules_of(volcano, "Role", "firedrill")["jobs.batch.volcano.sh"] == {"create", "delete", "patch"}
     assert rules_of(volcano, "Role", "firedrill")["pods"] >= {"create"}  # now the leak drill fills nodes too
     url = dataclasses.replace(profile, leak_report=dataclasses.replace(profile.leak_report,
                                                                         url="https://leaks.example/report"))

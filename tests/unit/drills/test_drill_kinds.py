@@ -79,8 +79,8 @@ def context() -> ScenarioContext:
 
 def test_every_kind_package_registers_its_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
-    assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "fabric", "gang", "governance", "gpufault", "isolation",
-                        "leak", "nodepull", "serving", "straggler", "telemetry", "topology"]
+    assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "fabric", "gang", "governance", "gpufault", "hang",
+                        "isolation", "leak", "nodepull", "serving", "straggler", "telemetry", "topology"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     # the topology package holds the placement drill and the same promise through a node pull (its restart)
     two = {"topology": ["TopologyDrill", "TopologyRestartDrill"]}
@@ -94,7 +94,7 @@ def test_every_kind_package_registers_its_drill_and_has_sentences() -> None:
         assert any(s.name in vars(module) for s in SENTENCES), f"drills/kinds/{package}/steps.py has no sentence"
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
         "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "fabric", "gang-submission", "governance", "gpu-fault",
-        "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology", "topology-restart",
+        "hang", "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology", "topology-restart",
         "accelerator-metrics"}
 
 
@@ -226,7 +226,8 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
                     "pull_replica_node": ("pulled", "faulted"), "pull_node": ("faulted",), "gpu_fails": ("faulted",),
-                    "gpu_slows": ("faulted",), "input_slows": ("faulted",),
+                    "gpu_slows": ("faulted",), "input_slows": ("faulted",), "rank_hangs": ("faulted",),
+                    "storage_stalls": ("faulted",), "pull_node_mid_checkpoint": ("faulted",),
                     "control_plane_away": ("faulted",), "nodes_cut_off": ("faulted",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
                     "control_plane_load": ("cp_load",), "pods_started": ("startup",),
                     "gpu_pods_started": ("startup",), "load_goes_on": ("stopped",),
