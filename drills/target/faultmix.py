@@ -8,7 +8,7 @@ fault kind with its weight and parameters, mapped onto the faults the drills inj
     name: llama3-405b                      required
     source: "..."                          optional: where the weights come from
     faults:                                required, at least one
-      - kind: gpu-xid                      node-kill | node-hang | node-partition | gpu-xid | gpu-slow
+      - kind: gpu-xid                      node-kill | node-hang | node-partition | gpu-xid | gpu-slow | rank-hang
         weight: 148                        a number above 0 (relative: the published count, a percentage, ...)
         xid: 79                            gpu-xid only, required: the Xid the GPU takes
         speed: 0.5                         gpu-slow only, required: the GPU's fraction of its speed, in (0, 1)
@@ -58,6 +58,8 @@ class FaultKind(enum.Enum):
     """One GPU takes an Xid while its node lives (the GPU fault drill)."""
     GPU_SLOW = "gpu-slow"
     """One GPU runs at a fraction of its speed (the straggler drill)."""
+    RANK_HANG = "rank-hang"
+    """One rank stops inside a step and nothing crashes: a hung collective (the hang drill)."""
 
 
 _PARAMS: dict[FaultKind, dict[str, str]] = {

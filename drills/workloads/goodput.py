@@ -12,7 +12,9 @@ synchronous training every rank completes a step together), on the canary's own 
 - **checkpoint writing**: from a step's line to the checkpoint line of that step (rank 0 writes between steps);
 - per fault, from the instants the harness stamped (same clock): **detection** (fault -> detect), **eviction and
   rescheduling** (detect -> replace) and **restart and rendezvous** (replace -> the start of the first step beyond
-  the resume point: that step's own time is progress), each clipped to the window;
+  the resume point: that step's own time is progress), each clipped to the window; for a hung rank
+  (``rank-hang``) fault -> detect is **hung**: the job held every GPU and made no progress until the platform
+  named it;
 - **other**: what is left (a step cut short by the fault, start-up, idle): window - effective - every cause above.
 """
 
@@ -25,6 +27,8 @@ from drills.workloads.canarylog import CanaryEvent, CanaryLine
 
 __all__ = ["Badput", "FaultSpan", "Goodput", "STRAGGLER_FACTOR", "goodput"]
 
+HUNG_KIND = "rank-hang"
+"""The fault kind (:class:`drills.target.faultmix.FaultKind`) whose time to detection is badput "hung"."""
 STRAGGLER_FACTOR = 1.5
 """A counted step longer than this many typical steps was waiting on a straggler for the excess."""
 
@@ -52,9 +56,10 @@ class Badput:
     checkpointing: float = 0.0
     straggler: float = 0.0
     other: float = 0.0
+    hung: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        return {"detection": self.detection, "eviction and rescheduling": self.rescheduling,
+        return {"hung": self.hung, "detection": self.detection, "eviction and rescheduling": self.rescheduling,
                 "restart and rendezvous": self.restart, "recomputed progress": self.recomputed,
                 "checkpoint writing": self.checkpointing, "waiting on a straggler": self.straggler,
                 "other": self.other}
@@ -127,10 +132,11 @@ def goodput(lines: Iterable[CanaryLine], start: float, end: float, faults: Seque
         if written is not None:
             checkpointing += max(0.0, ck.ts - written)
 
-    detection = sum(_clip(f.fault, f.detect, start, end) for f in faults)
+    hung = sum(_clip(f.fault, f.detect, start, end) for f in faults if f.kind == HUNG_KIND)
+    detection = sum(_clip(f.fault, f.detect, start, end) for f in faults if f.kind != HUNG_KIND)
     rescheduling = sum(_clip(f.detect, f.replace, start, end) for f in faults)
     restart = sum(_clip(f.replace, _began(steps, f.resume), start, end) for f in faults)
-    known = effective + straggler + recomputed + checkpointing + detection + rescheduling + restart
+    known = effective + straggler + recomputed + checkpointing + hung + detection + rescheduling + restart
     badput = Badput(detection, rescheduling, restart, recomputed, checkpointing, straggler,
-                    other=max(0.0, window - known))
+                    other=max(0.0, window - known), hung=hung)
     return Goodput(window, effective, len(counted), len(steps) - len(counted), badput)

@@ -84,6 +84,11 @@ RANK_KEYS = ("firedrill.dev/rank", "volcano.sh/task-index", JOB_COMPLETION_INDEX
 """Pod annotations that may carry a rank (the reference platform's, Volcano's, the Job controller's)."""
 UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 JOB_FAILED_REASONS = ("JobFailed", "BackoffLimitExceeded", "DeadlineExceeded")
+PROGRESS_TIMEOUT_ANNOTATION = "firedrill.dev/progress-timeout-seconds"
+"""On the canary's Job: the progress threshold a scenario states.  The reference platform's progress watchdog
+watches the jobs that carry it (docs/PROGRESS.md); on another platform it is the scenario's record of the promise."""
+PROGRESS_STALLED = "ProgressStalled"
+"""The reason of the Event on the Job (and of the DisruptionTarget condition on its pods) that names a hung job."""
 """Event reasons of a job its controller gave up on (Volcano's, the batch/v1 Job controller's)."""
 
 
@@ -191,6 +196,8 @@ class TrainingRun:
     step_at_fault: int = 0
     """The highest step any rank logged before the fault (its own log)."""
     resumption: Resumption | None = None
+    threshold: float | None = None
+    """The progress threshold the scenario stated (seconds; :meth:`watch_progress`)."""
     torn: CheckpointWrite | None = None
     """The checkpoint write a pull cut short (:meth:`pull_during_checkpoint`), as the canary declared it."""
     instants: dict[str, Instant] = field(default_factory=dict)
@@ -254,6 +261,20 @@ class TrainingRun:
                 "address on the shared volume and the others read it there), so it cannot train; ranks that "
                 "cannot see each other's files have storage that is not shared between their nodes "
                 f"(canary.shared_volume); pods: {self._pod_summary()}")
+
+    def watch_progress(self, seconds: float) -> None:
+        """The platform restarts the job when it makes no progress for ``seconds``: written on the job as
+        :data:`PROGRESS_TIMEOUT_ANNOTATION` (the reference platform's watchdog watches jobs that carry it)."""
+        if self.spec is None:
+            raise DrillInconclusive("the progress threshold is stated before any canary job started; start it "
+                                    "first (Given a canary training job ...)")
+        self.threshold = seconds
+        try:
+            self.target.driver.patch(self.job_resource, self.spec.name, {"metadata": {"annotations": {
+                PROGRESS_TIMEOUT_ANNOTATION: f"{seconds:g}"}}}, self.target.profile.namespace)
+        except KubeError as exc:
+            raise DrillInconclusive(f"could not write the progress threshold on job {self.spec.name} ({exc})") from None
+        self.result.details["progress_threshold_s"] = seconds
 
     def _job_failed(self) -> str | None:
         """The job's controller gave up on it (its Event, e.g. Volcano's JobFailed, a Job's BackoffLimitExceeded):

@@ -11,6 +11,7 @@ Feature: Goodput under a fault mix
     Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps
     And the job has written a checkpoint within 60 seconds
     And the campaign's seed is 405
+    And the platform restarts a job that makes no progress for 10 seconds
     When faults from the llama3-405b mix arrive every 20 seconds on average for 3 minutes
     Then effective training time is at least 70 %
     And every fault is recovered automatically within 30 seconds

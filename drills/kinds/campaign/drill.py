@@ -10,7 +10,8 @@ skipped and counted, never stacked. Truth from the workload and the harness's ow
 
 - ``fault``: the injection returned;
 - ``detect``: the platform saw it (node faults: the node's Ready left True or a condition taint came; a GPU's Xid:
-  the node's allocatable fell; a slow GPU: the platform named the node, ``firedrill.dev/straggler``);
+  the node's allocatable fell; a slow GPU: the platform named the node, ``firedrill.dev/straggler``; a hung rank:
+  the platform named the job, its ``ProgressStalled`` Event, which needs the scenario's progress threshold);
 - ``replace``: minMember pods of the job that did not exist at the fault run;
 - ``resume``: a new rank logged a step beyond the step it resumed from (its canary's own line); the recovery time
   is ``resume - fault``. A fault not recovered within :data:`GIVE_UP_S` needs a person: the campaign ends there.
@@ -33,14 +34,16 @@ from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.capacity import allocatable_gpus
 from drills.target.faultmix import FaultKind, FaultMix, ScheduledFault, describe, schedule
-from drills.target.faults import FaultRecord
+from drills.target.faults import FaultError, FaultRecord
+from drills.target.hang import NO_HANG_COMMAND, inject_hang
 from drills.target.profile import FaultMethod, FaultUnavailable, TargetProfile
 from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
 from drills.target.throttle import STRAGGLER_TAINT
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
 from drills.workloads.slurmtraining import slurm_storage_problem
-from drills.workloads.training import Instant, Obj, TrainingRun, rank_of, training_job_problem, training_permissions
+from drills.workloads.training import (PROGRESS_STALLED, Instant, Obj, TrainingRun, rank_of, training_job_problem,
+                                      training_permissions)
 
 __all__ = ["CampaignDrill", "CampaignFault", "GIVE_UP_S"]
 
@@ -71,6 +74,8 @@ class CampaignFault:
     """The canary's own instant of the first step beyond the resume point."""
     record: FaultRecord | None = None
     gpu: int | None = None
+    named_before: int = 0
+    """The platform's namings of the job hung (its ProgressStalled Events) before this fault."""
 
     @property
     def kind(self) -> FaultKind:
@@ -179,6 +184,11 @@ class CampaignDrill(TrainingRun, Drill):
             except FaultUnavailable as exc:
                 return str(exc)
             return ""
+        if kind is FaultKind.RANK_HANG:
+            if self.threshold is None:
+                return ("a hung rank is recovered only by a progress watchdog: state its threshold (Given the platform "
+                        "restarts a job that makes no progress for N seconds)")
+            return "" if reference or self.target.profile.fault.hang is not None else NO_HANG_COMMAND
         return "" if reference else ("GPU faults are injected through the reference platform's agents; a real "
                                      "cluster's campaign drills the node faults of its mix")
 
@@ -199,7 +209,14 @@ class CampaignDrill(TrainingRun, Drill):
                                  | {ln.uid for ln in self.canary.snapshot()})
         fault.allocatable_before = allocatable_gpus(self.nodes.get(fault.node) or {},
                                                     self.target.profile.gpu_resource)
+        fault.named_before = self._namings()
         return True
+
+    def _namings(self) -> int:
+        """Under the lock: how many times the platform has named this job hung so far (its Events)."""
+        name = self.spec.name if self.spec is not None else None
+        return sum(1 for e in self.events if e.get("reason") == PROGRESS_STALLED
+                   and (e.get("involvedObject") or {}).get("name") == name)
 
     def _one(self, fault: CampaignFault) -> None:
         """Inject one fault, wait for the job's recovery (or give up), undo the fault."""
@@ -255,11 +272,20 @@ class CampaignDrill(TrainingRun, Drill):
             if not fault.record.confirmed:
                 raise DrillInconclusive(f"the {method.value} fault was not confirmed: {fault.record.detail}")
             return
+        real = self.target.embedded is None
         with self._cond:
-            _, _, index, _ = self._rank_gpu(fault.rank, "failed")
+            pod, _, index, uuid = self._rank_gpu(fault.rank, "failed", index_needed=not real)
         fault.gpu = index
         entry_id = f"{self.run_id}-c{fault.scheduled.index}"
-        if kind is FaultKind.GPU_XID:
+        if kind is FaultKind.RANK_HANG and real:
+            try:
+                inject_hang(driver, self.target.profile, self.target.faults_done, fault.node, pod["metadata"]["name"],
+                            uuid, intend=self.target.intend)
+            except FaultError as exc:
+                raise DrillInconclusive(str(exc)) from None
+        elif kind is FaultKind.RANK_HANG:
+            self.target.inject_throttle(fault.node, {"id": entry_id, "gpu": index, "hang": True})
+        elif kind is FaultKind.GPU_XID:
             self.target.inject_xid(fault.node, {"id": entry_id, "gpu": index, "instance": None,
                                             "xid": int(fault.scheduled.fault.params["xid"])})
         else:
@@ -274,6 +300,8 @@ class CampaignDrill(TrainingRun, Drill):
                 self.target.restore(fault.record)
             elif fault.kind is FaultKind.GPU_XID:
                 self.target.clear_xids(fault.node)
+            elif fault.kind is FaultKind.RANK_HANG and self.target.embedded is not None:
+                self.target.clear_throttle(fault.node)  # the hung process is gone with the job's restart
             elif fault.kind is FaultKind.GPU_SLOW:
                 self.target.clear_throttle(fault.node)
                 obj = driver.get(NODE, fault.node)
@@ -311,6 +339,8 @@ class CampaignDrill(TrainingRun, Drill):
     def _detected(self, fault: CampaignFault, node: Obj) -> bool:
         if fault.kind in NODE_METHODS:
             return not self._node_healthy(fault.node)
+        if fault.kind is FaultKind.RANK_HANG:
+            return self._namings() > fault.named_before
         if fault.kind is FaultKind.GPU_XID:
             alloc = allocatable_gpus(node, self.target.profile.gpu_resource)
             return alloc is not None and fault.allocatable_before is not None and alloc < fault.allocatable_before

@@ -32,15 +32,12 @@ from drills.target.faults import FaultError
 from drills.target.hang import NO_HANG_COMMAND, inject_hang
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent
-from drills.workloads.training import TERMINAL, Instant, Obj, TrainingRun, training_job_problem, training_permissions
+from drills.workloads.training import (PROGRESS_STALLED, PROGRESS_TIMEOUT_ANNOTATION, TERMINAL, Instant, Obj,
+                                      TrainingRun, training_job_problem, training_permissions)
 
 __all__ = ["HangDrill", "NAMING_REASON", "PROGRESS_TIMEOUT_ANNOTATION"]
 
-PROGRESS_TIMEOUT_ANNOTATION = "firedrill.dev/progress-timeout-seconds"
-"""On the canary's Job: the threshold the scenario states.  The reference platform's progress watchdog watches the
-jobs that carry it (docs/HANG.md); on another platform it is the scenario's record of what was promised."""
-NAMING_REASON = "ProgressStalled"
-"""The reason of the Event on the Job (and of the DisruptionTarget condition on its pods) that names a hung job."""
+NAMING_REASON = PROGRESS_STALLED
 HANG_PEER_TIMEOUT = 3600.0
 """The canary's own peer timeout in this drill: far longer than any promise, as PyTorch's NCCL watchdog (10 minutes
 by default) is, so only the platform can end a hang."""
@@ -79,8 +76,6 @@ class HangDrill(TrainingRun, Drill):
     CHAIN: ClassVar[tuple[str, ...]] = ("named", "restart", "resume")
     STARTS: ClassVar[dict[str, str]] = {"named": "fault", "restart": "named", "resume": "restart", "total": "fault"}
     CANARY_PEER_TIMEOUT: ClassVar[float | None] = HANG_PEER_TIMEOUT
-    threshold: float | None = None
-    """The progress threshold the scenario stated (seconds)."""
     hang: Hang | None = None
     stall: Stall | None = None
     naming: str = ""
@@ -100,21 +95,6 @@ class HangDrill(TrainingRun, Drill):
         return (training_permissions(profile, "hang")
                 + grant(profile.namespace, group, "jobs", ("patch",), "hang: the job's progress threshold")
                 + grant(CLUSTER, "", "nodes", ("get", "patch"), "hang: the hang or stall injection on the node"))
-
-    # ----------------------------------------------------------- steady state
-    def watch_progress(self, seconds: float) -> None:
-        """The platform restarts the job when it makes no progress for ``seconds``: written on the job as
-        :data:`PROGRESS_TIMEOUT_ANNOTATION` (the reference platform's watchdog watches jobs that carry it)."""
-        if self.spec is None:
-            raise DrillInconclusive("the progress threshold is stated before any canary job started; start it "
-                                    "first (Given a canary training job ...)")
-        self.threshold = seconds
-        try:
-            self.target.driver.patch(self.job_resource, self.spec.name, {"metadata": {"annotations": {
-                PROGRESS_TIMEOUT_ANNOTATION: f"{seconds:g}"}}}, self.target.profile.namespace)
-        except KubeError as exc:
-            raise DrillInconclusive(f"could not write the progress threshold on job {self.spec.name} ({exc})") from None
-        self.result.details["progress_threshold_s"] = seconds
 
     # ----------------------------------------------------------------- act
     def hang_rank(self, rank: int) -> None:

@@ -8,6 +8,7 @@ from drills.records.verdict import Comparison, Threshold
 from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import step
+from drills.workloads.training import TrainingRun
 
 
 def _hang(drill: ScenarioContext) -> HangDrill:
@@ -19,8 +20,9 @@ def _hang(drill: ScenarioContext) -> HangDrill:
 def progress_threshold(drill: ScenarioContext, threshold: float) -> None:
     """The promise's threshold: a job whose ranks complete no step for that long is hung. It is written on the
     canary's Job as ``firedrill.dev/progress-timeout-seconds``, which the reference platform's progress watchdog
-    reads (docs/HANG.md); comes after the canary job's sentence."""
-    _hang(drill).watch_progress(threshold)
+    reads (docs/HANG.md); comes after the canary job's sentence. In a campaign it applies to the campaign's job
+    (a rank hang of its mix is recovered only by such a watchdog)."""
+    drill.drill_for(TrainingRun, HangDrill).watch_progress(threshold)
 
 
 @step("When", "worker {rank:Whole} hangs inside a step", "worker 1 hangs inside a step", sets=(FAULTED,))

@@ -52,11 +52,13 @@ GPU_FAULT_PHASES = (("detect", "fault", "detect"), ("off", "fault", "off"), ("re
                     ("resume", "replace", "resume"), ("total", "fault", "resume"))
 BLIP_PHASES = (("outage", "fault", "end"), ("ready", "end", "ready"))
 STRAGGLER_PHASES = (("named", "fault", "named"), ("recovered", "fault", "recovered"))
+HANG_PHASES = (("named", "fault", "named"), ("restart", "named", "restart"), ("resume", "restart", "resume"),
+               ("total", "fault", "resume"))
 RECOVERY_PHASES = {"node-pull": NODE_PULL_PHASES, "gpu-fault": GPU_FAULT_PHASES, "blip": BLIP_PHASES,
-                   "straggler": STRAGGLER_PHASES, "campaign": ()}
+                   "straggler": STRAGGLER_PHASES, "hang": HANG_PHASES, "campaign": ()}
 """The drills whose recovery is drawn as a phase timeline, and their phases (name, from instant, to instant)."""
 PHASE_COLOURS = {"detect": "#c4314b", "named": "#c4314b", "outage": "#c4314b", "evict": "#d9730d", "off": "#d9730d",
-                 "replace": "#2f6fb0", "recovered": "#2e8540", "ready": "#2e8540",
+                 "replace": "#2f6fb0", "restart": "#2f6fb0", "recovered": "#2e8540", "ready": "#2e8540",
                  "resume": "#2e8540", "total": "#5b6270"}
 GANG_COLOURS = ("#2f6fb0", "#d9730d", "#2e8540", "#8e44ad", "#b8860b", "#0e8a9a", "#c4314b", "#5b6270")
 COMPARISON = {"<=": "\u2264", ">=": "\u2265"}

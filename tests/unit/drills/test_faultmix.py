@@ -23,9 +23,11 @@ def test_the_shipped_mixes_load_and_the_llama3_weights_are_the_published_counts(
     left = sum(int(row.split("(")[1].split(")")[0]) for row in llama.left_out)
     assert kept + left == 419  # every unexpected interruption of the table is either drilled or said left out
     assert {f.kind for f in llama.faults} == {FaultKind.GPU_XID, FaultKind.GPU_SLOW, FaultKind.NODE_KILL,
-                                             FaultKind.NODE_PARTITION}
+                                             FaultKind.NODE_PARTITION, FaultKind.RANK_HANG}
     gpu = sum(llama.share(f) for f in llama.faults if f.kind in (FaultKind.GPU_XID, FaultKind.GPU_SLOW))
-    assert gpu == pytest.approx(262 / 350)
+    assert gpu == pytest.approx(262 / 357)
+    (hang,) = [f for f in llama.faults if f.kind is FaultKind.RANK_HANG]
+    assert hang.weight == 7 and "NCCL watchdog timeouts (7)" in hang.source_row  # hangs and timeouts: issue 48
     assert {f.kind for f in load_mix("node-loss").faults} == {FaultKind.NODE_KILL, FaultKind.NODE_HANG}
 
 

@@ -60,6 +60,16 @@ def test_effective_training_time_and_every_cause_of_badput_match_the_hand_comput
     assert g.effective_s + sum(b.as_dict().values()) == pytest.approx(100.0, abs=1e-6)
 
 
+def test_a_hung_rank_s_wait_for_its_naming_is_badput_hung_not_detection() -> None:
+    """The same run, the fault a hung rank: its 3 s from the hang to the platform's naming are the job holding every
+    GPU without progress ("hung"), and nothing is left under detection."""
+    g = goodput(recorded_run().lines, T, T + 100, [FaultSpan("rank-hang", T + 40.5, T + 43.5, T + 45.5, T + 50.5)])
+    b = g.badput
+    assert (b.hung, b.detection, b.rescheduling, b.restart) == pytest.approx((3.0, 0.0, 2.0, 4.0), abs=1e-6)
+    assert b.as_dict()["hung"] == pytest.approx(3.0) and g.percent == pytest.approx(80.0, abs=1e-6)
+    assert g.effective_s + sum(b.as_dict().values()) == pytest.approx(100.0, abs=1e-6)
+
+
 def test_steps_slowed_by_a_straggler_count_only_their_typical_time() -> None:
     log = Log()
     for n in range(1, 61):
