@@ -243,13 +243,14 @@ def run_command(command: str, node: str, timeout: float) -> FaultRecord:
 
 
 def run_site_command(driver: Any, profile: TargetProfile, faults_done: list[FaultRecord], node: str, *, what: str,
-                     act: str, command: str, restore: str | None, by_hand: str, intend: Intend = no_journal
-                     ) -> tuple[FaultRecord, str]:
+                     act: str, command: str, restore: str | None, by_hand: str, intend: Intend = no_journal,
+                     expires_in: float | None = None) -> tuple[FaultRecord, str]:
     """Inject a fault with one of the profile's own commands (an Xid, a hang) on ``node``: behind the same
     blast-radius check as a node fault, written down first (its undo: ``restore``, else ``by_hand``), joined to
     ``faults_done`` before its outcome is judged so its restore runs on every exit path. Returns the record and
     the blast radius in words; raises :class:`FaultError` naming ``what`` (the fault: "Xid 79") when nothing was
-    (or may have been) injected. ``act`` says it in the journal ("inject Xid 79")."""
+    (or may have been) injected. ``act`` says it in the journal ("inject Xid 79"); ``expires_in``: the command
+    undoes itself after that many seconds (the journal records when)."""
     from drills.kube.driver import NODE
     from drills.target.safety import SafetyError, check_blast_radius
 
@@ -261,7 +262,7 @@ def run_site_command(driver: Any, profile: TargetProfile, faults_done: list[Faul
         raise FaultError(f"the {what} is not injected: {exc}") from None
     intent = intend(f"{act} on node {node}: {command}", node, FaultMethod.COMMAND,
                     (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore is not None else
-                    (Undo(UndoKind.BY_HAND, note=by_hand),))
+                    (Undo(UndoKind.BY_HAND, note=by_hand),), expires_in=expires_in)
     try:
         ran = run_command(command, node, profile.fault.timeout_seconds)
     except FaultError as exc:

@@ -35,6 +35,11 @@ Fields (``docs/PROFILE.md`` has the same list and a complete example)::
                               {namespace}: e.g. "kubectl exec -n {namespace} {pod} -- kill -USR2 1" (the
                               canary takes SIGUSR2 as its GPU stuck in a kernel: docs/WORKLOAD.md)
         restore_template      optional: a command with the same placeholders, run on rollback
+      storage_stall:          optional; how the hang drill stalls the checkpoint storage on a real cluster
+        command_template      required in storage_stall: a shell command with {node} and optionally {seconds}
+                              that stalls that node's checkpoint storage and lifts the stall by itself after
+                              {seconds} (e.g. a firewall rule with an expiry)
+        restore_template      optional: run when the stall's time is up and on rollback
     safety:                   optional; every field has a safe default
       allow_label             key=value a node must carry to be touched; default firedrill.dev/chaos=allowed
       max_nodes               most nodes one drill may pull; default 1
@@ -98,7 +103,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlparse
 
 import yaml
@@ -118,6 +123,8 @@ __all__ = [
     "LeakReportSettings",
     "XID_PLACEHOLDERS",
     "HangSettings",
+    "SiteCommand",
+    "StallSettings",
     "XidSettings",
     "ProfileError",
     "SafetySettings",
@@ -224,6 +231,8 @@ def _template_problems(method: FaultMethod, template: str | None) -> list[str]:
 
 HANG_PLACEHOLDERS = ("node", "pod", "namespace", "uuid")
 """What ``fault.hang`` templates may use; ``{pod}`` or ``{uuid}`` aims the hang at one rank."""
+STALL_PLACEHOLDERS = ("node", "seconds")
+"""What ``fault.storage_stall`` templates may use; ``{node}`` is required."""
 XID_PLACEHOLDERS = ("node", "gpu", "instance", "xid", "uuid")
 """What ``fault.xid`` templates may use; ``{node}`` and ``{xid}`` are required in ``command_template``."""
 NO_INSTANCE = "-"
@@ -257,36 +266,44 @@ def _xid_template_problems(path: str, template: str | None, *, required: tuple[s
     return problems
 
 
-@dataclass(frozen=True, slots=True)
-class HangSettings:
-    """``fault.hang``: how the hang drill stops one rank inside a step on a real cluster (docs/HANG.md): a command
-    aimed at the rank's pod (``{pod}``, ``{namespace}``) or its GPU (``{uuid}``, as its canary logged it) on
-    ``{node}``.  Every injection first passes the same blast-radius check as a node fault."""
+@dataclass(frozen=True)
+class SiteCommand:
+    """A fault a real cluster injects with the site's own command, named in the profile (``fault.hang``,
+    ``fault.storage_stall``): a ``command_template`` and an optional ``restore_template`` whose placeholders are the
+    subclass's :attr:`PLACEHOLDERS`, at least one of :attr:`AIM` in the command.  Every injection first passes the
+    same blast-radius check as a node fault and is written down before it runs (:mod:`drills.target.faults`)."""
+
+    SECTION: ClassVar[str] = ""
+    PLACEHOLDERS: ClassVar[tuple[str, ...]] = ()
+    AIM: ClassVar[tuple[str, ...]] = ()
+    """At least one of these in the command: what aims it."""
+    EXAMPLE: ClassVar[str] = ""
 
     command_template: str
     restore_template: str | None = None
-    """Run on rollback with the same placeholders; None: the job's deletion ends the hang."""
+    """Run on rollback with the same placeholders; None: the fault ends by itself."""
 
     def __post_init__(self) -> None:
         problems = []
-        for path, template in (("fault.hang.command_template", self.command_template),
-                               ("fault.hang.restore_template", self.restore_template)):
-            if template is None and path.endswith("restore_template"):
+        for name, template in (("command_template", self.command_template),
+                               ("restore_template", self.restore_template)):
+            if template is None and name == "restore_template":
                 continue
-            problems += _hang_template_problems(path, template, aimed=path.endswith("command_template"))
+            path = f"fault.{self.SECTION}.{name}"
+            fields, found = _placeholder_problems(path, template, self.PLACEHOLDERS, self.EXAMPLE)
+            if not found and name == "command_template" and not fields & set(self.AIM):
+                found.append(f"{path}: {template!r} has no {' nor '.join('{' + a + '}' for a in self.AIM)}; without "
+                             "it the fault could not be aimed where the scenario says")
+            problems += found
         if problems:
-            raise ProfileError("invalid hang injection settings: " + "; ".join(problems), problems)
+            raise ProfileError(f"invalid fault.{self.SECTION} settings: " + "; ".join(problems), problems)
 
-    def _values(self, node: str, pod: str, namespace: str, uuid: str) -> dict[str, str]:
-        return {"node": node, "pod": pod, "namespace": namespace, "uuid": uuid}
+    def command_for(self, **values: str) -> str:
+        """The injection command, its placeholders filled (every one of :attr:`PLACEHOLDERS` must be given)."""
+        return self.command_template.format(**values)
 
-    def command_for(self, node: str, pod: str, namespace: str, uuid: str) -> str:
-        """The command that hangs the rank of pod ``namespace/pod`` (its GPU ``uuid``) on ``node``."""
-        return self.command_template.format(**self._values(node, pod, namespace, uuid))
-
-    def restore_for(self, node: str, pod: str, namespace: str, uuid: str) -> str | None:
-        return None if self.restore_template is None else self.restore_template.format(
-            **self._values(node, pod, namespace, uuid))
+    def restore_for(self, **values: str) -> str | None:
+        return None if self.restore_template is None else self.restore_template.format(**values)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"command_template": self.command_template}
@@ -295,13 +312,30 @@ class HangSettings:
         return out
 
 
-def _hang_template_problems(path: str, template: str | None, *, aimed: bool) -> list[str]:
-    fields, problems = _placeholder_problems(path, template, HANG_PLACEHOLDERS,
-                                             "kubectl exec -n {namespace} {pod} -- kill -USR2 1")
-    if aimed and fields is not None and template and not problems and not fields & {"pod", "uuid"}:
-        problems.append(f"{path}: {template!r} has neither {{pod}} nor {{uuid}}; without one the hang could not be "
-                        "aimed at the rank the scenario names")
-    return problems
+@dataclass(frozen=True)
+class HangSettings(SiteCommand):
+    """``fault.hang``: how the hang drill stops one rank inside a step on a real cluster (docs/HANG.md): a command
+    aimed at the rank's pod (``{pod}``, ``{namespace}``) or its GPU (``{uuid}``, as its canary logged it) on
+    ``{node}``; its restore, when none is given, is the job's restart or deletion (a hung rank ends with its
+    process)."""
+
+    SECTION: ClassVar[str] = "hang"
+    PLACEHOLDERS: ClassVar[tuple[str, ...]] = HANG_PLACEHOLDERS
+    AIM: ClassVar[tuple[str, ...]] = ("pod", "uuid")
+    EXAMPLE: ClassVar[str] = "kubectl exec -n {namespace} {pod} -- kill -USR2 1"
+
+
+@dataclass(frozen=True)
+class StallSettings(SiteCommand):
+    """``fault.storage_stall``: how the hang drill stops the checkpoint storage answering on a real cluster
+    (docs/HANG.md): a command for ``{node}`` (its mount of the checkpoint storage) that stalls it for ``{seconds}``
+    and undoes itself then (e.g. a firewall rule with an expiry), and optionally a restore run when the stall's
+    time is up and on rollback."""
+
+    SECTION: ClassVar[str] = "storage_stall"
+    PLACEHOLDERS: ClassVar[tuple[str, ...]] = STALL_PLACEHOLDERS
+    AIM: ClassVar[tuple[str, ...]] = ("node",)
+    EXAMPLE: ClassVar[str] = "ssh {node} sudo stall-nfs --for {seconds}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +411,8 @@ class FaultSettings:
     ``command_template`` is replaced by it.  None: the fault stands until it is undone."""
     hang: HangSettings | None = None
     """``fault.hang``: how the hang drill stops one rank on a real cluster; None: it cannot (INCONCLUSIVE)."""
+    storage_stall: StallSettings | None = None
+    """``fault.storage_stall``: how the hang drill stalls the checkpoint storage on a real cluster; None: it cannot."""
     stand_in_choices: tuple[FaultMethod, ...] = CLUSTER_METHODS
     """What may stand in for a reference-platform method on this kind of cluster (a Slurm node: only a command)."""
 
@@ -832,6 +868,8 @@ class TargetProfile:
             fault["xid"] = self.fault.xid.to_dict()
         if self.fault.hang is not None:
             fault["hang"] = self.fault.hang.to_dict()
+        if self.fault.storage_stall is not None:
+            fault["storage_stall"] = self.fault.storage_stall.to_dict()
         if self.fault.stand_ins:
             fault["stand_ins"] = {ref.value: real.value for ref, real in self.fault.stand_ins}
         if self.fault.expire_seconds is not None:
@@ -883,7 +921,7 @@ E = TypeVar("E", bound=Enum)
 _TOP = ("apiVersion", "kind", "name", "flavor", "namespace", "queue", "canary_image", "gpu_resource", "fault",
         "safety", "leakReport", "prometheus", "canary", "inference", "governance", "fabric")
 _FAULT = ("method", "command_template", "restore_template", "timeout_seconds", "xid", "stand_ins",
-          "expire_seconds", "hang")
+          "expire_seconds", "hang", "storage_stall")
 _XID = ("command_template", "restore_template")
 _SAFETY = ("allow_label", "max_nodes", "max_gpu_share", "refuse_control_plane", "require_healthy", "abort_when")
 
@@ -1058,7 +1096,7 @@ def _fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str]) ->
     stand-ins, expiry; a field that is broken is ``_Missing``."""
     fault_section = top.section("fault", _FAULT, required=True)
     if fault_section is None:
-        return (_Missing, _Missing, _Missing, _Missing, None, (), None, None)
+        return (_Missing, _Missing, _Missing, _Missing, None, (), None, None, None)
     method = fault_section.choice("method", FaultMethod)
     template = fault_section.optional_string("command_template", "a shell command with {node}")
     restore = fault_section.optional_string("restore_template", "a shell command with {node}")
@@ -1070,8 +1108,9 @@ def _fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str]) ->
         uses_command = FaultMethod.COMMAND in (method, *(real for _, real in stand_ins))
         problems.extend(_template_problems(FaultMethod.COMMAND if uses_command else method, template))
     xid = _xid(fault_section, problems)
-    hang = _hang(fault_section, problems)
-    return (method, template, restore, timeout, xid, stand_ins, expire, hang)
+    hang = _site_command(fault_section, HangSettings, problems)
+    stall = _site_command(fault_section, StallSettings, problems)
+    return (method, template, restore, timeout, xid, stand_ins, expire, hang, stall)
 
 
 def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettings | None:
@@ -1140,7 +1179,7 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
         if governance is not None:
             slurm["governance"] = governance
     fault_fields = _fault_fields(top, doc, problems)
-    method, _, _, _, xid, stand_ins, _, hang = fault_fields
+    method, _, _, _, xid, stand_ins, _, hang, stall = fault_fields
     for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
                                                     for ref, real in stand_ins)):
         if isinstance(used, FaultMethod) and used not in _SLURM_METHODS:
@@ -1148,8 +1187,9 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
                             "command_template with {node}, e.g. a BMC power-off, with its restore_template)")
     if xid is not None:
         problems.append("fault.xid: the Slurm target injects no Xid yet (docs/SLURM.md); remove it")
-    if hang is not None:
-        problems.append("fault.hang: the Slurm target injects no hang yet (docs/SLURM.md); remove it")
+    for section, given in (("hang", hang), ("storage_stall", stall)):
+        if given is not None:
+            problems.append(f"fault.{section}: the Slurm target has no hang drill yet (docs/SLURM.md); remove it")
     safety_section = top.section("safety", _SLURM_SAFETY, required=False)
     safety: dict[str, Any] = {}
     if safety_section is not None:
@@ -1229,19 +1269,24 @@ def _xid(fault: _Section, problems: list[str]) -> XidSettings | None:
         return None
 
 
-def _hang(fault: _Section, problems: list[str]) -> HangSettings | None:
-    """``fault.hang``, checked (unknown fields, placeholders); None when absent or broken (problems recorded)."""
-    if fault.data.get("hang") is None:
+S = TypeVar("S", bound=SiteCommand)
+
+
+def _site_command(fault: _Section, kind: type[S], problems: list[str]) -> S | None:
+    """``fault.<kind.SECTION>``, checked (unknown fields, placeholders); None when absent or broken (problems
+    recorded)."""
+    if fault.data.get(kind.SECTION) is None:
         return None
-    section = fault.section("hang", _XID, required=False)
+    section = fault.section(kind.SECTION, _XID, required=False)
     if section is None:
         return None
-    command = section.string("command_template", expected="a shell command with {pod} or {uuid}")
-    restore = section.optional_string("restore_template", "a shell command with {pod} or {uuid}")
+    expected = f"a shell command with {' or '.join('{' + a + '}' for a in kind.AIM)}"
+    command = section.string("command_template", expected=expected)
+    restore = section.optional_string("restore_template", expected)
     if not isinstance(command, str) or restore is _Missing:
         return None
     try:
-        return HangSettings(command, restore)
+        return kind(command, restore)
     except ProfileError as err:
         problems.extend(err.problems)
         return None

@@ -198,6 +198,10 @@ class SlurmTrainingRun(TrainingRun):
     def _generation(self) -> str:
         return str(self.job.restarts) if self.job is not None else "0"
 
+    def _where(self, pod: str) -> str:
+        """A Slurm run's lines name the job's rank where a pod would be (``job 15 rank 0 generation 1``)."""
+        return pod
+
     def _live_ranks(self) -> set[str]:
         """The ranks of the job's current generation that started (their lines' ``<job>.<generation>.<rank>``)."""
         return {ln.uid for ln in self.canary.of(CanaryEvent.START) if ln.generation == self._generation()}

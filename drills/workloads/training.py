@@ -217,8 +217,10 @@ class TrainingRun:
                                       peer_timeout=patience, **step)
         elif profile.flavor in TRAINING_JOB_FLAVORS:
             form, self.job_resource = CanaryForm.INDEXED_JOB, BATCH_JOB
+            # a rank waits in its all-reduce while rank 0 writes a checkpoint: that peer is busy, not lost
+            writing = float(step.get("checkpoint_seconds") or 0.0)
             training = CanaryTraining(workers, gpus, checkpoint_every, compute_seconds=self.step_seconds,
-                                      peer_timeout=patience or PEER_TIMEOUT, **step)
+                                      peer_timeout=patience or PEER_TIMEOUT + writing, **step)
         else:
             raise DrillInconclusive(training_job_problem(profile) or "")
         free = free_gpus_per_node(self.target)
@@ -349,6 +351,10 @@ class TrainingRun:
     def _running_pods(self) -> list[Obj]:
         return [p for p in self.pods.values() if (p.get("status") or {}).get("phase") == "Running"
                 and not p["metadata"].get("deletionTimestamp")]
+
+    def _where(self, pod: str) -> str:
+        """How a finding names the pod a canary line came from (a Slurm run's lines name a job's rank instead)."""
+        return f"pod {pod}"
 
     def _live_ranks(self) -> set[str]:
         """The identities (``uid``) the canary lines of the running ranks carry: here their pods' uids."""
@@ -506,17 +512,18 @@ class TrainingRun:
                 self.result.inconclusive("the job never resumed, so what it resumed from cannot be judged")
                 return
             job = self.spec.name if self.spec is not None else "the canary job"
+            writer, resumer = f"rank 0, {self._where(torn.pod)}", f"rank {r.rank}, {self._where(r.pod)}"
             if r.from_step == torn.step and done is None:
                 self.result.fail(f"job {job} resumed from checkpoint {torn.step}, whose write the pull cut short "
-                                 f"(rank 0, pod {torn.pod}: checkpoint-begin, never checkpoint): a torn checkpoint "
-                                 f"(rank {r.rank}, pod {r.pod}, phase resume; the canary's own log)")
+                                 f"({writer}: checkpoint-begin, never checkpoint): a torn checkpoint ({resumer}, "
+                                 "phase resume; the canary's own log)")
             elif r.skipped:
                 self.result.fail(f"job {job}'s storage showed {', '.join(r.skipped)} under a checkpoint's final name "
                                  f"though the write of checkpoint {torn.step} was cut short by the pull "
-                                 f"{fault.mono - torn.began:.1f} s into it (rank 0, pod {torn.pod}: checkpoint-begin, "
-                                 f"never checkpoint): a torn checkpoint visible as complete; the canary's digest check "
-                                 f"refused it and resumed from step {r.from_step} (rank {r.rank}, pod {r.pod}, phase "
-                                 "resume), where a framework that trusts the name would have loaded it")
+                                 f"{fault.mono - torn.began:.1f} s into it ({writer}: checkpoint-begin, never "
+                                 "checkpoint): a torn checkpoint visible as complete; the canary's digest check "
+                                 f"refused it and resumed from step {r.from_step} ({resumer}, phase resume), where a "
+                                 "framework that trusts the name would have loaded it")
 
     def observe_until(self, phase: str, timeout: float) -> None:
         """Wait (up to ``timeout``) for the instants a phase needs, then record the phase measurements."""
@@ -616,7 +623,7 @@ class TrainingRun:
         if r.from_step < self.checkpoint_at_fault:
             self.result.fail(f"training resumed from step {r.from_step}, but checkpoint {self.checkpoint_at_fault} "
                              f"was complete before the fault: {self.checkpoint_at_fault - r.from_step} steps of "
-                             f"saved work were lost (rank {r.rank}, pod {r.pod}; the canary's own log)")
+                             f"saved work were lost (rank {r.rank}, {self._where(r.pod)}; the canary's own log)")
         elif r.from_step > 0 and r.from_step not in self.canary.checkpoints():
             self.result.fail(f"training resumed from step {r.from_step}, a checkpoint the job never logged as "
                              f"complete (the last before the fault was {self.checkpoint_at_fault}): the resume "
@@ -640,7 +647,7 @@ class TrainingRun:
                                             note=f"watched {settle:g} s after the resume"))
             if late:
                 first = min(late, key=lambda ln: ln.mono)
-                self.result.fail(f"split brain: rank {first.rank} of the replaced job (pod {first.pod} on "
+                self.result.fail(f"split brain: rank {first.rank} of the replaced job ({self._where(first.pod)} on "
                                  f"{first.node or 'its old node'}, generation {first.generation}) kept training "
                                  f"after the job resumed elsewhere: {len(late)} step(s), up to step "
                                  f"{max(ln.step or 0 for ln in late)} (the canary's own log)")

@@ -36,6 +36,7 @@ FEATURE = REPO / "features" / "gpu_fault.feature"
 XIDCTL = Path(__file__).with_name("xidctl.py")
 HANGCTL = Path(__file__).with_name("hangctl.py")
 HUNG_FEATURE = REPO / "features" / "hung_job.feature"
+STORAGE_FEATURE = REPO / "features" / "checkpoint_storage.feature"
 RUN_TIMEOUT_S = 300
 
 
@@ -55,12 +56,14 @@ def profile_yaml(made: PullCluster) -> str:
     clear = f"{sys.executable} {XIDCTL} clear {kubeconfig} {{node}}"
     hang = f"{sys.executable} {HANGCTL} hang {kubeconfig} {{node}} {{uuid}}"
     unhang = f"{sys.executable} {HANGCTL} clear {kubeconfig} {{node}}"
+    stall = f"{sys.executable} {HANGCTL} stall {kubeconfig} {{node}} {{seconds}}"
     return "\n".join([
         "apiVersion: firedrill.dev/v1alpha1", "kind: TargetProfile", "name: realk8s-gpufault", "flavor: native",
         f"namespace: {NAMESPACE}", "queue: default", "canary_image: firedrill-canary:local",
         "fault:", "  method: kubelet-stop", "  timeout_seconds: 30",
         "  xid:", f"    command_template: {json.dumps(inject)}", f"    restore_template: {json.dumps(clear)}",
         "  hang:", f"    command_template: {json.dumps(hang)}", f"    restore_template: {json.dumps(unhang)}",
+        "  storage_stall:", f"    command_template: {json.dumps(stall)}", f"    restore_template: {json.dumps(unhang)}",
         "safety:", "  allow_label: firedrill.dev/chaos=allowed", "  max_nodes: 1", "  max_gpu_share: 0.3",
         "canary:", "  shared_volume:", "    nfs:", "      server: firedrill-nfs", "      path: /firedrill", ""])
 
@@ -95,28 +98,36 @@ def test_the_gpu_fault_feature_injects_by_command_and_confirms_by_allocatable(gp
     assert app["verdict"] == "INCONCLUSIVE" and "prometheus.url" in (app.get("error") or json.dumps(app)), out
 
 
-def test_a_hung_rank_is_never_named_upstream(gpu_cluster: PullCluster, tmp_path: Path) -> None:
-    """Issue 48, Done-when 4: scenario 19.1, unedited, on the upstream control plane with the canary as an Indexed
-    Job. The profile's ``fault.hang`` (``hangctl.py``) stops worker 1 inside a step; upstream Kubernetes has no
-    progress watchdog (the Job controller restarts a pod that exits, and nothing exits), so the job is never named
-    and the scenario FAILs, naming the job, the rank and the step, as soon as the promise and its grace run out."""
+def test_a_hung_rank_is_never_named_upstream_and_a_stalled_store_is_waited_out(gpu_cluster: PullCluster,
+                                                                              tmp_path: Path) -> None:
+    """Issue 48, Done-when 4: scenarios 19.1 and 20.1, unedited, on the upstream control plane with the canary as an
+    Indexed Job, the profile's ``fault.hang`` and ``fault.storage_stall`` (``hangctl.py``) as the site's injectors.
+    19.1: worker 1 stops inside a step; upstream Kubernetes has no progress watchdog (the Job controller restarts a
+    pod that exits, and nothing exits), so the job is never named and the scenario FAILs, naming the job, the rank
+    and the step, once the promise and its grace run out. 20.1: the checkpoint storage stops answering for 8 s;
+    nothing restarts the job, which carries on when the storage answers again: PASS."""
     features = tmp_path / "features"
     features.mkdir()
-    (features / HUNG_FEATURE.name).write_text(HUNG_FEATURE.read_text())  # the shipped feature, unedited
+    for feature in (HUNG_FEATURE, STORAGE_FEATURE):
+        (features / feature.name).write_text(feature.read_text())  # the shipped features, unedited
     profile = tmp_path / "profile.yaml"
     profile.write_text(profile_yaml(gpu_cluster))
     proc, scenarios = run(gpu_cluster.cluster.admin_kubeconfig, profile, features, tmp_path / "reports",
-                          timeout=RUN_TIMEOUT_S, extra=("-k", "hung"))
+                          timeout=RUN_TIMEOUT_S, extra=("-k", "hung or stops"))
     out = proc.stdout + proc.stderr
     hung = next((s for s in scenarios if "hung inside a step" in s["scenario"]), None)
-    assert hung is not None, out
-    print(f"hang on the real control plane: {hung['verdict']}: {hung.get('findings')}")
+    stall = next((s for s in scenarios if "stops answering" in s["scenario"]), None)
+    assert hung is not None and stall is not None, out
+    print(f"hang on the real control plane: {hung['verdict']}: {hung.get('findings')}; storage stall: "
+          f"{stall['verdict']} {[(m['name'], m['value']) for m in stall['measurements']]}")
     fault = hung["details"]["fault"]
     assert fault["method"] == "command" and "hangctl.py hang" in fault["command"], out
     assert hung["verdict"] == "FAIL", out
     assert any(re.search(r"the platform never named job canary-[\w-]+ hung: worker 1 \(pod [\w-]+ on [\w-]+\) "
                          r"stopped inside the step after \d+", f) for f in hung["findings"]), out
     assert hung["details"]["stopped"]["step"] >= 1, out  # the hang took: the canaries' own lines stopped
+    assert "hangctl.py stall" in stall["details"]["fault"]["command"], out
+    assert stall["verdict"] == "PASS" and stall["details"]["stall"]["writes_met"], out
 
 
 def test_a_run_killed_during_a_gpu_fault_is_refused_until_recover_puts_the_gpu_back(gpu_cluster: PullCluster,

@@ -29,7 +29,7 @@ from drills.records.verdict import DrillInconclusive, Measurement
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
 from drills.target.faults import FaultError
-from drills.target.hang import NO_HANG_COMMAND, inject_hang
+from drills.target.hang import NO_HANG_COMMAND, NO_STALL_COMMAND, inject_hang, stall_storage
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.training import (PROGRESS_STALLED, PROGRESS_TIMEOUT_ANNOTATION, TERMINAL, Instant, Obj,
@@ -126,10 +126,9 @@ class HangDrill(TrainingRun, Drill):
         """The checkpoint storage stops answering for ``seconds`` (every node the job runs on): a write under way
         or begun in that time waits; the entry expires by itself at its end, whatever became of the harness."""
         assert self.spec is not None, "start the canary job first"
-        if self.target.embedded is None:
-            raise DrillInconclusive("a stalled checkpoint store is injected through the reference platform's node "
-                                    "agent (its volume layer stops answering); a real cluster needs a fault command "
-                                    "for its storage (e.g. a firewall rule on the NFS server), not built yet")
+        real = self.target.embedded is None
+        if real and self.target.profile.fault.storage_stall is None:
+            raise DrillInconclusive(NO_STALL_COMMAND)
         with self._cond:
             nodes = tuple(sorted({p["spec"]["nodeName"] for p in self._running_pods()}))
             if not nodes:
@@ -138,10 +137,19 @@ class HangDrill(TrainingRun, Drill):
             progress = job_progress(self.canary.snapshot(), self.spec.workers)
             self.stall = Stall(nodes, seconds, None if progress is None else progress.step)
         until = self.target.timeline.clock.wall() + seconds
+        detail: dict[str, object] = {"method": "storage-stall"}
         for node in nodes:
-            self._inject(node, {"storage_stall_until": round(until, 3)})
+            if real:
+                self.target.touched.add(node)
+                try:
+                    detail = stall_storage(self.target.driver, self.target.profile, self.target.faults_done, node,
+                                           seconds, intend=self.target.intend)
+                except FaultError as exc:
+                    raise DrillInconclusive(str(exc)) from None
+            else:
+                self._inject(node, {"storage_stall_until": round(until, 3)})
         self._faulted({"kind": "storage-stall", "nodes": list(nodes), "seconds": seconds,
-                       "step_before": self.stall.step, "method": "storage-stall"})
+                       "step_before": self.stall.step, **detail})
 
     def _inject(self, node: str, entry: dict[str, Any]) -> None:
         self._seq += 1

@@ -38,7 +38,8 @@ def rank_hangs(drill: ScenarioContext, rank: int) -> None:
 def storage_stalls(drill: ScenarioContext, duration: float) -> None:
     """The storage the job checkpoints to stops answering for that long (an NFS server failing over, a throttled
     object store): a checkpoint write under way or begun in that time waits, and goes on when it answers again.
-    On the reference platform the node agent's volume layer freezes writes; the stall expires by itself."""
+    On the reference platform the node agent's volume layer freezes writes; on a real cluster the profile's
+    ``fault.storage_stall`` command stalls each node's storage. The stall expires by itself."""
     _hang(drill).stall_storage(duration)
 
 
