@@ -32,10 +32,10 @@ from drills.target.faults import FaultError
 from drills.target.hang import NO_HANG_COMMAND, NO_STALL_COMMAND, inject_hang, stall_storage
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent
-from drills.workloads.training import (PROGRESS_STALLED, PROGRESS_TIMEOUT_ANNOTATION, TERMINAL, Instant, Obj,
-                                      TrainingRun, training_job_problem, training_permissions)
+from drills.workloads.training import (PROGRESS_STALLED, TERMINAL, Instant, Obj, TrainingRun, training_job_problem,
+                                      training_permissions)
 
-__all__ = ["HangDrill", "NAMING_REASON", "PROGRESS_TIMEOUT_ANNOTATION"]
+__all__ = ["HangDrill", "NAMING_REASON"]
 
 NAMING_REASON = PROGRESS_STALLED
 HANG_PEER_TIMEOUT = 3600.0
@@ -43,8 +43,8 @@ HANG_PEER_TIMEOUT = 3600.0
 by default) is, so only the platform can end a hang."""
 STOPPED_AFTER = 2.0
 """Seconds without a whole step (and at least 10 step times) after which the job is taken to have stopped."""
-WRITE_WAIT = 30.0
-"""Seconds the stall waits for a checkpoint write to meet it before it calls the scenario INCONCLUSIVE."""
+
+
 @dataclass(frozen=True)
 class Hang:
     """What the drill stopped."""
@@ -218,16 +218,6 @@ class HangDrill(TrainingRun, Drill):
             return "a pod of it was deleted"
         words = self._named_now()
         return None if words is None else f"the platform named it hung ({words})"
-
-    def _stopped(self) -> float | None:
-        """Under the lock: the harness instant of the last step every rank of the old pods completed, once the job
-        has made none for :data:`STOPPED_AFTER` seconds (and 10 step times); None while it still steps."""
-        assert self.spec is not None
-        progress = job_progress(self.canary.snapshot(), self.spec.workers, self.before_fault)
-        if progress is None:
-            return None
-        quiet = max(STOPPED_AFTER, 10 * self.step_seconds)
-        return progress.mono if self.target.timeline.clock.mono() - progress.mono >= quiet else None
 
     # --------------------------------------------------------------- judge
     def observe_named(self, limit: float) -> None:
