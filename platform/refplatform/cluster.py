@@ -390,6 +390,10 @@ class Cluster:
             argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in racked.items())]
         if not self.spec.real_gpus:
             argv.append("--simulate-gpus")
+        if "--burn-in-seconds" not in extra:
+            argv += ["--burn-in-seconds", f"{self.spec.healing.gpu_burn_in_seconds:g}"]
+        if "--flap-window" not in extra:
+            argv += ["--flap-window", f"{self.spec.healing.gpu_flap_window:g}"]
         fence_after = self.spec.healing.fence_after()
         if fence_after is not None and "--fence-after" not in extra:
             argv += ["--fence-after", str(fence_after), "--unhealthy-zone-threshold",

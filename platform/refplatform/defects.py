@@ -110,6 +110,14 @@ class Defect(enum.Enum):
     OVERREACT_APP_XID = "overreact-app-xid"
     """Node agents (the device plugin): an application Xid (13, 31, 43, 45, 68: the program's fault) takes its
     GPU out of service as a hardware fault would, so a healthy GPU is lost to every later job."""
+
+    RETURN_WITHOUT_BURN_IN = "return-without-burn-in"
+    """Node agents (the device plugin): a GPU whose Xid clears returns to ``allocatable`` at once, with no burn-in
+    and no burn-in record, so a GPU still broken is handed out again; no failing diagnostic ever holds one."""
+
+    FLAP_BACK = "flap-back"
+    """Node agents (the device plugin): a GPU that fails again within the flap window of its return is never held:
+    after its Xid clears it is burnt in and returned as if new, so the next job lands on a GPU that keeps failing."""
     EVICT_STORM = "evict-storm"
     """Node lifecycle: NoExecute taints go on every quiet node at once, whatever the disruption (no zone
     states, no rate limit, no master disruption mode), so a control-plane blip evicts everything."""
@@ -205,6 +213,8 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.SICK_GPU_STAYS: "a GPU that failed with an Xid stays allocatable",
     Defect.GPU_STAYS_OUT: "a GPU whose Xid was cleared never returns to allocatable",
     Defect.OVERREACT_APP_XID: "an application Xid takes its GPU out of service",
+    Defect.RETURN_WITHOUT_BURN_IN: "a GPU whose Xid clears returns to service at once, with no burn-in",
+    Defect.FLAP_BACK: "a GPU that fails again soon after its return is burnt in and returned, never held",
     Defect.EVICT_STORM: "quiet nodes are evicted at full rate whatever the disruption",
     Defect.NO_STRAGGLER_DETECTION: "the straggler detector never names a slow rank's node",
     Defect.ACCUSE_THE_HEALTHY: "the straggler detector names every node of a job that slows as a whole",

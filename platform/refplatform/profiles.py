@@ -102,6 +102,14 @@ class Profile:
     large_cluster_size_threshold: int = 50
     """A partially disrupted zone of at most this many nodes stops evicting.
     Upstream: ``--large-cluster-size-threshold``, 50."""
+    gpu_burn_in_seconds: float = 2.0
+    """How long a node agent burns in a whole GPU whose Xid cleared before it returns to service (agent
+    ``--burn-in-seconds``; :mod:`refplatform.gpu.lifecycle`).  Upstream's device plugin has no burn-in; NVIDIA's
+    health tooling runs diagnostics before a node returns (docs/HEALING.md, "A GPU's way back").  ``k8s-defaults``
+    keeps the same value (there is no upstream number to anchor it)."""
+    gpu_flap_window: float = 60.0
+    """A GPU that fails again within this many seconds of its return is held until a person clears it (agent
+    ``--flap-window``)."""
 
     def fence_after(self) -> float | None:
         """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so

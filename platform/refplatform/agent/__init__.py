@@ -31,6 +31,7 @@ Modules: :mod:`~refplatform.agent.runner` (the :class:`Agent`),
 :mod:`~refplatform.agent.logs` (log files, the log server and ``/healthz``),
 :mod:`~refplatform.agent.metrics` (the ``/metrics`` collector: DCGM-style gauges computed at scrape time),
 :mod:`~refplatform.agent.gpus` (GPU inventory, NVML or simulated),
+:mod:`~refplatform.agent.gpuhealth` (a GPU's way back: burn-in, flapping, a person's clear, on the agent's clock),
 :mod:`~refplatform.agent.node` and :mod:`~refplatform.agent.podstatus` (the
 object shapes, pure).
 """

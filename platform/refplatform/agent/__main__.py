@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--link-bandwidth", type=_positive_float, metavar="BYTES_PER_S",
                    help="this node's link to the fabric: told to every container as FIREDRILL_LINK_BANDWIDTH, to "
                         "which the canary paces its connections (refplatform.fabric; default: none told)")
+    p.add_argument("--burn-in-seconds", type=_positive_float, default=2.0, metavar="SECONDS",
+                   help="how long a whole GPU whose Xid cleared, or whose hold a person cleared, is burnt in (a "
+                        "diagnostic and a collective on the node) before it returns to service (docs/HEALING.md)")
+    p.add_argument("--flap-window", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="a GPU that fails again within this long of its return is held out of service until a person "
+                        "clears it (the Node annotation firedrill.dev/clear-gpus)")
     p.add_argument("--cpu", default="64", help="cpu capacity (a quantity)")
     p.add_argument("--memory", default="512Gi", help="memory capacity (a quantity)")
     p.add_argument("--max-pods", type=_non_negative_int, default=110, metavar="N", help="pods capacity")
@@ -246,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             audit_log_path=args.audit_log_path,
             node_labels={k: v for labels in args.node_labels for k, v in labels.items()},
             link_bandwidth=args.link_bandwidth,
+            burn_in_seconds=args.burn_in_seconds,
+            flap_window=args.flap_window,
         )
         agent = Agent(config)
     except PartitionError as err:

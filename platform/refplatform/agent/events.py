@@ -15,6 +15,9 @@ XidError   Warning  an injected GPU Xid that failed the pod (also on the Node, w
                     the pods it failed); see docs/PARTITIONING.md
 =========  =======  ===============================================================
 
+On the Node, a whole GPU's way back (:mod:`refplatform.agent.gpuhealth`, docs/HEALING.md):
+``GpuBurnInPassed`` and ``GpuReturned`` (Normal), ``GpuBurnInFailed`` and ``GpuHeld`` (Warning).
+
 The shape is the controllers' (:func:`event_body`), from ``source.component: kubelet``,
 ``source.host: <node>``, ``reportingComponent: kubelet``, ``reportingInstance: <node>``;
 ``involvedObject`` is the Pod, with ``fieldPath: spec.containers{<name>}`` as the kubelet

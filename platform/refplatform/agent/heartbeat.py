@@ -41,6 +41,7 @@ from refplatform.agent.clock import Clock
 from refplatform.agent.node import LEASE_NAMESPACE, NodeConfig, build_lease, build_node, lease_duration_seconds, node_status
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, format_unhealthy
+from refplatform.gpu.lifecycle import GPU_HEALTH_ANNOTATION
 from refplatform.gpu.throttle import THROTTLED_ANNOTATION
 
 __all__ = ["NodeHeartbeat"]
@@ -94,6 +95,11 @@ class NodeHeartbeat:
         """The whole GPUs out of service (the pod sync's device health); reported in allocatable and the
         ``firedrill.dev/unhealthy-gpus`` annotation at the next beat after a change."""
         self._reported_unhealthy: tuple[int, ...] | None = None
+        self.gpu_health: Callable[[], str | None] = lambda: None
+        """The ``firedrill.dev/gpu-health`` annotation's value (None: absent): each GPU out of service with its state
+        and the last burn-ins (:mod:`refplatform.gpu.lifecycle`); written at the next beat after a change, before
+        the allocatable it explains."""
+        self._reported_gpu_health: str | None = None
         self.throttled_gpus: Callable[[], tuple[int, ...]] = tuple
         """The GPUs whose clocks the driver holds below full speed; reported in the ``firedrill.dev/throttled-gpus``
         annotation at the next beat after a change."""
@@ -205,6 +211,7 @@ class NodeHeartbeat:
             self._since_status += 1
             changed = (self.ready_check() != self._reported_not_ready
                        or self.unhealthy_gpus() != (self._reported_unhealthy or ())
+                       or self.gpu_health() != self._reported_gpu_health
                        or self.throttled_gpus() != (self._reported_throttled or ()))
             if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
@@ -305,11 +312,15 @@ class NodeHeartbeat:
             annotations[UNHEALTHY_ANNOTATION] = format_unhealthy(unhealthy) or None
         if throttled != self._reported_throttled:
             annotations[THROTTLED_ANNOTATION] = format_unhealthy(throttled) or None
+        gpu_health = self.gpu_health()
+        if gpu_health != self._reported_gpu_health:
+            annotations[GPU_HEALTH_ANNOTATION] = gpu_health
         if annotations:
             self.client.patch(self._node_path, {"metadata": {"annotations": annotations}}, MERGE_PATCH)
         self.client.patch(self._node_path + "/status", {"status": patch}, MERGE_PATCH)
         self._reported_unhealthy = unhealthy
         self._reported_throttled = throttled
+        self._reported_gpu_health = gpu_health
         self._reported_not_ready = not_ready
         if not_ready:
             log.warning("node %s reported not ready: %s", self.config.name, not_ready)

@@ -67,6 +67,7 @@ from refplatform.agent.devnodes import DeviceGrant, container_devices
 from refplatform.agent.errors import ContainerSpecError, WorkloadConfigError
 from refplatform.agent.events import KILLING, STARTED, PodEventRecorder, container_field_path, pod_reference
 from refplatform.agent.gang import RankSpec
+from refplatform.agent.gpuhealth import GpuHealthKeeper
 from refplatform.agent.jobs import JobCoordinator
 from refplatform.agent.logs import ContainerLog, LogStore
 from refplatform.agent.podenv import EnvSource, PodFacts, env_sources
@@ -92,6 +93,7 @@ from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
 from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
 from refplatform.gpu.health import GpuHealth
 from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
+from refplatform.gpu.lifecycle import LifecycleRules
 from refplatform.gpu.throttle import STORAGE_STALLED_KEY, THROTTLE_ANNOTATION, Throttle, clocks_document, parse_throttle
 
 __all__ = ["Backoff", "DEVICES_ANNOTATION", "MEMORY_ANNOTATION", "OOM_REASON", "PodSync", "PodWorker", "XID_ANNOTATION",
@@ -302,6 +304,7 @@ class PodSync:
         sick_gpu_stays: bool = False,
         gpu_stays_out: bool = False,
         overreact_app_xid: bool = False,
+        gpu_lifecycle: LifecycleRules | None = None,
         link_bandwidth: float | None = None,
         visible_to_all: bool = False,
         api_seconds: Callable[[int], float] | None = None,
@@ -324,8 +327,10 @@ class PodSync:
         slice of its kind) whatever it was given; ``sick_gpu_stays``: the ``sick-gpu-stays`` defect, a failed GPU is
         never reported unhealthy (it stays allocatable); ``gpu_stays_out``: the ``gpu-stays-out`` defect, a GPU once
         reported unhealthy stays so after its Xid is cleared; ``overreact_app_xid``: the ``overreact-app-xid`` defect, an
-        application Xid takes its GPU out of service too; ``visible_to_all``: the ``visible-to-all`` defect, every container
-        can see and open every GPU of the node, whatever it requested (:mod:`refplatform.agent.devnodes`);
+        application Xid takes its GPU out of service too; ``gpu_lifecycle``: how a whole GPU whose Xid cleared comes
+        back (burn-in, flap window, their defects: :mod:`refplatform.agent.gpuhealth`); ``visible_to_all``: the
+        ``visible-to-all`` defect, every container can see and open every GPU of the node, whatever it requested
+        (:mod:`refplatform.agent.devnodes`);
         ``atomic_rename``: False is the ``resume-torn`` defect, the driver's clocks file tells every container the
         node's storage does not keep the rename promise (``"atomic_rename": false``; :mod:`refplatform.gpu.throttle`).
         ``api_seconds``: how long a thread has waited for the API server
@@ -344,7 +349,13 @@ class PodSync:
         self.dead_gpus: dict[int, int] = {}
         """Whole GPUs that failed (index -> Xid) while their injection stands: the device's truth, defects or not."""
         self.unhealthy: dict[int, int] = {}
-        """Whole GPUs reported out of service (the device plugin's word: allocatable, ``firedrill.dev/unhealthy-gpus``)."""
+        """Whole GPUs reported out of service (the device plugin's word: allocatable, ``firedrill.dev/unhealthy-gpus``):
+        failed, in burn-in or held (:mod:`refplatform.gpu.lifecycle`)."""
+        self._stuck: dict[int, int] = {}
+        """``gpu-stays-out``: every GPU ever reported failed, which the lifecycle is told still fails."""
+        self.gpu_health = GpuHealthKeeper(node_name, gpu_count, gpu_lifecycle or LifecycleRules(), client=client,
+                                          events=events, node_ref=lambda: self._node_ref)
+        """The whole GPUs' way back into service: burn-in, flapping, a person's clear."""
         self.on_health: Any = None
         """Called (no arguments) when :attr:`unhealthy` or the GPU clocks change: the heartbeat reports it at once."""
         self._lost: dict[str, datetime] = {}
@@ -513,7 +524,7 @@ class PodSync:
         raw = annotations.get(XID_ANNOTATION)
         if not raw:
             if self.devices is None:
-                self._note_health([])
+                self._note_health([], annotations)
             return
         try:
             applied = json.loads(annotations.get(XID_APPLIED_ANNOTATION) or "[]")
@@ -529,7 +540,7 @@ class PodSync:
                 log.warning("%s", problem)
         if self.devices is None:  # whole GPUs: an Xid of a MIG instance means nothing here
             entries = [e for e in entries if e.instance is None and 0 <= e.gpu < self.gpu_count]
-            self._note_health(entries)
+            self._note_health(entries, annotations)
         with self._lock:
             new = [e for e in entries if e.id not in self._xid_seen]
             self._xid_seen.update(e.id for e in new)
@@ -612,10 +623,11 @@ class PodSync:
         """The GPUs whose clocks the driver now holds below full speed (what DCGM's throttle reasons would say)."""
         return tuple(sorted(g for g, speed in self.throttle.gpu_speed.items() if speed < 1.0))
 
-    def _note_health(self, entries: list[XidEntry]) -> None:
-        """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and reported
-        unhealthy as the device plugin would (application Xids excepted), so the rollback's removal of the entry
-        returns it to service."""
+    def _note_health(self, entries: list[XidEntry], annotations: dict[str, str] | None = None) -> None:
+        """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and failed
+        as the device plugin would judge it (application Xids excepted); once the rollback removed the entry it
+        comes back through its burn-in (:mod:`refplatform.agent.gpuhealth`, which also reads the Node's
+        ``inject-diag`` and ``clear-gpus`` from ``annotations``)."""
         truth = GpuHealth.of([(e.gpu, e.instance, e.xid) for e in entries], self.gpu_count).unhealthy
         if self.sick_gpu_stays:
             reported: dict[int, int] = {}
@@ -626,13 +638,21 @@ class PodSync:
         else:
             reported = dict(truth)
         if self.gpu_stays_out:  # what was reported out stays out, whatever the device says now
-            reported = {**self.unhealthy, **reported}
+            reported = self._stuck = {**self._stuck, **reported}
         with self._lock:
-            changed = reported != self.unhealthy
-            self.dead_gpus, self.unhealthy = dict(truth), reported
+            self.dead_gpus = dict(truth)
+        self._gpu_health_moved(self.gpu_health.observe(reported, self.clock.now(), annotations))
+
+    def _gpu_health_moved(self, changed: bool) -> None:
+        """After the lifecycle stepped: what the node reports (allocatable, ``unhealthy-gpus``, ``gpu-health``)
+        goes out at the next beat, which is kicked now."""
+        out = self.gpu_health.out_of_service()
+        with self._lock:
+            changed = changed or out != self.unhealthy
+            self.unhealthy = out
         if changed:
             log.warning("node %s: GPUs out of service: %s", self.node_name,
-                        ", ".join(f"{g} (Xid {x})" for g, x in sorted(reported.items())) or "none")
+                        ", ".join(f"{g} ({s.value})" for g, s in self.gpu_health.states().items()) or "none")
             if self.on_health is not None:
                 self.on_health()
             self._wake.set()
@@ -744,15 +764,24 @@ class PodSync:
             return None
         return max(0.0, time.monotonic() - last - (self._api_waited() - at))
 
+    def pass_wait(self) -> float:
+        """How long the loop waits for the next pass: ``tick`` at most, less when a GPU's burn-in ends sooner (so
+        it ends on time, whatever else happens or not)."""
+        due = self.gpu_health.next_change()
+        if due is None:
+            return self.tick
+        return min(self.tick, max(0.0, due - self.clock.now().timestamp()))
+
     def _sync_loop(self) -> None:
         self._sync_thread = threading.get_ident()
         while not self._stop.is_set():
             before = time.monotonic()
-            woken = self._wake.wait(self.tick)
+            wait = self.pass_wait()
+            woken = self._wake.wait(wait)
             self._wake.clear()
             if self._stop.is_set():
                 break
-            overrun = time.monotonic() - before - (0.0 if woken else self.tick)
+            overrun = time.monotonic() - before - (0.0 if woken else wait)
             if overrun > self.freeze_threshold:
                 log.warning("pod sync: a %.1fs wait overran by %.1fs (frozen?); thawing and resyncing", self.tick, overrun)
                 self.note_freeze(overrun)
@@ -799,6 +828,8 @@ class PodSync:
         if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails
             self._apply_faults(now)
         elif self.gpu_count:
+            if self.gpu_health.advance(now):  # a burn-in ends on time, whatever else happens
+                self._gpu_health_moved(True)
             self._apply_gpu_faults(now)
         self._apply_hangs(now)
         with self._clocks_lock:

@@ -38,6 +38,7 @@ from refplatform.core.disruption import DisruptionPolicy
 from refplatform.client import RestClient
 from refplatform.defects import Defect
 from refplatform.gpu.device import DeviceSet
+from refplatform.gpu.lifecycle import LifecycleRules
 from refplatform.gpu.partition import PartitionConfig, load_partition_config
 
 __all__ = ["Agent", "AgentConfig"]
@@ -101,6 +102,12 @@ class AgentConfig:
     link_bandwidth: float | None = None
     """``--link-bandwidth``: the node's link to the fabric in bytes per second, told to every container it runs
     (:mod:`refplatform.fabric`); None: nothing is told."""
+    burn_in_seconds: float = 2.0
+    """``--burn-in-seconds``: how long a whole GPU whose Xid cleared (or whose hold a person cleared) is burnt in
+    (a diagnostic and a collective) before it returns to service (:mod:`refplatform.gpu.lifecycle`)."""
+    flap_window: float = 60.0
+    """``--flap-window``: a GPU that fails again within this many seconds of its return is held until a person
+    clears it."""
 
     def __post_init__(self) -> None:
         if self.heartbeat <= 0:
@@ -211,6 +218,9 @@ class Agent:
             sick_gpu_stays=Defect.SICK_GPU_STAYS in config.defects,
             gpu_stays_out=Defect.GPU_STAYS_OUT in config.defects,
             overreact_app_xid=Defect.OVERREACT_APP_XID in config.defects,
+            gpu_lifecycle=LifecycleRules(config.burn_in_seconds, config.flap_window,
+                                         burn_in=Defect.RETURN_WITHOUT_BURN_IN not in config.defects,
+                                         hold_flapping=Defect.FLAP_BACK not in config.defects),
             link_bandwidth=config.link_bandwidth,
             visible_to_all=Defect.VISIBLE_TO_ALL in config.defects,
             api_seconds=self._api_seconds,
@@ -218,7 +228,9 @@ class Agent:
         )
         for defect, what in ((Defect.SICK_GPU_STAYS, "never reports a failed GPU unhealthy: it stays allocatable"),
                              (Defect.GPU_STAYS_OUT, "never returns a GPU an Xid took out of service"),
-                             (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too")):
+                             (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too"),
+                             (Defect.RETURN_WITHOUT_BURN_IN, "returns a GPU at once when its Xid clears, no burn-in"),
+                             (Defect.FLAP_BACK, "never holds a GPU that fails again soon after its return")):
             if defect in config.defects:
                 log.warning("defect %s: node %s %s", defect.value, config.node, what)
         if Defect.GPU_DOUBLE_BOOK in config.defects:
@@ -247,6 +259,7 @@ class Agent:
         # Xid injections: on MIG slices (the partition drill) and on whole GPUs (the GPU fault drill)
         self.heartbeat.on_node = self.pods.note_node
         self.heartbeat.unhealthy_gpus = self.pods.reported_unhealthy
+        self.heartbeat.gpu_health = self.pods.gpu_health.annotation
         self.heartbeat.throttled_gpus = self.pods.throttled_gpus
         self.pods.on_health = self.heartbeat.kick
         self.fence: SelfFence | None = None
