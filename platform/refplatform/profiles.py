@@ -110,6 +110,14 @@ class Profile:
     gpu_flap_window: float = 60.0
     """A GPU that fails again within this many seconds of its return is held until a person clears it (agent
     ``--flap-window``)."""
+    remediation_share: float = 0.25
+    """The remediation budget (:mod:`refplatform.core.remediation`): the share of the pool (working and spare
+    nodes) the healer may quarantine for a ``GpuFault`` within :attr:`remediation_window`; one more trips the
+    breaker.  Upstream has no such thing; NVSentinel's circuit breaker caps cordons the same way."""
+    remediation_min_nodes: int = 1
+    """The remediation budget is at least this many nodes, however small the pool."""
+    remediation_window: float = 600.0
+    """The remediation budget's sliding window, seconds."""
 
     def fence_after(self) -> float | None:
         """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so

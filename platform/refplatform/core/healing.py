@@ -33,7 +33,7 @@ __all__ = [
     "NOT_READY_TAINT", "OUT_OF_SERVICE_TAINT", "QUARANTINE_LABEL", "SPARE_ENROLLED_ANNOTATION", "SPARE_LABEL",
     "SPARE_TAINT", "UNREACHABLE_TAINT", "CONDITION_TAINT_KEYS",
     "HealAction", "HealStep", "NodeState", "NodeVerdict", "PoolNode", "Readiness", "TimedTaint",
-    "TimedToleration", "eviction_time", "judge_node", "plan_healing", "with_default_tolerations",
+    "TimedToleration", "eviction_time", "judge_node", "plan_healing", "spare_candidates", "with_default_tolerations",
 ]
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -237,6 +237,11 @@ class PoolNode:
     condition_tainted: bool = False
     """Still carries an ``unreachable``/``not-ready`` taint (the node lifecycle controller has not
     cleared it after its own health check)."""
+    gpu_fault: bool = False
+    """Its agent posts the Node condition ``GpuFault=True`` (:mod:`refplatform.core.remediation`): it is never
+    released as a spare nor returned from quarantine while that stands."""
+    remediation_held: bool = False
+    """Carries the condition ``RemediationHeld=True``: the remediation budget's breaker left it alone."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +270,12 @@ def _lost(node: PoolNode, now: float, after: float) -> bool:
     return now - since >= after
 
 
+def spare_candidates(nodes: Sequence[PoolNode]) -> list[PoolNode]:
+    """The spares that may be released, by name: in the pool, not quarantined, Ready, heard from, no GPU fault."""
+    return sorted((n for n in nodes if n.spare and not n.quarantined and n.ready is Readiness.TRUE
+                   and n.lease_fresh and not n.gpu_fault), key=lambda n: n.name)
+
+
 def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = True,
                  quarantine_after: float = 0.0) -> HealPlan:
     """The healer's steps at ``now``, in the order to apply them.
@@ -275,9 +286,11 @@ def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = Tr
       condition taint, then out-of-service), is quarantined (reason ``unreachable`` for
       Ready=Unknown, ``not-ready`` for Ready=False), and for each
       such node that was working capacity (not a spare) one healthy spare is promoted, by name;
-    - a quarantined node whose Lease is fresh, that is Ready, healthy and free of condition taints
-      returns to the pool; one whose Lease is fresh but that is not all of these yet is listed in
-      ``probes``.
+    - a quarantined node whose Lease is fresh, that is Ready, healthy, free of condition taints and
+      without a standing ``GpuFault`` returns to the pool; one whose Lease is fresh and whose GPU fault
+      cleared but that is not all of these yet is listed in ``probes``.
+
+    The GPU-fault quarantines, and their budget, are :func:`refplatform.core.remediation.plan_remediation`'s.
     """
     steps: list[HealStep] = []
     probes: list[str] = []
@@ -287,8 +300,7 @@ def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = Tr
             steps.append(HealStep(HealAction.ENROLL_SPARE, node.name))
     if quarantine:
         promoted: set[str] = set()
-        candidates = sorted((n for n in nodes if n.spare and not n.quarantined and n.ready is Readiness.TRUE
-                             and n.lease_fresh), key=lambda n: n.name)
+        candidates = spare_candidates(nodes)
         for node in sorted(nodes, key=lambda n: n.name):
             if node.quarantined:
                 continue
@@ -309,6 +321,8 @@ def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = Tr
     for node in nodes:
         if not node.quarantined or not node.lease_fresh:
             continue
+        if node.gpu_fault:
+            continue  # its GPU fault stands: nothing to probe until it clears
         if node.healthy and node.ready is Readiness.TRUE and not node.condition_tainted:
             steps.append(HealStep(HealAction.RETURN_TO_POOL, node.name))
         else:
