@@ -39,7 +39,9 @@ from tenacity.wait import wait_base
 
 from refplatform.agent.clock import Clock
 from refplatform.agent.node import LEASE_NAMESPACE, NodeConfig, build_lease, build_node, lease_duration_seconds, node_status
-from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
+from refplatform.client import (
+    MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path,
+)
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, format_unhealthy
 from refplatform.gpu.lifecycle import GPU_HEALTH_ANNOTATION
 from refplatform.gpu.throttle import THROTTLED_ANNOTATION
@@ -104,6 +106,12 @@ class NodeHeartbeat:
         """The GPUs whose clocks the driver holds below full speed; reported in the ``firedrill.dev/throttled-gpus``
         annotation at the next beat after a change."""
         self._reported_throttled: tuple[int, ...] | None = None
+        self.extra_state: Callable[[], object] = lambda: None
+        """What the agent's own conditions beside the kubelet's say now (``GpuFault``:
+        :mod:`refplatform.agent.healthfault`); a change is written at the next beat."""
+        self.extra_conditions: Callable[[datetime, list[Obj] | None], list[Obj]] = lambda now, previous: []
+        """Those conditions at ``now``, given the Node's current ones (their ``lastTransitionTime``)."""
+        self._reported_extra: object = None
         self._node_path = resource_path("", "v1", "nodes", None, config.name)
         self._lease_path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, config.name)
 
@@ -149,7 +157,8 @@ class NodeHeartbeat:
         # Write the status through the status subresource too: a create may drop it, an update must.
         not_ready = self.ready_check()
         node = self.client.patch(
-            self._node_path + "/status", {"status": node_status(self.config, now, previous_conditions, not_ready)}, MERGE_PATCH
+            self._node_path + "/status", {"status": node_status(self.config, now, previous_conditions, not_ready)},
+            STRATEGIC_MERGE_PATCH,  # others' conditions (RemediationHeld) outlive an agent restart
         )
         self._reported_not_ready = not_ready
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "") or None
@@ -212,7 +221,8 @@ class NodeHeartbeat:
             changed = (self.ready_check() != self._reported_not_ready
                        or self.unhealthy_gpus() != (self._reported_unhealthy or ())
                        or self.gpu_health() != self._reported_gpu_health
-                       or self.throttled_gpus() != (self._reported_throttled or ()))
+                       or self.throttled_gpus() != (self._reported_throttled or ())
+                       or self.extra_state() != self._reported_extra)
             if self._failed or stalled or changed or self._since_status >= self.status_every:
                 self._refresh_status()
             elif self.on_node is not None:
@@ -303,7 +313,8 @@ class NodeHeartbeat:
         not_ready = self.ready_check()
         unhealthy = self.unhealthy_gpus()
         status = node_status(self.config, now, conditions, not_ready, len(unhealthy))
-        patch: Obj = {"conditions": status["conditions"]}
+        extra = self.extra_state()
+        patch: Obj = {"conditions": status["conditions"] + self.extra_conditions(now, conditions)}
         throttled = self.throttled_gpus()
         annotations: Obj = {}
         if unhealthy != self._reported_unhealthy:
@@ -317,7 +328,10 @@ class NodeHeartbeat:
             annotations[GPU_HEALTH_ANNOTATION] = gpu_health
         if annotations:
             self.client.patch(self._node_path, {"metadata": {"annotations": annotations}}, MERGE_PATCH)
-        self.client.patch(self._node_path + "/status", {"status": patch}, MERGE_PATCH)
+        # Strategic merge, as the kubelet patches its status: conditions merge by type, so one the agent does not
+        # own (the healer's RemediationHeld) is never wiped by a beat; a merge patch would replace the list.
+        self.client.patch(self._node_path + "/status", {"status": patch}, STRATEGIC_MERGE_PATCH)
+        self._reported_extra = extra
         self._reported_unhealthy = unhealthy
         self._reported_throttled = throttled
         self._reported_gpu_health = gpu_health

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from refplatform.agent.access import AuditLog, ClientList, EndpointGuard
 from refplatform.agent.clock import Clock, SystemClock, rfc3339
@@ -25,6 +26,7 @@ from refplatform.agent.events import PodEventRecorder
 from refplatform.agent.fence import PEER_PROBE_S, SelfFence, monotonic_age, peer_health_urls
 from refplatform.agent.freeze import FreezeDetector
 from refplatform.agent.gpus import GpuInventory, select_inventory
+from refplatform.agent.healthfault import InjectedHealth
 from refplatform.agent.heartbeat import NodeHeartbeat
 from refplatform.agent.jobs import DEFAULT_POLL, STALE_POLLS, JobCoordinator
 from refplatform.agent.logs import LogServer, LogStore, ServingTLS
@@ -257,7 +259,11 @@ class Agent:
         if self.devices is not None:
             self.node_config.gpu_advertisement()  # validates against the model (PartitionError)
         # Xid injections: on MIG slices (the partition drill) and on whole GPUs (the GPU fault drill)
-        self.heartbeat.on_node = self.pods.note_node
+        self.heartbeat.on_node = self._note_node
+        # Fleet faults (firedrill.dev/inject-health): the GpuFault condition, posted beside the kubelet's own
+        self.injected_health = InjectedHealth(config.node, self.clock, on_change=self.heartbeat.kick)
+        self.heartbeat.extra_state = self.injected_health.state
+        self.heartbeat.extra_conditions = self.injected_health.conditions
         self.heartbeat.unhealthy_gpus = self.pods.reported_unhealthy
         self.heartbeat.gpu_health = self.pods.gpu_health.annotation
         self.heartbeat.throttled_gpus = self.pods.throttled_gpus
@@ -333,6 +339,13 @@ class Agent:
         self.jobs.poll_now()
         self.heartbeat.kick()
 
+    def _note_node(self, node: dict[str, Any]) -> None:
+        """The Node as the heartbeat just read it: its fault injections (Xids, throttles, fleet faults)."""
+        try:
+            self.pods.note_node(node)
+        finally:  # one injection's trouble never hides another's
+            self.injected_health.note_node(node)
+
     def _api_seconds(self, thread: int) -> float:
         """How long ``thread`` has waited for the API server, through any of the agent's clients."""
         return sum(c.api_seconds(thread) for c in (self.client, self.hb_client, self.jobs_client, self.events_client))
@@ -381,6 +394,7 @@ class Agent:
         self._stopped = True
         self.stop_event.set()
         self.heartbeat.kick()
+        self.injected_health.stop()
         self.freeze.stop()
         if self.fence is not None:
             self.fence.stop()
