@@ -182,6 +182,11 @@ class Defect(enum.Enum):
     """Scheduler: a gang's required topology domain is honoured at its first placement only; once its job is
     restarted (a node lost under it), its new pods go wherever they fit, across racks."""
 
+    REMEDIATE_THE_FLEET = "remediate-the-fleet"
+    """Healer: no remediation budget: every node that reports ``GpuFault`` is quarantined and its pods evicted,
+    however many report it at once, and the breaker never trips, so a fleet-wide alarm (a bad driver roll-out, a
+    monitoring bug) drains the cluster."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -230,6 +235,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.SLOW_LINK: "one node's interconnect runs at a quarter of its stated bandwidth",
     Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
     Defect.TOPOLOGY_LOST_ON_RESTART: "the scheduler forgets a gang's required topology once its job restarts",
+    Defect.REMEDIATE_THE_FLEET: "the healer quarantines every GpuFault node at once: no budget, no breaker",
 }
 
 

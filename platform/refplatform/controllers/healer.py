@@ -23,7 +23,24 @@ controller observes, probes and writes.
   whose agent answers ``GET /healthz`` with 200 goes back to the spare pool
   (uncordoned, quarantine label and out-of-service taint removed, spare label
   and taint added): a ``NodeRecovered`` Event.  Never before the health check
-  passes.
+  passes, nor while its ``GpuFault`` condition is True.
+- **GpuFault remediation, on a budget** (:mod:`refplatform.core.remediation`).
+  A node whose agent posts ``GpuFault=True`` is quarantined as a lost node is
+  (label ``firedrill.dev/quarantine=gpu-fault``, annotation
+  ``firedrill.dev/remediated-at``) and a spare released, at most the budget's
+  count within its window.  One more trips the breaker: the ConfigMap
+  ``kube-system/firedrill-remediation`` (``state: Tripped``, ``trippedAt``,
+  ``reason``, ``nodesLeftAlone``), a ``RemediationHalted`` Warning Event and the
+  condition ``RemediationHeld=True`` (reason ``BudgetExhausted``) on each node
+  left alone, and no GpuFault quarantine until a person deletes the ConfigMap
+  or sets ``data.state`` to ``Closed``; then ``RemediationHeld`` goes False and
+  the healer acts again within a fresh budget.  The breaker is read from the
+  ConfigMap (the informer's copy, or this controller's newer write) on every
+  pass, so a restarted controller stays tripped; the window's quarantines are
+  read back from the nodes' ``remediated-at`` annotations on its first pass.
+  Conditions are written through the Node's ``/status`` as strategic merge
+  patches of that one condition (merged by type, as the agent's own are), so
+  neither side wipes the other's.
 
 Every node write is a merge patch that names the resourceVersion it was
 computed from, so a concurrent write (the node lifecycle controller's taints)
@@ -50,25 +67,37 @@ from refplatform.controllers.nodeinfo import (
 from refplatform.core import Taint, TaintEffect
 from refplatform.core.healing import (
     CONDITION_TAINT_KEYS, OUT_OF_SERVICE_TAINT, QUARANTINE_LABEL, SPARE_ENROLLED_ANNOTATION, SPARE_LABEL,
-    SPARE_TAINT, HealAction, HealStep, PoolNode, Readiness, plan_healing,
+    SPARE_TAINT, HealAction, HealPlan, HealStep, PoolNode, Readiness, plan_healing,
 )
-from refplatform.resources import LEASES, NODES, PODS
+from refplatform.core.remediation import (
+    BUDGET_EXHAUSTED, GPU_FAULT_CONDITION, GPU_FAULT_QUARANTINE, REMEDIATION_HELD_CONDITION, Breaker, BreakerState,
+    Remediation, RemediationBudget, RemediationPlan, plan_remediation, within_window,
+)
+from refplatform.resources import CONFIGMAPS, LEASES, NODES, PODS
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 SPARE = Taint(SPARE_TAINT, "true", TaintEffect.NO_SCHEDULE)
 OUT_OF_SERVICE = Taint(OUT_OF_SERVICE_TAINT, "nodeshutdown", TaintEffect.NO_EXECUTE)
+BREAKER_NAMESPACE = "kube-system"
+BREAKER_NAME = "firedrill-remediation"
+"""The remediation breaker's ConfigMap; deleting it (or ``data.state: Closed``) resets the breaker."""
+REMEDIATED_AT_ANNOTATION = "firedrill.dev/remediated-at"
+"""On a node quarantined for its GpuFault: when (RFC 3339, microseconds), so a restarted healer counts it."""
+REMEDIATION_HALTED = "RemediationHalted"
+RESET_HINT = (f"reset: kubectl -n {BREAKER_NAMESPACE} delete configmap {BREAKER_NAME} "
+              f"(or set its data.state to Closed)")
 
 
 class HealerController:
     name = "healer"
-    watches = (NODES, LEASES, PODS)
+    watches = (NODES, LEASES, PODS, CONFIGMAPS)
 
     def __init__(self, client: RestClient, *, spares: Iterable[str], grace: float, prober: HealthProber,
                  quarantine: bool = True, quarantine_after: float = 0.0, resync: float = 0.25,
                  clock: Callable[[], float] = time.time, no_spare: bool = False,
-                 return_cordoned: bool = False) -> None:
+                 return_cordoned: bool = False, budget: RemediationBudget = RemediationBudget()) -> None:
         self.client = client
         self.no_spare = no_spare  # the no-spare defect (docs/DEFECTS.md), off on an honest platform
         self.return_cordoned = return_cordoned  # the return-cordoned defect (docs/DEFECTS.md): off when honest
@@ -84,6 +113,10 @@ class HealerController:
                                     clock=lambda: datetime.fromtimestamp(self.clock(), timezone.utc))
         self._written: dict[str, Obj] = {}
         self._forced: set[str] = set()
+        self.budget = budget  # unlimited: the remediate-the-fleet defect (docs/DEFECTS.md), off when honest
+        self._remediations: list[Remediation] | None = None  # the window's GpuFault quarantines; None: not read yet
+        self._breaker_written: Obj | None = None  # our last write of the breaker's ConfigMap
+        self._tripped = False  # the breaker as the last pass found it
 
     # ------------------------------------------------------------------ cycle
     def reconcile(self, cache: Cache) -> None:
@@ -108,6 +141,8 @@ class HealerController:
             if self.no_spare and step.action is HealAction.PROMOTE_SPARE:
                 continue  # the defect: the spare pool is never drawn on
             self._apply(step, newest(nodes[step.node], self._written.get(step.node)) or nodes[step.node], now)
+        if self.quarantine:
+            self._remediate(cache, nodes, observed, plan, now)
         self._collect_pods(cache, {n: newest(obj, self._written.get(n)) or obj for n, obj in nodes.items()}, now)
         wait = self.base_resync if plan.next_check is None else min(self.base_resync, plan.next_check - now)
         self.resync = max(0.01, wait)
@@ -128,10 +163,127 @@ class HealerController:
                         enrolled=annotations.get(SPARE_ENROLLED_ANNOTATION) == "true",
                         configured_spare=name in self.spares,
                         condition_tainted=any(t.taint.key in CONDITION_TAINT_KEYS
-                                              and t.taint.effect is TaintEffect.NO_EXECUTE for t in taints_of(node)))
+                                              and t.taint.effect is TaintEffect.NO_EXECUTE for t in taints_of(node)),
+                        gpu_fault=condition(node, GPU_FAULT_CONDITION).get("status") == "True",
+                        remediation_held=condition(node, REMEDIATION_HELD_CONDITION).get("status") == "True")
+
+    # ------------------------------------------------------------ remediation
+    def _remediate(self, cache: Cache, nodes: dict[str, Obj], observed: list[PoolNode], healing: HealPlan,
+                   now: float) -> None:
+        """GpuFault quarantines within the budget; trip, hold and release as the breaker says."""
+        record = self._breaker_record(cache)
+        breaker = breaker_of(record)
+        if self._tripped and not breaker.tripped:
+            log.warning("remediation breaker reset (ConfigMap %s/%s %s): GpuFault remediation resumes with a fresh "
+                        "budget", BREAKER_NAMESPACE, BREAKER_NAME, "deleted" if record is None else "Closed")
+            self._remediations = []
+        self._tripped = breaker.tripped
+        if self._remediations is None:  # first pass: what the nodes say was done within the window
+            self._remediations = [Remediation(n, at) for n, obj in nodes.items()
+                                  if (at := parse_time(((obj["metadata"].get("annotations") or {})
+                                                        .get(REMEDIATED_AT_ANNOTATION)))) is not None]
+        self._remediations = within_window(self._remediations, now, self.budget.window)
+        current = {name: newest(obj, self._written.get(name)) or obj for name, obj in nodes.items()}
+        plan = plan_remediation(observed, now, self.budget, breaker, self._remediations,
+                                busy={s.node for s in healing.steps})
+        applied = True
+        for step in plan.steps:
+            if self.no_spare and step.action is HealAction.PROMOTE_SPARE:
+                continue
+            node = newest(current[step.node], self._written.get(step.node)) or current[step.node]
+            if not self._apply(step, node, now):
+                applied = applied and step.action is not HealAction.QUARANTINE
+            elif step.action is HealAction.QUARANTINE:
+                self._remediations.append(Remediation(step.node, now))
+        if plan.breaker != breaker:
+            if not applied:
+                return  # a quarantine within the budget is not written yet: trip once it is (next pass)
+            if not self._write_breaker(record, plan.breaker, now):
+                return
+            self._tripped = True
+            if plan.tripped_now:
+                log.warning("remediation breaker tripped: %s; nodes left alone: %s; %s", plan.breaker.reason,
+                            ", ".join(plan.hold), RESET_HINT)
+        for name in plan.hold:
+            node = newest(current[name], self._written.get(name)) or current[name]
+            if condition(node, REMEDIATION_HELD_CONDITION).get("status") != "True":
+                self._hold(node, plan, now)
+        for name in plan.release:
+            node = newest(current[name], self._written.get(name)) or current[name]
+            self._release(node, plan, now)
+
+    def _breaker_record(self, cache: Cache) -> Obj | None:
+        """The breaker's ConfigMap: the informer's copy, or our own write while the informer has not shown it yet;
+        None once it is gone (the informer has seen past our write, and it is not there)."""
+        cached = cache.get(CONFIGMAPS, BREAKER_NAMESPACE, BREAKER_NAME)
+        mine = self._breaker_written
+        if cached is None:
+            if mine is not None and _rv(cache.resource_version(CONFIGMAPS)) < _rv(mine["metadata"].get(
+                    "resourceVersion")):
+                return mine
+            self._breaker_written = None
+            return None
+        return newest(cached, mine)
+
+    def _write_breaker(self, record: Obj | None, breaker: Breaker, now: float) -> bool:
+        data = {"state": breaker.state.value,
+                "trippedAt": _micro(breaker.tripped_at if breaker.tripped_at is not None else now),
+                "reason": breaker.reason, "nodesLeftAlone": ",".join(breaker.left_alone)}
+        path = resource_path("", "v1", "configmaps", BREAKER_NAMESPACE)
+        try:
+            if record is None:
+                self._breaker_written = self.client.create(path, {
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": BREAKER_NAME, "namespace": BREAKER_NAMESPACE,
+                                 "labels": {"app.kubernetes.io/managed-by": "firedrill-healer"}},
+                    "data": data})
+            else:
+                self._breaker_written = self.client.patch(
+                    f"{path}/{BREAKER_NAME}", {"metadata": {"resourceVersion": record["metadata"]["resourceVersion"]},
+                                               "data": data}, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("the remediation breaker could not be written (%s); retrying", exc)
+            return False
+        return True
+
+    def _hold(self, node: Obj, plan: RemediationPlan, now: float) -> None:
+        name = node["metadata"]["name"]
+        fault = condition(node, GPU_FAULT_CONDITION)
+        message = (f"GpuFault remediation halted: {plan.breaker.reason}. Node {name} ({fault.get('reason', '')}: "
+                   f"{fault.get('message', '')}) is left alone, not quarantined; {RESET_HINT}")
+        if not self._set_held(node, "True", BUDGET_EXHAUSTED, message, now):
+            return
+        log.warning("node %s: RemediationHeld (%s)", name, plan.breaker.reason)
+        self.events.record(self._written[name], "Node", "Warning", REMEDIATION_HALTED, message,
+                           when=datetime.fromtimestamp(now, timezone.utc))
+
+    def _release(self, node: Obj, plan: RemediationPlan, now: float) -> None:
+        name = node["metadata"]["name"]
+        if plan.breaker.tripped:
+            reason, message = "FaultCleared", f"Node {name} no longer reports {GPU_FAULT_CONDITION}: nothing to hold"
+        else:
+            reason, message = "BreakerReset", "the remediation breaker was reset: GpuFault remediation acts again"
+        if self._set_held(node, "False", reason, message, now):
+            log.info("node %s: RemediationHeld False (%s)", name, reason)
+
+    def _set_held(self, node: Obj, status: str, reason: str, message: str, now: float) -> bool:
+        """``RemediationHeld`` alone, through ``/status``, merged by type: the agent's conditions stay as they are."""
+        name = node["metadata"]["name"]
+        stamp = rfc3339(now)
+        try:
+            self._written[name] = self.client.patch(
+                resource_path("", "v1", "nodes", None, name, "status"),
+                {"status": {"conditions": [{"type": REMEDIATION_HELD_CONDITION, "status": status, "reason": reason,
+                                            "message": message, "lastTransitionTime": stamp,
+                                            "lastHeartbeatTime": stamp}]}}, STRATEGIC_MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("node %s: RemediationHeld=%s not written (%s); retrying", name, status, exc)
+            return False
+        return True
 
     # ---------------------------------------------------------------- effects
-    def _apply(self, step: HealStep, node: Obj, now: float) -> None:
+    def _apply(self, step: HealStep, node: Obj, now: float) -> bool:
+        """Write one step; True once written."""
         name = node["metadata"]["name"]
         taints = [t.taint for t in taints_of(node)]
         labels: Obj
@@ -145,7 +297,12 @@ class HealerController:
             labels = {QUARANTINE_LABEL: step.reason, SPARE_LABEL: None}
             kept = [t for t in taints if t.key not in (SPARE_TAINT, OUT_OF_SERVICE_TAINT)]
             spec = {"unschedulable": True, "taints": taints_json([*kept, OUT_OF_SERVICE], node, now)}
-            message = (f"Node {name} quarantined ({step.reason}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
+            why = step.reason
+            if step.reason == GPU_FAULT_QUARANTINE:
+                fault = condition(node, GPU_FAULT_CONDITION)
+                why = f"{GPU_FAULT_CONDITION} {fault.get('reason', '')}: {fault.get('message', '')}"
+                annotations = {REMEDIATED_AT_ANNOTATION: _micro(now)}
+            message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
                        f"tainted {OUT_OF_SERVICE_TAINT}:NoExecute")
         elif step.action is HealAction.PROMOTE_SPARE:
             labels = {SPARE_LABEL: None}
@@ -163,7 +320,7 @@ class HealerController:
             self._written[name] = self.client.patch(resource_path("", "v1", "nodes", None, name), body, MERGE_PATCH)
         except (ApiStatusError, ApiUnreachable) as exc:
             log.info("node %s: %s not applied (%s); retrying", name, step.action.value, exc)
-            return
+            return False
         log.info("%s", message)
         if step.action is HealAction.RETURN_TO_POOL:
             self.prober.forget(name)
@@ -171,6 +328,7 @@ class HealerController:
             event_type = "Warning" if step.action is HealAction.QUARANTINE else "Normal"
             self.events.record(self._written[name], "Node", event_type, step.action.value, message,
                                when=datetime.fromtimestamp(now, timezone.utc))
+        return True
 
     def _collect_pods(self, cache: Cache, nodes: dict[str, Obj], now: float) -> None:
         """Force-delete pods stuck Terminating on an out-of-service node that is not Ready."""
@@ -210,3 +368,23 @@ class HealerController:
             self.events.record(pod, "Pod", "Normal", "Evicted",
                                f"Force-deleted (grace 0): node {node} is out of service", action="Deleting", when=at)
         self._forced &= live
+
+
+def breaker_of(record: Obj | None) -> Breaker:
+    """The breaker a ConfigMap says (None, or any state but ``Tripped``: closed)."""
+    data = (record or {}).get("data") or {}
+    if data.get("state") != BreakerState.TRIPPED.value:
+        return Breaker()
+    return Breaker(BreakerState.TRIPPED, parse_time(data.get("trippedAt")), str(data.get("reason") or ""),
+                   tuple(n.strip() for n in str(data.get("nodesLeftAlone") or "").split(",") if n.strip()))
+
+
+def _micro(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _rv(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0

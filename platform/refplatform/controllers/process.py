@@ -16,6 +16,7 @@ from pathlib import Path
 from refplatform import core
 from refplatform.client import RestClient
 from refplatform.core.disruption import DisruptionPolicy
+from refplatform.core.remediation import RemediationBudget, RemediationError
 from refplatform.controllers.autoscaler import HorizontalPodAutoscalerController
 from refplatform.controllers.batchjob import JobController
 from refplatform.controllers.disruptionbudget import DisruptionController
@@ -61,7 +62,7 @@ def profile_of(args: argparse.Namespace) -> HealingProfile:
                                    ("default_toleration_seconds", args.default_toleration_seconds),
                                    ("quarantine", args.quarantine)) if v is not None}
     for name in ("node_eviction_rate", "secondary_node_eviction_rate", "unhealthy_zone_threshold",
-                 "large_cluster_size_threshold"):
+                 "large_cluster_size_threshold", "remediation_share", "remediation_min_nodes", "remediation_window"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     return replace(base, **overrides) if overrides else base
@@ -73,6 +74,13 @@ def disruption_of(profile: HealingProfile, *, storm: bool = False) -> Disruption
     return DisruptionPolicy(profile.node_eviction_rate, profile.secondary_node_eviction_rate,
                             profile.unhealthy_zone_threshold, profile.large_cluster_size_threshold,
                             settle=profile.heartbeat, handled=not storm)
+
+
+def budget_of(profile: HealingProfile, *, unlimited: bool = False) -> RemediationBudget:
+    """The healer's remediation budget from the profile (``unlimited``: the remediate-the-fleet defect).
+    Raises RemediationError naming the setting when one is out of range."""
+    return RemediationBudget(profile.remediation_share, profile.remediation_min_nodes, profile.remediation_window,
+                             unlimited=unlimited)
 
 
 def _prober(profile: HealingProfile, args: argparse.Namespace) -> HealthProber:
@@ -111,7 +119,8 @@ def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
                             prober=_prober(profile, args),
                             quarantine=profile.quarantine, quarantine_after=profile.quarantine_after,
                             no_spare=Defect.NO_SPARE in args.defects,
-                            return_cordoned=Defect.RETURN_CORDONED in args.defects)
+                            return_cordoned=Defect.RETURN_CORDONED in args.defects,
+                            budget=budget_of(profile, unlimited=Defect.REMEDIATE_THE_FLEET in args.defects))
 
 
 FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
@@ -187,6 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--large-cluster-size-threshold", type=int, metavar="NODES",
                    help="override the profile: a partially disrupted zone of at most this many nodes stops "
                         "evicting (50 as upstream)")
+    p.add_argument("--remediation-share", type=float, metavar="FRACTION",
+                   help="override the profile: the share of the pool (working and spare nodes) the healer may "
+                        "quarantine for a GpuFault within the remediation window (0.25); one more trips the breaker")
+    p.add_argument("--remediation-min-nodes", type=int, metavar="NODES",
+                   help="override the profile: the remediation budget is at least this many nodes (1)")
+    p.add_argument("--remediation-window", type=float, metavar="SECONDS",
+                   help="override the profile: the remediation budget's sliding window (600)")
     p.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
                    help="override the profile: whether the healer quarantines lost nodes (out-of-service taint)")
     p.add_argument("--horizontal-pod-autoscaler-sync-period", type=float, metavar="SECONDS",
@@ -213,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         disruption_of(profile_of(args))
-    except ValueError as exc:
+        budget_of(profile_of(args))
+    except (ValueError, RemediationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.defects:
