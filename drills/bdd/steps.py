@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from drills.scenario.back_in_service import FAULTED, judge_back_in_service
 from drills.scenario.context import ScenarioContext
-from drills.scenario.drill import Loaded, discover
+from drills.scenario.drill import Loaded, WatchesReturns, discover
 from drills.scenario.vocabulary import Requires, step
 
 pytest_plugins = discover()
@@ -42,5 +42,8 @@ def back_in_service(drill: ScenarioContext, limit: float) -> None:
     that was in service when the scenario began must be Ready, not cordoned, free of repelling taints it did not
     have and with every GPU it had allocatable. A node not back in time FAILs, named with what keeps it out; a
     fault with no undo is INCONCLUSIVE (docs/SAFETY.md, "Back in service"). The spare pool's taint is a role,
-    not a fault."""
+    not a fault. A GPU an Xid took out must come back only after a burn-in it passed (docs/HEALING.md)."""
     judge_back_in_service(drill.target, drill.result, limit)
+    for running in drill.drills:
+        if isinstance(running, WatchesReturns):
+            running.judge_returns()

@@ -78,6 +78,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r i
     Resource("v1", "Pod", "pods", True), Resource("v1", "Node", "nodes", False),
     Resource("v1", "Event", "events", True), Resource("v1", "Namespace", "namespaces", False),
     Resource("v1", "Service", "services", True), Resource("apps/v1", "Deployment", "deployments", True),
+    Resource("v1", "ConfigMap", "configmaps", True),
     Resource("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
     Resource("discovery.k8s.io/v1", "EndpointSlice", "endpointslices", True),

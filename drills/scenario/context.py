@@ -108,5 +108,6 @@ class ScenarioContext:
             except Exception as exc:  # noqa: BLE001 - rollback must reach every drill
                 log.warning("rollback failed: %s", exc)
         self.target.restore_all()
+        self.target.settle_gpus()
         self.target.restore_roles()
         self.target.stop_watches()

@@ -188,3 +188,11 @@ class Loaded(Protocol):
 
     def go_on(self, seconds: float) -> None:
         """Keep the load running ``seconds`` after the act, then stop it and read every request's fate."""
+
+
+@runtime_checkable
+class WatchesReturns(Protocol):
+    """A drill that follows what its fault took out of service on its way back (a GPU's burn-in and return)."""
+
+    def judge_returns(self) -> None:
+        """After the back-in-service phase: every return so far was proven first, or the scenario FAILs, named."""

@@ -32,7 +32,9 @@ from drills.target.faults import (CONTROL_PLANE, ClusterFaults, FaultError, Faul
 from drills.target.journal import Undo
 from drills.target.marks import Mark, annotation_removed, cluster_marks
 from drills.target.recover import left_broken, leftovers
-from drills.target.throttle import THROTTLE_ANNOTATION, clear_throttle, inject_throttle
+from drills.target.gpuhealth import (BREAKER_NAME, BREAKER_NAMESPACE, CLEAR_ANNOTATION, CONFIG_MAP, DIAG_ANNOTATION,
+                                    FLEET_ANNOTATION, append_entry, gpu_health, remove_annotation)
+from drills.target.throttle import THROTTLE_ANNOTATION, inject_throttle
 from drills.target.xid import INJECT_ANNOTATION, clear_xids, inject_xid
 from drills.target.profile import FaultMethod, TargetProfile, reference_profile
 from drills.target.safety import require_preflight
@@ -199,8 +201,11 @@ class Target(FaultRecords):
     """Seconds a phase that missed its threshold is still waited for, so the evidence holds its value
     (``firedrill run --keep-measuring``); 0: fail fast, a grace of a quarter of the threshold."""
     annotated: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    """The reference platform's annotation faults standing (an Xid, a throttle), by (node, annotation): their
-    journal intents ("" when the run keeps no journal)."""
+    """The reference platform's annotation faults standing (an Xid, a throttle, a failing diagnostic, a fleet
+    fault), by (node, annotation): their journal intents ("" when the run keeps no journal)."""
+    xids_cleared: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """When (the harness's monotonic and wall clocks) each node's Xid injections were last removed: the GPU's repair, from
+    which its way back (burn-in, return) is judged."""
     touched: set[str] = field(default_factory=set)
     """The nodes (and ``control-plane``) faulted since the scenario began, undone or not: its blast radius, which
     the abort guard does not judge (:mod:`drills.scenario.guard`); cleared when a scenario begins."""
@@ -256,9 +261,78 @@ class Target(FaultRecords):
                        lambda: inject_xid(self.driver, node, entry))
 
     def clear_xids(self, node: str) -> None:
-        """Every GPU of the node back in service (the annotation removed); its journal entries closed."""
+        """Every GPU of the node repaired (the annotation removed: the platform may return them after their
+        burn-in); its journal entries closed."""
         clear_xids(self.driver, node)
+        self.xids_cleared[node] = (self.timeline.clock.mono(), self.timeline.clock.wall())
         self._annotation_gone(node, INJECT_ANNOTATION)
+
+    def inject_diag(self, node: str, gpu: int, entry_id: str) -> None:
+        """The reference platform's burn-in diagnostic of GPU ``gpu`` fails while this stands, written down
+        first."""
+        self._annotate(node, DIAG_ANNOTATION, f"every burn-in of GPU {gpu} of node {node} fails",
+                       lambda: append_entry(self.driver, node, DIAG_ANNOTATION,
+                                            {"id": entry_id, "gpu": gpu, "result": "fail"}))
+
+    def inject_health(self, node: str, entry: dict[str, Any]) -> None:
+        """The node reports a fatal GPU fault (``reason``, ``message``) until ``until`` (epoch s), written down
+        first: it ends by itself should the run die."""
+        self._annotate(node, FLEET_ANNOTATION, f"node {node} reports a fatal GPU fault ({entry.get('reason')}) "
+                                               f"until {entry.get('until')} (epoch s)",
+                       lambda: append_entry(self.driver, node, FLEET_ANNOTATION, entry))
+
+    def clear_gpus(self, node: str, gpus: list[int]) -> None:
+        """A person's clear of the GPUs the platform holds out: they go through their burn-in again."""
+        self.driver.patch(NODE, node, {"metadata": {"annotations": {
+            CLEAR_ANNOTATION: ",".join(str(g) for g in sorted(set(gpus)))}}})
+
+    def reset_remediation(self) -> bool:
+        """A person's reset of the healer's tripped breaker (its ConfigMap deleted); whether one was there."""
+        if self.driver.find(CONFIG_MAP, BREAKER_NAME, BREAKER_NAMESPACE) is None:
+            return False
+        self.driver.delete(CONFIG_MAP, BREAKER_NAME, BREAKER_NAMESPACE)
+        return True
+
+    def settle_gpus(self, nodes: list[str] | None = None, timeout: float = 15.0) -> None:
+        """The reference platform's GPUs left as a run found them on ``nodes`` (None: every node whose Xids this
+        scenario removed): each burn-in waited for, a GPU the platform holds out cleared, and the flap history of
+        every GPU that went through a burn-in forgotten (a person's ``firedrill.dev/clear-gpus``), so the next
+        scenario's fault on one of them is a first failure, not a flap of this one. Never raises; a real
+        cluster's GPUs are its health system's."""
+        todo = sorted(self.xids_cleared) if nodes is None else nodes
+        for node in todo:
+            self.xids_cleared.pop(node, None)
+        if self.embedded is None:
+            return
+        clock = self.timeline.clock
+        for node in todo:
+            deadline, cleared_held = clock.mono() + timeout, False
+            try:
+                while True:
+                    record = gpu_health(self.driver.get(NODE, node))
+                    held = sorted(g for g, s in record.gpus.items() if s.state == "held")
+                    if held and not cleared_held:
+                        self.clear_gpus(node, held)
+                        cleared_held = True
+                    if not record.gpus or clock.mono() >= deadline:
+                        break
+                    time.sleep(0.2)
+                known = sorted({b.gpu for b in record.burn_ins})
+                if known:
+                    self.clear_gpus(node, known)
+                    while clock.mono() < deadline and CLEAR_ANNOTATION in (
+                            self.driver.get(NODE, node)["metadata"].get("annotations") or {}):
+                        time.sleep(0.1)
+            except KubeError as exc:
+                log.warning("could not settle the GPUs of %s: %s", node, exc)
+
+    def clear_annotation(self, node: str, annotation: str) -> None:
+        """One of the reference platform's annotation faults removed from the node; its journal entries closed."""
+        if annotation == INJECT_ANNOTATION:
+            self.clear_xids(node)
+            return
+        remove_annotation(self.driver, node, annotation)
+        self._annotation_gone(node, annotation)
 
     def inject_throttle(self, node: str, entry: dict[str, Any]) -> None:
         """The reference platform's throttle of a GPU or of the input (:mod:`drills.target.throttle`), written down
@@ -275,8 +349,7 @@ class Target(FaultRecords):
 
     def clear_throttle(self, node: str) -> None:
         """Every throttle of the node removed; its journal entries closed."""
-        clear_throttle(self.driver, node)
-        self._annotation_gone(node, THROTTLE_ANNOTATION)
+        self.clear_annotation(node, THROTTLE_ANNOTATION)
 
     def _annotate(self, node: str, annotation: str, what: str, act: Callable[[], None]) -> None:
         intent = "" if self.journal is None else self.journal.intend(
@@ -376,9 +449,9 @@ class Target(FaultRecords):
         """Undo every fault this target injected (rollback), newest first, and the reference platform's
         annotations still standing; never raises."""
         super().restore_all(how)
-        for node, annotation in list(self.annotated):  # the reference platform's Xids and throttles still standing
+        for node, annotation in list(self.annotated):  # the reference platform's injections still standing
             try:
-                (self.clear_xids if annotation == INJECT_ANNOTATION else self.clear_throttle)(node)
+                self.clear_annotation(node, annotation)
             except Exception as exc:  # noqa: BLE001 - rollback must try every fault
                 log.warning("could not remove %s from %s: %s", annotation, node, exc)
 

@@ -8,6 +8,10 @@ drill makes or marks is named as Firedrill's:
   dead run may hold GPUs the next verdict counts as the platform's;
 - the reference platform's injections are Node annotations (``firedrill.dev/inject-xid``: a GPU withdrawn for as
   long as it stands; ``firedrill.dev/inject-throttle``: a GPU or the input slowed);
+- the remediation drills' injections: ``firedrill.dev/inject-diag`` (every burn-in of a GPU fails) and
+  ``firedrill.dev/inject-health`` (a node reports a fatal GPU fault), and a GPU the platform holds out after
+  them (its ``firedrill.dev/gpu-health`` says ``held``), which a person's clear (``firedrill.dev/clear-gpus``)
+  returns through its burn-in;
 - the straggler drills' naming taint (``firedrill.dev/straggler``) stays on a node until the drill removes it.
 
 Objects being deleted already are not listed (the pre-flight judges those stuck in deletion); a pod a Job made is
@@ -25,12 +29,13 @@ from typing import Any
 from drills.kube.driver import NODE, POD, RESOURCES, KubeDriver
 from drills.kube.flavors import RUN_LABEL
 from drills.target.journal import Undo, UndoKind
+from drills.target.gpuhealth import CLEAR_ANNOTATION, DIAG_ANNOTATION, FLEET_ANNOTATION, gpu_health
 from drills.target.throttle import STRAGGLER_TAINT, THROTTLE_ANNOTATION
 from drills.target.xid import INJECT_ANNOTATION
 
 __all__ = ["DRILL_ANNOTATIONS", "DRILL_TAINTS", "Mark", "annotation_removed", "cluster_marks"]
 
-DRILL_ANNOTATIONS = (INJECT_ANNOTATION, THROTTLE_ANNOTATION)
+DRILL_ANNOTATIONS = (INJECT_ANNOTATION, THROTTLE_ANNOTATION, DIAG_ANNOTATION, FLEET_ANNOTATION)
 """Node annotations only a drill writes: the reference platform's injections."""
 DRILL_TAINTS = (STRAGGLER_TAINT,)
 """Node taint keys only a drill's fault leads to."""
@@ -88,6 +93,12 @@ def _node_marks(node: dict[str, Any]) -> list[Mark]:
     for key in DRILL_ANNOTATIONS:
         if _entries(annotations.get(key)):
             out.append(Mark(f"node {name} carries {key} ({annotations[key][:120]})", annotation_removed(name, key)))
+    held = sorted(g for g, state in gpu_health(node).gpus.items() if state.state == "held")
+    if held:
+        out.append(Mark(f"node {name} holds GPU(s) {', '.join(map(str, held))} out of service until a person clears "
+                        "them (firedrill.dev/gpu-health: held)",
+                        Undo(UndoKind.PATCH, api_version="v1", object_kind="Node", name=name,
+                             manifest={"metadata": {"annotations": {CLEAR_ANNOTATION: ",".join(map(str, held))}}})))
     taints = (node.get("spec") or {}).get("taints") or []
     drill = [t for t in taints if t.get("key") in DRILL_TAINTS]
     if drill:

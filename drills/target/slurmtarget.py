@@ -180,6 +180,9 @@ class SlurmTarget(FaultRecords):
     def restore_roles(self) -> None:
         """Nothing: a Slurm node is never touched beyond its fault's own undo."""
 
+    def settle_gpus(self, nodes: list[str] | None = None, timeout: float = 15.0) -> None:
+        """Nothing: a Slurm cluster's GPUs are its own health checks' (no GPU fault is injected there)."""
+
     def stop_watches(self) -> None:
         """Nothing: the drills poll the cluster themselves and stop on their own."""
 

@@ -4,12 +4,12 @@ with the profile's ``fault.throttle`` command (a power limit, a clock lock) inst
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from drills.kube.driver import NODE, KubeDriver
+from drills.kube.driver import KubeDriver
+from drills.target.gpuhealth import append_entry
 
-__all__ = ["STRAGGLER_TAINT", "THROTTLE_ANNOTATION", "clear_throttle", "inject_throttle"]
+__all__ = ["STRAGGLER_TAINT", "THROTTLE_ANNOTATION", "inject_throttle"]
 
 THROTTLE_ANNOTATION = "firedrill.dev/inject-throttle"
 STRAGGLER_TAINT = "firedrill.dev/straggler"
@@ -21,16 +21,4 @@ def inject_throttle(driver: KubeDriver, node: str, entry: dict[str, Any]) -> Non
     """Append ``entry`` to the node's throttles: ``{"id", "gpu", "speed"}`` (a slow GPU), ``{"id", "input_delay_s"}``
     (a slow input), ``{"id", "gpu", "hang": true}`` (the GPU's processes stuck in a kernel, docs/HANG.md) or
     ``{"id", "storage_stall_until"}`` (the checkpoint storage not answering until that epoch second)."""
-    current = ((driver.get(NODE, node).get("metadata") or {}).get("annotations") or {}).get(THROTTLE_ANNOTATION)
-    try:
-        entries = json.loads(current or "[]")
-    except json.JSONDecodeError:
-        entries = []
-    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-    driver.patch(NODE, node, {"metadata": {"annotations": {
-        THROTTLE_ANNOTATION: json.dumps(entries + [entry], separators=(",", ":"))}}})
-
-
-def clear_throttle(driver: KubeDriver, node: str) -> None:
-    """Remove every throttle of the node (its GPUs and its input run at full speed again)."""
-    driver.patch(NODE, node, {"metadata": {"annotations": {THROTTLE_ANNOTATION: None}}})
+    append_entry(driver, node, THROTTLE_ANNOTATION, entry)

@@ -16,6 +16,7 @@ import urllib3
 
 from drills.kube.driver import NODE, RESOURCES, KubeDriver, KubeError
 from drills.target.faults import FaultError, FaultRecord, Intend, no_journal, run_site_command
+from drills.target.gpuhealth import append_entry
 from drills.target.profile import TargetProfile
 
 __all__ = ["APPLICATION_XIDS", "INJECT_ANNOTATION", "NO_XID_COMMAND", "UNHEALTHY_ANNOTATION", "XID_METRIC",
@@ -79,14 +80,7 @@ def inject_by_uuid(driver: KubeDriver, profile: TargetProfile, faults_done: list
 
 def inject_xid(driver: KubeDriver, node: str, entry: dict[str, Any]) -> None:
     """Append ``entry`` (``id``, ``gpu``, ``instance`` (None: the whole GPU), ``xid``) to the node's injections."""
-    current = ((driver.get(NODE, node).get("metadata") or {}).get("annotations") or {}).get(INJECT_ANNOTATION) or "[]"
-    try:
-        entries = json.loads(current)
-    except json.JSONDecodeError:
-        entries = []
-    entries = [e for e in entries if isinstance(e, dict)] + [entry] if isinstance(entries, list) else [entry]
-    driver.patch(NODE, node, {"metadata": {"annotations": {
-        INJECT_ANNOTATION: json.dumps(entries, separators=(",", ":"))}}})
+    append_entry(driver, node, INJECT_ANNOTATION, entry)
 
 
 def clear_xids(driver: KubeDriver, node: str) -> None:

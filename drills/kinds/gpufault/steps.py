@@ -4,11 +4,17 @@ fails a GPU."""
 
 from __future__ import annotations
 
-from drills.kinds.gpufault.drill import GpuFaultDrill
+from drills.kinds.gpufault.drill import NO_BURN_IN_RECORD, GpuFaultDrill
 from drills.records.verdict import Threshold
 from drills.scenario.back_in_service import FAULTED
 from drills.scenario.context import ScenarioContext
-from drills.scenario.vocabulary import step
+from drills.scenario.vocabulary import Requires, step
+
+GPU_FAILED, REPAIRED = "gpu failed", "gpu repaired"
+NEEDS_FAILED = Requires((GPU_FAILED,), "no GPU has failed yet in this scenario",
+                        "put 'When the GPU of worker 0 fails with Xid 79' before it")
+NEEDS_REPAIR = Requires((REPAIRED,), "the GPU was not repaired before it",
+                        "put 'When the GPU is repaired' (or '... but fails its burn-in') before it")
 
 
 def _gpu_fault(drill: ScenarioContext) -> GpuFaultDrill:
@@ -16,7 +22,7 @@ def _gpu_fault(drill: ScenarioContext) -> GpuFaultDrill:
 
 
 @step("When", "the GPU of worker {rank:Whole} fails with Xid {xid:Count}",
-      "the GPU of worker 0 fails with Xid 79", sets=(FAULTED,))
+      "the GPU of worker 0 fails with Xid 79", sets=(FAULTED, GPU_FAILED))
 def gpu_fails(drill: ScenarioContext, rank: int, xid: int) -> None:
     """The first GPU of a worker's pod (ranks count from 0) takes an Xid while its node lives: 79 fell off the bus,
     48 double-bit ECC, 95 uncontained ECC, 94 contained ECC, ... take the GPU out of service; 13, 31, 43, 45 and 68
@@ -54,6 +60,52 @@ def stays_in_service(drill: ScenarioContext, limit: float) -> None:
     fault, not the GPU's)."""
     _gpu_fault(drill).watch_in_service(limit)
     drill.result.check(Threshold("GPUs taken out of service", 0.0, "GPUs"))
+
+
+@step("When", "the GPU is repaired", "the GPU is repaired", requires=(NEEDS_FAILED,), sets=(REPAIRED,),
+      reference_only=NO_BURN_IN_RECORD)
+def gpu_repaired(drill: ScenarioContext) -> None:
+    """Once the platform has taken the failed GPU out of service, its fault is fixed (a reset, a swap: on the
+    reference platform the Xid injection is removed). The platform may return it only after its burn-in (a
+    diagnostic and a short collective on the node) passes (docs/HEALING.md, "A GPU's way back")."""
+    _gpu_fault(drill).repair()
+
+
+@step("When", "the GPU is repaired but fails its burn-in", "the GPU is repaired but fails its burn-in",
+      requires=(NEEDS_FAILED,), sets=(REPAIRED,), reference_only=NO_BURN_IN_RECORD)
+def gpu_repaired_burn_in_fails(drill: ScenarioContext) -> None:
+    """As 'the GPU is repaired', but every burn-in of the GPU fails (the reference platform's diagnostic is set
+    to fail first): the platform must keep it out until a person clears it."""
+    _gpu_fault(drill).repair(burn_in_fails=True)
+
+
+@step("When", "the GPU fails again with Xid {xid:Count} {delay:Duration} after its return",
+      "the GPU fails again with Xid 79 2 seconds after its return", requires=(NEEDS_REPAIR,), sets=(GPU_FAILED,),
+      reference_only=NO_BURN_IN_RECORD)
+def gpu_fails_again(drill: ScenarioContext, xid: int, delay: float) -> None:
+    """Once the repaired GPU is back in service (its allocatable), it fails again that long after: a flapping
+    GPU. It must leave service again at once (else FAIL, named); repair it again to see whether it stays out."""
+    _gpu_fault(drill).fail_again(xid, delay)
+
+
+@step("Then", "the GPU returns to service within {limit:Duration} of its burn-in passing",
+      "the GPU returns to service within 5 seconds of its burn-in passing", requires=(NEEDS_REPAIR,),
+      reference_only=NO_BURN_IN_RECORD)
+def gpu_returns_after_burn_in(drill: ScenarioContext, limit: float) -> None:
+    """return after its burn-in = t_back - t_passed: the node's allocatable GPUs are whole again within that long
+    of the end of a burn-in the platform passed after the repair (its own record), and not before one: a GPU back
+    with no passed burn-in before it FAILs, as does one that passed and stays out. Waits up to 30 s after the
+    repair for the burn-in."""
+    _gpu_fault(drill).judge_return_after_burn_in(limit)
+
+
+@step("Then", "the GPU stays out of service for {seconds:Duration}", "the GPU stays out of service for 10 seconds",
+      requires=(NEEDS_REPAIR,), reference_only=NO_BURN_IN_RECORD)
+def gpu_stays_out(drill: ScenarioContext, seconds: float) -> None:
+    """For that long after the last repair the node's allocatable GPUs stay short of the failed GPU: a GPU whose
+    burn-in failed, or that failed again soon after its return, is kept out until a person clears it. A return
+    FAILs, naming the GPU and why it had to stay out."""
+    _gpu_fault(drill).judge_stays_out(seconds)
 
 
 def _phase(drill: ScenarioContext, phase: str, limit: float) -> None:

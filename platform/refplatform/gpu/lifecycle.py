@@ -10,7 +10,9 @@ GPU of a node is in one :class:`GpuState`:
   service; failed: ``held``.  A GPU-class Xid meanwhile makes it ``failed`` again (that burn-in is not recorded);
 - ``held``: kept out until a person clears it: its burn-in failed, or it failed again within
   :attr:`LifecycleRules.flap_window_seconds` of its last return (flapping: when that Xid clears it is held, not
-  burnt in).  A clear sends it to burn-in (a cleared GPU still proves itself) and forgets its flap history.
+  burnt in).  A clear sends it to burn-in (a cleared GPU still proves itself) and forgets its flap history; a
+  clear of a GPU in service forgets its flap history alone (a person vouches for its last return: the drill's
+  rollback does, so the next scenario's fault is not read as a flap of this one).
 
 Everything but ``in-service`` is out of service.  :meth:`Lifecycle.step` is the whole rule: it takes the instant
 (``now``, epoch seconds) and plain inputs (the Xids standing, the diagnostics injected, the GPUs a person cleared)
@@ -21,8 +23,8 @@ The annotations, on the Node:
 
 - ``firedrill.dev/inject-diag`` (the drill's): a JSON list of ``{"id", "gpu", "result": "fail"}``; while an entry
   for a GPU stands, each burn-in of that GPU fails (:func:`parse_diag_entries`);
-- ``firedrill.dev/clear-gpus`` (a person's): comma-separated indexes of held GPUs to try again; the agent removes
-  it once applied;
+- ``firedrill.dev/clear-gpus`` (a person's): comma-separated indexes of held GPUs to try again (or of GPUs in service
+  whose flap history is to be forgotten); the agent removes it once applied;
 - ``firedrill.dev/gpu-health`` (the agent's): :meth:`Lifecycle.document`, the GPUs out of service with their state,
   since when and why, and the last :data:`BURN_INS_KEPT` finished burn-ins.
 """
@@ -153,7 +155,7 @@ class Step:
     lifecycle: Lifecycle
     transitions: tuple[Transition, ...] = ()
     ignored_clears: tuple[int, ...] = ()
-    """Indexes a person cleared that were not held (nothing done)."""
+    """Indexes a person cleared that were neither held nor with a return to forget (nothing done)."""
 
 
 def _iso(t: float) -> str:
@@ -221,6 +223,9 @@ class Lifecycle:
         ignored = []
         for gpu in sorted(set(clears)):
             rec = records.get(gpu)
+            if rec is not None and rec.state is GpuState.IN_SERVICE and rec.returned_at is not None:
+                records[gpu] = replace(rec, returned_at=None)  # a person vouches for it: its flap history goes
+                continue
             if rec is None or rec.state is not GpuState.HELD:
                 ignored.append(gpu)
                 continue

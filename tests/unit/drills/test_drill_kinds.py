@@ -37,6 +37,9 @@ class FakeTarget:
     def restore_all(self) -> None:
         self.restored += 1
 
+    def settle_gpus(self) -> None:
+        assert self.restored, "the GPUs settle once the faults are undone"
+
     def restore_roles(self) -> None:
         assert self.restored, "the faults are undone before the roles are put back"
         self.roles_restored += 1
@@ -80,7 +83,7 @@ def context() -> ScenarioContext:
 def test_every_kind_package_registers_its_drill_and_has_sentences() -> None:
     packages = sorted(i.name for i in pkgutil.iter_modules(drills.kinds.__path__) if i.ispkg)
     assert packages == ["access", "baseline", "blip", "campaign", "controlplane", "fabric", "gang", "governance", "gpufault", "hang",
-                        "isolation", "leak", "nodepull", "serving", "straggler", "telemetry", "topology"]
+                        "isolation", "leak", "nodepull", "remediation", "serving", "straggler", "telemetry", "topology"]
     assert steps_plugin.pytest_plugins == [f"drills.kinds.{p}.steps" for p in packages]
     # the topology package holds the placement drill and the same promise through a node pull (its restart)
     two = {"topology": ["TopologyDrill", "TopologyRestartDrill"]}
@@ -95,7 +98,7 @@ def test_every_kind_package_registers_its_drill_and_has_sentences() -> None:
     assert {cls.kind for cls in KINDS.values() if cls.__module__.startswith("drills.kinds.")} == {
         "accelerator-access", "baseline-comparison", "blip", "campaign", "control-plane", "fabric", "gang-submission", "governance", "gpu-fault",
         "hang", "leak-identification", "node-pull", "partition-isolation", "serving", "straggler", "topology", "topology-restart",
-        "accelerator-metrics"}
+        "accelerator-metrics", "remediation"}
 
 
 def test_a_drill_starts_once_and_names_the_result() -> None:
@@ -195,6 +198,11 @@ def test_requirements_are_declared_on_the_sentences_across_kinds() -> None:
 TOPOLOGY_NEEDS = {"runs_inside_one": [("topology-gang",)], "waits_whole": [("topology-gang",)],
                   "waits_until_freed": [("topology-gang",), ("topology-other-job-ends",)],
                   "runs_inside_freed": [("topology-freed",)], "runs_again_inside_one": [("topology-bound-job",)]}
+WAY_BACK_NEEDS = {"gpu_repaired": [("gpu failed",)], "gpu_repaired_burn_in_fails": [("gpu failed",)],
+                  "gpu_fails_again": [("gpu repaired",)], "gpu_returns_after_burn_in": [("gpu repaired",)],
+                  "gpu_stays_out": [("gpu repaired",)]}
+WAY_BACK_SETS = {"gpu_repaired": ("gpu repaired",), "gpu_repaired_burn_in_fails": ("gpu repaired",),
+                 "gpu_fails_again": ("gpu failed",), "fleet_reports_fault": ("faulted",)}
 TOPOLOGY_SETS = {"other_job_every": ("topology-other-job-ends",), "submit_gang": ("topology-gang",),
                  "waits_until_freed": ("topology-freed",), "canary_job_inside_one": ("topology-bound-job",)}
 
@@ -221,11 +229,11 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "pods_side_by_side": [("access_node",)], "try_each_other": [("access_pods",)],
         "sees_at_most": [("access_pods",)], "opens_at_most": [("access_pods",)], "sees_its_own": [("access_pods",)],
         "no_crossing": [("access_tried",)],
-        **TOPOLOGY_NEEDS}
+        **TOPOLOGY_NEEDS, **WAY_BACK_NEEDS}
     sets = {s.name: s.sets for s in SENTENCES if s.sets}
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
-                    "pull_replica_node": ("pulled", "faulted"), "pull_node": ("faulted",), "gpu_fails": ("faulted",),
+                    "pull_replica_node": ("pulled", "faulted"), "pull_node": ("faulted",), "gpu_fails": ("faulted", "gpu failed"),
                     "gpu_slows": ("faulted",), "input_slows": ("faulted",), "rank_hangs": ("faulted",),
                     "storage_stalls": ("faulted",), "pull_node_mid_checkpoint": ("faulted",),
                     "control_plane_away": ("faulted",), "nodes_cut_off": ("faulted",), "load_jumps": ("jumped",), "low_priority_training": ("training",),
@@ -234,7 +242,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
                     "gang_collective": ("fabric-gang",), "collective_measured": ("fabric-measured",),
                     "gpu_node": ("access_node",), "pod_without_gpu": ("access_pods",), "pod_with_gpus": ("access_pods",),
                     "pods_side_by_side": ("access_pods",), "try_each_other": ("access_tried",),
-                    **TOPOLOGY_SETS}
+                    **TOPOLOGY_SETS, **WAY_BACK_SETS}
 
 
 def test_a_step_name_is_registered_once() -> None:

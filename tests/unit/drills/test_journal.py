@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from drills.kube.timeline import Timeline
 from drills.target.journal import (ARCHIVE_NAME, FaultJournal, JournalError, Undo, UndoKind, journals_for,
                                    process_alive, process_start, read_journal, state_dir, target_key)
 from drills.target.recover import left_broken, leftovers
@@ -170,6 +171,7 @@ class AnnotatingDriver:
 
     def __init__(self) -> None:
         self.annotations: dict[str, str] = {}
+        self.timeline = Timeline()  # the target stamps a repair (an Xid removed) on its driver's clock
 
     def get(self, res: object, name: str) -> dict:
         return {"metadata": {"name": name, "annotations": dict(self.annotations)}}
@@ -202,3 +204,20 @@ def test_the_reference_platform_s_annotation_faults_are_written_down_first_and_c
     assert [a.id for a in read_journal(target.journal.path).unfinished] == [slow.id]
     target.clear_throttle("n0")
     assert read_journal(target.journal.path).unfinished == [] and driver.annotations == {}
+
+
+def test_a_dead_runs_diagnostic_fleet_fault_and_held_gpu_are_marks_with_their_undo() -> None:
+    from drills.target.marks import cluster_marks
+
+    health = json.dumps({"gpus": {"0": {"state": "held", "since": 1.0, "reason": "burn-in failed: diagnostic"},
+                                  "3": {"state": "burn-in", "since": 2.0, "reason": "its Xid 79 cleared"}}})
+    nodes = [{"metadata": {"name": "n2", "annotations": {
+        "firedrill.dev/inject-diag": '[{"id":"d","gpu":0,"result":"fail"}]',
+        "firedrill.dev/inject-health": '[{"id":"h","reason":"XidStorm","until":9}]',
+        "firedrill.dev/gpu-health": health}}}]
+    marks = cluster_marks(ListingDriver([], nodes))  # type: ignore[arg-type]
+    assert [m.what.split(" (")[0] for m in marks] == [
+        "node n2 carries firedrill.dev/inject-diag", "node n2 carries firedrill.dev/inject-health",
+        "node n2 holds GPU(s) 0 out of service until a person clears them"]  # a burn-in ends by itself
+    assert marks[2].undo.describe() == ("kubectl patch node n2 --type merge -p "
+                                        "'{\"metadata\":{\"annotations\":{\"firedrill.dev/clear-gpus\":\"0\"}}}'")

@@ -123,6 +123,17 @@ def test_a_clear_of_a_gpu_that_is_not_held_does_nothing() -> None:
     assert states(step.lifecycle) == {0: "failed"} and step.ignored_clears == (0, 3) and step.transitions == ()
 
 
+def test_a_clear_of_a_returned_gpu_forgets_its_flap_history_and_nothing_else() -> None:
+    vouched = returned().step(T0 + 5, RULES, {}, clears=[0])
+    assert states(vouched.lifecycle) == {} and vouched.transitions == () and vouched.ignored_clears == ()
+    # an Xid 10 s after its return is now a first failure: burnt in when it clears, not held
+    again = vouched.lifecycle.step(T0 + 13, RULES, {0: 79}).lifecycle.step(T0 + 14, RULES, {})
+    assert states(again.lifecycle) == {0: "burn-in"}
+    # without the clear the same Xid is a flap
+    flapped = returned().step(T0 + 13, RULES, {0: 79}).lifecycle.step(T0 + 14, RULES, {})
+    assert states(flapped.lifecycle) == {0: "held"}
+
+
 def test_one_write_that_removes_the_xid_and_clears_the_hold_returns_the_gpu_through_burn_in() -> None:
     failed_flapping = returned().step(T0 + 13, RULES, {0: 79}).lifecycle
     step = failed_flapping.step(T0 + 14, RULES, {}, clears=[0])
