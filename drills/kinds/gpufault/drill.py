@@ -600,18 +600,19 @@ class GpuFaultDrill(TrainingRun, Drill):
         super()._measure()
         with self._cond:
             self.result.details["allocatable"] = [{"t": round(t, 3), "gpus": g} for t, g in self.allocatable_seen]
-            if self.repairs or self.refaults:
-                t0 = self.instants["fault"].mono
-                self.result.details["way_back"] = {
-                    "repairs": [round(r.mono - t0, 3) for r in self.repairs],
-                    "returns": [round(r.mono - t0, 3) for r in self.returns],
-                    "refaults": [round(r.mono - t0, 3) for r in self.refaults]}
 
     # ------------------------------------------------------------ rollback
     def rollback(self) -> None:
         """Remove the injection (the GPU returns to service), then what :class:`TrainingRun` undoes; wait for the
         GPU to be allocatable again so the next scenario finds the cluster whole. Never raises."""
         failed = self.failed
+        with self._cond:
+            if self.repairs or self.refaults:  # the way back, as the scenario saw it (seconds after the fault)
+                t0 = self.instants["fault"].mono
+                self.result.details["way_back"] = {
+                    "repairs": [round(r.mono - t0, 3) for r in self.repairs],
+                    "returns": [round(r.mono - t0, 3) for r in self.returns],
+                    "refaults": [round(r.mono - t0, 3) for r in self.refaults]}
         if failed is not None and self.target.embedded is None:
             super().rollback()  # the restore command (a GPU reset) is among the target's faults
             return
