@@ -26,7 +26,7 @@ Feature: Remediation you can trust
     When the GPU of worker 1 fails with Xid 48
     Then the platform detects the failure within 3 seconds
     When the GPU is repaired but fails its burn-in
-    Then the GPU stays out of service for 8 seconds
+    Then the GPU stays out of service for 5 seconds
     And no pod is given the failed GPU while it is out of order
 
   @clause:21.3 @severity:major
@@ -35,7 +35,7 @@ Feature: Remediation you can trust
     And the GPU is repaired
     And the GPU fails again with Xid 79 2 seconds after its return
     And the GPU is repaired
-    Then the GPU stays out of service for 8 seconds
+    Then the GPU stays out of service for 5 seconds
     And no pod is given the failed GPU while it is out of order
 
   @clause:21.4 @severity:critical
@@ -43,5 +43,5 @@ Feature: Remediation you can trust
     When 3 nodes away from the job report a fatal GPU fault at once
     Then the platform quarantines at most 1 of them
     And the platform says it stopped acting within 5 seconds
-    And the job trains on undisturbed for 10 seconds
+    And the job trains on undisturbed for 6 seconds
     And every node the fault touched is back in service within 10 seconds
