@@ -182,6 +182,12 @@ class Defect(enum.Enum):
     """Scheduler: a gang's required topology domain is honoured at its first placement only; once its job is
     restarted (a node lost under it), its new pods go wherever they fit, across racks."""
 
+    SHARED_HEALTH_LOST = "shared-health-lost"
+    """Node agents (the device plugin): an Xid that takes a partitioned GPU out (79 fell off the bus, 48, 95, ...)
+    takes out only the one MIG instance, replica or vGPU it was seen on (the instance it names, else the GPU's
+    first) and fails only that slice's tenant; the GPU's other slices stay allocatable and their running pods are
+    left untouched, on a dead GPU (NVIDIA/k8s-device-plugin#1929, #519)."""
+
     REMEDIATE_THE_FLEET = "remediate-the-fleet"
     """Healer: no remediation budget: every node that reports ``GpuFault`` is quarantined and its pods evicted,
     however many report it at once, and the breaker never trips, so a fleet-wide alarm (a bad driver roll-out, a
@@ -236,6 +242,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.TOPOLOGY_BLIND: "the scheduler ignores a gang's required topology domain",
     Defect.TOPOLOGY_LOST_ON_RESTART: "the scheduler forgets a gang's required topology once its job restarts",
     Defect.REMEDIATE_THE_FLEET: "the healer quarantines every GpuFault node at once: no budget, no breaker",
+    Defect.SHARED_HEALTH_LOST: "an Xid on a partitioned GPU takes out and fails only the slice it was seen on",
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -97,6 +97,10 @@ class NodeHeartbeat:
         """The whole GPUs out of service (the pod sync's device health); reported in allocatable and the
         ``firedrill.dev/unhealthy-gpus`` annotation at the next beat after a change."""
         self._reported_unhealthy: tuple[int, ...] | None = None
+        self.withdrawn: Callable[[], Mapping[str, int]] = dict
+        """On a partitioned node: what its slices out of service take off each advertised resource (they change
+        with :attr:`unhealthy_gpus`, whose indexes the ``unhealthy-gpus`` annotation then leaves out: the scheduler
+        reads them as indexes of ``nvidia.com/gpu``, which are slices there)."""
         self.gpu_health: Callable[[], str | None] = lambda: None
         """The ``firedrill.dev/gpu-health`` annotation's value (None: absent): each GPU out of service with its state
         and the last burn-ins (:mod:`refplatform.gpu.lifecycle`); written at the next beat after a change, before
@@ -312,7 +316,7 @@ class NodeHeartbeat:
         conditions = (node.get("status") or {}).get("conditions")
         not_ready = self.ready_check()
         unhealthy = self.unhealthy_gpus()
-        status = node_status(self.config, now, conditions, not_ready, len(unhealthy))
+        status = node_status(self.config, now, conditions, not_ready, len(unhealthy), self.withdrawn())
         extra = self.extra_state()
         patch: Obj = {"conditions": status["conditions"] + self.extra_conditions(now, conditions)}
         throttled = self.throttled_gpus()
@@ -320,7 +324,8 @@ class NodeHeartbeat:
         if unhealthy != self._reported_unhealthy:
             patch["allocatable"] = status["allocatable"]
             # the scheduler's word for which GPUs, as the kubelet's device manager knows which devices
-            annotations[UNHEALTHY_ANNOTATION] = format_unhealthy(unhealthy) or None
+            whole = self.config.partition is None or self.config.partition.mode == "none"
+            annotations[UNHEALTHY_ANNOTATION] = (format_unhealthy(unhealthy) if whole else "") or None
         if throttled != self._reported_throttled:
             annotations[THROTTLED_ANNOTATION] = format_unhealthy(throttled) or None
         gpu_health = self.gpu_health()

@@ -169,9 +169,11 @@ def node_conditions(now: datetime, previous: list[Obj] | None = None, not_ready:
 def node_status(
     config: NodeConfig, now: datetime, previous_conditions: list[Obj] | None = None, not_ready: str | None = None,
     unhealthy_gpus: int = 0,
+    withdrawn: Mapping[str, int] | None = None,
 ) -> Obj:
     """``unhealthy_gpus``: whole GPUs the device plugin reports out of service, taken off allocatable (the
-    kubelet's rule); capacity keeps them."""
+    kubelet's rule); ``withdrawn``: on a partitioned node, what its slices out of service take off each advertised
+    resource instead (:meth:`refplatform.gpu.device.DeviceSet.withdrawn`).  Capacity keeps them."""
     capacity = {"cpu": config.cpu, "memory": config.memory, "pods": config.pods}
     advertised = config.gpu_advertisement()
     if advertised is not None:
@@ -181,6 +183,10 @@ def node_status(
     allocatable = dict(capacity)
     if advertised is None and config.gpus.count > 0:
         allocatable[GPU_RESOURCE] = str(max(0, config.gpus.count - unhealthy_gpus))
+    elif advertised is not None:
+        for name, amount in (withdrawn or {}).items():
+            if name in advertised[0]:
+                allocatable[name] = str(max(0, int(advertised[0][name]) - amount))
     return {
         "capacity": dict(capacity),
         "allocatable": allocatable,

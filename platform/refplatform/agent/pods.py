@@ -90,7 +90,7 @@ from refplatform.agent.workload import (
 )
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.core.resources import GPU, GPU_INDEX_ANNOTATION
-from refplatform.gpu.device import AllocationError, DeviceSet, xid_message
+from refplatform.gpu.device import AllocationError, DeviceSet, Slice, xid_message
 from refplatform.gpu.health import GpuHealth
 from refplatform.gpu.identity import gpu_uuid, mig_uuid, visible_devices
 from refplatform.gpu.lifecycle import LifecycleRules
@@ -353,6 +353,11 @@ class PodSync:
         failed, in burn-in or held (:mod:`refplatform.gpu.lifecycle`)."""
         self._stuck: dict[int, int] = {}
         """``gpu-stays-out``: every GPU ever reported failed, which the lifecycle is told still fails."""
+        self._saw: dict[int, Slice] = {}
+        """Partitioned node: GPU -> the slice its standing Xid was seen on (what ``shared-health-lost`` takes out)."""
+        self.slices_out: frozenset[Slice] = frozenset()
+        """Partitioned node: the slices out of service (every slice of each GPU :attr:`unhealthy` names), never
+        handed out; :meth:`withdrawn` is what they take off allocatable."""
         self.gpu_health = GpuHealthKeeper(node_name, gpu_count, gpu_lifecycle or LifecycleRules(), client=client,
                                           events=events, node_ref=lambda: self._node_ref)
         """The whole GPUs' way back into service: burn-in, flapping, a person's clear."""
@@ -523,8 +528,7 @@ class PodSync:
         self._note_throttle(annotations.get(THROTTLE_ANNOTATION))
         raw = annotations.get(XID_ANNOTATION)
         if not raw:
-            if self.devices is None:
-                self._note_health([], annotations)
+            self._note_health([], annotations)
             return
         try:
             applied = json.loads(annotations.get(XID_APPLIED_ANNOTATION) or "[]")
@@ -540,7 +544,7 @@ class PodSync:
                 log.warning("%s", problem)
         if self.devices is None:  # whole GPUs: an Xid of a MIG instance means nothing here
             entries = [e for e in entries if e.instance is None and 0 <= e.gpu < self.gpu_count]
-            self._note_health(entries, annotations)
+        self._note_health(entries, annotations)
         with self._lock:
             new = [e for e in entries if e.id not in self._xid_seen]
             self._xid_seen.update(e.id for e in new)
@@ -627,8 +631,18 @@ class PodSync:
         """Level-triggered: a whole GPU is dead while a GPU-class Xid for it stands in the annotation, and failed
         as the device plugin would judge it (application Xids excepted); once the rollback removed the entry it
         comes back through its burn-in (:mod:`refplatform.agent.gpuhealth`, which also reads the Node's
-        ``inject-diag`` and ``clear-gpus`` from ``annotations``)."""
-        truth = GpuHealth.of([(e.gpu, e.instance, e.xid) for e in entries], self.gpu_count).unhealthy
+        ``inject-diag`` and ``clear-gpus`` from ``annotations``).  On a partitioned node a GPU is dead while an Xid
+        stands that takes it out whole (:func:`refplatform.gpu.device.takes_gpu_out`), with every slice on it; the
+        whole-GPU defects below act on whole GPUs only."""
+        standing = [(e.gpu, e.instance, e.xid) for e in entries]
+        if self.devices is not None:
+            truth = self.devices.failing(standing)
+            with self._lock:
+                self.dead_gpus = dict(truth)
+                self._saw = self.devices.saw(standing)
+            self._gpu_health_moved(self.gpu_health.observe(truth, self.clock.now(), annotations))
+            return
+        truth = GpuHealth.of(standing, self.gpu_count).unhealthy
         if self.sick_gpu_stays:
             reported: dict[int, int] = {}
         elif self.overreact_app_xid:
@@ -650,6 +664,9 @@ class PodSync:
         with self._lock:
             changed = changed or out != self.unhealthy
             self.unhealthy = out
+            if self.devices is not None:
+                # the slices' list never changes after start: any thread may read it
+                self.slices_out = self.devices.out_of_service(out, self._saw)
         if changed:
             log.warning("node %s: GPUs out of service: %s", self.node_name,
                         ", ".join(f"{g} ({s.value})" for g, s in self.gpu_health.states().items()) or "none")
@@ -661,6 +678,14 @@ class PodSync:
         """The whole GPUs the node reports out of service (indexes)."""
         with self._lock:
             return tuple(sorted(self.unhealthy))
+
+    def withdrawn(self) -> dict[str, int]:
+        """Partitioned node: what its slices out of service take off each advertised resource ({} otherwise)."""
+        if self.devices is None:
+            return {}
+        with self._lock:
+            out = self.slices_out
+        return self.devices.withdrawn(out)
 
     # -- watcher -----------------------------------------------------------
 
@@ -825,11 +850,11 @@ class PodSync:
         if not self._collected and self.dirs is not None and listed:
             self._collected = True
             self._collect_orphans(pods)
+        if self.gpu_count and self.gpu_health.advance(now):  # a burn-in ends on time, whatever else happens
+            self._gpu_health_moved(True)
         if self.devices is not None:  # before the reconcile, so this pass reports the pods it fails
             self._apply_faults(now)
         elif self.gpu_count:
-            if self.gpu_health.advance(now):  # a burn-in ends on time, whatever else happens
-                self._gpu_health_moved(True)
             self._apply_gpu_faults(now)
         self._apply_hangs(now)
         with self._clocks_lock:
@@ -1089,7 +1114,9 @@ class PodSync:
         if self.devices is None:
             return
         previous = annotations.get(DEVICES_ANNOTATION)
-        chosen = self.devices.allocate(worker.key, pod_device_requests(pod), prefer=previous)
+        with self._lock:
+            unhealthy = self.slices_out
+        chosen = self.devices.allocate(worker.key, pod_device_requests(pod), prefer=previous, unhealthy=unhealthy)
         if chosen is not None:
             worker.devices = chosen.annotation
             worker.devices_sent = previous == chosen.annotation
@@ -1193,8 +1220,14 @@ class PodSync:
             self.last_xid[(e.gpu, e.instance)] = e.xid
             victims = sorted(k for k in self.devices.apply_xid(e.gpu, e.instance, e.xid) if k in running)
             message = xid_message(e.gpu, e.instance, e.xid)
-            node_message = f"{message} (injection {e.id}): " + (f"failed pod(s) {', '.join(victims)}" if victims
-                                                                 else "no pod affected")
+            with self._lock:
+                out = [s for s in self.slices_out if s.gpu == e.gpu]
+            if any(s.instance is not None for s in out):  # MIG: the instances, by name
+                judged = f", slices {', '.join(sorted(s.annotation for s in out))} out of service"
+            else:
+                judged = f", {len(out)} slice{'' if len(out) == 1 else 's'} of GPU {e.gpu} out of service" if out else ""
+            node_message = f"{message} (injection {e.id}){judged}: " + (
+                f"failed pod(s) {', '.join(victims)}" if victims else "no pod affected")
             log.warning("node %s: %s", self.node_name, node_message)
             if self.events is not None:
                 self.events.record(dict(self._node_ref), "Warning", XID_EVENT, node_message, now)

@@ -134,7 +134,8 @@ class Agent:
         if config.partition_config is not None:
             self.gpu_partition = load_partition_config(config.partition_config)
             self.devices = DeviceSet(self.gpu_partition, gpu_model, self.gpus.count, self.gpus.memory_mib,
-                                     leaky=Defect.LEAKY_MIG in config.defects)
+                                     leaky=Defect.LEAKY_MIG in config.defects,
+                                     shared_health_lost=Defect.SHARED_HEALTH_LOST in config.defects)
         self.stop_event = threading.Event()
         agent = f"refplatform-agent/{config.node}"
         self.gate = PartitionGate()
@@ -232,7 +233,9 @@ class Agent:
                              (Defect.GPU_STAYS_OUT, "never returns a GPU an Xid took out of service"),
                              (Defect.OVERREACT_APP_XID, "takes a GPU out of service on an application Xid too"),
                              (Defect.RETURN_WITHOUT_BURN_IN, "returns a GPU at once when its Xid clears, no burn-in"),
-                             (Defect.FLAP_BACK, "never holds a GPU that fails again soon after its return")):
+                             (Defect.FLAP_BACK, "never holds a GPU that fails again soon after its return"),
+                             (Defect.SHARED_HEALTH_LOST, "takes out only the one slice of a partitioned GPU an Xid "
+                                                         "was seen on, and fails only its tenant")):
             if defect in config.defects:
                 log.warning("defect %s: node %s %s", defect.value, config.node, what)
         if Defect.GPU_DOUBLE_BOOK in config.defects:
@@ -265,6 +268,7 @@ class Agent:
         self.heartbeat.extra_state = self.injected_health.state
         self.heartbeat.extra_conditions = self.injected_health.conditions
         self.heartbeat.unhealthy_gpus = self.pods.reported_unhealthy
+        self.heartbeat.withdrawn = self.pods.withdrawn
         self.heartbeat.gpu_health = self.pods.gpu_health.annotation
         self.heartbeat.throttled_gpus = self.pods.throttled_gpus
         self.pods.on_health = self.heartbeat.kick

@@ -20,6 +20,8 @@ MODES = ("none", "mig-single", "mig-mixed", "time-slicing", "hami")
 MODE_LABEL = "firedrill.dev/partition-mode"
 ISOLATION_LABEL = "firedrill.dev/isolation-enforced"
 GPU = "nvidia.com/gpu"
+GPUMEM = "nvidia.com/gpumem"
+GPUCORES = "nvidia.com/gpucores"
 _KEYS = {"mode", "layout", "replicas", "rename_by_default", "vgpus_per_gpu", "enforce_isolation"}
 
 
@@ -139,7 +141,7 @@ def advertise(config: PartitionConfig, model: str, product: str, gpu_count: int,
                        "nvidia.com/gpu.sharing-strategy": "time-slicing",
                        "nvidia.com/gpu.product": f"{product}-SHARED"})
     else:  # hami
-        resources.update({GPU: str(gpu_count * config.vgpus_per_gpu), "nvidia.com/gpumem": str(gpu_count * memory_mib),
-                          "nvidia.com/gpucores": str(gpu_count * 100)})
+        resources.update({GPU: str(gpu_count * config.vgpus_per_gpu), GPUMEM: str(gpu_count * memory_mib),
+                          GPUCORES: str(gpu_count * 100)})
         labels["nvidia.com/gpu.sharing-strategy"] = "hami"
     return resources, labels
