@@ -2,7 +2,9 @@ Feature: Partition isolation
   A GPU shared by several tenants keeps its promises: when one tenant uses more
   memory than its share, or its slice or its GPU faults, only the tenants the
   partitioning mode says may fail do fail, and every other tenant keeps running.
-  What each mode promises is the table in docs/PARTITIONING.md.
+  A GPU that faults whole leaves service whole: every slice on it, not only the
+  one a tenant saw the fault on. What each mode promises is the table in
+  docs/PARTITIONING.md.
 
   @clause:7.1 @severity:critical @conformance:gpu_sharing
   Scenario Outline: One tenant misbehaves or faults on a GPU partitioned as <layout>
@@ -15,6 +17,7 @@ Feature: Partition isolation
     Then the tenants affected are <contained fault>
     When its GPU takes a reset-class fault
     Then the tenants affected are <reset fault>
+    And every slice of that GPU is out of service within 3 seconds
 
     Examples:
       | model     | layout                                    | tenants | memory overuse           | contained fault          | reset fault              |

@@ -174,7 +174,10 @@ def test_the_shipped_sentence_finds_the_cluster_node_it_describes_or_names_what_
 def test_with_a_driver_every_probe_is_performed_and_judged_from_the_tenants_logs(rig: Rig, drill_on: Any) -> None:
     """Time-slicing x 4 on one GPU: a greedy tenant fills the shared memory and every tenant's next working set
     fails; a contained and a reset-class Xid, injected by the profile's template, end every tenant on the GPU;
-    each is restored before the next probe.  The node keeps every promise: PASS."""
+    each stands until the next probe starts (the last one until the rollback), which restores it first.  The
+    tenants' promises hold: PASS.  The GPU's slices are judged from the Node's allocatable alone: the rig's
+    kubelet (the reference agent) never hears of an Xid raised in the driver stand-in, so its 4 replicas stay
+    allocatable, and that sentence FAILs naming them."""
     rig.enabled.touch()
     drill = drill_on("fdiso1")
     drill.use_cluster_node()
@@ -200,12 +203,21 @@ def test_with_a_driver_every_probe_is_performed_and_judged_from_the_tenants_logs
         assert "1 node(s) (part-node)" in column["injection"]["blast_radius"]
         assert all(o["state"] == "failed" and "CUDA_ERROR_ECC_UNCORRECTABLE" in o["reason"]
                    for o in column["outcomes"].values()), column
-        assert column["restored"] is True and not rig.fault.exists()
+        assert rig.fault.exists()  # the Xid stands while the sentences after its probe are judged
         judged = drill.judge_last(EVERY_ON_GPU)
         assert judged is not None and judged.ok
-    assert rig.calls_made() == [f"inject {NODE} 0 - 94", f"restore {NODE} 0", f"inject {NODE} 0 - 79",
-                                f"restore {NODE} 0"]
+    assert drill.probes[1]["restored"] is True  # the contained fault's, before the reset-class probe
+    assert rig.calls_made() == [f"inject {NODE} 0 - 94", f"restore {NODE} 0", f"inject {NODE} 0 - 79"]
     assert drill.result.verdict is Verdict.PASS, drill.result.findings
+
+    drill.judge_slices(3.0)
+    assert drill.result.verdict is Verdict.FAIL
+    assert drill.result.findings == [
+        f"GPU 0 of node {NODE} took a reset-class fault (Xid 79), yet 4 of its 4 slices were still allocatable 3 s "
+        "later: 4 time-slicing replicas (nvidia.com/gpu)"]  # no tenant runs on: every one failed
+    drill.rollback()
+    drill.target.restore_all()
+    assert rig.calls_made()[-1] == f"restore {NODE} 0" and not rig.fault.exists()
 
 
 def test_without_a_driver_the_probes_are_inconclusive_and_nothing_is_injected(rig: Rig, drill_on: Any) -> None:

@@ -36,7 +36,16 @@ as a node fault (allow label, not control plane, Ready, ``max_nodes``,
 ``max_gpu_share``).  Where a tenant holds no GPU memory (no driver library in
 the image's container) nothing can be shown: INCONCLUSIVE, naming what to fix.
 
-The pure parts (layout discovery, the promise table, judging a probe) are
+After a reset-class fault the node's allocatable is judged too (issue 49, "Health on shared GPUs"): watched from
+the first injection on, every slice of the faulted GPU (each MIG instance, time-slicing replica or HAMi vGPU on
+it) must leave it, as every scheduler honours allocatable, and stay out while the fault stands.  Which slices are
+that GPU's is read from the allocatable alone: the node's count of each slice kind over its GPU count (a node
+whose counts do not divide evenly does not say, and the judgement is INCONCLUSIVE naming it).  A probe's Xid
+stands until the next probe starts or the rollback: the drill then repairs it (the embedded platform: removes the
+injection and waits for the node's slices to be whole again; a real cluster: every tenant deleted, then the
+profile's restore command), so the sentences after a probe judge the platform with its fault standing.
+
+The pure parts (layout discovery, the promise table, judging a probe, the slices of a GPU still allocatable) are
 functions of plain dicts, tested without a cluster.
 """
 
@@ -46,6 +55,7 @@ import enum
 import json
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -525,6 +535,81 @@ def describe_affected(failed: set[str], victim: str, gpu_of_tenant: dict[str, in
     return "tenants " + ", ".join(sorted(failed, key=_natural))
 
 
+# ------------------------------------------------------------------------- a faulted GPU's slices
+
+
+def slice_allocatable(node: Obj, layout: Layout) -> dict[str, int]:
+    """The node's allocatable of each slice resource of ``layout`` (0 where absent or unreadable)."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {k.resource: _int(alloc.get(k.resource)) or 0 for k in layout.slices}
+
+
+def slices_per_gpu(layout: Layout) -> tuple[dict[str, int], str]:
+    """How many slices of each kind one GPU of the node holds, from its allocatable alone (each kind's count over
+    the GPU count), and ''; or {} and why the allocatable does not say."""
+    uneven = [f"{k.count} x {k.resource} over {layout.gpus} GPUs" for k in layout.slices
+              if k.count % layout.gpus]
+    if uneven:
+        return {}, (f"node {layout.node} advertises {', '.join(uneven)}, which does not say how many are on one "
+                    "GPU (the allocatable counts every GPU's slices together)")
+    return {k.resource: k.count // layout.gpus for k in layout.slices}, ""
+
+
+def slice_label(kind: SliceKind, mode: str = "") -> str:
+    """What a slice of this kind is, in the customer's words: ``MIG 1g.18gb instance``, ``time-slicing replica``,
+    ``HAMi vGPU``."""
+    if kind.profile:
+        return f"MIG {kind.profile} instance"
+    return {"time-slicing": "time-slicing replica", "hami": "HAMi vGPU"}.get(mode, "slice")
+
+
+def slices_left(per_gpu: dict[str, int], before: dict[str, int], now: dict[str, int]) -> dict[str, int]:
+    """How many of one GPU's slices of each kind (``per_gpu``) are still allocatable: the node's allocatable
+    ``now`` above what it keeps without that GPU (``before`` the fault, less the GPU's slices), at most the GPU's."""
+    return {r: max(0, min(n, now.get(r, 0) - (before.get(r, 0) - n))) for r, n in per_gpu.items()}
+
+
+@dataclass(frozen=True)
+class SlicesOut:
+    """A faulted GPU's slices in the node's allocatable after the fault (:func:`judge_slices_out`)."""
+
+    out_after: float | None
+    """Seconds from the fault until none of the GPU's slices was allocatable (None: not within the window)."""
+    left: dict[str, int]
+    """Of each kind, the GPU's slices still allocatable at the end of the window (or when it went out)."""
+    back_after: float | None = None
+    """Seconds from the fault until one of them was allocatable again while the fault stood (None: never)."""
+    back: dict[str, int] = field(default_factory=dict)
+    """What came back then."""
+
+
+def judge_slices_out(seen: list[tuple[float, dict[str, int]]], fault: float, limit: float,
+                     per_gpu: dict[str, int], until: float | None = None) -> SlicesOut:
+    """From the node's allocatable ``seen`` (instant, slice resource -> allocatable, at each change, oldest first):
+    when, within ``limit`` seconds of the ``fault`` instant, every slice of the GPU (``per_gpu`` of each kind) had
+    left it, and whether one came back before ``until`` (the fault's repair; None: it stands)."""
+    before = next((v for t, v in reversed(seen) if t <= fault), seen[0][1] if seen else {})
+    after = [(t, v) for t, v in seen if t > fault]
+    left = slices_left(per_gpu, before, before)
+    out_at: float | None = None
+    for t, v in after:
+        if t - fault > limit:
+            break
+        left = slices_left(per_gpu, before, v)
+        if not any(left.values()):
+            out_at = t
+            break
+    if out_at is None:
+        return SlicesOut(None, left)
+    for t, v in after:
+        if t <= out_at or (until is not None and t >= until):
+            continue
+        back = slices_left(per_gpu, before, v)
+        if any(back.values()):
+            return SlicesOut(out_at - fault, left, t - fault, back)
+    return SlicesOut(out_at - fault, left)
+
+
 # ------------------------------------------------------------------------------------------ the drill
 
 
@@ -560,7 +645,8 @@ class IsolationDrill(Drill):
         out = grant(ns, "", "pods", ("get", "list", "create", "delete"), why)
         out += grant(ns, "", "pods", ("get",), f"{why}' own reports", subresource="log")
         out += grant(ns, "", "events", ("list",), f"{why}: why a probe stays Pending")
-        return out + grant(CLUSTER, "", "nodes", ("list",), "partition isolation: the partitioned node")
+        return out + grant(CLUSTER, "", "nodes", ("list", "watch"),
+                           "partition isolation: the partitioned node, its allocatable watched after a fault")
 
     layout: Layout | None = None
     node: str = ""
@@ -584,6 +670,18 @@ class IsolationDrill(Drill):
     follower: LogFollower | None = None
     tenants_as: TenantForm | None = None
     """What the tenants run; None: decided by the node (:meth:`_read_layout`)."""
+    node_seen: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    """(harness monotonic instant, the node's allocatable of each slice resource) at each change, watched from the
+    first injection on (:meth:`_watch_node`)."""
+    reset_fault: dict[str, Any] | None = None
+    """The last reset-class fault: its probe's ``column``, ``gpu``, ``xid``, the instant ``at`` it was injected and
+    the instant it was ``repaired`` (None: it stands)."""
+    _watching: bool = False
+    _unrepaired: tuple[FaultRecord, dict[str, Any]] | None = None
+    """Real clusters: the last probe's Xid, standing until the next probe starts (or the rollback's restore)."""
+    _standing: bool = False
+    """Embedded platform: an Xid of this drill stands on the node (repaired before the next probe)."""
+    _seen_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def real(self) -> bool:
@@ -843,6 +941,7 @@ class IsolationDrill(Drill):
         if self.layout is None or not self.tenants:
             raise DrillInconclusive("no tenants to probe: fill the slices first")
         if self.probes:
+            self._repair()
             self._refill()
         pods = self._pods()
         live = [t for t in self._running_tenants() if _phase(pods.get(t.pod, {})) == "Running"]
@@ -884,7 +983,7 @@ class IsolationDrill(Drill):
                 self._inject(xid, gpu, inst, column)
         failed = self._observe(before, column)
         if injected is not None:
-            self._restore_xid(injected, column)
+            self._unrepaired = (injected, column)  # repaired when the next probe starts, or by the rollback
         if key == "memory":  # the recreated victim may sit on another GPU than its predecessor
             gpus[victim.name] = gpu_of(self._pods().get(victim.pod, {})) if gpu_of(
                 self._pods().get(victim.pod, {})) is not None else gpus.get(victim.name)
@@ -948,7 +1047,7 @@ class IsolationDrill(Drill):
                 return
         failed = self._observe(before, column)
         if injected is not None:
-            self._restore_xid(injected, column)
+            self._unrepaired = (injected, column)  # repaired when the next probe starts, or by the rollback
         if key == "memory":
             said = self._failed_report(victim.pod)
             if said is not None:
@@ -956,8 +1055,9 @@ class IsolationDrill(Drill):
         self._record(key, victim, live, gpus, failed, column)
 
     def _restore_xid(self, record: FaultRecord, column: dict[str, Any]) -> None:
-        """Undo an injected Xid (``fault.xid.restore_template``) once its outcome is observed, so the next probe
-        starts from a healthy GPU; without a restore command the note says the GPU may need a reset by hand.
+        """Undo an injected Xid (``fault.xid.restore_template``) before the next probe, so it starts from a healthy
+        GPU (the fault stands until then, so the sentences after its probe judge the platform with it standing);
+        without a restore command the note says the GPU may need a reset by hand.
 
         Every tenant pod is deleted first (the next probe recreates them), so no process of the drill holds the
         GPU while it is restored: a GPU reset refuses a GPU in use."""
@@ -972,6 +1072,8 @@ class IsolationDrill(Drill):
             self.target.driver.delete(POD, t.pod, ns, grace_seconds=0)
         gone = {t.pod for t in self._running_tenants()}
         self._wait(lambda ps: not gone & set(ps), 60.0)
+        if self.reset_fault is not None and self.reset_fault["column"] is column:
+            self.reset_fault["repaired"] = self.target.timeline.clock.mono()
         try:
             record.undo()
             column["restored"] = True
@@ -1000,6 +1102,7 @@ class IsolationDrill(Drill):
         xid = PROBES[key].xid
         assert xid is not None
         self._inject_seq += 1
+        self._watch_node()
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
         try:
@@ -1007,6 +1110,7 @@ class IsolationDrill(Drill):
                                      gpu=gpu, instance=instance, intend=self.target.intend)
         except FaultError as exc:
             return self._not_injected(column, str(exc))
+        self._injected(column, gpu, xid)
         column["injection"] = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance,
                                "xid": xid, "command": done.command, "blast_radius": done.blast_radius}
         return done.record
@@ -1020,9 +1124,140 @@ class IsolationDrill(Drill):
         self._inject_seq += 1
         entry = {"id": f"{self.run_id}-{self._inject_seq}", "gpu": gpu, "instance": instance, "xid": xid}
         column["injection"] = entry
+        self._watch_node()
         self.target.inject_xid(self.node, entry)  # the Node annotation the embedded platform's agent applies
+        self._standing = True
+        self._injected(column, gpu, xid)
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
+
+    def _injected(self, column: dict[str, Any], gpu: int, xid: int | None) -> None:
+        """An Xid was just written: a reset-class one is the fault whose GPU's slices must leave allocatable."""
+        if column["probe"] == "reset":
+            self.reset_fault = {"column": column, "gpu": gpu, "xid": xid, "at": self.target.timeline.clock.mono(),
+                                "repaired": None}
+
+    # ------------------------------------------------------- the node's allocatable
+    def _watch_node(self) -> None:
+        """Watch the node's allocatable from now on (once, before the first injection: its list gives the value
+        before the fault)."""
+        if self._watching or self.layout is None:
+            return
+        self._watching = True
+        self.target.driver.watch(NODE, field_selector=f"metadata.name={self.node}", on_event=self._on_node,
+                                 record=False)
+
+    def _on_node(self, kind: str, node: Obj) -> None:
+        layout = self.layout
+        if kind == "DELETED" or layout is None or (node.get("metadata") or {}).get("name") != self.node:
+            return
+        alloc = slice_allocatable(node, layout)
+        with self._seen_lock:
+            if not self.node_seen or self.node_seen[-1][1] != alloc:
+                self.node_seen.append((self.target.timeline.clock.mono(), alloc))
+
+    def _allocatable_now(self) -> dict[str, int] | None:
+        with self._seen_lock:
+            return dict(self.node_seen[-1][1]) if self.node_seen else None
+
+    def _repair(self) -> None:
+        """Before the next probe, the last probe's Xid repaired.  A real cluster: the profile's restore command
+        (:meth:`_restore_xid`).  The embedded platform: the injection removed, then the node's slices waited for
+        until all are allocatable again (a GPU the fault took out returns through its burn-in, and its flap
+        history is forgotten: the next fault is a first failure), so the probe starts from a full node; slices
+        that never return make the next probe INCONCLUSIVE, naming them."""
+        if self.real:
+            if self._unrepaired is not None:
+                record, column = self._unrepaired
+                self._unrepaired = None
+                self._restore_xid(record, column)
+            return
+        if not self._standing or self.layout is None:
+            return
+        self._standing = False
+        clock = self.target.timeline.clock
+        if self.reset_fault is not None and self.reset_fault["repaired"] is None:
+            self.reset_fault["repaired"] = clock.mono()
+        self.target.clear_xids(self.node)
+        self.target.timeline.action("repair-xid", target=self.node)
+        self.target.settle_gpus([self.node])
+        want = {k.resource: k.count for k in self.layout.slices}
+        deadline = clock.mono() + self.run_timeout
+        while True:
+            now = self._allocatable_now() or {}
+            if all(now.get(r, 0) >= n for r, n in want.items()):
+                return
+            if clock.mono() >= deadline:
+                raise DrillInconclusive(
+                    f"node {self.node}'s slices were not all allocatable again {self.run_timeout:g} s after the last "
+                    "probe's Xid was repaired, so the next probe cannot start from a full node: allocatable "
+                    + ", ".join(f"{r} {now.get(r, 0)} of {n}" for r, n in want.items()))
+            self.pause(0.1)
+
+    def judge_slices(self, limit: float) -> SlicesOut:
+        """Every slice of the GPU the last reset-class fault hit left the node's allocatable within ``limit``
+        seconds of the fault, and none came back while the fault stood; FAIL naming the node, the GPU and the
+        slices still allocatable.  INCONCLUSIVE when no such fault was injected, when the allocatable does not
+        say which slices are that GPU's, or (a real cluster) when nothing confirms the fault took effect."""
+        fault, layout = self.reset_fault, self.layout
+        if fault is None or layout is None:
+            raise DrillInconclusive("no reset-class fault was injected, so no GPU had to leave service")
+        gpu, xid, column = fault["gpu"], fault["xid"], fault["column"]
+        per_gpu, why = slices_per_gpu(layout)
+        if why:
+            raise DrillInconclusive(f"which slices are GPU {gpu}'s cannot be read from the allocatable: {why}")
+        clock = self.target.timeline.clock
+
+        def judged() -> SlicesOut:
+            with self._seen_lock:
+                seen = list(self.node_seen)
+            return judge_slices_out(seen, fault["at"], limit, per_gpu, fault["repaired"])
+        verdict = judged()
+        while verdict.out_after is None and clock.mono() < fault["at"] + limit and fault["repaired"] is None:
+            self.pause(0.1)
+            verdict = judged()
+        kinds = {k.resource: k for k in layout.slices}
+        total = sum(per_gpu.values())
+
+        def slices(counts: dict[str, int]) -> str:
+            return ", ".join(f"{n} {slice_label(kinds[r], layout.mode)}{'' if n == 1 else 's'} ({r})"
+                             for r, n in counts.items() if n)
+        with self._seen_lock:
+            start = self.node_seen[0][0] if self.node_seen else fault["at"]
+            series = [{"t": round(t - fault["at"], 3), "allocatable": v} for t, v in self.node_seen if t >= start]
+        self.result.details["slices_out"] = {
+            "node": self.node, "gpu": gpu, "xid": xid, "slices_per_gpu": per_gpu, "limit_s": limit,
+            "out_after_s": verdict.out_after, "left": verdict.left, "back_after_s": verdict.back_after,
+            "repaired_after_s": None if fault["repaired"] is None else round(fault["repaired"] - fault["at"], 3),
+            "allocatable_seen": series}
+        where = f"GPU {gpu} of node {self.node}"
+        if verdict.out_after is None:
+            still = sum(verdict.left.values())
+            failed = [t for t, o in column["outcomes"].items() if o["state"] == "failed"]
+            if self.real and not failed:
+                raise DrillInconclusive(f"{where} kept {still} of its {total} slices allocatable after the reset-class "
+                                        f"fault (Xid {xid}), but no tenant failed either, so the injection is not "
+                                        "confirmed to have taken effect")
+            repaired = fault["repaired"]
+            if repaired is not None and repaired - fault["at"] < limit:
+                raise DrillInconclusive(f"the reset-class fault on {where} was repaired {repaired - fault['at']:.1f} s "
+                                        f"after it, before the {limit:g} s window ended, with {still} of its {total} "
+                                        "slices still allocatable")
+            running = sorted((t for t, o in column["outcomes"].items() if o["state"] == "survived"
+                              and (column.get("gpus") or {}).get(t) == gpu), key=_natural)
+            self.result.measure(Measurement("slices out of service", None, "s",
+                                            note=f"{still} of {total} still allocatable"))
+            self.result.fail(f"{where} took a reset-class fault (Xid {xid}), yet {still} of its {total} slices were "
+                             f"still allocatable {limit:g} s later: {slices(verdict.left)}"
+                             + (f"; tenants still running on it: {', '.join(running)}" if running else ""))
+            return verdict
+        self.result.measure(Measurement("slices out of service", verdict.out_after, "s",
+                                        note=f"all {total} slices of {where} left allocatable "
+                                             f"{verdict.out_after:.2f} s after Xid {xid}"))
+        if verdict.back_after is not None:
+            self.result.fail(f"{where}: {slices(verdict.back)} allocatable again {verdict.back_after:.1f} s after its "
+                             f"reset-class fault (Xid {xid}), while the fault still stood")
+        return verdict
 
     def _observe(self, before: dict[str, str], column: dict[str, Any]) -> dict[str, str]:
         """Wait until some tenant has failed and nothing changed for ``settle_seconds`` (or the timeout);
@@ -1118,6 +1353,11 @@ class IsolationDrill(Drill):
                 driver.delete(POD, pod["metadata"]["name"], ns, grace_seconds=0)
             if self.node and self.target.embedded is not None and not self.embedded_node:
                 self.target.clear_xids(self.node)
+            if self._unrepaired is not None:
+                # the target's restore (a GPU reset) undoes the standing Xid after this: let the GPU be free first
+                deadline = time.monotonic() + 60.0
+                while driver.list(POD, ns, label_selector=run_selector(self.run_id)) and time.monotonic() < deadline:
+                    time.sleep(0.25)
         except KubeError as exc:
             log.warning("rollback of isolation drill %s incomplete: %s", self.run_id, exc)
         if self.embedded_node and self.target.embedded is not None:
@@ -1181,6 +1421,7 @@ def _phase(pod: Obj) -> str:
 
 
 __all__ = ["EVERY_ON_GPU", "IsolationDrill", "Layout", "LayoutError", "NO_TENANT", "ONLY_IT", "PROBES",
-           "ADMISSION_REFUSED", "ProbeJudgement", "SliceKind", "admission_refused", "describe_affected", "discover_layout", "expected_failures",
-           "failure_reason", "gpu_model", "judge_probe", "mig_layouts", "not_holding", "parse_scope", "partition_config",
-           "pod_reason", "promise"]
+           "ADMISSION_REFUSED", "ProbeJudgement", "SliceKind", "SlicesOut", "admission_refused", "describe_affected",
+           "discover_layout", "expected_failures", "failure_reason", "gpu_model", "judge_probe", "judge_slices_out",
+           "mig_layouts", "not_holding", "parse_scope", "partition_config", "pod_reason", "promise", "slice_allocatable",
+           "slice_label", "slices_left", "slices_per_gpu"]

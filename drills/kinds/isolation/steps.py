@@ -11,7 +11,7 @@ from drills.kinds.isolation.drill import (MIG_PROFILES, MODEL_ALIASES, PROBES, I
                                           parse_scope, partition_config, promise)
 from drills.records.verdict import Comparison, Measurement, Threshold
 from drills.scenario.context import ScenarioContext
-from drills.scenario.vocabulary import Checked, placeholder, scenario_rule, step
+from drills.scenario.vocabulary import Checked, Requires, placeholder, scenario_rule, step
 
 
 def parse_outcome(text: str) -> str:
@@ -108,7 +108,13 @@ def contained_probe(drill: ScenarioContext) -> None:
     _isolation(drill).run_probe("contained")
 
 
-@step("When", "its GPU takes a reset-class fault", "its GPU takes a reset-class fault")
+GPU_RESET = "gpu-reset"
+"""What the reset-class fault sets, and the sentence judging its GPU's slices requires."""
+AFTER_RESET = Requires((GPU_RESET,), "no GPU took a reset-class fault before this step, so no slice had to leave "
+                       "service", "put 'When its GPU takes a reset-class fault' before it")
+
+
+@step("When", "its GPU takes a reset-class fault", "its GPU takes a reset-class fault", sets=(GPU_RESET,))
 def reset_probe(drill: ScenarioContext) -> None:
     """A reset-class fault (Xid 79, the GPU fell off the bus) on the GPU of one tenant, injected as the
     contained fault is."""
@@ -145,6 +151,20 @@ def tenants_affected(drill: ScenarioContext, words: str) -> None:
     must be what the contract (docs/PARTITIONING.md) promises for the node's mode; any other tenant that
     failed escaped isolation (FAIL, named), and one that should have failed but survived is named too."""
     _isolation(drill).judge_last(words)
+
+
+@step("Then", "every slice of that GPU is out of service within {limit:Duration}",
+      "every slice of that GPU is out of service within 3 seconds", requires=(AFTER_RESET,))
+def slices_out_of_service(drill: ScenarioContext, limit: float) -> None:
+    """Within that time of the reset-class fault, every slice of the GPU it hit (each MIG instance, time-slicing
+    replica or HAMi vGPU on it, whichever tenant saw the fault) has left the node's allocatable, and none returns
+    while the fault stands: judged from the node's allocatable, watched from the fault on, what every scheduler
+    honours. FAIL names the node, the GPU and the slices still allocatable (and the tenants still running on it).
+    Which slices are that GPU's is read from the allocatable alone, each kind's count over the node's GPUs; a node
+    whose counts do not divide evenly does not say, and the step is INCONCLUSIVE naming it (so is a real cluster's
+    fault that no tenant felt and no slice left for: the injection is unconfirmed)."""
+    _isolation(drill).judge_slices(limit)
+    drill.result.check(Threshold("slices out of service", limit, "s"))
 
 
 PROBE_STEPS = {memory_probe.__name__: "memory", contained_probe.__name__: "contained", reset_probe.__name__: "reset"}

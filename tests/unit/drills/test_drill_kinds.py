@@ -203,6 +203,8 @@ WAY_BACK_NEEDS = {"gpu_repaired": [("gpu failed",)], "gpu_repaired_burn_in_fails
                   "gpu_stays_out": [("gpu repaired",)]}
 WAY_BACK_SETS = {"gpu_repaired": ("gpu repaired",), "gpu_repaired_burn_in_fails": ("gpu repaired",),
                  "gpu_fails_again": ("gpu failed",), "fleet_reports_fault": ("faulted",)}
+SHARED_HEALTH_NEEDS = {"slices_out_of_service": [("gpu-reset",)]}
+SHARED_HEALTH_SETS = {"reset_probe": ("gpu-reset",)}
 TOPOLOGY_SETS = {"other_job_every": ("topology-other-job-ends",), "submit_gang": ("topology-gang",),
                  "waits_until_freed": ("topology-freed",), "canary_job_inside_one": ("topology-bound-job",)}
 
@@ -229,7 +231,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
         "pods_side_by_side": [("access_node",)], "try_each_other": [("access_pods",)],
         "sees_at_most": [("access_pods",)], "opens_at_most": [("access_pods",)], "sees_its_own": [("access_pods",)],
         "no_crossing": [("access_tried",)],
-        **TOPOLOGY_NEEDS, **WAY_BACK_NEEDS}
+        **TOPOLOGY_NEEDS, **WAY_BACK_NEEDS, **SHARED_HEALTH_NEEDS}
     sets = {s.name: s.sets for s in SENTENCES if s.sets}
     assert sets == {"inference_service": ("service",), "autoscaled_service": ("service", "autoscaled"),
                     "steady_load": ("serving_load",), "steady_load_with_timeout": ("serving_load",),
@@ -242,7 +244,7 @@ def test_every_ordering_requirement_of_the_serving_and_control_plane_sentences_i
                     "gang_collective": ("fabric-gang",), "collective_measured": ("fabric-measured",),
                     "gpu_node": ("access_node",), "pod_without_gpu": ("access_pods",), "pod_with_gpus": ("access_pods",),
                     "pods_side_by_side": ("access_pods",), "try_each_other": ("access_tried",),
-                    **TOPOLOGY_SETS, **WAY_BACK_SETS}
+                    **TOPOLOGY_SETS, **WAY_BACK_SETS, **SHARED_HEALTH_SETS}
 
 
 def test_a_step_name_is_registered_once() -> None:

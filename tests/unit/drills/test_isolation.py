@@ -3,6 +3,7 @@ judging a probe (including a node that claims MIG but behaves like time-slicing)
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -239,3 +240,100 @@ SLICED = node({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gp
 def test_a_node_is_the_one_a_feature_describes_only_when_its_layout_is(layout_node: dict[str, Any], gpus: int,
                                                                        model: str, words: str, why: str) -> None:
     assert layout_mismatch(discover_layout(layout_node), gpus, model, partition_config(words, model)) == why
+
+
+# --------------------------------------------------- a faulted GPU's slices leave allocatable (issue 49)
+
+def test_which_slices_are_one_gpus_is_read_from_the_allocatable_or_said_to_be_unknown() -> None:
+    from drills.kinds.isolation.drill import Layout, SliceKind, slices_per_gpu
+
+    kinds = (SliceKind("nvidia.com/mig-1g.18gb", 4, 18432, "1g.18gb"), SliceKind("nvidia.com/mig-3g.71gb", 2, 72704,
+                                                                                  "3g.71gb"))
+    assert slices_per_gpu(Layout("n1", "mig-mixed", 2, "H200", kinds)) == (
+        {"nvidia.com/mig-1g.18gb": 2, "nvidia.com/mig-3g.71gb": 1}, "")
+    per_gpu, why = slices_per_gpu(Layout("n1", "mig-mixed", 2, "H200", (*kinds, SliceKind("nvidia.com/mig-2g.35gb",
+                                                                                          1, 35840, "2g.35gb"))))
+    assert per_gpu == {} and "1 x nvidia.com/mig-2g.35gb over 2 GPUs" in why and "node n1" in why
+
+
+def test_the_slices_of_a_gpu_left_allocatable_are_counted_against_the_node_before_the_fault() -> None:
+    from drills.kinds.isolation.drill import slices_left
+
+    per_gpu = {"nvidia.com/gpu": 4}
+    assert slices_left(per_gpu, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 8}) == {"nvidia.com/gpu": 4}
+    assert slices_left(per_gpu, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 5}) == {"nvidia.com/gpu": 1}
+    assert slices_left(per_gpu, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 3}) == {"nvidia.com/gpu": 0}
+
+
+def test_judging_when_every_slice_left_and_whether_one_came_back_while_the_fault_stood() -> None:
+    from drills.kinds.isolation.drill import judge_slices_out
+
+    per_gpu = {"r": 7}
+    seen = [(0.0, {"r": 7}), (10.4, {"r": 1}), (10.9, {"r": 0}), (20.0, {"r": 7})]
+    got = judge_slices_out(seen, 10.0, 3.0, per_gpu)
+    assert got.out_after == pytest.approx(0.9) and got.back_after == pytest.approx(10.0) and got.back == {"r": 7}
+    assert judge_slices_out(seen, 10.0, 3.0, per_gpu, until=15.0).back_after is None  # repaired before: no finding
+    late = judge_slices_out(seen, 10.0, 0.5, per_gpu)  # out at 0.9 s: not within 0.5 s
+    assert late.out_after is None and late.left == {"r": 1}
+    assert judge_slices_out([(0.0, {"r": 7})], 10.0, 3.0, per_gpu).left == {"r": 7}  # nothing moved
+
+
+def _drill_after_reset(mode: str, seen: list[tuple[float, dict[str, int]]], failed: set[str], *,
+                       embedded: bool = True, repaired: float | None = None, slices: int = 3,
+                       gpus: int = 1) -> Any:
+    from types import SimpleNamespace
+
+    from drills.kinds.isolation.drill import IsolationDrill, Layout, SliceKind
+    from drills.records.verdict import DrillResult
+
+    clock = SimpleNamespace(mono=lambda: 100.0)  # the window is long over
+    target = SimpleNamespace(embedded=object() if embedded else None, timeline=SimpleNamespace(clock=clock))
+    drill = IsolationDrill(target, DrillResult("partition-isolation"), "fdtest")  # type: ignore[arg-type]
+    profile = "1g.18gb" if mode.startswith("mig") else ""
+    drill.layout = Layout("n1", mode, gpus, "NVIDIA-H200", (SliceKind("nvidia.com/gpu", slices, 18432, profile),))
+    drill.node = "n1"
+    column = {"probe": "reset", "gpus": {f"tenant-{i}": 0 for i in (1, 2, 3)},
+              "outcomes": {f"tenant-{i}": ({"state": "failed", "reason": "GPUXid79"} if f"tenant-{i}" in failed
+                                           else {"state": "survived", "reason": ""}) for i in (1, 2, 3)}}
+    drill.node_seen = list(seen)
+    drill.reset_fault = {"column": column, "gpu": 0, "xid": 79, "at": 10.0, "repaired": repaired}
+    return drill
+
+
+def test_every_slice_out_in_time_passes_and_measures_when() -> None:
+    drill = _drill_after_reset("mig-single", [(9.0, {"nvidia.com/gpu": 3}), (10.5, {"nvidia.com/gpu": 0})],
+                               {"tenant-1", "tenant-2", "tenant-3"})
+    got = drill.judge_slices(3.0)
+    assert got.out_after == pytest.approx(0.5) and drill.result.verdict.value == "PASS"
+    assert drill.result.details["slices_out"]["left"] == {"nvidia.com/gpu": 0}
+
+
+def test_slices_still_allocatable_fail_naming_the_node_the_gpu_the_slices_and_the_tenants_on_them() -> None:
+    drill = _drill_after_reset("mig-single", [(9.0, {"nvidia.com/gpu": 3}), (10.5, {"nvidia.com/gpu": 2})],
+                               {"tenant-1"})
+    drill.judge_slices(3.0)
+    assert drill.result.verdict.value == "FAIL"
+    assert drill.result.findings == [
+        "GPU 0 of node n1 took a reset-class fault (Xid 79), yet 2 of its 3 slices were still allocatable 3 s "
+        "later: 2 MIG 1g.18gb instances (nvidia.com/gpu); tenants still running on it: tenant-2, tenant-3"]
+
+
+def test_a_slice_back_while_the_fault_stands_fails() -> None:
+    drill = _drill_after_reset("time-slicing", [(9.0, {"nvidia.com/gpu": 3}), (10.5, {"nvidia.com/gpu": 0}),
+                                                (12.0, {"nvidia.com/gpu": 1})], {"tenant-1", "tenant-2", "tenant-3"})
+    drill.judge_slices(3.0)
+    assert drill.result.findings == ["GPU 0 of node n1: 1 time-slicing replica (nvidia.com/gpu) allocatable again "
+                                     "2.0 s after its reset-class fault (Xid 79), while the fault still stood"]
+
+
+@pytest.mark.parametrize(("kwargs", "failed", "says"), [
+    ({"slices": 3, "gpus": 2}, {"tenant-1"}, "3 x nvidia.com/gpu over 2 GPUs"),
+    ({"embedded": False}, set(), "no tenant failed either, so the injection is not confirmed"),
+    ({"embedded": False, "repaired": 11.5}, {"tenant-1"}, "was repaired 1.5 s after it, before the 3 s window ended"),
+])
+def test_what_cannot_be_told_is_inconclusive_naming_it(kwargs: dict[str, Any], failed: set[str], says: str) -> None:
+    from drills.records.verdict import DrillInconclusive
+
+    drill = _drill_after_reset("time-slicing", [(9.0, {"nvidia.com/gpu": 3})], failed, **kwargs)
+    with pytest.raises(DrillInconclusive, match=re.escape(says)):
+        drill.judge_slices(3.0)

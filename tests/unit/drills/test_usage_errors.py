@@ -72,6 +72,8 @@ BAD_VALUES = [
      "at least 1"),
     ("Then", "the tenants affected are some of them", "words", "some of them", "unknown outcome",
      'write one of "only that tenant", "every tenant on that GPU", "no tenant"'),
+    ("Then", "every slice of that GPU is out of service within 3 fortnights", "duration", "3 fortnights",
+     "unknown unit 'fortnights'", "write one of ms,"),
     ("Given", "a workload mix that leaks GPU time through memory for 12 seconds", "hole", "memory", "unknown hole",
      "write one of data pipeline, communication, fragmentation, fault tolerance"),
     ("Then", "it names the kitchen sink as the largest hole", "hole", "the kitchen sink", "unknown hole",
