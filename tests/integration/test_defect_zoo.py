@@ -69,6 +69,12 @@ MATRIX: list[Catch] = [
     Catch("leaky-mig", "partition_isolation.feature", "7-only", "partitioned as MIG 7 x 1g.18gb",
           r"ISOLATION ESCAPED: contained fault \(Xid 94\) on its slice on tenant [\w-]+: tenants .*"
           r"should have survived on a node in mig-single, which promises only that tenant fails"),
+    # Health on shared GPUs (issue 49): a reset-class Xid takes every replica of the time-sliced GPU out, not the one
+    # it was seen on (NVIDIA/k8s-device-plugin#1929).
+    Catch("shared-health-lost", "partition_isolation.feature", "time-slicing", "partitioned as time-slicing x 4",
+          r"GPU 0 of node part-[\w-]+ took a reset-class fault \(Xid 79\), yet [1-3] of its 4 slices were still "
+          r"allocatable 3 s later: [1-3] time-slicing replicas? \(nvidia\.com/gpu\); tenants still running on it: "
+          r"tenant-\d"),
     Catch("misranked-leaks", "leak_identification.feature", "data", "names the data pipeline hole",
           r"expected the largest hole to be data pipeline \([^)]* injected\); the leak report names "
           r"(?!data pipeline)"),
