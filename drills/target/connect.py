@@ -203,6 +203,8 @@ class Target(FaultRecords):
     annotated: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     """The reference platform's annotation faults standing (an Xid, a throttle, a failing diagnostic, a fleet
     fault), by (node, annotation): their journal intents ("" when the run keeps no journal)."""
+    service_noted_at: float = 0.0
+    """When (epoch s) the scenario began: burn-ins since then are its own (:meth:`settle_gpus`)."""
     xids_cleared: dict[str, tuple[float, float]] = field(default_factory=dict)
     """When (the harness's monotonic and wall clocks) each node's Xid injections were last removed: the GPU's repair, from
     which its way back (burn-in, return) is judged."""
@@ -230,6 +232,7 @@ class Target(FaultRecords):
 
     def note_service(self) -> None:
         """Read every node's service as the scenario begins (the first scenario's reading is kept too)."""
+        self.service_noted_at = self.timeline.clock.wall()
         self.service_before = self.service_now()
         if not self.service_at_first:
             self.service_at_first = self.service_before
@@ -294,17 +297,18 @@ class Target(FaultRecords):
         return True
 
     def settle_gpus(self, nodes: list[str] | None = None, timeout: float = 15.0) -> None:
-        """The reference platform's GPUs left as a run found them on ``nodes`` (None: every node whose Xids this
-        scenario removed): each burn-in waited for, a GPU the platform holds out cleared, and the flap history of
-        every GPU that went through a burn-in forgotten (a person's ``firedrill.dev/clear-gpus``), so the next
-        scenario's fault on one of them is a first failure, not a flap of this one. Never raises; a real
-        cluster's GPUs are its health system's."""
-        todo = sorted(self.xids_cleared) if nodes is None else nodes
+        """The GPUs of ``nodes`` (None: every node whose Xids this scenario removed or that its faults touched) left
+        as the scenario found them, where the node's agent publishes its GPUs' way back (``firedrill.dev/gpu-health``:
+        the reference platform's agents, embedded or the kubelets of a test cluster): each burn-in waited for, a
+        GPU held out cleared, and the flap history of each GPU burnt in since the scenario began forgotten (a
+        person's ``firedrill.dev/clear-gpus``), so the next scenario's fault on one of them is a first failure,
+        not a flap of this one. A node whose agent publishes nothing (a real cluster's health system) is left
+        alone. Never raises."""
+        todo = sorted(set(self.xids_cleared) | (self.touched - {CONTROL_PLANE})) if nodes is None else nodes
         for node in todo:
             self.xids_cleared.pop(node, None)
-        if self.embedded is None:
-            return
         clock = self.timeline.clock
+        since = self.service_noted_at
         for node in todo:
             deadline, cleared_held = clock.mono() + timeout, False
             try:
@@ -317,7 +321,7 @@ class Target(FaultRecords):
                     if not record.gpus or clock.mono() >= deadline:
                         break
                     time.sleep(0.2)
-                known = sorted({b.gpu for b in record.burn_ins})
+                known = sorted({b.gpu for b in record.burn_ins if b.started >= since})
                 if known:
                     self.clear_gpus(node, known)
                     while clock.mono() < deadline and CLEAR_ANNOTATION in (

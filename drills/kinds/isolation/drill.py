@@ -1103,6 +1103,7 @@ class IsolationDrill(Drill):
         assert xid is not None
         self._inject_seq += 1
         self._watch_node()
+        self.target.touched.add(self.node)  # its blast radius: the abort guard leaves it alone, the rollback settles it
         self.target.timeline.action(f"inject-xid{xid}", target=self.node, gpu=gpu,
                                     instance="-" if instance is None else instance)
         try:
