@@ -175,6 +175,20 @@ MATRIX: list[Catch] = [
     Catch("resume-torn", "checkpoint_storage.feature", "middle", "A node lost in the middle of a checkpoint write",
           r"job canary-[\w-]+'s storage showed ckpt-\d{10}\.json under a checkpoint's final name though the write of "
           r"checkpoint \d+ was cut short by the pull .*a torn checkpoint visible as complete"),
+    # A GPU's way back (issue 49): proven by a burn-in first, kept out when it flaps; a fleet-wide alarm is not acted
+    # on beyond the budget. The GPU-fault scenarios watch the return too.
+    Catch("return-without-burn-in", "remediation.feature", "repaired", "A repaired GPU returns only after its burn-in",
+          r"GPU \d+ of [\w-]+ \(GPU-[0-9a-f-]{36}\) returned to allocatable [\d.]+ s after its repair with no passed "
+          r"burn-in on record before it \(.*\): the platform gave back a GPU it had not proven healthy"),
+    Catch("return-without-burn-in", "gpu_fault.feature", "bus", "A GPU that falls off the bus is taken out of service",
+          r"GPU \d+ of [\w-]+ \(GPU-[0-9a-f-]{36}\) returned to allocatable [\d.]+ s after its repair with no passed "
+          r"burn-in on record before it"),
+    Catch("flap-back", "remediation.feature", "soon", "A GPU that fails again soon after its return stays out",
+          r"GPU \d+ of [\w-]+ \(GPU-[0-9a-f-]{36}\) returned to allocatable [\d.]+ s after its repair though it had "
+          r"failed again [\d.]+ s after its previous return \(a flapping GPU\)"),
+    Catch("remediate-the-fleet", "remediation.feature", "drain", "A fault reported by most nodes at once",
+          r"the platform quarantined [23] of the 3 nodes that reported the same fault at once \(.*\), more than the 1 "
+          r"it may: a fleet-wide alarm took \d+ GPUs out of service"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),
