@@ -14,6 +14,7 @@ takes out, whatever its remediation is called.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -226,25 +227,20 @@ class RemediationDrill(TrainingRun, Drill):
         self.result.check(Threshold("job pods disturbed", 0.0, "pods"))
 
     # ------------------------------------------------------------ rollback
-    def _wait_reports_gone(self, notes: list[str]) -> None:
-        """Wait (up to :data:`BACK_S`) until no reporting node says GpuFault=True any more."""
+    def _wait_nodes(self, names: set[str], done: Callable[[Obj], bool]) -> set[str]:
+        """Poll the nodes ``names`` (up to :data:`BACK_S`) until ``done`` holds for each; those it never held for."""
         clock = self.target.timeline.clock
-        deadline = clock.mono() + BACK_S
-        standing = set(self.reporters)
-        while standing and clock.mono() < deadline:
-            for name in sorted(standing):
+        deadline, waiting = clock.mono() + BACK_S, set(names)
+        while waiting and clock.mono() < deadline:
+            for name in sorted(waiting):
                 try:
-                    node = self.target.driver.get(NODE, name)
+                    if done(self.target.driver.get(NODE, name)):
+                        waiting.discard(name)
                 except KubeError:
-                    continue
-                if not any(c.get("type") == FAULT_CONDITION and c.get("status") == "True"
-                           for c in (node.get("status") or {}).get("conditions") or []):
-                    standing.discard(name)
-            if standing:
+                    pass
+            if waiting:
                 self._wait(lambda: False, 0.2)
-        if standing:
-            notes.append(f"{', '.join(sorted(standing))} still reported {FAULT_CONDITION} {BACK_S:g} s after the "
-                         "reports were removed")
+        return waiting
 
     def rollback(self) -> None:
         """The reports removed, the breaker reset (a person's act, written in the evidence), the job deleted; wait
@@ -257,24 +253,18 @@ class RemediationDrill(TrainingRun, Drill):
                 notes.append(f"{FLEET_ANNOTATION} on {node}: {exc}")
         if self.reporters and self.target.embedded is not None:
             # the reports gone first: a reset acts again on what still stands, with a fresh budget
-            self._wait_reports_gone(notes)
+            standing = self._wait_nodes(set(self.reporters), lambda node: not any(
+                c.get("type") == FAULT_CONDITION and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or []))
+            if standing:
+                notes.append(f"{', '.join(sorted(standing))} still reported {FAULT_CONDITION} {BACK_S:g} s after "
+                             "the reports were removed")
             try:
                 if self.target.reset_remediation():
                     notes.append(f"breaker reset: ConfigMap {BREAKER_NAMESPACE}/{BREAKER_NAME} deleted")
             except KubeError as exc:
                 notes.append(f"breaker reset: {exc}")
         super().rollback()
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + BACK_S
-        waiting = set(self.quarantined)
-        while waiting and clock.mono() < deadline:
-            for name in sorted(waiting):
-                try:
-                    if not _taken_out(self.target.driver.get(NODE, name)):
-                        waiting.discard(name)
-                except KubeError:
-                    pass
-            if waiting:
-                self._wait(lambda: False, 0.2)
+        self._wait_nodes(set(self.quarantined), lambda node: not _taken_out(node))
         if not self.result.details["rollback"]:
             del self.result.details["rollback"]
