@@ -20,7 +20,7 @@ FIREDRILL = [sys.executable, "-c", "from drills.cli import main; main()"]
 FAST = "falls_off or doublebit or own_xid or control_plane"
 """The GPU-fault scenarios (Xid 79 and Xid 48: about 2 s each; an application's own Xid: about 7 s) and the
 control-plane one.  With no history each is planned at 15 s: pool-1, up when the control-plane scenario ends,
-carries on with two of them while pool-2 starts and runs the third beside the longer one."""
+carries on with two of them while pool-2 starts and runs the third beside one of them."""
 
 
 def when(text: str) -> float:
@@ -58,10 +58,12 @@ def test_two_scenarios_run_side_by_side_on_disjoint_nodes_and_the_control_plane_
     assert all(p["wave"] == 2 and not p["alone"] for p in rest)
     assert {p["pool"] for p in rest} == {"pool-1", "pool-2"}
     (b,) = [p for p in rest if p["pool"] == "pool-2"]
-    (longest,) = [s["placement"] for s in by_name.values() if s["scenario"].startswith("An application's own Xid")]
-    assert longest["pool"] == "pool-1" and not set(longest["nodes"]) & set(b["nodes"]), "disjoint nodes"
-    assert max(when(longest["started"]), when(b["started"])) < min(when(longest["finished"]), when(b["finished"])), \
-        "scenarios of the two pools overlapped in time"
+    beside = [p for p in rest if p["pool"] == "pool-1"]
+    assert len(beside) == 2 and not any(set(a["nodes"]) & set(b["nodes"]) for a in beside), "disjoint nodes"
+    # With no history every scenario is planned at 15 s, so which of pool-1's two runs beside pool-2's one depends on
+    # how fast pool-2 boots; one of them must.
+    assert any(max(when(a["started"]), when(b["started"])) < min(when(a["finished"]), when(b["finished"]))
+               for a in beside), "scenarios of the two pools overlapped in time"
     assert when(cp["placement"]["finished"]) <= min(when(p["started"]) for p in rest), \
         "nothing ran beside the control-plane scenario"
     # a pod of each scenario ran on its own pool's nodes
