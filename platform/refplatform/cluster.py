@@ -7,6 +7,7 @@ lives under one data directory::
     DIR/store.sqlite3      objects, change log
     DIR/audit.log          the API server's audit log (audit.k8s.io/v1 Events, one JSON line each)
     DIR/apiserver.json     the server's URL and pid while it runs
+    DIR/pod-range          the first second octet of its nodes' pod ranges (refplatform.podranges)
     DIR/tokens.yaml        bearer tokens (mode 0600), kept across restarts: one identity per component
                            (refplatform.credentials: admin, controllers, scheduler, each node, the tenants)
     DIR/*-token, DIR/node-<node>.token   each process's own token (0600)
@@ -43,10 +44,13 @@ from refplatform.defects import DefectError, parse_defects
 from refplatform.errors import RefPlatformError
 from refplatform.fabric import LINK_BANDWIDTH, node_link
 from refplatform.pki import ensure_pki
+from refplatform.podranges import OctetClaim, PodRangeError, claim_octets
 from refplatform.profiles import DEFAULT_PROFILE, Profile, get_profile
 from refplatform.warden import warden
 
 ADDRESS_FILE = "apiserver.json"
+POD_RANGE_FILE = "pod-range"
+"""The first second octet this cluster's pod ranges had (:mod:`refplatform.podranges`), tried first on a restart."""
 AUDIT_LOG_FILE = "audit.log"
 SPARE_LABEL = SPARE_TAINT = "firedrill.dev/spare"
 """The healer's spare pool label and taint key (:mod:`refplatform.core.healing`, which the harness's side of this
@@ -252,6 +256,9 @@ class Cluster:
     agents: dict[str, ManagedProcess] = field(default_factory=dict)
     pod_cidrs: dict[str, str] = field(default_factory=dict)
     """Each node's pod range (``--pod-cidr`` of its agent), by node name."""
+    pod_octets: OctetClaim | None = field(default=None, repr=False)
+    """The second octets of 127.x.x.x this cluster holds while it runs: no other reference cluster on this machine
+    hands out its pods' addresses (:mod:`refplatform.podranges`)."""
     url: str = ""
     token: str = ""
     """The cluster-admin's token (firedrill-admin): the harness's.  Never print it."""
@@ -364,14 +371,28 @@ class Cluster:
         return self.controller_manager
 
     def pod_cidr(self, name: str) -> str:
-        """The node's pod range: ``127.10.<i>.0/24`` for the node's index ``i`` (past 255: 127.11...),
-        the same on every restart of its agent."""
+        """The node's pod range: ``127.<k>.<i>.0/24`` for the node's index ``i`` (past 255: ``k + 1``), where ``k``
+        is the first second octet this cluster claimed (127.10 when no other reference cluster runs here), the
+        same on every restart of its agent."""
         if name not in self.pod_cidrs:
             names = self.spec.all_node_names()
             extra = sum(1 for n in self.pod_cidrs if n not in names)  # nodes started beyond the spec
             index = names.index(name) if name in names else len(names) + extra
-            self.pod_cidrs[name] = f"127.{10 + index // 256}.{index % 256}.0/24"
+            self.pod_cidrs[name] = self._pod_claim().cidr(index)
         return self.pod_cidrs[name]
+
+    def _pod_claim(self) -> OctetClaim:
+        if self.pod_octets is None:
+            marker = self.data_dir / POD_RANGE_FILE
+            before = marker.read_text().strip() if marker.exists() else ""
+            try:
+                self.pod_octets = claim_octets(len(self.spec.all_node_names()),
+                                               prefer=int(before) if before.isdigit() else None)
+            except PodRangeError as exc:
+                raise ClusterError(str(exc)) from None
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{self.pod_octets.octets[0]}\n")
+        return self.pod_octets
 
     def start_agent(self, name: str, gpus: int | None = None, gpu_model: str | None = None,
                     extra: tuple[str, ...] = ()) -> ManagedProcess:
@@ -508,6 +529,10 @@ class Cluster:
             self.controller_manager.stop()
         if self.server is not None:
             self.server.stop()
+        if self.pod_octets is not None:  # the pods are gone: another cluster may have their addresses
+            self.pod_octets.release()
+            self.pod_octets = None
+            self.pod_cidrs.clear()
 
     def __enter__(self) -> "Cluster":
         return self.start()

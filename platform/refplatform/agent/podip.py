@@ -3,7 +3,8 @@
 Linux routes all of ``127.0.0.0/8`` to the loopback interface, so a pod can
 bind its own address without any network setup, and two pods on one node can
 both listen on the same port.  Each agent hands out the host addresses of its
-``--pod-cidr`` (``refplatform.cluster`` gives node *i* ``127.10.<i>.0/24``, and
+``--pod-cidr`` (``refplatform.cluster`` gives node *i* ``127.<k>.<i>.0/24``, ``k`` a
+second octet no other reference cluster on the machine holds (``refplatform.podranges``), and
 the Node's ``spec.podCIDR`` says so), skipping the first one (the node's own,
 as a CNI bridge keeps its gateway), in turn like host-local IPAM: an address is
 never held by two pods, and one released comes back only after every other
