@@ -8,7 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
 SUFFIXES = {".py", ".md", ".feature", ".yaml", ".yml", ".toml", ".j2", ".sh", ".txt", ".cfg"}
-SKIP = {".git", "node_modules", ".venv", "build", "dist"}
+SKIP = {".git", "node_modules", ".venv", ".venv-ray", "build", "dist"}
 
 
 def test_no_file_carries_conflict_markers() -> None:
