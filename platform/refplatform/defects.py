@@ -193,6 +193,11 @@ class Defect(enum.Enum):
     however many report it at once, and the breaker never trips, so a fleet-wide alarm (a bad driver roll-out, a
     monitoring bug) drains the cluster."""
 
+    DRAIN_PAST_RECOVERY = "drain-past-recovery"
+    """Healer: a GPU-fault drain, once started, runs to the end whatever the node says: its fault clears halfway,
+    yet every pod is evicted and the node taken out of service (NVSentinel#121: a cancelled drain still rebooted
+    the node)."""
+
     @property
     def summary(self) -> str:
         """The first sentence of the value's docstring (for ``--help``)."""
@@ -243,6 +248,7 @@ _SUMMARIES: dict[Defect, str] = {
     Defect.TOPOLOGY_LOST_ON_RESTART: "the scheduler forgets a gang's required topology once its job restarts",
     Defect.REMEDIATE_THE_FLEET: "the healer quarantines every GpuFault node at once: no budget, no breaker",
     Defect.SHARED_HEALTH_LOST: "an Xid on a partitioned GPU takes out and fails only the slice it was seen on",
+    Defect.DRAIN_PAST_RECOVERY: "a GPU-fault drain runs to the end and out of service though the fault cleared",
 }
 
 

@@ -118,6 +118,10 @@ class Profile:
     """The remediation budget is at least this many nodes, however small the pool."""
     remediation_window: float = 600.0
     """The remediation budget's sliding window, seconds."""
+    drain_interval: float = 1.0
+    """The pause between two evictions of a GPU-fault drain (:mod:`refplatform.core.drain`): a node is emptied pod
+    by pod, so a fault that clears halfway leaves the rest of its work running.  Upstream's ``kubectl drain``
+    evicts every pod at once; NVSentinel's node drainer paces them.  ``k8s-defaults`` keeps the same value."""
 
     def fence_after(self) -> float | None:
         """The safe time before a cut-off node fences itself: one heartbeat before the grace period ends, so

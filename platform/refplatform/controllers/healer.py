@@ -25,10 +25,14 @@ controller observes, probes and writes.
   and taint added): a ``NodeRecovered`` Event.  Never before the health check
   passes, nor while its ``GpuFault`` condition is True.
 - **GpuFault remediation, on a budget** (:mod:`refplatform.core.remediation`).
-  A node whose agent posts ``GpuFault=True`` is quarantined as a lost node is
-  (label ``firedrill.dev/quarantine=gpu-fault``, annotation
-  ``firedrill.dev/remediated-at``) and a spare released, at most the budget's
-  count within its window.  One more trips the breaker: the ConfigMap
+  A node whose agent posts ``GpuFault=True`` is cordoned and labelled
+  ``firedrill.dev/quarantine=gpu-fault`` (annotation ``firedrill.dev/remediated-at``)
+  and a spare released, at most the budget's count within its window.  It is
+  then **drained** (:mod:`refplatform.core.drain`): its pods evicted through
+  ``pods/eviction`` one every ``drain_interval`` seconds (the profile's, 1 s;
+  ``DrainEviction`` Events), and only once none is left tainted out of service (``NodeDrained``).
+  If its ``GpuFault`` clears before that, the drain stops: uncordoned, the
+  label removed, its remaining pods left running (``DrainCancelled``).  One more trips the breaker: the ConfigMap
   ``kube-system/firedrill-remediation`` (``state: Tripped``, ``trippedAt``,
   ``reason``, ``nodesLeftAlone``), a ``RemediationHalted`` Warning Event and the
   condition ``RemediationHeld=True`` (reason ``BudgetExhausted``) on each node
@@ -65,6 +69,7 @@ from refplatform.controllers.nodeinfo import (
     condition, heard_at, lease_of, newest, parse_time, readiness, rfc3339, taints_json, taints_of,
 )
 from refplatform.core import Taint, TaintEffect
+from refplatform.core.drain import DrainAction, DrainingNode, DrainStep, plan_drain
 from refplatform.core.healing import (
     CONDITION_TAINT_KEYS, OUT_OF_SERVICE_TAINT, QUARANTINE_LABEL, SPARE_ENROLLED_ANNOTATION, SPARE_LABEL,
     SPARE_TAINT, HealAction, HealPlan, HealStep, PoolNode, Readiness, plan_healing,
@@ -97,7 +102,8 @@ class HealerController:
     def __init__(self, client: RestClient, *, spares: Iterable[str], grace: float, prober: HealthProber,
                  quarantine: bool = True, quarantine_after: float = 0.0, resync: float = 0.25,
                  clock: Callable[[], float] = time.time, no_spare: bool = False,
-                 return_cordoned: bool = False, budget: RemediationBudget = RemediationBudget()) -> None:
+                 return_cordoned: bool = False, budget: RemediationBudget = RemediationBudget(),
+                 drain_interval: float = 1.0, drain_past_recovery: bool = False) -> None:
         self.client = client
         self.no_spare = no_spare  # the no-spare defect (docs/DEFECTS.md), off on an honest platform
         self.return_cordoned = return_cordoned  # the return-cordoned defect (docs/DEFECTS.md): off when honest
@@ -117,6 +123,10 @@ class HealerController:
         self._remediations: list[Remediation] | None = None  # the window's GpuFault quarantines; None: not read yet
         self._breaker_written: Obj | None = None  # our last write of the breaker's ConfigMap
         self._tripped = False  # the breaker as the last pass found it
+        self.drain_interval = drain_interval
+        self.drain_past_recovery = drain_past_recovery  # the drain-past-recovery defect (docs/DEFECTS.md)
+        self._last_eviction: dict[str, float] = {}  # per draining node: when the healer last evicted a pod of it
+        self._evictions: dict[str, int] = {}  # per draining node: how many pods its drain evicted
 
     # ------------------------------------------------------------------ cycle
     def reconcile(self, cache: Cache) -> None:
@@ -141,10 +151,12 @@ class HealerController:
             if self.no_spare and step.action is HealAction.PROMOTE_SPARE:
                 continue  # the defect: the spare pool is never drawn on
             self._apply(step, newest(nodes[step.node], self._written.get(step.node)) or nodes[step.node], now)
+        due = [plan.next_check] if plan.next_check is not None else []
         if self.quarantine:
             self._remediate(cache, nodes, observed, plan, now)
+            due += self._drain(cache, {n: newest(obj, self._written.get(n)) or obj for n, obj in nodes.items()}, now)
         self._collect_pods(cache, {n: newest(obj, self._written.get(n)) or obj for n, obj in nodes.items()}, now)
-        wait = self.base_resync if plan.next_check is None else min(self.base_resync, plan.next_check - now)
+        wait = min([self.base_resync, *(at - now for at in due)])
         self.resync = max(0.01, wait)
 
     def _observe(self, cache: Cache, node: Obj, now: float, *, probe: bool) -> PoolNode:
@@ -165,7 +177,8 @@ class HealerController:
                         condition_tainted=any(t.taint.key in CONDITION_TAINT_KEYS
                                               and t.taint.effect is TaintEffect.NO_EXECUTE for t in taints_of(node)),
                         gpu_fault=condition(node, GPU_FAULT_CONDITION).get("status") == "True",
-                        remediation_held=condition(node, REMEDIATION_HELD_CONDITION).get("status") == "True")
+                        remediation_held=condition(node, REMEDIATION_HELD_CONDITION).get("status") == "True",
+                        draining=_draining(node))
 
     # ------------------------------------------------------------ remediation
     def _remediate(self, cache: Cache, nodes: dict[str, Obj], observed: list[PoolNode], healing: HealPlan,
@@ -296,14 +309,20 @@ class HealerController:
         elif step.action is HealAction.QUARANTINE:
             labels = {QUARANTINE_LABEL: step.reason, SPARE_LABEL: None}
             kept = [t for t in taints if t.key not in (SPARE_TAINT, OUT_OF_SERVICE_TAINT)]
-            spec = {"unschedulable": True, "taints": taints_json([*kept, OUT_OF_SERVICE], node, now)}
             why = step.reason
-            if step.reason == GPU_FAULT_QUARANTINE:
+            if step.reason == GPU_FAULT_QUARANTINE:  # drained first, pod by pod (_drain); out of service once empty
                 fault = condition(node, GPU_FAULT_CONDITION)
                 why = f"{GPU_FAULT_CONDITION} {fault.get('reason', '')}: {fault.get('message', '')}"
                 annotations = {REMEDIATED_AT_ANNOTATION: _micro(now)}
-            message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
-                       f"tainted {OUT_OF_SERVICE_TAINT}:NoExecute")
+                spec = {"unschedulable": True, "taints": taints_json(kept, node, now) or None}
+                message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
+                           f"its pods evicted one every {self.drain_interval:g} s before it goes out of service")
+                self._last_eviction.pop(name, None)
+                self._evictions[name] = 0
+            else:
+                spec = {"unschedulable": True, "taints": taints_json([*kept, OUT_OF_SERVICE], node, now)}
+                message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
+                           f"tainted {OUT_OF_SERVICE_TAINT}:NoExecute")
         elif step.action is HealAction.PROMOTE_SPARE:
             labels = {SPARE_LABEL: None}
             spec = {"taints": taints_json([t for t in taints if t.key != SPARE_TAINT], node, now) or None}
@@ -329,6 +348,83 @@ class HealerController:
             self.events.record(self._written[name], "Node", event_type, step.action.value, message,
                                when=datetime.fromtimestamp(now, timezone.utc))
         return True
+
+    # ------------------------------------------------------------------ drain
+    def _drain(self, cache: Cache, nodes: dict[str, Obj], now: float) -> list[float]:
+        """One step of each GPU-fault drain (:func:`refplatform.core.drain.plan_drain`); when the next falls due."""
+        draining = {name: node for name, node in nodes.items() if _draining(node)}
+        for gone in [n for n in self._last_eviction if n not in draining]:
+            del self._last_eviction[gone]
+        if not draining:
+            return []
+        running: dict[str, list[str]] = {name: [] for name in draining}
+        leaving: dict[str, int] = dict.fromkeys(draining, 0)
+        for pod in cache.list(PODS):
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name not in draining or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                leaving[node_name] += 1
+            else:
+                running[node_name].append(f"{meta.get('namespace', 'default')}/{meta['name']}")
+        due: list[float] = []
+        for name, node in sorted(draining.items()):
+            state = DrainingNode(name, condition(node, GPU_FAULT_CONDITION).get("status") == "True",
+                                 tuple(sorted(running[name])), leaving[name], self._last_eviction.get(name),
+                                 ready=readiness(node) is Readiness.TRUE)
+            plan = plan_drain(state, now, self.drain_interval, ignore_recovery=self.drain_past_recovery)
+            if plan.next_check is not None:
+                due.append(plan.next_check)
+            for step in plan.steps:
+                self._drain_step(step, node, state, now)
+        return due
+
+    def _drain_step(self, step: DrainStep, node: Obj, state: DrainingNode, now: float) -> None:
+        name = step.node
+        done = self._evictions.get(name, 0)
+        if step.action is DrainAction.EVICT:
+            self._last_eviction[name] = now  # refused or not: the next try waits its interval
+            namespace, pod = step.pod.split("/", 1)
+            try:
+                self.client.create(resource_path("", "v1", "pods", namespace, pod, "eviction"), {
+                    "apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": pod, "namespace": namespace}})
+            except (ApiStatusError, ApiUnreachable) as exc:
+                log.info("node %s: drain could not evict %s (%s); trying again in %g s", name, step.pod, exc,
+                         self.drain_interval)
+                return
+            self._evictions[name] = done + 1
+            message = (f"Node {name} draining for its {GPU_FAULT_CONDITION}: evicted pod {step.pod} "
+                       f"({done + 1} so far, {len(state.pods) - 1} left)")
+            self._node_event(node, "Normal", step.action.value, message, now)
+            return
+        taints = [t.taint for t in taints_of(node)]
+        if step.action is DrainAction.CANCEL:
+            body: Obj = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"],
+                                      "labels": {QUARANTINE_LABEL: None}}, "spec": {"unschedulable": None}}
+            message = (f"Node {name} no longer reports {GPU_FAULT_CONDITION}: drain stopped after {done} eviction(s), "
+                       f"uncordoned; its {len(state.pods)} remaining pod(s) keep running")
+            kind = "Normal"
+        else:
+            body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                    "spec": {"taints": taints_json([*(t for t in taints if t.key != OUT_OF_SERVICE_TAINT),
+                                                    OUT_OF_SERVICE], node, now)}}
+            message = (f"Node {name} drained ({done} pod(s) evicted"
+                       f"{'' if state.ready else ', not Ready'}): tainted {OUT_OF_SERVICE_TAINT}:NoExecute")
+            kind = "Warning"
+        try:
+            self._written[name] = self.client.patch(resource_path("", "v1", "nodes", None, name), body, MERGE_PATCH)
+        except (ApiStatusError, ApiUnreachable) as exc:
+            log.info("node %s: %s not applied (%s); retrying", name, step.action.value, exc)
+            return
+        self._last_eviction.pop(name, None)
+        self._evictions.pop(name, None)
+        log.info("%s", message)
+        self._node_event(self._written[name], kind, step.action.value, message, now)
+
+    def _node_event(self, node: Obj, kind: str, reason: str, message: str, now: float) -> None:
+        self.events.record(node, "Node", kind, reason, message, when=datetime.fromtimestamp(now, timezone.utc))
 
     def _collect_pods(self, cache: Cache, nodes: dict[str, Obj], now: float) -> None:
         """Force-delete pods stuck Terminating on an out-of-service node that is not Ready."""
@@ -368,6 +464,12 @@ class HealerController:
             self.events.record(pod, "Pod", "Normal", "Evicted",
                                f"Force-deleted (grace 0): node {node} is out of service", action="Deleting", when=at)
         self._forced &= live
+
+
+def _draining(node: Obj) -> bool:
+    """Quarantined for its GPU fault and not yet out of service: its drain goes on."""
+    return ((node["metadata"].get("labels") or {}).get(QUARANTINE_LABEL) == GPU_FAULT_QUARANTINE
+            and not any(t.taint.key == OUT_OF_SERVICE_TAINT for t in taints_of(node)))
 
 
 def breaker_of(record: Obj | None) -> Breaker:

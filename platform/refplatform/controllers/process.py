@@ -62,7 +62,8 @@ def profile_of(args: argparse.Namespace) -> HealingProfile:
                                    ("default_toleration_seconds", args.default_toleration_seconds),
                                    ("quarantine", args.quarantine)) if v is not None}
     for name in ("node_eviction_rate", "secondary_node_eviction_rate", "unhealthy_zone_threshold",
-                 "large_cluster_size_threshold", "remediation_share", "remediation_min_nodes", "remediation_window"):
+                 "large_cluster_size_threshold", "remediation_share", "remediation_min_nodes", "remediation_window",
+                 "drain_interval"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     return replace(base, **overrides) if overrides else base
@@ -120,7 +121,9 @@ def _healer(client: RestClient, args: argparse.Namespace) -> Controller:
                             quarantine=profile.quarantine, quarantine_after=profile.quarantine_after,
                             no_spare=Defect.NO_SPARE in args.defects,
                             return_cordoned=Defect.RETURN_CORDONED in args.defects,
-                            budget=budget_of(profile, unlimited=Defect.REMEDIATE_THE_FLEET in args.defects))
+                            budget=budget_of(profile, unlimited=Defect.REMEDIATE_THE_FLEET in args.defects),
+                            drain_interval=profile.drain_interval,
+                            drain_past_recovery=Defect.DRAIN_PAST_RECOVERY in args.defects)
 
 
 FACTORIES: dict[str, Callable[[RestClient, argparse.Namespace], Controller]] = {
@@ -203,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override the profile: the remediation budget is at least this many nodes (1)")
     p.add_argument("--remediation-window", type=float, metavar="SECONDS",
                    help="override the profile: the remediation budget's sliding window (600)")
+    p.add_argument("--drain-interval", type=float, metavar="SECONDS",
+                   help="override the profile: the pause between two evictions of a GPU-fault drain (1); the drain "
+                        "stops if the node's GpuFault clears first")
     p.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
                    help="override the profile: whether the healer quarantines lost nodes (out-of-service taint)")
     p.add_argument("--horizontal-pod-autoscaler-sync-period", type=float, metavar="SECONDS",

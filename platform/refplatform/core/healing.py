@@ -242,6 +242,9 @@ class PoolNode:
     released as a spare nor returned from quarantine while that stands."""
     remediation_held: bool = False
     """Carries the condition ``RemediationHeld=True``: the remediation budget's breaker left it alone."""
+    draining: bool = False
+    """Quarantined for its GPU fault and not out of service yet: its drain (:mod:`refplatform.core.drain`) decides
+    what becomes of it, not the return below."""
 
 
 @dataclass(frozen=True)
@@ -286,8 +289,8 @@ def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = Tr
       condition taint, then out-of-service), is quarantined (reason ``unreachable`` for
       Ready=Unknown, ``not-ready`` for Ready=False), and for each
       such node that was working capacity (not a spare) one healthy spare is promoted, by name;
-    - a quarantined node whose Lease is fresh, that is Ready, healthy, free of condition taints and
-      without a standing ``GpuFault`` returns to the pool; one whose Lease is fresh and whose GPU fault
+    - a quarantined node whose Lease is fresh, that is Ready, healthy, free of condition taints,
+      without a standing ``GpuFault`` and not draining returns to the pool; one whose Lease is fresh and whose GPU fault
       cleared but that is not all of these yet is listed in ``probes``.
 
     The GPU-fault quarantines, and their budget, are :func:`refplatform.core.remediation.plan_remediation`'s.
@@ -321,8 +324,8 @@ def plan_healing(nodes: Sequence[PoolNode], now: float, *, quarantine: bool = Tr
     for node in nodes:
         if not node.quarantined or not node.lease_fresh:
             continue
-        if node.gpu_fault:
-            continue  # its GPU fault stands: nothing to probe until it clears
+        if node.gpu_fault or node.draining:
+            continue  # its GPU fault stands, or its drain stops or finishes first: nothing to probe yet
         if node.healthy and node.ready is Readiness.TRUE and not node.condition_tainted:
             steps.append(HealStep(HealAction.RETURN_TO_POOL, node.name))
         else:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from refplatform.client import STRATEGIC_MERGE_PATCH
 from refplatform.controllers.healer import HealerController
 from refplatform.core.remediation import RemediationBudget
-from refplatform.resources import CONFIGMAPS, LEASES, NODES
+from refplatform.resources import CONFIGMAPS, LEASES, NODES, PODS
 
 from .fakes import FakeApi, path_of
 from .test_healing_controllers import T0, Clock, StaticProber, iso, lease, node
@@ -105,8 +107,9 @@ def test_a_fleet_fault_quarantines_the_budget_trips_the_breaker_and_holds_the_re
         assert (held["status"], held["reason"]) == ("True", "BudgetExhausted")
         assert cond(api, name, "Ready")["status"] == "True" and cond(api, name, "GpuFault")["status"] == "True"
     assert cond(api, "n3", "RemediationHeld") == {}
-    assert sorted(reasons(api)) == [("NodeQuarantined", "n0"), ("RemediationHalted", "n1"), ("RemediationHalted", "n2"),
-                                    ("SparePromoted", "n4")]
+    # n0 runs no pod: its drain ends in the same pass, out of service
+    assert sorted(reasons(api)) == [("NodeDrained", "n0"), ("NodeQuarantined", "n0"), ("RemediationHalted", "n1"),
+                                    ("RemediationHalted", "n2"), ("SparePromoted", "n4")]
     quarantine = next(e for e in api.events() if e["reason"] == "NodeQuarantined")
     assert "GpuFault XidStorm: Xid 79 on every GPU" in quarantine["message"]
     halted = next(e for e in api.events() if e["reason"] == "RemediationHalted")
@@ -223,3 +226,75 @@ def test_a_dead_node_is_healed_while_the_breaker_stands() -> None:
     clock.t += 0.5
     h.reconcile(api.cache())
     assert quarantined(api) == {"n0": "gpu-fault", "n3": "unreachable"}
+
+
+def running_pod(name: str, node_name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "work", "uid": f"u-{name}"},
+            "spec": {"nodeName": node_name}, "status": {"phase": "Running"}}
+
+
+def evicted(api: FakeApi) -> list[str]:
+    return [path.split("/")[-2] for verb, path, _ in api.calls if verb == "POST" and path.endswith("/eviction")]
+
+
+def leave(api: FakeApi, name: str) -> None:
+    """What an eviction does to the pod: a deletion under way."""
+    pod = api.find(PODS, "work", name)
+    assert pod is not None
+    pod["metadata"]["deletionTimestamp"] = iso(T0)
+    api.put(PODS, pod)
+
+
+def draining_cluster() -> tuple[RecordingApi, Clock]:
+    clock = Clock(T0 + 10)
+    api = cluster(clock)
+    healer(api, clock).reconcile(api.cache())  # enrolls the spare
+    for name in ("p1", "p2", "p3", "p4"):
+        api.put(PODS, running_pod(name, "n0"))
+    fault(api, "n0")
+    return api, clock
+
+
+def test_a_gpu_fault_drain_evicts_pod_by_pod_and_stops_when_the_fault_clears_halfway() -> None:
+    api, clock = draining_cluster()
+    h = healer(api, clock)
+    h.reconcile(api.cache())
+    n0 = stored(api, "n0")
+    assert quarantined(api) == {"n0": "gpu-fault"} and n0["spec"]["unschedulable"] is True
+    assert "node.kubernetes.io/out-of-service" not in [t["key"] for t in n0["spec"].get("taints") or []]
+    assert evicted(api) == ["p1"]
+    leave(api, "p1")
+    clock.t += 0.5
+    h.reconcile(api.cache())
+    assert evicted(api) == ["p1"] and h.resync == pytest.approx(0.25)  # the next is due at +1 s
+    clock.t += 0.6
+    h.reconcile(api.cache())
+    assert evicted(api) == ["p1", "p2"]
+    leave(api, "p2")
+    fault(api, "n0", "False")
+    h.reconcile(api.cache())
+    n0 = stored(api, "n0")
+    assert quarantined(api) == {} and not n0["spec"].get("unschedulable")
+    assert "node.kubernetes.io/out-of-service" not in [t["key"] for t in n0["spec"].get("taints") or []]
+    cancelled = next(e for e in api.events() if e["reason"] == "DrainCancelled")
+    assert "drain stopped after 2 eviction(s), uncordoned; its 2 remaining pod(s) keep running" in cancelled["message"]
+    for _ in range(5):
+        clock.t += 1
+        h.reconcile(api.cache())
+    assert evicted(api) == ["p1", "p2"] and "NodeDrained" not in [r for r, _ in reasons(api)]
+
+
+def test_drain_past_recovery_empties_the_node_and_takes_it_out_of_service_though_the_fault_cleared() -> None:
+    api, clock = draining_cluster()
+    h = healer(api, clock, drain_past_recovery=True)
+    h.reconcile(api.cache())
+    fault(api, "n0", "False")
+    for name in ("p1", "p2", "p3", "p4"):
+        assert evicted(api)[-1] == name
+        api.delete(path_of(PODS, "work", name), {"gracePeriodSeconds": 0})  # gone
+        clock.t += 1
+        h.reconcile(api.cache())
+    n0 = stored(api, "n0")
+    assert ("node.kubernetes.io/out-of-service", "NoExecute") in [(t["key"], t["effect"]) for t in n0["spec"]["taints"]]
+    drained = next(e for e in api.events() if e["reason"] == "NodeDrained")
+    assert "drained (4 pod(s) evicted)" in drained["message"] and "DrainCancelled" not in [r for r, _ in reasons(api)]
