@@ -6,7 +6,9 @@ Feature: Remediation you can trust
   And remediation must know when not to act: when many nodes report the
   same fault at once (a bad driver roll-out, a monitoring bug), a platform
   that quarantines every one of them drains its own fleet. It acts on at
-  most its budget, says it stopped, and leaves the rest to a person.
+  most its budget, says it stopped, and leaves the rest to a person. A
+  node drained for a fault that clears halfway stops being drained: the
+  work still on it stays, and it takes work again.
 
   Background:
     Given a canary training job of 2 workers with 4 GPUs each, checkpointing every 5 steps
@@ -44,4 +46,13 @@ Feature: Remediation you can trust
     Then the platform quarantines at most 1 of them
     And the platform says it stopped acting within 5 seconds
     And the job trains on undisturbed for 6 seconds
+    And every node the fault touched is back in service within 10 seconds
+
+  @clause:21.5 @severity:major
+  Scenario: A drain stops when its node's fault clears halfway
+    Given 4 single-GPU pods run on a node away from the job
+    When that node reports a fatal GPU fault that clears after its first eviction
+    Then the platform stops draining it within 2 seconds of the fault clearing
+    And at least 2 of its pods run on undisturbed
+    And the node is schedulable again within 3 seconds of the fault clearing
     And every node the fault touched is back in service within 10 seconds

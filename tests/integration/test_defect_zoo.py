@@ -189,9 +189,13 @@ MATRIX: list[Catch] = [
     Catch("flap-back", "remediation.feature", "soon", "A GPU that fails again soon after its return stays out",
           r"GPU \d+ of [\w-]+ \(GPU-[0-9a-f-]{36}\) returned to allocatable [\d.]+ s after its repair though it had "
           r"failed again [\d.]+ s after its previous return \(a flapping GPU\)"),
-    Catch("remediate-the-fleet", "remediation.feature", "drain", "A fault reported by most nodes at once",
+    Catch("remediate-the-fleet", "remediation.feature", "fleet", "A fault reported by most nodes at once",
           r"the platform quarantined [23] of the 3 nodes that reported the same fault at once \(.*\), more than the 1 "
           r"it may: a fleet-wide alarm took \d+ GPUs out of service"),
+    Catch("drain-past-recovery", "remediation.feature", "halfway", "A drain stops when its node's fault clears",
+          r"node [\w-]+'s GPU fault cleared after the platform's first eviction there, yet the platform (evicted \d+ "
+          r"more of its pods after that \(.*\)|took it out of service).*: a drain that did not stop when its fault "
+          r"cleared"),
     Catch("unrecorded-refusals", "governance.feature", "access", "a tenant stays in its namespace",
           r"access: refusals without an audit record: measured [1-9][0-9]*\.000 refusals, threshold <= 0 refusals "
           r"-- MISSED"),

@@ -6,8 +6,13 @@ itself) -> observe (from the harness's own node watch: which of them are cordone
 platform's ``RemediationHalted`` Event; the canaries' own lines) -> judge -> rollback (the reports removed, the
 breaker reset as a person would, every node back).
 
+The drain that must stop (clause 21.5): single-GPU pods run on a node away from the job; the node reports the fault;
+once the platform has evicted the first of them (its deletion seen by the harness's pod watch) the report is
+removed; from then on the platform must evict no more, must not take the node out of service, and must let it take
+work again (NVSentinel#121: a cancelled drain still rebooted its node).
+
 Instants: ``t_fault`` (the first report written), ``t_halt`` (the platform's Event saying it stopped acting, its
-own stamp). A quarantine is seen when a node that was schedulable at the fault is cordoned
+own stamp), ``t_clear`` (the drain scenario's report removed). A quarantine is seen when a node that was schedulable at the fault is cordoned
 (``spec.unschedulable``) or tainted ``node.kubernetes.io/out-of-service``: what every platform does to a node it
 takes out, whatever its remediation is called.
 """
@@ -18,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from drills.kube.driver import NODE, KubeError
-from drills.records.verdict import DrillInconclusive, Measurement, Threshold
+from drills.kube.driver import NODE, POD, KubeError
+from drills.kube.flavors import RUN_LABEL
+from drills.records.verdict import Comparison, DrillInconclusive, Measurement, Threshold
 from drills.scenario.drill import Drill, register
 from drills.target.access import CLUSTER, Permission, grant
-from drills.target.capacity import allocatable_gpus
+from drills.target.capacity import allocatable_gpus, free_gpus_per_node
 from drills.target.gpuhealth import BREAKER_NAME, BREAKER_NAMESPACE, FLEET_ANNOTATION, HALTED_REASON
 from drills.target.profile import TargetProfile
 from drills.workloads.training import Instant, Obj, TrainingRun, event_time, training_job_problem, training_permissions
@@ -35,6 +41,12 @@ SETTLE_S = 5.0
 """How long after the reports the drill watches for quarantines when the platform never says it stopped."""
 AFTER_HALT_S = 1.0
 """How long after the platform said it stopped the drill still watches for a late quarantine."""
+FIRST_EVICTION_S = 10.0
+"""How long after its report the drain scenario waits for the platform's first eviction on the node."""
+DRAIN_SETTLE_S = 1.0
+"""How long past its limit the drain scenario still watches for an eviction, or the node going out of service."""
+BYSTANDER_LABEL = "firedrill.dev/bystander"
+"""On each single-GPU pod the drain scenario runs on the reporting node: the run id."""
 BACK_S = 15.0
 """How long the rollback waits for the quarantined nodes to be schedulable again."""
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
@@ -66,6 +78,18 @@ class RemediationDrill(TrainingRun, Drill):
     budget: int | None = None
     """The most nodes the scenario lets the platform take out (its sentence)."""
     over_budget_named: bool = False
+    drain_node: str | None = None
+    """The node whose drain must stop (clause 21.5)."""
+    bystanders: dict[str, Obj] = field(default_factory=dict)
+    """The single-GPU pods on it, by name, as the watch last showed them."""
+    placed: set[str] = field(default_factory=set)
+    """Every bystander the drill created (their uids)."""
+    evicted: dict[str, float] = field(default_factory=dict)
+    """Bystander pod -> monotonic instant the watch first showed it leaving (deletion stamped, or gone)."""
+    out_of_service_at: float | None = None
+    """When the watch first showed the drained node tainted out of service after the fault cleared (monotonic)."""
+    schedulable_at: float | None = None
+    """When the watch first showed the drained node neither cordoned nor out of service after the clear (monotonic)."""
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:
@@ -106,6 +130,155 @@ class RemediationDrill(TrainingRun, Drill):
                                             "annotation": FLEET_ANNOTATION}
             self._advance()
 
+    def place_bystanders(self, count: int) -> None:
+        """``count`` single-GPU pods (each the training canary alone) pinned to one schedulable node that runs no rank
+        of the job; wait until each is Running."""
+        assert self.spec is not None, "start the canary job first"
+        if count < 1:
+            raise DrillInconclusive("0 single-GPU pods leave a drain nothing to evict; write at least 1 in your copy "
+                                    "of the feature")
+        profile = self.target.profile
+        with self._cond:
+            job_nodes = {(p.get("spec") or {}).get("nodeName") for p in self.pods.values()}
+        free = {n: g for n, g in free_gpus_per_node(self.target).items() if n not in job_nodes and g >= count}
+        if not free:
+            raise DrillInconclusive(f"no schedulable node that runs no rank of the job has {count} free GPUs "
+                                    f"(free GPUs per node: {free_gpus_per_node(self.target) or 'none'}); lower the "
+                                    "count in your copy of the feature")
+        self.drain_node = node = sorted(free)[0]
+        driver = self.target.driver
+        driver.watch(POD, profile.namespace, label_selector=f"{BYSTANDER_LABEL}={self.run_id}",
+                     on_event=self._on_bystander)
+        for i in range(count):
+            created = driver.create(bystander_pod(f"by-{self.run_id}-{i}"[:63], self.run_id, node, profile))
+            with self._cond:
+                self.placed.add(created["metadata"]["uid"])
+        running = lambda: sum((p.get("status") or {}).get("phase") == "Running"  # noqa: E731
+                              for p in self.bystanders.values()) >= count
+        if not self._wait(running, 30.0):
+            with self._cond:
+                phases = ", ".join(f"{n} {(p.get('status') or {}).get('phase', '?')}"
+                                   for n, p in sorted(self.bystanders.items()))
+            raise DrillInconclusive(f"the {count} single-GPU pods on node {node} were not all Running within 30 s "
+                                    f"({phases or 'none seen'}), so there is nothing for a drain to evict")
+        self.result.details["drain"] = {"node": node, "pods": sorted(self.bystanders)}
+
+    def _on_bystander(self, event: str, obj: Obj) -> None:
+        with self._cond:
+            name = obj["metadata"]["name"]
+            now = self.target.timeline.clock.mono()
+            if event == "DELETED" or obj["metadata"].get("deletionTimestamp"):
+                self.evicted.setdefault(name, now)
+            if event == "DELETED":
+                self.bystanders.pop(name, None)
+            else:
+                self.bystanders[name] = obj
+            self._cond.notify_all()
+
+    def report_clearing_fault(self) -> None:
+        """The bystanders' node reports a fatal GPU fault; once the platform's first eviction there is seen, the
+        report is removed (its fault cleared halfway through the drain)."""
+        node = self.drain_node
+        assert node is not None, "place the pods first"
+        clock = self.target.timeline.clock
+        with self._cond:
+            self.reporters = [node]
+            self.out_before = {name for name, n in self.nodes.items() if _taken_out(n)}
+            self._mark_before_fault()
+            self._stamp("fault")
+        self.target.inject_health(node, {"id": f"{self.run_id}-drain", "reason": "XidStorm",
+                                         "message": "fatal GPU fault reported by the drill (clears halfway through "
+                                                    "the drain)", "until": clock.wall() + FAULT_LIFETIME_S})
+        self.result.details["fault"] = {"nodes": [node], "annotation": FLEET_ANNOTATION}
+        if not self._wait(lambda: bool(self.evicted), FIRST_EVICTION_S):
+            with self._cond:
+                taken = _taken_out(self.nodes.get(node) or {})
+            raise DrillInconclusive(
+                f"the platform evicted none of the {len(self.bystanders)} pods on node {node} within "
+                f"{FIRST_EVICTION_S:g} s of its fatal GPU fault ({'cordoned' if taken else 'not even cordoned'}), so "
+                "there was no drain to stop")
+        with self._cond:
+            self._stamp("clear")  # just before the removal: every delay after it is counted in full
+            first = min(self.evicted.values()) - self.instants["fault"].mono
+        self.target.clear_annotation(node, FLEET_ANNOTATION)
+        self.result.details["drain"].update(first_eviction_s=round(first, 3))
+
+    def _drain_findings(self, limit: float) -> list[str]:
+        """Under the lock: evictions later than ``limit`` after the clear, and the node out of service since."""
+        clear = self.instants["clear"].mono
+        late = sorted((at - clear, name) for name, at in self.evicted.items() if at - clear > limit)
+        found = []
+        if late:
+            found.append(f"evicted {len(late)} more of its pods after that ("
+                         + ", ".join(f"{n} {s:+.1f} s" for s, n in late) + ")")
+        if self.out_of_service_at is not None:
+            found.append(f"took it out of service ({OUT_OF_SERVICE_TAINT}) {self.out_of_service_at - clear:.1f} s "
+                         "after its fault cleared")
+        return found
+
+    def judge_drain_stops(self, limit: float) -> None:
+        """After the fault cleared: no eviction later than ``limit``, and the node never taken out of service,
+        watched until ``limit`` and a second more (a finding ends the watch at once)."""
+        if "clear" not in self.instants:
+            return
+        clock = self.target.timeline.clock
+        clear = self.instants["clear"].mono
+        watch = limit + DRAIN_SETTLE_S
+        self._wait(lambda: bool(self._drain_findings(limit)) or clock.mono() >= clear + watch, watch + 0.5)
+        with self._cond:
+            found = self._drain_findings(limit)
+            after = sorted(at - clear for at in self.evicted.values() if at > clear)
+            done = len(self.evicted)
+        self.result.measure(Measurement("drain stop", max(after, default=0.0), "s",
+                                        note=f"last eviction after the fault cleared; {done} of "
+                                             f"{len(self.placed)} pods evicted in all"))
+        if found:
+            self.result.fail(f"node {self.drain_node}'s GPU fault cleared after the platform's first eviction there, "
+                             f"yet the platform {' and '.join(found)}: a drain that did not stop when its fault "
+                             "cleared")
+        self.result.check(Threshold("drain stop", limit, "s"))
+
+    def judge_spared(self, at_least: int) -> None:
+        """At least ``at_least`` of the bystanders were never evicted and still run, in the pods the drill made."""
+        if "clear" not in self.instants:
+            return
+        with self._cond:
+            running = sorted(n for n, p in self.bystanders.items() if n not in self.evicted
+                             and p["metadata"]["uid"] in self.placed
+                             and (p.get("status") or {}).get("phase") == "Running")
+            evicted = sorted(self.evicted)
+        self.result.measure(Measurement("pods spared", float(len(running)), "pods",
+                                        note=f"of {len(self.placed)}; evicted: {', '.join(evicted) or 'none'}"))
+        if len(running) < at_least:
+            self.result.fail(f"only {len(running)} of the {len(self.placed)} pods on node {self.drain_node} still run "
+                             f"after its fault cleared, not the {at_least} the scenario asks: evicted "
+                             f"{', '.join(evicted) or 'none'}")
+        self.result.check(Threshold("pods spared", float(at_least), "pods", Comparison.AT_LEAST))
+
+    def judge_schedulable_again(self, limit: float) -> None:
+        """The drained node is schedulable again (not cordoned, not out of service) within ``limit`` of the
+        clear."""
+        if "clear" not in self.instants or self.drain_node is None:
+            return
+        clock = self.target.timeline.clock
+        clear = self.instants["clear"].mono
+        allowed = limit + self._grace(limit)
+        self._wait(lambda: self.schedulable_at is not None or clock.mono() >= clear + allowed, allowed + 0.5)
+        name = "schedulable again"
+        if self.schedulable_at is None:
+            with self._cond:
+                spec = (self.nodes.get(self.drain_node) or {}).get("spec") or {}
+            why = ", ".join(x for x in ("cordoned" if spec.get("unschedulable") else "",
+                                        "tainted out of service" if any(
+                                            t.get("key") == OUT_OF_SERVICE_TAINT for t in spec.get("taints") or [])
+                                        else "") if x)
+            self.result.measure(Measurement(name, None, "s", note=why))
+            self.result.fail(f"node {self.drain_node} was still {why or 'taken out'} {allowed:g} s after its GPU fault "
+                             "cleared: the platform never gave it back to work")
+        else:
+            self.result.measure(Measurement(name, self.schedulable_at - clear, "s", note=f"node {self.drain_node}"))
+        self.result.check(Threshold(name, limit, "s"))
+
     @staticmethod
     def _node_ready(node: Obj) -> bool:
         return any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -116,10 +289,18 @@ class RemediationDrill(TrainingRun, Drill):
         """Under the lock, on every change: each node newly taken out since the fault, when first seen."""
         if "fault" not in self.instants:
             return
-        at = self.target.timeline.clock.mono() - self.instants["fault"].mono
+        now = self.target.timeline.clock.mono()
+        at = now - self.instants["fault"].mono
         for name, node in self.nodes.items():
             if name not in self.out_before and name not in self.quarantined and _taken_out(node):
                 self.quarantined[name] = at
+        if "clear" in self.instants and self.out_of_service_at is None and self.drain_node is not None and any(
+                t.get("key") == OUT_OF_SERVICE_TAINT
+                for t in ((self.nodes.get(self.drain_node) or {}).get("spec") or {}).get("taints") or []):
+            self.out_of_service_at = now
+        if "clear" in self.instants and self.schedulable_at is None and self.drain_node is not None \
+                and not _taken_out(self.nodes.get(self.drain_node) or {}):
+            self.schedulable_at = now
 
     def _halt_notice(self) -> tuple[float, str] | None:
         """Under the lock: the platform's first Event saying it stopped acting on a reporting node (seconds after
@@ -264,7 +445,32 @@ class RemediationDrill(TrainingRun, Drill):
                     notes.append(f"breaker reset: ConfigMap {BREAKER_NAMESPACE}/{BREAKER_NAME} deleted")
             except KubeError as exc:
                 notes.append(f"breaker reset: {exc}")
+        if self.placed:
+            try:
+                for pod in self.target.driver.list(POD, self.target.profile.namespace,
+                                                   label_selector=f"{BYSTANDER_LABEL}={self.run_id}"):
+                    self.target.driver.delete(POD, pod["metadata"]["name"], self.target.profile.namespace,
+                                              grace_seconds=0)
+            except KubeError as exc:
+                notes.append(f"the single-GPU pods: {exc}")
         super().rollback()
         self._wait_nodes(set(self.quarantined), lambda node: not _taken_out(node))
         if not self.result.details["rollback"]:
             del self.result.details["rollback"]
+
+
+def bystander_pod(name: str, run_id: str, node: str, profile: TargetProfile) -> Obj:
+    """A pod of one GPU pinned to ``node``: the training canary alone (one rank, no checkpoints), a real process
+    that lives until it is evicted."""
+    gpu = {profile.gpu_resource: "1"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": profile.namespace,
+                         # not the run's own label value: the canary job's pod watch must not see them
+                         "labels": {RUN_LABEL: f"{run_id}-by"[:63], BYSTANDER_LABEL: run_id}},
+            "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "work", "image": profile.canary_image,
+                                     "command": list(profile.canary.command),
+                                     "args": ["train", "--compute-seconds", "0.5", "--checkpoint-every", "0"],
+                                     "env": [{"name": "WORLD_SIZE", "value": "1"}, {"name": "RANK", "value": "0"}],
+                                     "resources": {"limits": dict(gpu), "requests": dict(gpu)}}]}}

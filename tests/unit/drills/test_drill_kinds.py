@@ -202,7 +202,7 @@ WAY_BACK_NEEDS = {"gpu_repaired": [("gpu failed",)], "gpu_repaired_burn_in_fails
                   "gpu_fails_again": [("gpu repaired",)], "gpu_returns_after_burn_in": [("gpu repaired",)],
                   "gpu_stays_out": [("gpu repaired",)]}
 WAY_BACK_SETS = {"gpu_repaired": ("gpu repaired",), "gpu_repaired_burn_in_fails": ("gpu repaired",),
-                 "gpu_fails_again": ("gpu failed",), "fleet_reports_fault": ("faulted",)}
+                 "gpu_fails_again": ("gpu failed",), "fleet_reports_fault": ("faulted",), "fault_clears_halfway": ("faulted",)}
 SHARED_HEALTH_NEEDS = {"slices_out_of_service": [("gpu-reset",)]}
 SHARED_HEALTH_SETS = {"reset_probe": ("gpu-reset",)}
 TOPOLOGY_SETS = {"other_job_every": ("topology-other-job-ends",), "submit_gang": ("topology-gang",),
