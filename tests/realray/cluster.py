@@ -1,9 +1,11 @@
 """A real Ray cluster on this machine, on loopback only: a head and worker nodes, each its own raylet.
 
 Each node is one `ray start --block` (through tests/realray/raynode.py, which keeps every address on
-127.0.0.1) started in a session and process group of its own: the raylet, its agents and the workers it
-spawns stay in that group, so killing the group is a node failure (the raylet and its workers die at once)
-and stopping the cluster signals only the groups this module started. GPUs are declared (`--num-gpus`),
+127.0.0.1) started in a session of its own. The raylet and its agents share the launcher's process group;
+the workers the raylet spawns each lead a process group of their own (Ray 2.60 does that) but stay in the
+node's session. So a node's processes are its session's, read from /proc: killing them all is a node failure
+(the raylet and its workers die at once, not the workers seconds later when they miss their raylet), and
+stopping the cluster signals only the sessions this module started. GPUs are declared (`--num-gpus`),
 no hardware is needed; each worker node also carries a resource of its own (`fd_node_<name>: 1`) so a test
 can find which Ray node id belongs to which node it started.
 
@@ -72,13 +74,13 @@ class RayNode:
     ports: dict[str, int] = field(default_factory=dict)
 
     @property
-    def pgid(self) -> int:
-        # start_new_session: the launcher's pid is the group's id
+    def sid(self) -> int:
+        # start_new_session: the launcher's pid is the session's id (and its process group's)
         assert self.proc is not None
         return self.proc.pid
 
     def group_pids(self) -> list[int]:
-        """The live processes of this node's process group (read from /proc; only this group's)."""
+        """The live processes of this node's session (read from /proc; only this session's), zombies left out."""
         pids = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -87,11 +89,25 @@ class RayNode:
                 stat = Path("/proc", entry, "stat").read_text()
             except OSError:
                 continue
-            # fields after the command's closing parenthesis: state ppid pgrp ...
+            # fields after the command's closing parenthesis: state ppid pgrp session ...
             rest = stat.rsplit(")", 1)[1].split()
-            if int(rest[2]) == self.pgid and rest[0] != "Z":
+            if int(rest[3]) == self.sid and rest[0] != "Z":
                 pids.append(int(entry))
         return pids
+
+    def signal(self, sig: int, rounds: int = 20) -> None:
+        """`sig` to every process of the node's session; with SIGKILL, again until none is left (a raylet can
+        spawn a worker while it is being killed)."""
+        for _ in range(rounds if sig == signal.SIGKILL else 1):
+            pids = self.group_pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
 
     def raylet_pid(self) -> int | None:
         for pid in self.group_pids():
@@ -226,7 +242,7 @@ class RayCluster:
         raise TimeoutError(f"no {what} within {self.start_timeout:.0f} s; logs under {self.root}")
 
     def stop(self, grace: float = 8.0) -> None:
-        """SIGTERM each node's group (the workers first, the head last), then SIGKILL what is left."""
+        """SIGTERM each node's processes (the worker nodes first, the head last), then SIGKILL what is left."""
         order = [n for n in self.nodes.values() if not n.head] + [n for n in self.nodes.values() if n.head]
         for node in order:
             self._signal(node, signal.SIGTERM)
@@ -245,12 +261,8 @@ class RayCluster:
 
     @staticmethod
     def _signal(node: RayNode, sig: int) -> None:
-        if node.proc is None or not node.group_pids():
-            return
-        try:
-            os.killpg(node.pgid, sig)
-        except ProcessLookupError:
-            pass
+        if node.proc is not None:
+            node.signal(sig)
 
     def __enter__(self) -> "RayCluster":
         try:
@@ -264,11 +276,11 @@ class RayCluster:
 
     # --- faults --------------------------------------------------------------------------------------------
     def kill(self, name: str) -> float:
-        """SIGKILL a node's whole process group (the raylet, its agents, its workers). Returns the wall time."""
+        """SIGKILL every process of a node (the raylet, its agents, its workers). Returns the wall time."""
         node = self.nodes[name]
         assert not node.head, "the head holds the GCS: killing it is not a node pull"
         t = time.time()
-        os.killpg(node.pgid, signal.SIGKILL)
+        node.signal(signal.SIGKILL)
         return t
 
     # --- reading the cluster (the state API over HTTP: what a driver with no `ray` package can read) ------

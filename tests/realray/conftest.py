@@ -7,6 +7,7 @@ skips, saying how to get it."""
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -19,3 +20,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "realray" in item.keywords:
             item.add_marker(skip)
+
+
+# Before any test module imports ray: a driver in this process answers 127.0.0.1 for its own address (Ray 2.60
+# on Linux would pick the address it routes to the internet by, and find no raylet there: tests/realray/raynode.py)
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"

@@ -1,0 +1,156 @@
+"""The real Ray cluster itself (issue 50): what a Ray target will build its drills on, checked on Ray 2.60.
+
+A module cluster (a head without GPUs, three worker nodes of 8 declared GPUs each) for the placement-group
+checks, read both through a driver (`ray.init`, this process) and through the state API over HTTP; and a
+cluster of its own for the node kill, with the GCS health check tuned, read over HTTP alone (what a harness
+without the `ray` package sees)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.realray.cluster import RayCluster
+
+pytestmark = pytest.mark.realray
+
+WORKERS, GPUS = 3, 8
+TUNED = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000, "health_check_timeout_ms": 1000,
+         "health_check_failure_threshold": 3}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    with RayCluster(workers=WORKERS, gpus_per_worker=GPUS) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def ray_driver(cluster: RayCluster):
+    import ray
+
+    ray.init(address=cluster.gcs_address, logging_level="ERROR", log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def until(cond, timeout: float, what: str, poll: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def stays(cond, for_s: float, what: str, poll: float = 0.2) -> None:
+    """`cond` holds at every look for `for_s` seconds (a bounded watch: what must NOT happen)."""
+    deadline = time.monotonic() + for_s
+    while time.monotonic() < deadline:
+        assert cond(), what
+        time.sleep(poll)
+
+
+def placed(table: dict) -> dict:
+    """The bundles a placement group holds on a node (Ray 2.60 lists an unplaced bundle with node id '')."""
+    return {bundle: node for bundle, node in table["bundles_to_node_id"].items() if node}
+
+
+def free_gpus(ray) -> float:
+    return ray.available_resources().get("GPU", 0.0)
+
+
+def worker_ids(cluster: RayCluster) -> set[str]:
+    return {n.node_id for n in cluster.nodes.values() if not n.head}
+
+
+def test_the_cluster_comes_up_with_its_declared_gpus(cluster: RayCluster, ray_driver) -> None:
+    nodes = {n["node_id"]: n for n in cluster.list_nodes()}
+    assert len(nodes) == WORKERS + 1 and all(n["state"] == "ALIVE" for n in nodes.values())
+    assert {n["node_ip"] for n in nodes.values()} == {"127.0.0.1"}
+    for node in cluster.nodes.values():
+        seen = nodes[node.node_id]
+        assert seen["resources_total"].get("GPU", 0) == node.num_gpus
+        assert seen["is_head_node"] == node.head
+        assert node.raylet_pid() is not None, f"{node.name}: no raylet in its process group"
+    assert ray_driver.cluster_resources()["GPU"] == WORKERS * GPUS
+    until(lambda: free_gpus(ray_driver) == WORKERS * GPUS, 10, "every GPU free")
+
+
+@pytest.mark.parametrize("strategy", ["STRICT_SPREAD", "PACK"])
+def test_a_gang_of_one_bundle_per_node_is_reserved_whole(cluster: RayCluster, ray_driver, strategy: str) -> None:
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+    pg = placement_group([{"GPU": GPUS}] * WORKERS, strategy=strategy, name=f"gang-{strategy}")
+    try:
+        assert pg.wait(timeout_seconds=30), f"{strategy} gang of {WORKERS} x {GPUS} GPUs never ready"
+        table = placement_group_table(pg)
+        assert table["state"] == "CREATED"
+        assert set(placed(table).values()) == worker_ids(cluster) and len(placed(table)) == WORKERS  # one bundle on each worker
+        assert free_gpus(ray_driver) == 0
+    finally:
+        remove_placement_group(pg)
+    until(lambda: free_gpus(ray_driver) == WORKERS * GPUS, 10, "the gang's GPUs back once it is removed")
+
+
+@pytest.mark.parametrize("strategy", ["STRICT_SPREAD", "PACK"])
+def test_a_gang_larger_than_the_cluster_stays_pending_with_nothing_reserved(cluster: RayCluster, ray_driver,
+                                                                            strategy: str) -> None:
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+    pg = placement_group([{"GPU": GPUS}] * (WORKERS + 1), strategy=strategy, name=f"too-big-{strategy}")
+    try:
+        until(lambda: placement_group_table(pg).get("state") == "PENDING", 10, "the gang known to the GCS")
+        stays(lambda: placement_group_table(pg)["state"] == "PENDING" and free_gpus(ray_driver) == WORKERS * GPUS,
+              3.0, "a gang that cannot fit reserved part of the cluster")
+        assert not pg.wait(timeout_seconds=0.5)
+        assert placed(placement_group_table(pg)) == {}
+        via_http = cluster.get("/api/v0/placement_groups?detail=1&limit=100")["data"]["result"]["result"]
+        assert [g["state"] for g in via_http if g["placement_group_id"] == pg.id.hex()] == ["PENDING"]
+    finally:
+        remove_placement_group(pg)
+
+
+def test_two_gangs_each_over_half_the_cluster_one_runs_the_other_waits_whole(cluster: RayCluster,
+                                                                           ray_driver) -> None:
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+    half = WORKERS // 2 + 1  # each gang wants more than half the workers: both cannot run at once
+    a = placement_group([{"GPU": GPUS}] * half, strategy="STRICT_SPREAD", name="gang-a")
+    b = placement_group([{"GPU": GPUS}] * half, strategy="STRICT_SPREAD", name="gang-b")
+    try:
+        until(lambda: any(placement_group_table(g)["state"] == "CREATED" for g in (a, b)), 30, "one gang ready")
+        stays(lambda: sorted(placement_group_table(g)["state"] for g in (a, b)) == ["CREATED", "PENDING"],
+              2.0, "both gangs ready at once, or neither")
+        first, second = (a, b) if placement_group_table(a)["state"] == "CREATED" else (b, a)
+        assert placed(placement_group_table(second)) == {}  # no partial reservation
+        assert free_gpus(ray_driver) == (WORKERS - half) * GPUS
+        remove_placement_group(first)
+        assert second.wait(timeout_seconds=30), "the waiting gang never ran once the first was gone (deadlock)"
+        assert len(set(placed(placement_group_table(second)).values())) == half
+    finally:
+        for g in (a, b):
+            remove_placement_group(g)
+    until(lambda: free_gpus(ray_driver) == WORKERS * GPUS, 10, "every GPU free again")
+
+
+def test_a_killed_raylet_is_marked_dead_within_the_tuned_health_check() -> None:
+    with RayCluster(workers=2, gpus_per_worker=GPUS, system_config=TUNED) as c:
+        victim, bystander = c.nodes["w1"], c.nodes["w2"]
+        raylet = victim.raylet_pid()
+        assert raylet is not None
+        t0 = time.monotonic()
+        c.kill(victim.name)
+        dead = c.wait_node_state(victim.node_id, "DEAD", timeout=c.detect_bound_s())
+        detect = time.monotonic() - t0
+        assert "health check" in (dead.get("state_message") or ""), dead.get("state_message")
+        assert not victim.alive(), "the raylet's process group outlived the kill"
+        assert c.node_state(bystander.node_id)["state"] == "ALIVE"
+        alive_gpus = sum(n["resources_total"].get("GPU", 0) for n in c.list_nodes() if n["state"] == "ALIVE")
+        assert alive_gpus == GPUS
+        print(f"node {victim.node_id[:12]} DEAD {detect:.2f} s after SIGKILL (bound {c.detect_bound_s():.1f} s)")
