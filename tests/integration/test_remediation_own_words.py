@@ -2,9 +2,10 @@
 size and GPU layout, another Xid, other times and another count of reporting nodes than the shipped
 features/remediation.feature), runs on the embedded platform without a line of Python.
 
-One ``firedrill run`` of two scenarios: a GPU of a rank of three fails, is repaired, comes back within 3 s of its
+One ``firedrill run`` of three scenarios: a GPU of a rank of three fails, is repaired, comes back within 3 s of its
 burn-in, fails again a second later and, repaired again, stays out; two nodes away from the job report a fatal
-fault at once and the platform takes out at most one, says it stopped and leaves the job alone.
+fault at once and the platform takes out at most one, says it stopped and leaves the job alone; a node running
+three single-GPU pods reports a fault that clears at the first eviction, and its drain stops.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ Feature: A broken GPU comes back only when proven, and a noisy alarm does not em
     And the platform says it stopped acting within 4 seconds
     And the job trains on undisturbed for 6 seconds
     And every node the fault touched is back in service within 8 seconds
+
+  Scenario: A drain stops at the first eviction when the fault goes away
+    Given a canary training job of 3 workers with 2 GPUs each, checkpointing every 4 steps
+    And the job has written a checkpoint within 60 seconds
+    Given 3 single-GPU pods run on a node away from the job
+    When that node reports a fatal GPU fault that clears after its first eviction
+    Then the platform stops draining it within 3 seconds of the fault clearing
+    And at least 1 of its pods run on undisturbed
+    And the node is schedulable again within 4 seconds of the fault clearing
 """
 
 
@@ -69,3 +79,7 @@ def test_a_remediation_contract_in_the_customers_own_numbers_runs_unchanged(tmp_
     assert len(fleet["details"]["fault"]["nodes"]) == 2, fleet["details"]["fault"]
     assert counted["nodes quarantined"] <= 1 and counted["stopped-acting notice"] <= 4, counted
     assert counted["job pods disturbed"] == 0, counted
+    drain = next(s for name, s in by.items() if "drain stops" in name)
+    kept = {m["name"]: m["value"] for m in drain["measurements"]}
+    assert len(drain["details"]["drain"]["pods"]) == 3 and drain["verdict"] == "PASS", drain["details"]
+    assert kept["pods spared"] >= 1 and kept["drain stop"] <= 3 and kept["schedulable again"] <= 4, kept
