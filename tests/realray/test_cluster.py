@@ -154,3 +154,39 @@ def test_a_killed_raylet_is_marked_dead_within_the_tuned_health_check() -> None:
         alive_gpus = sum(n["resources_total"].get("GPU", 0) for n in c.list_nodes() if n["state"] == "ALIVE")
         assert alive_gpus == GPUS
         print(f"node {victim.node_id[:12]} DEAD {detect:.2f} s after SIGKILL (bound {c.detect_bound_s():.1f} s)")
+
+
+def test_a_job_submitted_over_plain_http_runs_and_its_output_comes_back(cluster: RayCluster) -> None:
+    """What a harness without the `ray` package does: POST /api/jobs/, read the job's actor and node through the
+    state API, read the job's output through the Jobs API's logs."""
+    import json
+    import sys
+    import urllib.request
+
+    def call(method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(cluster.dashboard_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.load(resp)
+
+    code = ("import ray, time; ray.init()\n"
+            "@ray.remote(num_gpus=8)\n"
+            "class Probe:\n"
+            "    def where(self): return ray.get_runtime_context().get_node_id(), ray.get_gpu_ids()\n"
+            "p = Probe.remote(); node, gpus = ray.get(p.where.remote())\n"
+            "print('probe-on', node, len(gpus), flush=True); time.sleep(3)\n")
+    script = cluster.root / "probe_job.py"
+    script.write_text(code)
+    job_id = call("POST", "/api/jobs/", {"entrypoint": f"{sys.executable} {script}"})["submission_id"]
+
+    def probe_actor():
+        actors = call("GET", "/api/v0/actors?detail=1&limit=100&filter_keys=class_name&filter_predicates=%3D"
+                             "&filter_values=Probe")["data"]["result"]["result"]
+        return [a for a in actors if a["state"] == "ALIVE"]
+
+    (actor,) = until(probe_actor, 60, "the job's actor ALIVE")
+    assert actor["node_id"] in worker_ids(cluster)  # 8 GPUs: only a worker node has them
+    until(lambda: call("GET", f"/api/jobs/{job_id}")["status"] == "SUCCEEDED", 60, "the job SUCCEEDED")
+    logs = call("GET", f"/api/jobs/{job_id}/logs")["logs"]
+    assert f"probe-on {actor['node_id']} 8" in logs, logs[-2000:]
