@@ -139,6 +139,38 @@ def test_two_gangs_each_over_half_the_cluster_one_runs_the_other_waits_whole(clu
     until(lambda: free_gpus(ray_driver) == WORKERS * GPUS, 10, "every GPU free again")
 
 
+def test_gangs_asked_as_separate_actors_are_reserved_in_part(cluster: RayCluster, ray_driver) -> None:
+    """The defect the two-gangs scenario must catch (issue 50): two gangs of 2 x {GPU: 8} asked as 4 separate actors
+    instead of two placement groups. 3 nodes hold 3 of them, so whatever the order, one gang is whole and the other
+    holds a node's GPUs while its second member waits: a partial reservation no placement group makes."""
+    from ray.util.state import list_actors
+
+    @ray_driver.remote(num_gpus=GPUS, num_cpus=0)
+    class Member:
+        def node(self) -> str:
+            return ray_driver.get_runtime_context().get_node_id()
+
+    members = {f"{gang}{i}": Member.options(name=f"sep-{gang}{i}").remote() for i in range(2) for gang in "AB"}
+    try:
+        def states() -> dict[str, str]:
+            return {a["name"].removeprefix("sep-"): a["state"]
+                    for a in list_actors(limit=1000)  # (a class defined in a function is named by its qualname)
+                    if (a["name"] or "").startswith("sep-") and a["state"] != "DEAD"}
+
+        until(lambda: list(states().values()).count("ALIVE") == WORKERS, 30, "3 of the 4 members placed")
+        stays(lambda: list(states().values()).count("ALIVE") == WORKERS and free_gpus(ray_driver) == 0, 2.0,
+              "the 4th member placed, or a GPU freed")
+        alive = {name for name, state in states().items() if state == "ALIVE"}
+        partial = [g for g in "AB" if len({f"{g}0", f"{g}1"} & alive) == 1]
+        assert len(partial) == 1, f"placed: {sorted(alive)}"
+        holder = next(m for name, m in members.items() if name.startswith(partial[0]) and name in alive)
+        assert ray_driver.get(holder.node.remote(), timeout=10) in worker_ids(cluster)  # GPUs held by half a gang
+    finally:
+        for m in members.values():
+            ray_driver.kill(m)
+    until(lambda: free_gpus(ray_driver) == WORKERS * GPUS, 15, "every GPU free again")
+
+
 def test_a_killed_raylet_is_marked_dead_within_the_tuned_health_check() -> None:
     with RayCluster(workers=2, gpus_per_worker=GPUS, system_config=TUNED) as c:
         victim, bystander = c.nodes["w1"], c.nodes["w2"]
