@@ -116,7 +116,7 @@ class RayDriver:
         if metadata:
             body["metadata"] = dict(metadata)
         doc = self.request("POST", "/api/jobs/", body)
-        job = (doc or {}).get("submission_id") or (doc or {}).get("job_id") if isinstance(doc, Mapping) else None
+        job = (doc.get("submission_id") or doc.get("job_id")) if isinstance(doc, Mapping) else None
         if not job:
             raise RayError(f"the Job Submission API accepted the job but named no submission id: {doc!r}")
         return str(job)
@@ -124,4 +124,4 @@ class RayDriver:
     def stop(self, submission_id: str) -> bool:
         """Ask the job to stop; whether it was still running."""
         doc = self.request("POST", f"/api/jobs/{quote(submission_id)}/stop")
-        return bool((doc or {}).get("stopped")) if isinstance(doc, Mapping) else False
+        return isinstance(doc, Mapping) and bool(doc.get("stopped"))

@@ -46,6 +46,18 @@ HEALTH_CHECK_DEFAULTS = {
 }
 
 
+def until(cond, timeout: float, what: str, poll: float = 0.1):
+    """``cond()``'s first truthy value, looked at every ``poll`` s; an AssertionError naming ``what`` after
+    ``timeout`` s (a condition wait with a deadline, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))

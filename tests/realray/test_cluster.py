@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.realray.cluster import RayCluster
+from tests.realray.cluster import RayCluster, until
 
 pytestmark = pytest.mark.realray
 
@@ -36,16 +36,6 @@ def ray_driver(cluster: RayCluster):
         yield ray
     finally:
         ray.shutdown()
-
-
-def until(cond, timeout: float, what: str, poll: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def stays(cond, for_s: float, what: str, poll: float = 0.2) -> None:

@@ -9,14 +9,13 @@ a worker node killed, DEAD with Ray's reason."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from drills.ray.driver import RayDriver
 from drills.ray.state import ActorState, JobStatus, PlacementState, RayError
-from tests.realray.cluster import RayCluster
+from tests.realray.cluster import RayCluster, until
 
 pytestmark = pytest.mark.realray
 
@@ -46,16 +45,6 @@ for i, r in enumerate(ranks):
     print("rank", i, "node", node, "gpus", len(gpus), flush=True)
 time.sleep(float(sys.argv[4]))
 """
-
-
-def until(cond, timeout: float, what: str, poll: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 @pytest.fixture(scope="module")

@@ -57,9 +57,12 @@ FLEET_ONLY_REFERENCE = ("a fault reported by many nodes at once is injected thro
                         "system (NVSentinel, the GPU operator's health checks) report one, nor to read its breaker")
 
 
+def _out_of_service(node: Obj) -> bool:
+    return any(t.get("key") == OUT_OF_SERVICE_TAINT for t in (node.get("spec") or {}).get("taints") or [])
+
+
 def _taken_out(node: Obj) -> bool:
-    spec = node.get("spec") or {}
-    return bool(spec.get("unschedulable")) or any(t.get("key") == OUT_OF_SERVICE_TAINT for t in spec.get("taints") or [])
+    return bool((node.get("spec") or {}).get("unschedulable")) or _out_of_service(node)
 
 
 @register
@@ -140,11 +143,12 @@ class RemediationDrill(TrainingRun, Drill):
         profile = self.target.profile
         with self._cond:
             job_nodes = {(p.get("spec") or {}).get("nodeName") for p in self.pods.values()}
-        free = {n: g for n, g in free_gpus_per_node(self.target).items() if n not in job_nodes and g >= count}
+        free_per_node = free_gpus_per_node(self.target)
+        free = {n: g for n, g in free_per_node.items() if n not in job_nodes and g >= count}
         if not free:
             raise DrillInconclusive(f"no schedulable node that runs no rank of the job has {count} free GPUs "
-                                    f"(free GPUs per node: {free_gpus_per_node(self.target) or 'none'}); lower the "
-                                    "count in your copy of the feature")
+                                    f"(free GPUs per node: {free_per_node or 'none'}); lower the count in your copy "
+                                    "of the feature")
         self.drain_node = node = sorted(free)[0]
         driver = self.target.driver
         driver.watch(POD, profile.namespace, label_selector=f"{BYSTANDER_LABEL}={self.run_id}",
@@ -267,11 +271,9 @@ class RemediationDrill(TrainingRun, Drill):
         name = "schedulable again"
         if self.schedulable_at is None:
             with self._cond:
-                spec = (self.nodes.get(self.drain_node) or {}).get("spec") or {}
-            why = ", ".join(x for x in ("cordoned" if spec.get("unschedulable") else "",
-                                        "tainted out of service" if any(
-                                            t.get("key") == OUT_OF_SERVICE_TAINT for t in spec.get("taints") or [])
-                                        else "") if x)
+                node = self.nodes.get(self.drain_node) or {}
+            why = ", ".join(x for x in ("cordoned" if (node.get("spec") or {}).get("unschedulable") else "",
+                                        "tainted out of service" if _out_of_service(node) else "") if x)
             self.result.measure(Measurement(name, None, "s", note=why))
             self.result.fail(f"node {self.drain_node} was still {why or 'taken out'} {allowed:g} s after its GPU fault "
                              "cleared: the platform never gave it back to work")
@@ -294,13 +296,12 @@ class RemediationDrill(TrainingRun, Drill):
         for name, node in self.nodes.items():
             if name not in self.out_before and name not in self.quarantined and _taken_out(node):
                 self.quarantined[name] = at
-        if "clear" in self.instants and self.out_of_service_at is None and self.drain_node is not None and any(
-                t.get("key") == OUT_OF_SERVICE_TAINT
-                for t in ((self.nodes.get(self.drain_node) or {}).get("spec") or {}).get("taints") or []):
-            self.out_of_service_at = now
-        if "clear" in self.instants and self.schedulable_at is None and self.drain_node is not None \
-                and not _taken_out(self.nodes.get(self.drain_node) or {}):
-            self.schedulable_at = now
+        if "clear" in self.instants and self.drain_node is not None:
+            drained = self.nodes.get(self.drain_node) or {}
+            if self.out_of_service_at is None and _out_of_service(drained):
+                self.out_of_service_at = now
+            if self.schedulable_at is None and not _taken_out(drained):
+                self.schedulable_at = now
 
     def _halt_notice(self) -> tuple[float, str] | None:
         """Under the lock: the platform's first Event saying it stopped acting on a reporting node (seconds after

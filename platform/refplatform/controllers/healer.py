@@ -317,8 +317,6 @@ class HealerController:
                 spec = {"unschedulable": True, "taints": taints_json(kept, node, now) or None}
                 message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
                            f"its pods evicted one every {self.drain_interval:g} s before it goes out of service")
-                self._last_eviction.pop(name, None)
-                self._evictions[name] = 0
             else:
                 spec = {"unschedulable": True, "taints": taints_json([*kept, OUT_OF_SERVICE], node, now)}
                 message = (f"Node {name} quarantined ({why}): cordoned, labelled {QUARANTINE_LABEL}={step.reason}, "
@@ -353,8 +351,9 @@ class HealerController:
     def _drain(self, cache: Cache, nodes: dict[str, Obj], now: float) -> list[float]:
         """One step of each GPU-fault drain (:func:`refplatform.core.drain.plan_drain`); when the next falls due."""
         draining = {name: node for name, node in nodes.items() if _draining(node)}
-        for gone in [n for n in self._last_eviction if n not in draining]:
-            del self._last_eviction[gone]
+        for record in (self._last_eviction, self._evictions):  # drains that ended some other way
+            for gone in [n for n in record if n not in draining]:
+                del record[gone]
         if not draining:
             return []
         running: dict[str, list[str]] = {name: [] for name in draining}
