@@ -392,6 +392,7 @@ def recover(
     from drills.target.marks import cluster_marks
     from drills.target.profile import load_profile
     from drills.target.recover import recover as undo_all, sweep
+    from drills.target.raytarget import ray_key
     from drills.target.slurmtarget import slurm_key
 
     if run_id is not None and all_runs:
@@ -401,14 +402,16 @@ def recover(
         loaded = load_profile(profile) if profile is not None else None
         timeout = loaded.fault.timeout_seconds if loaded is not None else 120.0
         on_slurm = loaded is not None and loaded.on_slurm
-        server = slurm_key(loaded) if loaded is not None and on_slurm else KubeDriver.server_of(kubeconfig, context)
+        on_ray = loaded is not None and loaded.on_ray
+        server = slurm_key(loaded) if loaded is not None and on_slurm else ray_key(loaded) if loaded is not None \
+            and on_ray else KubeDriver.server_of(kubeconfig, context)
         every = list(journals_for(server))
     except FiredrillError as exc:
         err.print(f"error: {exc}")
         raise typer.Exit(2) from None
     states = [s for s in every if s.unfinished and (run_id is None or s.run == run_id)]
     where = state_dir() / "journals" / target_key(server)
-    cluster = server if on_slurm else f"the cluster at {server}"
+    cluster = server if on_slurm or on_ray else f"the cluster at {server}"
     if not states and run_id is not None:
         err.print(f"error: no open fault journal of run {run_id} for {cluster} (in {where})")
         raise typer.Exit(2)
@@ -417,9 +420,9 @@ def recover(
         console.print(f"run {state.run} is still running (pid {state.pid}): it undoes its own faults when it "
                       "ends; not touched, and neither is what it made on the cluster")
     sweeping = run_id is None and not going  # a named run's faults alone, or a run still going: no sweep
-    if on_slurm:
+    if on_slurm or on_ray:
         assert loaded is not None
-        done, swept = _recover_slurm(loaded, states, sweeping, dry_run, timeout)
+        done, swept = (_recover_slurm if on_slurm else _recover_ray)(loaded, states, sweeping, dry_run, timeout)
         _recovery_said(done, swept, states, going, where, cluster, dry_run)
         return
     try:
@@ -454,6 +457,26 @@ def _recover_slurm(profile: Any, states: list[Any], sweeping: bool, dry_run: boo
     except SlurmError as exc:
         err.print(f"error: the Slurm cluster answered {exc}; run `firedrill recover` again once it can be read")
         raise typer.Exit(4) from None
+    return done, swept
+
+
+def _recover_ray(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
+                 timeout: float) -> tuple[list[Any], list[Any]]:
+    """A Ray cluster's part of ``firedrill recover``: each dead run's restore commands from its journal, then
+    (``sweeping``) the dead runs' drill jobs still running, stopped; what was done of each."""
+    from drills.ray.state import RayError
+    from drills.target.raytarget import ray_driver, ray_marks, ray_serving_on
+    from drills.target.recover import recover as undo_all, sweep
+
+    driver = ray_driver(profile)
+    try:
+        done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=ray_serving_on(driver))
+        swept = sweep(None, ray_marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
+    except RayError as exc:
+        err.print(f"error: the Ray cluster answered {exc}; run `firedrill recover` again once it can be read")
+        raise typer.Exit(4) from None
+    finally:
+        driver.close()
     return done, swept
 
 

@@ -48,6 +48,7 @@ from drills.records.verdict import Verdict
 from drills.scenario import needs
 from drills.kube.driver import KubeDriver
 from drills.target.connect import AccessCheck, LeftBroken, Target, cluster_target, embedded_target
+from drills.target.raytarget import RayTarget, ray_driver, ray_key, ray_serving_on, ray_target
 from drills.target.slurmtarget import SlurmTarget, serving_on, slurm_driver, slurm_key, slurm_target
 from drills.target.journal import ARCHIVE_NAME, FaultJournal
 from drills.target.recover import left_broken, leftovers
@@ -146,16 +147,24 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
         console.print(f"  safety: only nodes with feature {sl.allow_feature}; at most {profile.safety.max_nodes} "
                       f"node(s) and {profile.safety.max_gpu_share:.0%} of GPUs per drill; "
                       f"{'refuse' if profile.safety.require_healthy else 'allow'} a degraded cluster")
+    elif profile.ray is not None:
+        ry = profile.ray
+        console.print(f"  canary: {' '.join(ry.canary_command)}, Ray Train storage {ry.storage_path or '(none)'}, "
+                      f"max_failures {ry.max_failures}, gangs as {ry.gang_form.value}, fault method "
+                      f"{profile.fault.method.value}")
+        console.print(f"  safety: only nodes declaring resource {ry.allow_resource}, never the head; at most "
+                      f"{profile.safety.max_nodes} node(s) and {profile.safety.max_gpu_share:.0%} of GPUs per drill; "
+                      f"{'refuse' if profile.safety.require_healthy else 'allow'} a degraded cluster")
     else:
         console.print(f"  flavor {profile.flavor.value}, namespace {profile.namespace}, queue {profile.queue}, "
                       f"fault method {profile.fault.method.value}")
-    if profile.slurm is None and (options.kubeconfig is not None or options.profile is not None):
+    if profile.on_kubernetes and (options.kubeconfig is not None or options.profile is not None):
         s = profile.safety
         console.print(f"  safety: only nodes labelled {s.allow_label}; at most {s.max_nodes} node(s) and "
                       f"{s.max_gpu_share:.0%} of GPUs per drill; control plane "
                       f"{'refused' if s.refuse_control_plane else 'allowed'}; "
                       f"{'refuse' if s.require_healthy else 'allow'} a degraded cluster")
-    reference = options.kubeconfig is None and options.context is None and not profile.on_slurm
+    reference = options.kubeconfig is None and options.context is None and profile.on_kubernetes
     cannot = 0
     for f in features:
         console.print(f"  {f.path.name}: {f.name}")
@@ -174,12 +183,13 @@ def _plan(console: Console, features: list[FeatureInfo], target: str, profile: T
     return cannot
 
 
-def _connect(options: RunOptions, profile: TargetProfile, features: list[FeatureInfo]) -> Target | SlurmTarget:
-    if profile.on_slurm:
-        refused = _slurm_journals_refuse(profile, options, connected=True)
+def _connect(options: RunOptions, profile: TargetProfile,
+             features: list[FeatureInfo]) -> Target | SlurmTarget | RayTarget:
+    if not profile.on_kubernetes:
+        refused = _batch_journals_refuse(profile, options, connected=True)
         if refused:
             raise LeftBroken(refused)
-        return slurm_target(profile)
+        return slurm_target(profile) if profile.on_slurm else ray_target(profile)
     if options.kubeconfig is not None or options.context is not None:
         access = AccessCheck(needed(features, profile), rbac_command(options.profile, options.features))
         return cluster_target(options.kubeconfig, options.context, profile, access,
@@ -188,24 +198,27 @@ def _connect(options: RunOptions, profile: TargetProfile, features: list[Feature
                            real_gpus=options.real_gpus, node_prefix=options.node_prefix)
 
 
-def slurm_where(profile: TargetProfile) -> str:
-    """The Slurm cluster a profile names, as the plan and the report say it."""
+def batch_where(profile: TargetProfile) -> str:
+    """The Slurm or Ray cluster a profile names, as the plan and the report say it."""
+    if profile.ray is not None:
+        return f"Ray cluster {profile.name} (dashboard {profile.ray.dashboard})"
     assert profile.slurm is not None
     conf = profile.slurm.conf or "the client's default slurm.conf"
     return f"Slurm cluster {profile.name} ({conf}), partition {profile.slurm.partition}"
 
 
-def check_slurm_options(options: RunOptions) -> None:
-    """A Slurm profile names its cluster itself: the options that pick or shape a Kubernetes target are refused,
-    each saying why."""
+def check_batch_options(options: RunOptions, profile: TargetProfile) -> None:
+    """A Slurm or Ray profile names its cluster itself: the options that pick or shape a Kubernetes target are
+    refused, each saying why."""
     given = [flag for flag, on in (("--kubeconfig", options.kubeconfig is not None),
                                    ("--context", options.context is not None), ("--defect", bool(options.defects)),
                                    ("--parallel", options.parallel > 1), ("--real-gpus", options.real_gpus),
                                    ("--namespace", bool(options.namespace))) if on]
     if given:
-        raise FiredrillError(f"{', '.join(given)}: the profile drills a Slurm cluster (platform: slurm), the one its "
-                             "slurm.conf names; these options pick or shape a Kubernetes target (or the embedded "
-                             "platform): drop them")
+        which = ("a Ray cluster (platform: ray), the one its ray.dashboard names" if profile.on_ray else
+                 "a Slurm cluster (platform: slurm), the one its slurm.conf names")
+        raise FiredrillError(f"{', '.join(given)}: the profile drills {which}; these options pick or shape a "
+                             "Kubernetes target (or the embedded platform): drop them")
 
 
 def check_defects(options: RunOptions) -> tuple[str, ...]:
@@ -236,8 +249,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
             if not valid_dns_label(options.namespace):
                 raise FiredrillError(f"--namespace {options.namespace!r} is not a namespace name (a-z, 0-9, '-')")
             profile = dataclasses.replace(profile, namespace=options.namespace)
-        if profile.on_slurm:
-            check_slurm_options(options)
+        if not profile.on_kubernetes:
+            check_batch_options(options, profile)
         options = dataclasses.replace(options, defects=check_defects(options))
         if options.real_gpus and (options.kubeconfig is not None or options.context is not None):
             raise FiredrillError("--real-gpus: only the embedded reference platform simulates GPUs; a real "
@@ -255,14 +268,14 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         err.print(f"error: {exc}")
         return ExitCode.USAGE
     remote = options.kubeconfig is not None or options.context is not None
-    if profile.slurm is not None and options.dry_run:
-        refused = _slurm_journals_refuse(profile, options)
+    if not profile.on_kubernetes and options.dry_run:
+        refused = _batch_journals_refuse(profile, options)
         if refused:
             err.print(f"error: {refused}")
             return ExitCode.HARNESS
-        cannot = _plan(console, features, slurm_where(profile), profile, options)
+        cannot = _plan(console, features, batch_where(profile), profile, options)
         return ExitCode.INCONCLUSIVE if cannot else ExitCode.PASSED
-    where = slurm_where(profile) if profile.slurm is not None else (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
+    where = batch_where(profile) if not profile.on_kubernetes else (f"cluster from {options.kubeconfig or '$KUBECONFIG'}" + (f" (context {options.context})"
              if options.context else "")) if remote else \
         f"embedded reference platform ({options.nodes} nodes + 1 spare, {options.scheduler_profile} scheduler" + \
         (", this machine's real GPUs" if options.real_gpus else ", simulated GPUs") + \
@@ -346,10 +359,13 @@ def _journals_refuse(options: RunOptions, console: Console) -> str:
     return left_broken(found, recover_command(options)) if found else ""
 
 
-def _slurm_journals_refuse(profile: TargetProfile, options: RunOptions, *, connected: bool = False) -> str:
-    """Why a run must not start on this Slurm cluster (a dead run's faults still journaled open), or "".  A run
-    (``connected``) reads the nodes too: a fault that undid itself, or one a person undid, whose node serves again,
-    is closed and no longer refuses; a dry run reads the journals alone."""
+def _batch_journals_refuse(profile: TargetProfile, options: RunOptions, *, connected: bool = False) -> str:
+    """Why a run must not start on this Slurm or Ray cluster (a dead run's faults still journaled open), or "".  A
+    run (``connected``) reads the nodes too: a fault that undid itself, or one a person undid, whose node serves
+    again, is closed and no longer refuses; a dry run reads the journals alone."""
+    if profile.on_ray:
+        found = leftovers(ray_key(profile), serving=ray_serving_on(ray_driver(profile)) if connected else None)
+        return left_broken(found, recover_command(options)) if found else ""
     found = leftovers(slurm_key(profile), serving=serving_on(slurm_driver(profile)) if connected else None)
     return left_broken(found, recover_command(options)) if found else ""
 
@@ -427,7 +443,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
             if os.environ.get(LIVE_TEST_HOLD):
                 console.print(f"{LIVE_TEST_HOLD} is set: waiting for a line on stdin before sealing (a test's hold)")
                 sys.stdin.readline()
-        if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED and not profile.on_slurm:
+        if plugin.outcomes and code != pytest.ExitCode.INTERRUPTED and profile.on_kubernetes:
             leak = run_window_report(source_for(target.profile, target.driver), started.timestamp(),
                                      datetime.now(timezone.utc).timestamp())
         else:
@@ -633,8 +649,8 @@ def _public_description(target: Target, options: RunOptions) -> str:
     """The target as the evidence names it: no kubeconfig path, no server credentials."""
     if target.embedded is not None:
         return target.description.rsplit(" at ", 1)[0]
-    if target.profile.on_slurm:
-        return target.description  # the cluster's name, its slurm.conf and partition: no credential
+    if not target.profile.on_kubernetes:
+        return target.description  # the cluster's name, its slurm.conf or dashboard: no credential
     return f"cluster{f' (context {options.context})' if options.context else ''} at {target.driver.host} " \
            f"({target.profile.flavor.value})"
 

@@ -111,11 +111,36 @@ class Drill(ABC):
     """Why the promise this kind drills does not exist on a Slurm cluster at all (no Services, no API server ...),
     or "" where it does: then :meth:`unsupported_on_slurm` says whether its Slurm side is written."""
 
+    ray_absent: ClassVar[str] = ""
+    """Why the promise this kind drills does not exist on a Ray cluster at all, or "" where it does (then
+    :meth:`unsupported_on_ray` says whether its Ray side is written)."""
+
     @classmethod
     def on_target(cls, target: Any) -> type[Drill]:
-        """The class that drills this kind on ``target``: the kind itself, or on a Slurm cluster the kind's Slurm
-        side where one is written (:func:`slurm_side`)."""
-        return SLURM_SIDES.get(cls, cls) if target.profile.on_slurm else cls
+        """The class that drills this kind on ``target``: the kind itself, or on a Slurm or Ray cluster the kind's
+        side for it where one is written (:func:`slurm_side`, :func:`ray_side`)."""
+        if target.profile.on_slurm:
+            return SLURM_SIDES.get(cls, cls)
+        return RAY_SIDES.get(cls, cls) if target.profile.on_ray else cls
+
+    @classmethod
+    def unsupported_on_ray(cls, profile: TargetProfile) -> str | None:
+        """Why a drill of this kind cannot run on the Ray cluster of ``profile`` (``platform: ray``), or None.
+        Asked instead of :meth:`unsupported`; a kind whose Ray side is written overrides it (docs/RAY.md has the
+        table)."""
+        if cls.ray_absent:
+            return f"Ray has no such promise: {cls.ray_absent}"
+        return (f"the {cls.kind} drill has no Ray side yet: Ray is drilled for gangs, node pulls and node-loss "
+                "campaigns (issue 50, docs/RAY.md)")
+
+    @classmethod
+    def unsupported_here(cls, profile: TargetProfile, *, reference: bool) -> str | None:
+        """Why a drill of this kind cannot run on the target of ``profile``, whichever platform it is."""
+        if profile.on_slurm:
+            return cls.unsupported_on_slurm(profile)
+        if profile.on_ray:
+            return cls.unsupported_on_ray(profile)
+        return cls.unsupported(profile, reference=reference)
 
     @classmethod
     def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
@@ -155,6 +180,18 @@ def register(cls: type[D]) -> type[D]:
 
 SLURM_SIDES: dict[type[Drill], type[Drill]] = {}
 """Each kind whose Slurm side is written -> that side (:func:`slurm_side`)."""
+RAY_SIDES: dict[type[Drill], type[Drill]] = {}
+"""Each kind whose Ray side is written -> that side (:func:`ray_side`)."""
+
+
+def ray_side(kind: type[Drill]) -> Callable[[type[D]], type[D]]:
+    """Class decorator: the decorated subclass of ``kind`` drills it on a Ray cluster (:meth:`Drill.on_target`)."""
+    def mark(cls: type[D]) -> type[D]:
+        if not issubclass(cls, kind):
+            raise TypeError(f"{cls.__qualname__} is not a {kind.__qualname__}, so it cannot drill it on Ray")
+        RAY_SIDES[kind] = cls
+        return cls
+    return mark
 
 
 def slurm_side(kind: type[Drill]) -> Callable[[type[D]], type[D]]:

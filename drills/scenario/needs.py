@@ -61,8 +61,7 @@ def problems(needs: ScenarioNeeds, profile: TargetProfile, *, reference: bool) -
     """Why the scenario cannot run on this target, one reason per kind or fault; empty when it can."""
     found: list[str] = [] if reference else list(needs.reference_only)
     for kind in needs.kinds:
-        reason = kind.unsupported_on_slurm(profile) if profile.on_slurm else \
-            kind.unsupported(profile, reference=reference)
+        reason = kind.unsupported_here(profile, reference=reference)
         if reason and reason not in found:
             found.append(reason)
     for method in needs.methods:
@@ -78,8 +77,8 @@ def permissions(scenarios: Sequence[ScenarioNeeds], profile: TargetProfile) -> l
     """Every permission the scenarios need on a real cluster run with ``profile``: what every run does (connect,
     pre-flight, the invariant watches), what each kind does, and what each fault method they use does.  A
     scenario that cannot run there needs nothing beyond the run's own."""
-    if profile.on_slurm:
-        return []  # a Slurm cluster has no Kubernetes API: its drills need the Slurm user's rights (docs/SLURM.md)
+    if not profile.on_kubernetes:
+        return []  # a Slurm or Ray cluster has no Kubernetes API: its rights are its own (docs/SLURM.md, docs/RAY.md)
     out = run_permissions(profile)
     for needs in scenarios:
         if problems(needs, profile, reference=False):

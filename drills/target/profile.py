@@ -118,6 +118,8 @@ __all__ = [
     "Platform",
     "SlurmGovernance",
     "SlurmSettings",
+    "GangForm",
+    "RaySettings",
     "CanarySettings",
     "FaultSettings",
     "LeakReportSettings",
@@ -726,6 +728,8 @@ class Platform(Enum):
     """A Kubernetes cluster (or the embedded reference platform), drilled through its API server."""
     SLURM = "slurm"
     """A Slurm cluster, drilled through its commands (``sbatch``, ``squeue --json``, ``sinfo --json``; docs/SLURM.md)."""
+    RAY = "ray"
+    """A Ray cluster, drilled through its dashboard's state and Job Submission APIs (docs/RAY.md)."""
 
 
 SLURM_FEATURE = "firedrill"
@@ -821,6 +825,57 @@ class SlurmSettings:
         return {"slurm": out}
 
 
+RAY_RESOURCE = "firedrill"
+"""The custom resource (``ray start --resources``) a Ray node must declare to be faulted, unless the profile says."""
+RAY_CANARY_COMMAND = ("python3", "-m", "drills.canary.raytrain")
+"""How the head starts the canary's Ray job (a Python with ``ray[train]`` and Firedrill installed)."""
+
+
+class GangForm(Enum):
+    """How the site's training jobs ask Ray for their workers (``ray.gang_form``)."""
+
+    PLACEMENT_GROUP = "placement-group"
+    """One placement group of every worker's bundle: Ray reserves all of them or none (its gang)."""
+    SEPARATE_ACTORS = "separate-actors"
+    """Each worker an actor of its own, no placement group: no gang (what a site whose jobs start their workers
+    one by one gets; the gang drill shows what it costs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaySettings:
+    """``ray`` (with ``safety.allow_resource``): how the drills reach a Ray cluster and run their jobs there."""
+
+    dashboard: str
+    """The head's dashboard, e.g. ``http://10.0.0.1:8265``: the state API and the Job Submission API."""
+    canary_command: tuple[str, ...] = RAY_CANARY_COMMAND
+    """How the head starts the canary's job (``<command> train ...``, ``<command> gang ...``)."""
+    storage_path: str | None = None
+    """A directory every node sees at the same path: Ray Train's ``storage_path`` for the canary's checkpoints;
+    None: the training drills are INCONCLUSIVE, naming this field."""
+    max_failures: int = 2
+    """Ray Train's ``FailureConfig.max_failures`` for the canary, as the site's own jobs run."""
+    gang_form: GangForm = GangForm.PLACEMENT_GROUP
+    cpus_per_worker: float = 1.0
+    """CPUs each canary worker asks for beside its GPUs."""
+    env_vars: Mapping[str, str] = field(default_factory=dict)
+    """The runtime environment's ``env_vars`` for every drill job."""
+    allow_resource: str = RAY_RESOURCE
+    """Only nodes declaring this custom resource are ever faulted; the head is never faulted."""
+
+    def runtime_env(self) -> dict[str, Any]:
+        return {"env_vars": dict(self.env_vars)} if self.env_vars else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dashboard": self.dashboard, "canary_command": list(self.canary_command),
+                               "max_failures": self.max_failures, "gang_form": self.gang_form.value,
+                               "cpus_per_worker": self.cpus_per_worker}
+        if self.storage_path is not None:
+            out["storage_path"] = self.storage_path
+        if self.env_vars:
+            out["env_vars"] = dict(self.env_vars)
+        return {"ray": out}
+
+
 @dataclass(frozen=True, slots=True)
 class TargetProfile:
     """One drill target: the cluster's gang flavor, where drills run, how nodes are pulled, what is safe."""
@@ -844,9 +899,23 @@ class TargetProfile:
     namespace, queue or image: those fields keep neutral values no drill reads there, since every kind's Slurm
     check (:meth:`drills.scenario.drill.Drill.unsupported_on_slurm`) comes before anything else."""
 
+    ray: RaySettings | None = None
+    """``platform: ray``: the Ray cluster's settings (None elsewhere); as on Slurm, the Kubernetes fields keep
+    neutral values no drill reads, since every kind's Ray check (:meth:`drills.scenario.drill.Drill
+    .unsupported_on_ray`) comes first."""
+
     @property
     def on_slurm(self) -> bool:
         return self.platform is Platform.SLURM
+
+    @property
+    def on_ray(self) -> bool:
+        return self.platform is Platform.RAY
+
+    @property
+    def on_kubernetes(self) -> bool:
+        """A Kubernetes cluster or the embedded platform (not Slurm, not Ray)."""
+        return self.platform is Platform.KUBERNETES
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as YAML would write it (every field, defaults included): what the evidence records."""
@@ -854,6 +923,12 @@ class TargetProfile:
             return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "platform": self.platform.value,
                     **self.slurm.to_dict(), "fault": self._fault_dict(),
                     "safety": {"allow_feature": self.slurm.allow_feature, "max_nodes": self.safety.max_nodes,
+                               "max_gpu_share": self.safety.max_gpu_share,
+                               "require_healthy": self.safety.require_healthy}}
+        if self.ray is not None:
+            return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "platform": self.platform.value,
+                    **self.ray.to_dict(), "fault": self._fault_dict(),
+                    "safety": {"allow_resource": self.ray.allow_resource, "max_nodes": self.safety.max_nodes,
                                "max_gpu_share": self.safety.max_gpu_share,
                                "require_healthy": self.safety.require_healthy}}
         return self._kubernetes_dict()
@@ -1131,8 +1206,27 @@ _SLURM_OWN_ARGS = frozenset({"--partition", "--account", "--qos", "--job-name", 
 """sbatch options the drills or the profile's own fields set: refused in ``slurm.sbatch_args``."""
 _SLURM_SAFETY = ("allow_feature", "max_nodes", "max_gpu_share", "require_healthy")
 _KUBERNETES_ONLY = tuple(k for k in _TOP if k not in _SLURM_TOP)
-_SLURM_METHODS = (FaultMethod.COMMAND,)
-"""What pulls a Slurm node: the site's own command per node (a BMC, a cloud CLI, ``ssh`` with ``systemctl``)."""
+_COMMAND_METHODS = (FaultMethod.COMMAND,)
+"""What pulls a Slurm or Ray node: the site's own command per node (a BMC, a cloud CLI, ``ssh`` with ``systemctl``)."""
+
+
+def _command_fault_fields(top: _Section, doc: Mapping[str, Any], problems: list[str], platform: str,
+                          page: str) -> tuple[Any, ...]:
+    """The ``fault`` section of a cluster whose nodes only the site's command pulls (Slurm, Ray): every method and
+    stand-in must be ``command``; Xid, hang and storage-stall injections are refused, naming ``page``."""
+    fault_fields = _fault_fields(top, doc, problems)
+    method, _, _, _, xid, stand_ins, _, hang, stall = fault_fields
+    for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
+                                                    for ref, real in stand_ins)):
+        if isinstance(used, FaultMethod) and used not in _COMMAND_METHODS:
+            problems.append(f"{what}: {used.value} acts on Kubernetes; a {platform} node is pulled with command (a "
+                            "command_template with {node}, e.g. a BMC power-off, with its restore_template)")
+    if xid is not None:
+        problems.append(f"fault.xid: the {platform} target injects no Xid yet ({page}); remove it")
+    for part, given in (("hang", hang), ("storage_stall", stall)):
+        if given is not None:
+            problems.append(f"fault.{part}: the {platform} target has no hang drill yet ({page}); remove it")
+    return fault_fields
 
 
 def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
@@ -1178,18 +1272,7 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
         governance = _slurm_governance(section, problems)
         if governance is not None:
             slurm["governance"] = governance
-    fault_fields = _fault_fields(top, doc, problems)
-    method, _, _, _, xid, stand_ins, _, hang, stall = fault_fields
-    for what, used in (("fault.method", method), *((f"fault.stand_ins.{ref.value}", real)
-                                                    for ref, real in stand_ins)):
-        if isinstance(used, FaultMethod) and used not in _SLURM_METHODS:
-            problems.append(f"{what}: {used.value} acts on Kubernetes; a Slurm node is pulled with command (a "
-                            "command_template with {node}, e.g. a BMC power-off, with its restore_template)")
-    if xid is not None:
-        problems.append("fault.xid: the Slurm target injects no Xid yet (docs/SLURM.md); remove it")
-    for section, given in (("hang", hang), ("storage_stall", stall)):
-        if given is not None:
-            problems.append(f"fault.{section}: the Slurm target has no hang drill yet (docs/SLURM.md); remove it")
+    fault_fields = _command_fault_fields(top, doc, problems, "Slurm", "docs/SLURM.md")
     safety_section = top.section("safety", _SLURM_SAFETY, required=False)
     safety: dict[str, Any] = {}
     if safety_section is not None:
@@ -1203,10 +1286,76 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
     fault = _fault_settings(fault_fields, problems)
     if fault is None:
         return None
-    fault = replace(fault, stand_in_choices=_SLURM_METHODS)
+    fault = replace(fault, stand_in_choices=_COMMAND_METHODS)
     return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
                          fault=fault, safety=SafetySettings(**safety), platform=Platform.SLURM,
                          slurm=SlurmSettings(**slurm))
+
+
+_RAY_TOP = ("apiVersion", "kind", "name", "platform", "ray", "fault", "safety")
+_RAY = ("dashboard", "canary_command", "storage_path", "max_failures", "gang_form", "cpus_per_worker", "env_vars")
+_RAY_SAFETY = ("allow_resource", "max_nodes", "max_gpu_share", "require_healthy")
+
+
+def _parse_ray(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | None:
+    """A profile with ``platform: ray``: the cluster's ``ray`` settings, its fault commands and its safety."""
+    kubernetes_only = tuple(k for k in _TOP if k not in _RAY_TOP)
+    for key in kubernetes_only:
+        if key in doc:
+            problems.append(f"{key}: a Kubernetes field; a Ray profile (platform: ray) names its dashboard and the "
+                            f"canary's settings under ray: (fields: {', '.join(_RAY)}); remove {key}")
+    top = _Section({k: v for k, v in doc.items() if k not in kubernetes_only}, "", _RAY_TOP, problems)
+    top.string("apiVersion", API_VERSION, check=_exactly(API_VERSION), expected=repr(API_VERSION))
+    top.string("kind", KIND, check=_exactly(KIND), expected=repr(KIND))
+    name = top.string("name")
+    section = top.section("ray", _RAY, required=True)
+    ray: dict[str, Any] = {}
+    if section is not None:
+        ray["dashboard"] = section.string(
+            "dashboard", check=lambda v: urlparse(v).scheme in ("http", "https") and bool(urlparse(v).netloc),
+            expected="the head's dashboard URL, e.g. http://10.0.0.1:8265")
+        ray["storage_path"] = section.optional_string("storage_path", "ray.storage_path as a string")
+        if isinstance(ray["storage_path"], str) and not ray["storage_path"].startswith("/"):
+            problems.append(f"ray.storage_path: {ray['storage_path']!r} is not an absolute path; every node and "
+                            "this machine must read it at the same place")
+        ray["max_failures"] = section.integer("max_failures", 2, minimum=0)
+        ray["gang_form"] = section.choice("gang_form", GangForm, GangForm.PLACEMENT_GROUP)
+        cpus = section._get("cpus_per_worker", 1.0, (int, float), "a number of CPUs >= 0")
+        if isinstance(cpus, (int, float)) and cpus < 0:
+            problems.append(f"ray.cpus_per_worker: {cpus} is below 0")
+        ray["cpus_per_worker"] = float(cpus) if isinstance(cpus, (int, float)) and cpus >= 0 else _Missing
+        command = section.data.get("canary_command", list(RAY_CANARY_COMMAND))
+        if not isinstance(command, list) or not command or not all(isinstance(c, str) and c.strip()
+                                                                    for c in command):
+            problems.append(f"{section.where('canary_command')}: expected a non-empty list of strings, e.g. "
+                            "[python3, -m, drills.canary.raytrain]")
+            ray["canary_command"] = _Missing
+        else:
+            ray["canary_command"] = tuple(command)
+        env = section.data.get("env_vars", {})
+        if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            problems.append(f"{section.where('env_vars')}: expected a mapping of names to quoted strings, e.g. "
+                            "{NCCL_DEBUG: \"INFO\"}")
+            ray["env_vars"] = _Missing
+        else:
+            ray["env_vars"] = MappingProxyType(dict(env))
+    fault_fields = _command_fault_fields(top, doc, problems, "Ray", "docs/RAY.md")
+    safety_section = top.section("safety", _RAY_SAFETY, required=False)
+    safety: dict[str, Any] = {}
+    if safety_section is not None:
+        ray["allow_resource"] = safety_section.string("allow_resource", RAY_RESOURCE,
+                                                      expected="a custom resource name (ray start --resources)")
+        safety = {"max_nodes": safety_section.integer("max_nodes", 1, minimum=1),
+                  "max_gpu_share": safety_section.number("max_gpu_share", 0.25, above=0, at_most=1),
+                  "require_healthy": safety_section.boolean("require_healthy", True)}
+    if problems or any(v is _Missing for v in (name, *ray.values(), *safety.values())):
+        return None
+    fault = _fault_settings(fault_fields, problems)
+    if fault is None:
+        return None
+    fault = replace(fault, stand_in_choices=_COMMAND_METHODS)
+    return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
+                         fault=fault, safety=SafetySettings(**safety), platform=Platform.RAY, ray=RaySettings(**ray))
 
 
 def _slurm_governance(slurm: _Section, problems: list[str]) -> SlurmGovernance | None:
@@ -1414,6 +1563,8 @@ def load_profile(path: str | Path) -> TargetProfile:
     problems: list[str] = []
     if platform is Platform.SLURM:
         profile = _parse_slurm(doc, problems)
+    elif platform is Platform.RAY:
+        profile = _parse_ray(doc, problems)
     else:
         profile = _parse(dict((k, v) for k, v in doc.items() if k != "platform"), problems)
     if profile is None:

@@ -73,6 +73,8 @@ class AccessDrill(Drill):
     """Probe pods on one node of whole GPUs: what each sees and can open, judged against what it asked for."""
 
     kind: ClassVar[str] = "accelerator-access"
+    ray_absent: ClassVar[str] = ("Ray only tells a worker its GPU ids (CUDA_VISIBLE_DEVICES) and isolates no "
+                                 "device, so any worker may open any GPU of its node")
 
     @classmethod
     def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:

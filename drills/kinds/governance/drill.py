@@ -219,6 +219,8 @@ def create_once_class_known(driver: KubeDriver, body: dict[str, Any], within: fl
 @dataclass
 class GovernanceDrill(Drill):
     kind: ClassVar[str] = "governance"
+    ray_absent: ClassVar[str] = ("Ray has no tenants, quotas or admission of its own: every job of a cluster "
+                                 "shares its resources (a site puts its quotas in front of Ray)")
 
     @classmethod
     def unsupported(cls, profile: TargetProfile, *, reference: bool) -> str | None:

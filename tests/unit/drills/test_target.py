@@ -38,15 +38,15 @@ def problems_of(tmp_path: Path, doc: Any) -> list[str]:
     return caught.value.problems
 
 
-def test_the_examples_exist_for_every_flavor_and_for_slurm() -> None:
+def test_the_examples_exist_for_every_flavor_and_for_slurm_and_ray() -> None:
     assert {p.name for p in EXAMPLES} == {f"profile-{flavor.value}.yaml" for flavor in GangFlavor} | \
-        {"profile-slurm.yaml"}
+        {"profile-slurm.yaml", "profile-ray.yaml"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_loads(path: Path) -> None:
     profile = load_profile(path)
-    assert path.name == f"profile-{profile.platform.value if profile.on_slurm else profile.flavor.value}.yaml"
+    assert path.name == f"profile-{profile.flavor.value if profile.on_kubernetes else profile.platform.value}.yaml"
     assert not profile.fault.method.reference_only  # examples are for real clusters
 
 
