@@ -97,6 +97,13 @@ class RayDriver:
     def job(self, submission_id: str) -> RayJob:
         return parse_job(self.request("GET", f"/api/jobs/{quote(submission_id)}"))
 
+    def jobs(self) -> list[RayJob]:
+        """Every job the Job Submission API knows (running and finished)."""
+        doc = self.request("GET", "/api/jobs/")
+        if not isinstance(doc, list):
+            raise RayError(f"the Job Submission API's job list is a {type(doc).__name__}, not a list")
+        return [parse_job(row) for row in doc if isinstance(row, Mapping)]
+
     def job_logs(self, submission_id: str) -> str:
         """Everything the job's driver and its workers printed so far (Ray forwards the workers' lines)."""
         doc = self.request("GET", f"/api/jobs/{quote(submission_id)}/logs")

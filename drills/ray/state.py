@@ -105,6 +105,9 @@ class RayActor:
     """The node it runs (or ran) on; ``""`` before it was placed."""
     pid: int | None = None
     death_cause: str = ""
+    gpus: float = 0.0
+    """The GPUs it asked for (``required_resources``); an actor in a placement group takes them from its bundle."""
+    placement_group_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,9 @@ def parse_actors(doc: Any) -> list[RayActor]:
         actors.append(RayActor(actor_id=str(row.get("actor_id") or ""), name=str(row.get("name") or ""),
                                class_name=str(row.get("class_name") or ""),
                                state=_enum(ActorState, row.get("state")), node_id=str(row.get("node_id") or ""),
-                               pid=int(pid) if isinstance(pid, int) and pid > 0 else None, death_cause=said))
+                               pid=int(pid) if isinstance(pid, int) and pid > 0 else None, death_cause=said,
+                               gpus=_resources(row.get("required_resources")).get("GPU", 0.0),
+                               placement_group_id=str(row.get("placement_group_id") or "")))
     return actors
 
 

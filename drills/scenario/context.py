@@ -10,6 +10,7 @@ from typing import TypeVar
 from drills.records.verdict import DrillInconclusive, DrillResult
 from drills.scenario.drill import KINDS, Drill
 from drills.scenario.guard import AbortGuard
+from drills.scenario.raywatch import RayInvariantWatch
 from drills.scenario.slurmwatch import SlurmInvariantWatch
 from drills.scenario.watch import InvariantWatch
 from drills.target.connect import Target
@@ -32,7 +33,7 @@ class ScenarioContext:
     run_id: str = field(default_factory=new_run_id)
     drills: list[Drill] = field(default_factory=list)
     """The drills this scenario started, oldest first (most scenarios start one)."""
-    invariants: InvariantWatch | SlurmInvariantWatch | None = None
+    invariants: InvariantWatch | SlurmInvariantWatch | RayInvariantWatch | None = None
     """What must hold in every scenario, watched from :meth:`watch_invariants` until the verdict."""
     guard: AbortGuard | None = None
     """The profile's abort conditions, watched with the invariants (:mod:`drills.scenario.guard`)."""
@@ -41,7 +42,7 @@ class ScenarioContext:
     first step: a sentence two kinds share starts the drill of the kind the scenario is about
     (:meth:`drill_for`)."""
 
-    def watch_invariants(self) -> InvariantWatch | SlurmInvariantWatch:
+    def watch_invariants(self) -> InvariantWatch | SlurmInvariantWatch | RayInvariantWatch:
         """Start watching the invariants of this scenario's pods (docs/INVARIANTS.md), and the profile's abort
         conditions (docs/SAFETY.md; the scenario's blast radius starts empty)."""
         if self.invariants is None:
@@ -49,6 +50,8 @@ class ScenarioContext:
             self.target.note_service()
             if self.target.profile.on_slurm:  # a Slurm profile names no abort conditions (docs/SLURM.md)
                 self.invariants = SlurmInvariantWatch(self.target, self.result, self.run_id).start()
+            elif self.target.profile.on_ray:  # nor does a Ray profile (docs/RAY.md)
+                self.invariants = RayInvariantWatch(self.target, self.result, self.run_id).start()
             else:
                 self.guard = AbortGuard(self.target, self.result, lambda: set(self.target.touched)).start()
                 self.invariants = InvariantWatch(self.target, self.result, self.run_id).start()

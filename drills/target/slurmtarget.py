@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from drills.kube.timeline import Timeline
 from drills.slurm.driver import SlurmDriver
 from drills.slurm.state import NodeFlag, SlurmError, SlurmNode
-from drills.target.faults import FaultError, FaultRecord, FaultRecords, run_command
+from drills.target.commandtarget import CommandTarget, check_share
+from drills.target.faults import FaultError
 from drills.target.journal import Undo, UndoKind
 from drills.target.marks import Mark
-from drills.target.profile import FaultMethod, TargetProfile
-from drills.target.service import NodeService, describe, not_back
+from drills.target.profile import TargetProfile
+from drills.target.service import NodeService
 
 __all__ = ["DRILL_JOB", "SlurmTarget", "node_service", "serving_on", "slurm_driver", "slurm_key", "slurm_marks",
            "slurm_target"]
@@ -57,31 +57,21 @@ def node_service(node: SlurmNode) -> NodeService:
 
 
 @dataclass
-class SlurmTarget(FaultRecords):
+class SlurmTarget(CommandTarget):
     """A Slurm cluster, drilled through its commands (``platform: slurm``)."""
 
-    driver: SlurmDriver
-    profile: TargetProfile
-    timeline: Timeline = field(default_factory=Timeline)
-    touched: set[str] = field(default_factory=set)
-    service_before: dict[str, NodeService] = field(default_factory=dict)
-    service_at_first: dict[str, NodeService] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    keep_measuring: float = 0.0
-    embedded: None = None
-    """Never the embedded platform: the same question the Kubernetes target answers."""
-    fingerprint: None = None
-    access_checked: None = None
-    defects: tuple[str, ...] = ()
+    PLATFORM: ClassVar[str] = "Slurm"
+    driver: SlurmDriver | None = None
 
     # ------------------------------------------------------------- what it is
     @property
     def journal_key(self) -> str:
+        assert self.profile is not None
         return slurm_key(self.profile)
 
     @property
     def description(self) -> str:
-        assert self.profile.slurm is not None
+        assert self.profile is not None and self.profile.slurm is not None
         return (f"Slurm cluster {self.profile.name} ({self.profile.slurm.conf or 'the client default slurm.conf'}), "
                 f"partition {self.profile.slurm.partition}")
 
@@ -89,30 +79,17 @@ class SlurmTarget(FaultRecords):
         return []  # munge holds the credentials; the harness reads none
 
     def nodes(self) -> list[SlurmNode]:
+        assert self.driver is not None
         return self.driver.nodes()
 
-    # ------------------------------------------------------------- service
     def service_now(self) -> dict[str, NodeService]:
         """Every node's service as it stands (raises SlurmError when the cluster does not answer)."""
         return {n.name: node_service(n) for n in self.nodes()}
 
-    def note_service(self) -> None:
-        self.service_before = self.service_now()
-        if not self.service_at_first:
-            self.service_at_first = self.service_before
-
-    def not_given_back(self) -> str:
-        if not self.service_at_first:
-            return ""
-        try:
-            return describe(not_back(self.service_at_first, self.service_now()))
-        except SlurmError:
-            return ""
-
     def preflight(self) -> None:
         """Refuse a cluster whose allowed nodes are already out of service (``safety.require_healthy``); warn
         otherwise."""
-        assert self.profile.slurm is not None
+        assert self.profile is not None and self.profile.slurm is not None
         feature = self.profile.slurm.allow_feature
         nodes = self.nodes()
         allowed = [n for n in nodes if feature in n.features]
@@ -127,37 +104,8 @@ class SlurmTarget(FaultRecords):
                              + " (bring the nodes back, or set safety.require_healthy: false to drill it anyway)")
         self.warnings += [f"node {k} is out of service before the run: {', '.join(v)}" for k, v in sorted(out.items())]
 
-    # ------------------------------------------------------------- faults
-    def pull(self, node: str, method: FaultMethod, run_id: str = "", asked: FaultMethod | None = None) -> FaultRecord:
-        """Run the profile's fault command on ``node``, written down first; the record says whether the command
-        acted (its exit status): the drill confirms the fault from the workload (the rank there falls silent).
-        ``asked``: the fault the scenario names (the command's ``{fault}``)."""
-        if method is not FaultMethod.COMMAND:
-            raise FaultError(f"a Slurm node is pulled with the profile's command, not {method.value}")
-        self._check_blast_radius(node)
-        command = self.profile.fault.command_for(node, asked)
-        restore = self.profile.fault.restore_for(node, asked)
-        undo = (Undo(UndoKind.COMMAND, argv=tuple(shlex.split(restore))),) if restore else (Undo(
-            UndoKind.BY_HAND, note=f"undo '{command}' on node {node} by hand: the profile has no restore_template"),)
-        intent = "" if self.journal is None else self.journal.intend_fault(
-            f"{method.value} on Slurm node {node}: {command}", node, method, undo, self.profile.fault.expire_seconds)
-        self.touched.add(node)
-        record = run_command(command, node, self.profile.fault.timeout_seconds)
-        record.acted_at = self.timeline.clock.mono()
-        record.journal_id = intent
-        if restore:
-            record.undo = lambda: self._restore(restore, node)
-        self.faults_done.append(record)
-        self.timeline.action("fault", target=node, method=method.value, command=command, confirmed=record.confirmed)
-        return record
-
-    def _restore(self, command: str, node: str) -> None:
-        done = run_command(command, node, self.profile.fault.timeout_seconds)
-        if not done.confirmed:
-            raise FaultError(f"the restore command for node {node} failed: {done.detail}")
-
     def _check_blast_radius(self, node: str) -> None:
-        assert self.profile.slurm is not None
+        assert self.profile is not None and self.profile.slurm is not None
         nodes = {n.name: n for n in self.nodes()}
         found = nodes.get(node)
         feature = self.profile.slurm.allow_feature
@@ -166,28 +114,7 @@ class SlurmTarget(FaultRecords):
         if feature not in found.features:
             raise FaultError(f"node {node} does not carry the feature {feature!r} (safety.allow_feature), so it is "
                              "never pulled; add the feature in slurm.conf to allow it")
-        safety = self.profile.safety
-        pulled = {r.node for r in self.faults_done} | {node}  # the faults standing now, and this one
-        if len(pulled) > safety.max_nodes:
-            raise FaultError(f"pulling {node} would fault {len(pulled)} nodes at once ({', '.join(sorted(pulled))}), "
-                             f"over safety.max_nodes ({safety.max_nodes})")
-        total = sum(n.gpus for n in nodes.values()) or 1
-        share = sum(nodes[n].gpus for n in pulled if n in nodes) / total
-        if share > safety.max_gpu_share:
-            raise FaultError(f"pulling {node} would take {share:.0%} of the cluster's GPUs out, over "
-                             f"safety.max_gpu_share ({safety.max_gpu_share:.0%})")
-
-    def restore_roles(self) -> None:
-        """Nothing: a Slurm node is never touched beyond its fault's own undo."""
-
-    def settle_gpus(self, nodes: list[str] | None = None, timeout: float = 15.0) -> None:
-        """Nothing: a Slurm cluster's GPUs are its own health checks' (no GPU fault is injected there)."""
-
-    def stop_watches(self) -> None:
-        """Nothing: the drills poll the cluster themselves and stop on their own."""
-
-    def close(self) -> None:
-        self.restore_all()
+        check_share(node, self._pulled_now(), {n: x.gpus for n, x in nodes.items()}, self.profile.safety)
 
 
 DRILL_JOB = re.compile(r"^(canary-fd[0-9a-f]{6}|gang-[a-z]-fd[0-9a-f]{6}|acc-fd[0-9a-f]{6}-[0-9]+"
@@ -231,6 +158,6 @@ def slurm_target(profile: TargetProfile, workdir: Path | None = None) -> SlurmTa
     if conf is not None and not conf.exists():
         raise SlurmError(f"slurm.conf {conf} (slurm.conf in the profile) does not exist on this machine; point "
                          "slurm.conf at the cluster's configuration as this machine reads it")
-    target = SlurmTarget(SlurmDriver(conf=conf, workdir=workdir), profile)  # workdir: where sbatch runs
+    target = SlurmTarget(driver=SlurmDriver(conf=conf, workdir=workdir), profile=profile)  # workdir: where sbatch runs
     target.preflight()
     return target

@@ -32,13 +32,14 @@ import shutil
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from drills.kube.flavors import GangSpec
 from drills.records.verdict import DrillInconclusive
 from drills.slurm.state import JobState, SlurmError, SlurmJob, SlurmNode
-from drills.target.profile import FaultMethod, TargetProfile
+from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
+from drills.workloads.rankpull import RankPull
 from drills.workloads.training import Instant, TrainingRun
 
 __all__ = ["RankOutput", "SlurmTrainingRun", "job_of", "run_folder", "said_node", "slurm_storage_problem"]
@@ -49,9 +50,6 @@ POLL_S = 0.25
 """How often the run reads the job (``squeue``), the nodes (``sinfo``) and the ranks' output files."""
 START_TIMEOUT_S = 90.0
 """Seconds the job may take from submission to training whole (Slurm's scheduling loop included)."""
-SILENCE_S = 2.0
-"""A rank that logged nothing for this long after the fault acted is taken as gone with its node: a live rank logs
-a step every step time, or ``stalled`` every second while it waits on a lost peer."""
 
 NO_SHARED_DIR = ("the training canary on Slurm needs a directory every node sees at the same path for its "
                  "checkpoints, rendezvous and output: set slurm.shared_dir in the target profile (docs/SLURM.md)")
@@ -113,9 +111,11 @@ def canary_script(command: tuple[str, ...], args: list[str], out: Path) -> str:
 
 
 @dataclass
-class SlurmTrainingRun(TrainingRun):
+class SlurmTrainingRun(RankPull, TrainingRun):
     """The training run on a Slurm cluster (``target`` is a :class:`drills.target.slurmtarget.SlurmTarget`).
     The Kubernetes fields of :class:`TrainingRun` (pods, nodes, events) stay empty here."""
+
+    DOWN_SAID: ClassVar[str] = "the node shows down in sinfo"
 
     job_id: int | None = None
     folder: Path | None = None
@@ -262,53 +262,6 @@ class SlurmTrainingRun(TrainingRun):
                        node=self.rank_nodes.get(uid, ""))
 
     # ------------------------------------------------------------------ act
-    def pull(self, rank: int, method: FaultMethod, asked: FaultMethod | None = None) -> None:
-        assert self.spec is not None, "start the canary job first"
-        with self._cond:
-            generation = self._generation()
-            uid = next((u for u in self._stepping() if u.endswith(f".{generation}.{rank}")), None)
-            node = self.rank_nodes.get(uid or "")
-            if uid is None or node is None:
-                raise DrillInconclusive(f"worker {rank} of the canary job is not training, or never said which "
-                                        f"node it runs on; {self._pod_summary()}")
-            self._mark_before_fault()
-            self.restarts_at_fault = self.job.restarts if self.job is not None else 0
-        self.pulled = node
-        try:
-            record = self.target.pull(node, method, self.run_id, asked)
-        except Exception as exc:  # a fault refused by the safety checks or a command that could not run
-            raise DrillInconclusive(f"node {node} (worker {rank}) could not be pulled: {exc}") from None
-        details = {"node": node, "method": method.value, "rank": rank, "command": record.detail}
-        if record.confirmed:
-            confirmed, why = self._confirm(uid, record.acted_at or self.target.timeline.clock.mono())
-        else:
-            confirmed, why = False, f"the fault command failed: {record.detail}"
-        with self._cond:
-            details.update(confirmed=confirmed, detail=why)
-            self.result.details["fault"] = details
-            if not confirmed:
-                self.result.inconclusive(f"the {method.value} fault on {node} could not be confirmed ({why}); no "
-                                         "timing is claimed")
-                return
-            clock = self.target.timeline.clock
-            acted = record.acted_at if record.acted_at is not None else clock.mono()
-            self._stamp("fault", Instant(acted, clock.wall() - (clock.mono() - acted)))
-            self._advance()
-
-    def _confirm(self, uid: str, acted: float) -> tuple[bool, str]:
-        """The fault took: the rank on the node fell silent for :data:`SILENCE_S`, or the node shows down, within
-        the profile's ``fault.timeout_seconds`` of the act."""
-        clock = self.target.timeline.clock
-        timeout = self.target.profile.fault.timeout_seconds
-
-        def silent() -> bool:
-            last = max((ln.mono for ln in self.canary.snapshot() if ln.uid == uid), default=acted)
-            return clock.mono() - max(last, acted) >= SILENCE_S or self.node_down_at is not None
-        if self._wait(silent, timeout):
-            return True, ("the node shows down in sinfo" if self.node_down_at is not None else
-                          f"rank {uid} logged nothing for {SILENCE_S:g} s after the command (its own output)")
-        return False, f"rank {uid} kept logging for {timeout:g} s after the command, and the node never showed down"
-
     # ------------------------------------------------------------- observe
     def _advance(self) -> None:
         """Under the lock: stamp each instant the moment its condition first holds (module docstring)."""
@@ -333,6 +286,12 @@ class SlurmTrainingRun(TrainingRun):
                 all(self.cluster.get(n) is not None and self.cluster[n].serving for n in job.nodes):
             self._stamp("replace")
         self._stamp_resume()
+
+    def _down_at(self) -> Instant | None:
+        return self.node_down_at
+
+    def _note_fault(self, node: str, generation: str) -> None:
+        self.restarts_at_fault = self.job.restarts if self.job is not None else 0
 
     def _server_instants(self) -> dict[str, float]:
         """Slurm's own stamp: the start time of the job's run after the fault (``replace``)."""

@@ -41,6 +41,7 @@ from drills.target.safety import SafetyError, check_blast_radius, eligible_nodes
 from drills.target.throttle import STRAGGLER_TAINT
 from drills.workloads.canarylog import CanaryEvent
 from drills.workloads.goodput import FaultSpan, Goodput, goodput
+from drills.workloads.raytraining import ray_storage_problem
 from drills.workloads.slurmtraining import slurm_storage_problem
 from drills.workloads.training import (PROGRESS_STALLED, Instant, Obj, TrainingRun, rank_of, training_job_problem,
                                       training_permissions)
@@ -129,6 +130,10 @@ class CampaignDrill(TrainingRun, Drill):
     @classmethod
     def unsupported_on_slurm(cls, profile: TargetProfile) -> str | None:
         return slurm_storage_problem(profile)  # its Slurm side: drills.kinds.campaign.slurm
+
+    @classmethod
+    def unsupported_on_ray(cls, profile: TargetProfile) -> str | None:
+        return ray_storage_problem(profile)  # its Ray side: drills.kinds.campaign.ray
 
     @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:

@@ -8,6 +8,7 @@ import re
 from drills.errors import PlaceholderError
 from drills.kinds.campaign.drill import CampaignDrill
 from drills.kinds.campaign.slurm import SlurmCampaign  # noqa: F401 - its Slurm side, registered on import
+from drills.kinds.campaign.ray import RayCampaign  # noqa: F401 - its Ray side, registered on import
 from drills.records.verdict import Comparison, Threshold
 from drills.scenario.context import ScenarioContext
 from drills.scenario.vocabulary import placeholder, step

@@ -66,6 +66,10 @@ class GangDrill(Drill):
         return slurm_storage_problem(profile)  # every gang member is a training canary rank (drills.kinds.gang.slurm)
 
     @classmethod
+    def unsupported_on_ray(cls, profile: TargetProfile) -> str | None:
+        return None  # its Ray side: drills.kinds.gang.ray
+
+    @classmethod
     def permissions(cls, profile: TargetProfile) -> list[Permission]:
         return gang_permissions(profile, "gang submission")
 

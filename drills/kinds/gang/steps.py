@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from drills.errors import PlaceholderError
 from drills.kinds.gang.drill import GangDrill
 from drills.kinds.gang.slurm import SlurmGangDrill  # noqa: F401 - its Slurm side, registered on import
+from drills.kinds.gang.ray import RayGangDrill  # noqa: F401 - its Ray side, registered on import
 from drills.records.verdict import Threshold
 from drills.scenario.context import ScenarioContext
 from drills.scenario.drill import observe_window
