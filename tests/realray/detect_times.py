@@ -17,10 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster import RayCluster  # noqa: E402
+from cluster import TUNED, RayCluster  # noqa: E402
 
-TUNED = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
-         "health_check_timeout_ms": 1000, "health_check_failure_threshold": 3}
 
 
 def measure(name: str, system_config: dict, runs: int, fault: str = "kill") -> list[float]:

@@ -12,13 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.realray.cluster import RayCluster, until
+from tests.realray.cluster import TUNED, RayCluster, until
 
 pytestmark = pytest.mark.realray
 
 WORKERS, GPUS = 3, 8
-TUNED = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000, "health_check_timeout_ms": 1000,
-         "health_check_failure_threshold": 3}
 
 
 @pytest.fixture(scope="module")

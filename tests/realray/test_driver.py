@@ -15,13 +15,11 @@ import pytest
 
 from drills.ray.driver import RayDriver
 from drills.ray.state import ActorState, JobStatus, PlacementState, RayError
-from tests.realray.cluster import RayCluster, until
+from tests.realray.cluster import TUNED, RayCluster, until
 
 pytestmark = pytest.mark.realray
 
 GPUS = 8
-TUNED = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000, "health_check_timeout_ms": 1000,
-         "health_check_failure_threshold": 3}
 GANG_JOB = """\
 import sys, time
 import ray
