@@ -275,8 +275,9 @@ def test_jobs_within_the_limit_run_together_only_up_to_it_the_rest_pend_on_the_q
         for _ in range(3):
             proc = governed.as_tenant("sbatch", "--parsable", "--gres=gpu:2", tenant_script(governed), check=True)
             ids.append(int(proc.stdout.strip()))
-        wait(lambda: sorted(j["state"] for j in tenant_jobs(governed)) == ["PENDING", "RUNNING", "RUNNING"], 15,
-             lambda: tenant_jobs(governed))
+        # the third job pends with reason None until a scheduler pass weighs it against the QOS: wait for that pass
+        wait(lambda: sorted((j["state"], j["reason"] if j["state"] == "PENDING" else "") for j in tenant_jobs(governed))
+             == [("PENDING", "QOSGrpGRES"), ("RUNNING", ""), ("RUNNING", "")], 15, lambda: tenant_jobs(governed))
         for _ in range(10):  # and so it stays, pass after pass of the scheduler
             jobs = tenant_jobs(governed)
             assert sum(j["gpus"] for j in jobs if j["state"] == "RUNNING") <= 4, jobs
