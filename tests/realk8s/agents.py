@@ -38,8 +38,12 @@ from kubernetes.client.rest import ApiException
 from tests.realk8s.cluster import RealCluster, RealClusterError, log_tail
 from tests.realk8s.standin import NODE_LEASE_NAMESPACE, api_client, node_user, wait_for
 
-POD_RANGE = "127.30.{index}.0/24"
-"""Each agent's ``--pod-cidr`` (loopback; apart from the embedded platform's 127.10.x ranges)."""
+POD_RANGE_ENV = "FIREDRILL_REALK8S_POD_RANGE"
+POD_RANGE = os.environ.get(POD_RANGE_ENV, "127.30.{index}.0/24")
+"""Each agent's ``--pod-cidr`` (loopback; apart from the embedded platform's 127.10.x ranges).  ``.ci/run`` runs the
+suite as two pytest processes side by side and gives the second ``$FIREDRILL_REALK8S_POD_RANGE=127.31.{index}.0/24``,
+so the agents of the two never hand out the same pod address (test_agents.py, which checks the default, runs in
+the first)."""
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 
