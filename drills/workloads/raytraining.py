@@ -14,8 +14,10 @@ The instants, on the harness's monotonic clock (DESIGN.md's meanings, in Ray's w
 
 - ``t_fault``: the profile's fault command returned; confirmed by the workload (the rank there falls silent) or
   by Ray (the node is DEAD);
-- ``t_detect``: the GCS marks the pulled node DEAD (the state API's ``/api/v0/nodes``);
-- ``t_evict``: no Ray Train worker of the job is ALIVE on the pulled node (``/api/v0/actors``);
+- ``t_detect``: Ray shows it noticed: the GCS marks the pulled node DEAD (the state API's ``/api/v0/nodes``), or
+  Ray Train's controller says in the job's log that a worker is gone, whichever comes first (with Ray's default
+  health check the controller sees a dead worker's broken connection seconds before the GCS gives up on the node);
+- ``t_evict``: no Ray Train worker of the job is ALIVE on the pulled node (``/api/v0/actors``), once detected;
 - ``t_replace``: every rank of a later worker group logged its start, none on the pulled node, all on live nodes;
 - ``t_resume``: a rank of the new group logs a step beyond the step it resumed from.
 
@@ -52,10 +54,19 @@ START_TIMEOUT_S = 120.0
 """Seconds the job may take from submission to training whole (Ray starts a Python worker per rank)."""
 TRAIN_WORKER = "RayTrainWorker"
 """The class name of a Ray Train worker actor (Ray 2.60's Train v2)."""
+TRAIN_NOTICED = ("[FailurePolicy]", "A worker health check failed")
+"""What Ray Train's controller says in the job's log when it finds a worker gone (before it retries the group or
+gives up): Ray noticed the failure, whether or not the GCS has marked the node DEAD yet."""
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 NO_STORAGE = ("the training canary on Ray needs a directory every node sees at the same path for Ray Train's "
               "checkpoints: set ray.storage_path in the target profile (docs/RAY.md)")
+
+
+def later(a: Instant, b: Instant) -> Instant:
+    """The later of two instants: a phase of the chain never ends before the one before it (what Ray did first,
+    the harness may learn second)."""
+    return a if a.mono >= b.mono else b
 
 
 def ray_storage_problem(profile: TargetProfile) -> str | None:
@@ -77,22 +88,25 @@ class RayJobLog:
     submission_id: str
     _offset: int = 0
 
-    def new_lines(self) -> list[str]:
-        """The canary lines (JSON text, Ray's ``(Class pid=...)`` prefix and colours stripped) added since the last
-        call; a line still being written waits for the next call."""
+    def new_raw(self) -> list[str]:
+        """Every complete line added since the last call, colours stripped (Ray's ``(Class pid=...)`` prefix
+        kept); a line still being written waits for the next call."""
         text = self.driver.job_logs(self.submission_id)
         if len(text) < self._offset:  # the log was cut (a new driver log): read it again from its start
             self._offset = 0
         fresh = text[self._offset:]
         complete = fresh[:fresh.rfind("\n") + 1]
         self._offset += len(complete)
-        out = []
-        for raw in complete.splitlines():
-            clean = ANSI.sub("", raw)
-            brace = clean.find("{")
-            if brace >= 0:
-                out.append(clean[brace:])
-        return out
+        return [ANSI.sub("", raw) for raw in complete.splitlines()]
+
+    def new_lines(self) -> list[str]:
+        """The canary lines among them (JSON text, from the line's first ``{``)."""
+        return [canary_part(raw) for raw in self.new_raw() if "{" in raw]
+
+
+def canary_part(raw: str) -> str:
+    """A log line from its first ``{``: where a worker's canary line starts behind Ray's prefix."""
+    return raw[raw.find("{"):]
 
 
 @dataclass
@@ -100,7 +114,7 @@ class RayTrainingRun(RankPull, TrainingRun):
     """The training run on a Ray cluster (``target`` is a :class:`drills.target.raytarget.RayTarget`).  The
     Kubernetes fields of :class:`TrainingRun` (pods, nodes, events) stay empty here."""
 
-    DOWN_SAID: ClassVar[str] = "the GCS marked the node DEAD"
+    DOWN_SAID: ClassVar[str] = "Ray noticed it (the GCS marked the node DEAD, or Ray Train found its worker gone)"
 
     job_id: str | None = None
     """The canary job's submission id (``canary-<run id>``)."""
@@ -112,7 +126,11 @@ class RayTrainingRun(RankPull, TrainingRun):
     pulled_id: str = ""
     """The Ray node id of the pulled node at the fault (a node started again gets a new one)."""
     generation_at_fault: int = -1
-    node_dead_at: Instant | None = None
+    noticed_at: Instant | None = None
+    """When Ray first showed it noticed the fault: the GCS marked the pulled node DEAD, or Ray Train's controller
+    said in the job's log that a worker was gone (with its default 3 s poll it may see a dead worker's broken
+    connection well before the GCS's health checks give up on the node)."""
+    noticed_by: str = ""
     evicted_at: Instant | None = None
     rank_nodes: dict[str, str] = field(default_factory=dict)
     """uid -> the node (name) its rank said it runs on."""
@@ -233,8 +251,8 @@ class RayTrainingRun(RankPull, TrainingRun):
             self.job = job if job is not None else self.job
             self._see_nodes(nodes)
             now = Instant(clock.mono(), clock.wall())
-            if self.pulled_id and self.pulled_id not in self.alive and self.node_dead_at is None:
-                self.node_dead_at = now
+            if self.pulled_id and self.pulled_id not in self.alive and self.noticed_at is None:
+                self.noticed_at, self.noticed_by = now, "the GCS marked the node DEAD"
             if gone and self.evicted_at is None:
                 self.evicted_at = now
             self._advance()
@@ -253,8 +271,14 @@ class RayTrainingRun(RankPull, TrainingRun):
         if self.output is None:
             return
         clock = self.target.timeline.clock
-        for raw in self.output.new_lines():
-            line = parse_line(raw, pod="", uid="", node="", mono=clock.mono(), wall=clock.wall())
+        for raw in self.output.new_raw():
+            if self.pulled_id and self.noticed_at is None and any(said in raw for said in TRAIN_NOTICED):
+                with self._cond:
+                    self.noticed_at = Instant(clock.mono(), clock.wall())
+                    self.noticed_by = "Ray Train's controller found a worker gone (its log)"
+            if "{" not in raw:
+                continue
+            line = parse_line(canary_part(raw), pod="", uid="", node="", mono=clock.mono(), wall=clock.wall())
             if line is not None:
                 self.canary.add(self._placed(line))
 
@@ -277,7 +301,7 @@ class RayTrainingRun(RankPull, TrainingRun):
 
     # ------------------------------------------------------------------ act
     def _down_at(self) -> Instant | None:
-        return self.node_dead_at
+        return self.noticed_at
 
     def _note_fault(self, node: str, generation: str) -> None:
         self.generation_at_fault = int(generation)
@@ -289,10 +313,11 @@ class RayTrainingRun(RankPull, TrainingRun):
         """Under the lock: stamp each instant the moment its condition first holds (module docstring)."""
         if "fault" not in self.instants or self.pulled is None:
             return
-        if "detect" not in self.instants and self.node_dead_at is not None:
-            self._stamp("detect", self.node_dead_at)
-        if "evict" not in self.instants and self.evicted_at is not None:
-            self._stamp("evict", self.evicted_at)
+        if "detect" not in self.instants and self.noticed_at is not None:
+            self._stamp("detect", self.noticed_at)
+            self.result.details["detected_by"] = self.noticed_by
+        if "detect" in self.instants and "evict" not in self.instants and self.evicted_at is not None:
+            self._stamp("evict", later(self.evicted_at, self.instants["detect"]))
         job = self.job
         if job is not None and job.status.finished and "replace" not in self.instants and not self.result.halted:
             self.result.halt(f"the canary job {job.submission_id} ended {job.status.value}"
@@ -304,7 +329,7 @@ class RayTrainingRun(RankPull, TrainingRun):
         if "evict" in self.instants and "replace" not in self.instants:
             started = self._restarted()
             if started is not None:
-                self._stamp("replace", started)
+                self._stamp("replace", later(started, self.instants["evict"]))
         self._stamp_resume()
 
     def _restarted(self) -> Instant | None:

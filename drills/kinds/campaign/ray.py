@@ -4,7 +4,7 @@ undone with its restore; the effective training time and each recovery are judge
 Kubernetes (:class:`~drills.kinds.campaign.drill.CampaignDrill`).
 
 Each fault's instants, on the harness's clock: ``fault`` the command acted and the rank there fell silent (or the
-node went DEAD); ``detect`` the GCS marks the node DEAD; ``replace`` every rank of a later worker group logged its
+node went DEAD); ``detect`` Ray noticed (the GCS marks the node DEAD, or Ray Train's controller finds its worker gone); ``replace`` every rank of a later worker group logged its
 start, off the node; ``resume`` a rank of that group logs a step beyond the step it resumed from.  The job's
 ``FailureConfig.max_failures`` is the campaign's own (:attr:`CampaignDrill.MAX_RETRY`): the job must outlive every
 fault of the schedule.  The mix's GPU faults are skipped and counted, as on any real cluster.
@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from drills.kinds.campaign.drill import NODE_METHODS, CampaignDrill, CampaignFault
 from drills.records.verdict import DrillInconclusive
 from drills.scenario.drill import ray_side
-from drills.workloads.raytraining import RayTrainingRun
-from drills.workloads.training import Instant
+from drills.workloads.raytraining import RayTrainingRun, later
 
 __all__ = ["RayCampaign"]
 
@@ -56,7 +55,7 @@ class RayCampaign(RayTrainingRun, CampaignDrill):
         method = self.target.profile.fault.method_for(NODE_METHODS[fault.kind], reference=False)
         with self._cond:
             self.pulled, self.before_fault = fault.node, set(fault.before)
-            self.pulled_id, self.node_dead_at, self.evicted_at = self._node_id_of(fault.node), None, None
+            self.pulled_id, self.noticed_at, self.evicted_at = self._node_id_of(fault.node), None, None
         fault.record = self.target.pull(fault.node, method, self.run_id, NODE_METHODS[fault.kind])
         if not fault.record.confirmed:
             raise DrillInconclusive(f"the {method.value} fault failed: {fault.record.detail}")
@@ -69,11 +68,10 @@ class RayCampaign(RayTrainingRun, CampaignDrill):
         fault = self.current
         if fault is None or "fault" not in fault.instants or self.spec is None:
             return
-        if "detect" not in fault.instants and self.node_dead_at is not None:
-            fault.instants["detect"] = self.node_dead_at
+        if "detect" not in fault.instants and self.noticed_at is not None:
+            fault.instants["detect"] = self.noticed_at
         if "replace" not in fault.instants:
             started = self._restarted()
             if started is not None:
-                fault.instants["replace"] = Instant(max(started.mono, fault.instants["fault"].mono),
-                                                    max(started.wall, fault.instants["fault"].wall))
+                fault.instants["replace"] = later(started, fault.instants.get("detect") or fault.instants["fault"])
         self._stamp_fault_resume(fault)
