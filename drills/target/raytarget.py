@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -138,6 +139,27 @@ class RayTarget(CommandTarget):
             raise FaultError(f"node {node} does not declare the resource {self.ray.allow_resource!r} "
                              "(safety.allow_resource), so it is never pulled")
         check_share(node, self._pulled_now(), {n: x.gpus for n, x in nodes.items()}, self.profile.safety)
+
+    def stop_jobs(self, submission_ids: list[str], timeout: float = 30.0, poll: float = 0.25) -> None:
+        """Stop the drill's jobs and wait until none runs any more (they hold GPUs the next scenario needs); never
+        raises: a job still running at the deadline is logged."""
+        assert self.driver is not None
+        for job in submission_ids:
+            try:
+                self.driver.stop(job)
+            except RayError as exc:
+                log.warning("Ray job %s not stopped: %s", job, exc)
+        deadline = self.timeline.clock.mono() + timeout
+        while submission_ids and self.timeline.clock.mono() < deadline:
+            try:
+                if all(self.driver.job(job).status.finished for job in submission_ids):
+                    return
+            except RayError:
+                pass
+            threading.Event().wait(poll)
+        if submission_ids:
+            log.warning("Ray job(s) %s still running %g s after they were stopped", ", ".join(submission_ids),
+                        timeout)
 
     def close(self) -> None:
         self.restore_all()

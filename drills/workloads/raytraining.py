@@ -365,11 +365,6 @@ class RayTrainingRun(RankPull, TrainingRun):
         """Undo the fault, stop the job, wait for the pulled node to serve, remove the run's checkpoints; never
         raises."""
         self.target.restore_all()
-        try:
-            if self.job_id is not None:
-                self.target.driver.stop(self.job_id)
-        except RayError as exc:
-            log.warning("rollback: job %s not stopped: %s", self.job_id, exc)
         self._stop.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
@@ -377,25 +372,12 @@ class RayTrainingRun(RankPull, TrainingRun):
             self._read_lines()
         except RayError:
             pass
-        self._wait_job_ended()
+        self.target.stop_jobs([self.job_id] if self.job_id is not None else [])
         self.result.details["canary"] = {"lines": len(self.canary.lines), "job": self.job_id}
         self._wait_node_back()
         profile = self.target.profile
         if self.job_id is not None and profile.ray is not None and profile.ray.storage_path is not None:
             shutil.rmtree(Path(profile.ray.storage_path) / self.job_id, ignore_errors=True)
-
-    def _wait_job_ended(self, timeout: float = 30.0) -> None:
-        """Wait until the stopped job holds nothing (its status finished), so the next scenario finds its GPUs."""
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + timeout
-        while self.job_id is not None and clock.mono() < deadline:
-            try:
-                if self.target.driver.job(self.job_id).status.finished:
-                    return
-            except RayError:
-                pass
-            threading.Event().wait(POLL_S)
-        log.warning("ray job %s still running %g s after it was stopped", self.job_id, timeout)
 
     def _pulled_serves(self) -> bool:
         try:

@@ -141,21 +141,7 @@ class RayGangDrill(GangDrill):
         self._stop.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
-        driver = self.target.driver
-        for name in list(self.logs):
-            try:
-                driver.stop(name)
-            except RayError as exc:
-                log.warning("rollback: Ray job %s not stopped: %s", name, exc)
-        clock = self.target.timeline.clock
-        deadline = clock.mono() + 30.0
-        while self.logs and clock.mono() < deadline:
-            try:
-                if all(driver.job(name).status.finished for name in self.logs):
-                    break
-            except RayError:
-                pass
-            threading.Event().wait(POLL_S)
+        self.target.stop_jobs(sorted(self.logs))
         self.result.details["bind_report"] = self.bind_report()
         self.result.details["submitted_mono"] = self.submitted_at
         self.result.details["jobs"] = sorted(self.logs)
