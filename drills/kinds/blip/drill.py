@@ -76,6 +76,14 @@ class Outage:
     records: list[FaultRecord] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Disturbed:
+    """What the outage did to the job's pods: how many of them, and each finding in words."""
+
+    pods: int
+    found: list[str]
+
+
 @register
 @dataclass
 class BlipDrill(TrainingRun, Drill):
@@ -316,18 +324,21 @@ class BlipDrill(TrainingRun, Drill):
             return
         clock = self.target.timeline.clock
         until = self.instants["end"].mono + settle
-        self._wait(lambda: bool(self._disturbed()) or clock.mono() >= until, settle + 1.0)
+        self._wait(lambda: bool(self._disturbed().found) or clock.mono() >= until, settle + 1.0)
         with self._cond:
-            found = self._disturbed()
-            self.result.measure(Measurement("job pods evicted or restarted", float(len(found)), "pods",
+            disturbed = self._disturbed()
+            found = disturbed.found
+            self.result.measure(Measurement("job pods evicted or restarted", float(disturbed.pods), "pods",
                                             note=f"watched until {settle:g} s after the outage"))
             if found:
                 self.result.fail(f"the {self.outage.what if self.outage else ''} outage of "
                                  f"{self.outage.seconds if self.outage else 0:g} s disturbed the training it should "
                                  f"have left alone: {'; '.join(found)} (the harness's watch of the job's pods)")
 
-    def _disturbed(self) -> list[str]:
-        """Under the lock: what happened to the job's pods since the fault."""
+    def _disturbed(self) -> Disturbed:
+        """Under the lock: what happened to the job's pods since the fault. The count is of pods, not of findings: a
+        rank's replacement is the same rank disturbed, counted as a pod only when no pod the job had at the fault
+        shows what happened to it."""
         found = []
         by_uid = {p["metadata"]["uid"]: p for p in self.pods.values()}
         for uid in sorted(self.before_fault):
@@ -343,10 +354,11 @@ class BlipDrill(TrainingRun, Drill):
             elif _restarts(pod) > self.restarts_before.get(uid, 0):
                 found.append(f"{name} restarted ({_restarts(pod)} restarts, {self.restarts_before.get(uid, 0)} "
                              "before)")
+        touched = len(found)
         fresh = sorted(p["metadata"]["name"] for uid, p in by_uid.items() if uid not in self.before_fault)
         if fresh:
             found.append(f"new pod(s) {', '.join(fresh)} replaced the job's ranks")
-        return found
+        return Disturbed(pods=touched or len(fresh), found=found)
 
     def judge_writes(self) -> None:
         """Every Lease the API server acknowledged, before, during or after the outage, is there now."""

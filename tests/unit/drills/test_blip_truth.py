@@ -86,11 +86,20 @@ def test_a_rank_that_stops_inside_the_outage_is_a_pause_named_with_its_rank() ->
 
 def test_an_evicted_restarted_or_replaced_rank_is_named() -> None:
     drill = drill_with()
-    assert drill._disturbed() == []
+    assert drill._disturbed().found == []
     drill.pods = {"a": pod("a", deletionTimestamp="2027-01-01T00:00:00Z"), "b": pod("b", restarts=1),
                   "c": pod("c")}
-    assert drill._disturbed() == ["pod-a was evicted (deletionTimestamp set)", "pod-b restarted (1 restarts, 0 before)",
-                                  "new pod(s) pod-c replaced the job's ranks"]
+    disturbed = drill._disturbed()
+    assert disturbed.found == ["pod-a was evicted (deletionTimestamp set)", "pod-b restarted (1 restarts, 0 before)",
+                               "new pod(s) pod-c replaced the job's ranks"]
+    assert disturbed.pods == 2  # pod-c is pod-a's rank again, not a third pod disturbed
+
+
+def test_a_replacement_alone_counts_as_the_pods_it_brought() -> None:
+    drill = drill_with()
+    drill.pods = {**drill.pods, "c": pod("c")}  # the job's pods at the fault untouched, one more beside them
+    disturbed = drill._disturbed()
+    assert disturbed.pods == 1 and disturbed.found == ["new pod(s) pod-c replaced the job's ranks"]
 
 
 def test_a_node_is_ready_again_only_after_a_lease_renewal_since_the_end() -> None:
