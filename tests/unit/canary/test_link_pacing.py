@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,8 @@ def test_three_ranks_log_the_bandwidth_of_each_link_and_the_slow_one_shows(tmp_p
                     if nbytes:
                         timed.setdefault((r, int(peer)), []).append(nbytes / seconds)
     assert set(timed) >= {(1, 0), (2, 0)}
-    fast, slow = min(timed[(1, 0)]), max(timed[(2, 0)])
-    assert slow < 0.3e6 < 0.7e6 < fast  # rank 2's link is the slow one, seen from its own end
-    assert max(timed[(1, 0)]) < 1.2e6  # and no link runs faster than its pace
+    # A pace is a ceiling: no frame beats it, however busy the machine. A busy machine only slows a frame down, so
+    # the fast link is judged by its median frame against the slow link's fastest (4 times apart when paced).
+    fast, slow = statistics.median(timed[(1, 0)]), max(timed[(2, 0)])
+    assert slow < 0.3e6 and fast > 2 * slow, timed  # rank 2's link is the slow one, seen from its own end
+    assert max(timed[(1, 0)]) < 1.2e6, timed  # and no link runs faster than its pace
