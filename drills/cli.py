@@ -450,13 +450,19 @@ def _recover_slurm(profile: Any, states: list[Any], sweeping: bool, dry_run: boo
     from drills.target.recover import recover as undo_all, sweep
     from drills.target.slurmtarget import serving_on, slurm_driver, slurm_marks
 
-    driver = slurm_driver(profile)
-    done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving_on(driver))
     try:
+        driver = slurm_driver(profile)
+    except SlurmError as exc:
+        err.print(f"error: {exc}" + ("; the open faults stay in their journals" if states else ""))
+        raise typer.Exit(4) from None
+    try:
+        done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving_on(driver))
         swept = sweep(None, slurm_marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
     except SlurmError as exc:
         err.print(f"error: the Slurm cluster answered {exc}; run `firedrill recover` again once it can be read")
         raise typer.Exit(4) from None
+    finally:
+        driver.close()
     return done, swept
 
 

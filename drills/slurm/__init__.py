@@ -5,7 +5,8 @@ Kubernetes driver (:mod:`drills.kube`).
   parsed into typed records (pure: unit-tested on Slurm's own output).
 - :mod:`drills.slurm.driver`: the commands themselves (``sbatch``, ``squeue``, ``sinfo``, ``scancel``), run against
   the cluster a ``SLURM_CONF`` names; every failure a :class:`~drills.slurm.state.SlurmError` naming the command.
+- :mod:`drills.slurm.rest`: slurmrestd's REST API, the read path where a site serves it (``slurm.rest``).
 
-Slurm 22.05 (the oldest release real sites still run) and later: the commands' ``--json`` output is the read path,
-since slurmrestd's API version differs per release.
+Slurm 22.05 (the oldest release real sites still run) and later: the commands' ``--json`` output is the read path
+by default, slurmrestd's (the same documents, at the API version the profile names) where the profile asks.
 """

@@ -1,4 +1,5 @@
-"""The Slurm commands the harness runs, against the cluster one ``slurm.conf`` names.
+"""The Slurm commands the harness runs, against the cluster one ``slurm.conf`` names; its reads through slurmrestd
+instead where the profile names one (:mod:`drills.slurm.rest`).
 
 Every command runs with a deadline and without a shell; a command that is missing, times out, exits non-zero or
 prints what is not JSON raises :class:`~drills.slurm.state.SlurmError` naming the command, its exit and what it
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from drills.slurm.rest import SlurmRest
 from drills.slurm.state import SlurmError, SlurmJob, SlurmNode, parse_jobs, parse_nodes
 
 __all__ = ["SlurmDriver"]
@@ -34,6 +36,8 @@ class SlurmDriver:
     env: Mapping[str, str] = field(default_factory=dict)
     """More environment for every command (and so for every job it submits: sbatch exports it)."""
     timeout: float = COMMAND_TIMEOUT_S
+    rest: SlurmRest | None = None
+    """slurmrestd, where the site serves it: jobs and nodes are read there (no process per poll)."""
 
     def _env(self) -> dict[str, str]:
         out = {**os.environ, **self.env}
@@ -81,7 +85,7 @@ class SlurmDriver:
     # ------------------------------------------------------------- reads
     def jobs(self, job_ids: Sequence[int] = ()) -> list[SlurmJob]:
         """The jobs slurmctld still knows (finished ones for ``MinJobAge`` seconds), or those of ``job_ids``."""
-        found = parse_jobs(self.json("squeue"))
+        found = parse_jobs(self.rest.get("jobs") if self.rest is not None else self.json("squeue"))
         wanted = set(job_ids)
         return [j for j in found if not wanted or j.job_id in wanted]
 
@@ -89,7 +93,11 @@ class SlurmDriver:
         return next(iter(self.jobs([job_id])), None)
 
     def nodes(self) -> list[SlurmNode]:
-        return parse_nodes(self.json("sinfo"))
+        return parse_nodes(self.rest.get("nodes") if self.rest is not None else self.json("sinfo"))
+
+    def close(self) -> None:
+        if self.rest is not None:
+            self.rest.close()
 
     # ------------------------------------------------------------- acts
     def submit(self, script: str, options: Sequence[str] = ()) -> int:

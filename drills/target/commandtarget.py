@@ -123,3 +123,5 @@ class CommandTarget(FaultRecords):
 
     def close(self) -> None:
         self.restore_all()
+        if self.driver is not None:
+            self.driver.close()

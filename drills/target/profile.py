@@ -97,6 +97,7 @@ field path and what is allowed.
 from __future__ import annotations
 
 import difflib
+import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -110,6 +111,8 @@ import yaml
 
 from drills.errors import FiredrillError
 from drills.kube.flavors import GangFlavor, thaw, valid_dns_label, valid_label_key, valid_label_value
+from drills.slurm.rest import API_PATTERN as SLURM_REST_API_PATTERN, API_VERSION as SLURM_REST_API
+from drills.slurm.rest import TOKEN_ENV as SLURM_REST_TOKEN_ENV
 
 __all__ = [
     "API_VERSION",
@@ -769,6 +772,26 @@ class SlurmGovernance:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmRestSettings:
+    """``slurm.rest``: slurmrestd, where the site serves it; the drills read jobs and nodes there instead of running
+    ``squeue``/``sinfo`` for each poll (docs/SLURM.md, "Reading through slurmrestd")."""
+
+    url: str
+    """Where slurmrestd listens, e.g. ``http://slurm-head:6820``."""
+    user: str
+    """The user the token is for (``X-SLURM-USER-NAME``): not root, not SlurmUser (slurmrestd refuses both)."""
+    token_env: str = SLURM_REST_TOKEN_ENV
+    """The environment variable holding the token (``scontrol token username=<user> lifespan=<seconds>``); the
+    profile never holds the token itself. Not ``SLURM_JWT`` unless the token is the harness user's own: Slurm's
+    commands read that one too, and would speak as the token's user."""
+    api: str = SLURM_REST_API
+    """The openapi plugin version slurmrestd serves (Slurm 22.05: ``v0.0.38``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "user": self.user, "token_env": self.token_env, "api": self.api}
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmSettings:
     """``slurm`` (with ``safety.allow_feature``): how the drills reach a Slurm cluster and run their jobs there."""
 
@@ -798,6 +821,8 @@ class SlurmSettings:
     device_dir: str = "/dev"
     """Where a node's GPU device files (``nvidia0``, ...) are, as a job there reads them (``{node}``: the node's
     name, for a test bench whose simulated nodes keep theirs apart); gres.conf's ``File=`` names the same files."""
+    rest: SlurmRestSettings | None = None
+    """slurmrestd to read jobs and nodes through; None: ``squeue --json`` and ``sinfo --json``."""
 
     def devices_of(self, node: str) -> str:
         return self.device_dir.replace("{node}", node)
@@ -822,6 +847,8 @@ class SlurmSettings:
             out["device_dir"] = self.device_dir
         if self.governance.to_dict():
             out["governance"] = self.governance.to_dict()
+        if self.rest is not None:
+            out["rest"] = self.rest.to_dict()
         return {"slurm": out}
 
 
@@ -1198,7 +1225,8 @@ def _fault_settings(fields: tuple[Any, ...], problems: list[str]) -> FaultSettin
 
 _SLURM_TOP = ("apiVersion", "kind", "name", "platform", "slurm", "fault", "safety")
 _SLURM = ("conf", "partition", "account", "qos", "gres", "canary_command", "shared_dir", "sbatch_args",
-          "device_dir", "governance")
+          "device_dir", "governance", "rest")
+_SLURM_REST = ("url", "user", "token_env", "api")
 _SLURM_GOVERNANCE = ("tenant_command", "tenant_qos", "tenant_account", "other_partition", "restricted_qos",
                      "controller_log", "record_wait_seconds")
 _SLURM_OWN_ARGS = frozenset({"--partition", "--account", "--qos", "--job-name", "--nodes", "--ntasks-per-node",
@@ -1272,6 +1300,9 @@ def _parse_slurm(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile |
         governance = _slurm_governance(section, problems)
         if governance is not None:
             slurm["governance"] = governance
+        rest = _slurm_rest(section, problems)
+        if rest is not None:
+            slurm["rest"] = rest
     fault_fields = _command_fault_fields(top, doc, problems, "Slurm", "docs/SLURM.md")
     safety_section = top.section("safety", _SLURM_SAFETY, required=False)
     safety: dict[str, Any] = {}
@@ -1356,6 +1387,25 @@ def _parse_ray(doc: Mapping[str, Any], problems: list[str]) -> TargetProfile | N
     fault = replace(fault, stand_in_choices=_COMMAND_METHODS)
     return TargetProfile(name=name, flavor=GangFlavor.NATIVE, namespace="firedrill", queue="", canary_image="",
                          fault=fault, safety=SafetySettings(**safety), platform=Platform.RAY, ray=RaySettings(**ray))
+
+
+def _slurm_rest(slurm: _Section, problems: list[str]) -> SlurmRestSettings | None:
+    """``slurm.rest``: slurmrestd's URL, the token's user and where the token is, the API version."""
+    section = slurm.section("rest", _SLURM_REST, required=False)
+    if section is None or "rest" not in slurm.data:
+        return None
+    url = section.string("url", check=lambda u: u.startswith(("http://", "https://")) and len(u.split("//", 1)[1]) > 0,
+                         expected="slurmrestd's http(s) URL, e.g. http://slurm-head:6820")
+    user = section.string("user", check=lambda u: bool(u.strip()) and u != "root",
+                          expected="an ordinary user for the token (slurmrestd refuses tokens of root)")
+    token_env = section.string("token_env", SLURM_REST_TOKEN_ENV,
+                               check=lambda e: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", e) is not None,
+                               expected="the name of the environment variable holding the token")
+    api = section.string("api", SLURM_REST_API, check=lambda a: SLURM_REST_API_PATTERN.match(a) is not None,
+                         expected=f"an openapi plugin version such as {SLURM_REST_API}")
+    if any(v is _Missing for v in (url, user, token_env, api)):
+        return None  # each problem is on record
+    return SlurmRestSettings(url=url.rstrip("/"), user=user, token_env=token_env, api=api)
 
 
 def _slurm_governance(slurm: _Section, problems: list[str]) -> SlurmGovernance | None:

@@ -161,11 +161,6 @@ class RayTarget(CommandTarget):
             log.warning("Ray job(s) %s still running %g s after they were stopped", ", ".join(submission_ids),
                         timeout)
 
-    def close(self) -> None:
-        self.restore_all()
-        if self.driver is not None:
-            self.driver.close()
-
 
 DRILL_JOB = re.compile(r"^(canary|gang-[a-z])-fd[0-9a-f]{6}$")
 """The submission ids of the drills' jobs, each with its run's id: the training canary (``canary-<run id>``) and a

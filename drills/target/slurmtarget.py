@@ -13,7 +13,9 @@ cluster for which a dead run's fault journal still holds a fault not undone (``f
 
 from __future__ import annotations
 
+import getpass
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from drills.slurm.driver import SlurmDriver
+from drills.slurm.rest import TOKEN_ENV, SlurmRest
 from drills.slurm.state import NodeFlag, SlurmError, SlurmNode
 from drills.target.commandtarget import CommandTarget, check_share
 from drills.target.faults import FaultError
@@ -124,9 +127,27 @@ DRILL_JOB = re.compile(r"^(canary-fd[0-9a-f]{6}|gang-[a-z]-fd[0-9a-f]{6}|acc-fd[
 ``gov-<run id>-holder`` and ``-victim`` the harness's). Only a Firedrill run submits such a job."""
 
 
-def slurm_driver(profile: TargetProfile) -> SlurmDriver:
+def slurm_driver(profile: TargetProfile, workdir: Path | None = None) -> SlurmDriver:
+    """The commands for the cluster ``profile`` names, reading through its slurmrestd where it names one (raises
+    SlurmError when that one's token is not in the environment)."""
     assert profile.slurm is not None
-    return SlurmDriver(conf=Path(profile.slurm.conf) if profile.slurm.conf else None)
+    rest = None
+    if profile.slurm.rest is not None:
+        settings = profile.slurm.rest
+        if settings.token_env == "SLURM_JWT" and settings.user != getpass.getuser():
+            raise SlurmError(f"slurm.rest.token_env is SLURM_JWT, which Slurm's own commands read too: sbatch would "
+                             f"then speak as {settings.user}, not as {getpass.getuser()} who runs it, and be refused "
+                             f"('Invalid user id'); name another variable (token_env: {TOKEN_ENV}), or mint the token "
+                             f"for {getpass.getuser()}")
+        token = os.environ.get(settings.token_env, "").strip()
+        if not token:
+            raise SlurmError(f"slurm.rest reads through slurmrestd as {settings.user}, but ${settings.token_env} holds "
+                             f"no token: mint one (scontrol token username={settings.user} lifespan=SECONDS) and "
+                             f"export {settings.token_env}=<the token>, or remove slurm.rest to read with squeue "
+                             "and sinfo")
+        token = token.removeprefix(f"{settings.token_env}=").removeprefix("SLURM_JWT=")  # scontrol token's own line
+        rest = SlurmRest(settings.url, settings.user, token, api=settings.api, token_env=settings.token_env)
+    return SlurmDriver(conf=Path(profile.slurm.conf) if profile.slurm.conf else None, workdir=workdir, rest=rest)
 
 
 def slurm_marks(profile: TargetProfile, driver: SlurmDriver) -> list[Mark]:
@@ -158,6 +179,6 @@ def slurm_target(profile: TargetProfile, workdir: Path | None = None) -> SlurmTa
     if conf is not None and not conf.exists():
         raise SlurmError(f"slurm.conf {conf} (slurm.conf in the profile) does not exist on this machine; point "
                          "slurm.conf at the cluster's configuration as this machine reads it")
-    target = SlurmTarget(driver=SlurmDriver(conf=conf, workdir=workdir), profile=profile)  # workdir: where sbatch runs
+    target = SlurmTarget(driver=slurm_driver(profile, workdir), profile=profile)  # workdir: where sbatch runs
     target.preflight()
     return target

@@ -46,7 +46,7 @@ from drills.slurm.driver import SlurmDriver
 from drills.slurm.state import SlurmError as DriverError
 
 __all__ = ["ACCOUNTING_BINARIES", "SLURM_BINARIES", "Accounting", "SlurmCluster", "SlurmClusterSpec", "SlurmError",
-           "missing_accounting_binaries", "missing_binaries", "running"]
+           "REST_USER", "missing_accounting_binaries", "missing_binaries", "running"]
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 NODE_ENV = "FIREDRILL_SLURM_NODE"
@@ -56,6 +56,9 @@ ATTACH_FILE = "cluster.json"
 CGROUP_ROOT = "/sys/fs/cgroup"
 GPU_MAJOR = 195
 """NVIDIA's character device major; the simulated GPU files carry it, one minor each."""
+REST_USER, REST_GROUP = "nobody", "nogroup"
+"""Who slurmrestd runs as (it refuses root) and whom the tests' tokens are for (it refuses root's): a user of every
+Debian machine that owns nothing."""
 ACCOUNTING_BINARIES = (("mariadbd", "mysqld"), ("mariadb-install-db", "mysql_install_db"), ("mariadb", "mysql"),
                        ("slurmdbd",), ("sacctmgr",), ("setpriv",), ("useradd",))
 """What an accounting cluster needs besides :data:`SLURM_BINARIES` (any one of each group): the Debian packages
@@ -206,6 +209,10 @@ class SlurmClusterSpec:
     accounting: Accounting | None = None
     """Accounting and a tenant's governance (:class:`Accounting`); None: no accounting (``accounting_storage/none``),
     every user may run anything."""
+    rest: bool = False
+    """slurmrestd beside slurmctld, as sites serve it: JSON Web Tokens (``AuthAltTypes=auth/jwt``, a key of the
+    cluster's own), ``rest_auth/jwt``, ``openapi/v0.0.38``, on a loopback port, dropped to ``nobody`` (it refuses
+    to run as root); :meth:`SlurmCluster.rest_token` mints a token."""
 
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}-{i}" for i in range(self.nodes)]
@@ -237,8 +244,10 @@ class SlurmCluster:
     def etc(self) -> Path:
         """The folder of slurm.conf, gres.conf (and cgroup.conf, slurmdbd.conf): the cluster's own; with accounting,
         one under :attr:`short`, which the tenant can reach (its commands read slurm.conf, and so does every step of
-        its jobs: slurmd gives them ``SLURM_CONF`` naming its own)."""
-        return (self.short if self.spec.accounting is not None else self.root) / "etc"
+        its jobs: slurmd gives them ``SLURM_CONF`` naming its own); so too with ``rest``, for slurmrestd reads its
+        configuration once it runs as ``nobody``."""
+        shared = self.spec.accounting is not None or self.spec.rest
+        return (self.short if shared else self.root) / "etc"
 
     @property
     def conf(self) -> Path:
@@ -282,6 +291,20 @@ class SlurmCluster:
     def datadir(self) -> Path:
         return self.root / "db"
 
+    @property
+    def jwt_key(self) -> Path:
+        """The key slurmctld signs and checks JSON Web Tokens with (mode 600, root's; with ``rest``)."""
+        return self.root / "jwt" / "jwt.key"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['slurmrestd']}"
+
+    def rest_token(self, user: str = REST_USER, lifespan: int = 3600) -> str:
+        """A JSON Web Token for ``user`` (``scontrol token``, as root: the token alone, without ``SLURM_JWT=``)."""
+        said = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}").stdout.strip()
+        return said.removeprefix("SLURM_JWT=")
+
     def gpu_files(self, node: str) -> list[Path]:
         return [self.root / "dev" / node / f"nvidia{g}" for g in range(self.spec.gpus_per_node)]
 
@@ -312,10 +335,17 @@ class SlurmCluster:
         self.etc.mkdir(parents=True, exist_ok=True)
         names = spec.node_names()
         acct = spec.accounting
-        ports = _free_ports(1 + len(names) + (2 if acct else 0))
+        ports = _free_ports(1 + len(names) + (2 if acct else 0) + (1 if spec.rest else 0))
         self.ports = {"slurmctld": ports[0], **dict(zip(names, ports[1:1 + len(names)]))}
         if acct:
-            self.ports.update(mariadb=ports[-2], slurmdbd=ports[-1])
+            self.ports.update(mariadb=ports[1 + len(names)], slurmdbd=ports[2 + len(names)])
+        if spec.rest:
+            self.ports["slurmrestd"] = ports[-1]
+            jwt = self.root / "jwt"
+            jwt.mkdir(mode=0o700, exist_ok=True)
+            if not self.jwt_key.exists():
+                self.jwt_key.write_bytes(os.urandom(32))
+                self.jwt_key.chmod(0o600)
         lines = [
             "ClusterName=firedrill",
             "SlurmctldHost=localhost(127.0.0.1)",
@@ -363,10 +393,14 @@ class SlurmCluster:
                 *(["CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"] if hostname_is_loopback() else []),
                 f"PartitionName={acct.restricted_partition} Nodes={','.join(names)} Default=NO MaxTime=INFINITE "
                 f"State=UP AllowAccounts={','.join(acct.accounts[1:])}"]),
+            *(["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={self.jwt_key}"] if spec.rest else []),
             *spec.extra_conf,
         ]
         if acct is not None:
             self._write_accounting_config()
+        if spec.rest:  # slurmrestd, as nobody, reads slurm.conf and gres.conf there and lists nothing else
+            self.short.chmod(0o711)
+            self.etc.chmod(0o755)
         self.conf.write_text("\n".join(lines) + "\n")
         gres = ["AutoDetect=off"]
         for i, node in enumerate(names):
@@ -452,6 +486,8 @@ class SlurmCluster:
         if missing:
             raise SlurmError(f"Slurm is not installed here (missing {', '.join(missing)}): install the Debian "
                              "packages slurmctld slurmd slurm-client munge")
+        if self.spec.rest and shutil.which("slurmrestd") is None:
+            raise SlurmError("slurmrestd is not installed here: install the Debian package slurmrestd")
         if self.spec.accounting is not None and missing_accounting_binaries():
             raise SlurmError(f"accounting needs {', '.join(missing_accounting_binaries())}: install the Debian "
                              "packages mariadb-server slurmdbd")
@@ -475,8 +511,15 @@ class SlurmCluster:
             self._set_up_governance(timeout)
             self.timings["sacctmgr"] += time.monotonic() - up
             self.timings["accounting"] += time.monotonic() - up
+        if self.spec.rest:  # while the nodes come up; it asks slurmctld nothing until a request comes
+            listen = f"127.0.0.1:{self.ports['slurmrestd']}"
+            self._spawn("slurmrestd", ["slurmrestd", "-f", str(self.conf), "-u", REST_USER, "-g", REST_GROUP, "-a",
+                                       "rest_auth/jwt", "-s", "openapi/v0.0.38", listen],
+                        env={**self.env(), "SLURM_JWT": "daemon"})  # daemon: pass each request's token through
         self.wait_nodes(self.spec.node_names(), ("IDLE",), timeout)
         self.timings["nodes"] = time.monotonic() - up
+        if self.spec.rest:
+            self._wait_listening("slurmrestd", timeout)
         self.timings["total"] = time.monotonic() - began
 
     def _start_accounting(self, timeout: float) -> bool:
@@ -616,7 +659,7 @@ class SlurmCluster:
         """SIGKILL every process this cluster started (its daemons, their step daemons and tasks)."""
         for node in self.spec.node_names():
             self.kill_node(node)
-        for name in ("slurmctld", "slurmdbd", "mariadb", "munged"):
+        for name in ("slurmrestd", "slurmctld", "slurmdbd", "mariadb", "munged"):
             proc = self.procs.get(name)
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -10,10 +10,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from tests.realslurm.cluster import SlurmCluster
+from tests.realslurm.cluster import REST_USER, SlurmCluster
 
 REPO = Path(__file__).resolve().parents[2]
 NODECTL = Path(__file__).with_name("nodectl.py")
@@ -63,19 +64,48 @@ def scenario(feature: str, clause: str, windows: dict[str, int] | None = None) -
 
 
 def firedrill_run(cluster: SlurmCluster, work: Path, feature_text: str, *, name: str = "node_pull.feature",
-                  extra_slurm: tuple[str, ...] = (), timeout: float = 300) -> tuple[subprocess.CompletedProcess[str],
-                                                                                   list[dict[str, Any]]]:
-    """``firedrill run`` of ``feature_text`` against ``cluster``; the process and the scenarios of its evidence."""
+                  extra_slurm: tuple[str, ...] = (), rest: bool = False,
+                  timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """``firedrill run`` of ``feature_text`` against ``cluster``; the process and the scenarios of its evidence.
+    ``rest``: the profile reads through the cluster's slurmrestd (``slurm.rest``), the token in
+    ``FIREDRILL_SLURM_JWT``."""
     shared = work / "shared"
     shared.mkdir(parents=True, exist_ok=True)
     (work / "features").mkdir(parents=True, exist_ok=True)
     (work / "features" / name).write_text(feature_text)
     profile = work / "profile.yaml"
+    if rest:
+        extra_slurm = (*extra_slurm, "rest:", f"  url: {cluster.rest_url}", f"  user: {REST_USER}")
     profile.write_text(profile_yaml(cluster, shared, extra_slurm=extra_slurm))
+    env = {**cluster.env(), "FIREDRILL_STATE_DIR": str(work / "state")}
+    if rest:
+        env["FIREDRILL_SLURM_JWT"] = cluster.rest_token()
     proc = subprocess.run([*CLI, "run", "--profile", str(profile), "--features", str(work / "features"),
                            "--reports", str(work / "reports"), "--no-live"],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**cluster.env(), "FIREDRILL_STATE_DIR": str(work / "state")})
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
     records = sorted((work / "reports").glob("*/record.json"))
     assert records, f"firedrill run left no evidence (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc, json.loads(records[-1].read_text())["scenarios"]
+
+
+def kill_once_journaled(argv: list[str], env: dict[str, str], state: Path, log: Path, *, platform: str,
+                        timeout: float = 120) -> str:
+    """Start ``argv`` (a ``firedrill run`` whose state folder is ``state``), SIGKILL it once its first fault's intent
+    is in its journal, as a CI timeout or a lost runner would (nothing rolled back), and return the node the journal
+    names (``on <platform> node <name>:``). Shared with tests/realray."""
+    journals = state / "journals"
+    with open(log, "wb") as out:
+        run = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while not any("nodectl.py" in line and '"intent"' in line for p in journals.glob("*/*.jsonl")
+                      for line in p.read_text().splitlines()):
+            assert run.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no fault journaled"
+            time.sleep(0.2)
+        time.sleep(1.0)  # test pacing only: the fault's command acts right after its intent is written
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    (journal,) = journals.glob("*/*.jsonl")
+    return re.search(rf"on {platform} node (\S+):", journal.read_text()).group(1)  # type: ignore[union-attr]

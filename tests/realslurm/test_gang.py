@@ -3,7 +3,9 @@
 GPUs (``--ntasks --gpus-per-task``); its workers are canary ranks that rendezvous and step together, and a worker
 runs when its rank says it started.  Slurm allocates a job's nodes together: every gang runs whole, the two gangs
 over half the cluster each run one after the other without a deadlock, a waiting gang holds nothing: PASS, each
-rank on GPUs of its own (the invariants, from the ranks' start lines)."""
+rank on GPUs of its own (the invariants, from the ranks' start lines).  The run reads the cluster through its
+slurmrestd (``slurm.rest``, a JSON Web Token), as a site that serves the REST API sets it; every other test of the
+suite reads with ``squeue --json`` and ``sinfo --json``."""
 
 from __future__ import annotations
 
@@ -27,14 +29,14 @@ GPUs renumbered from 0, and GPU exclusivity must still hold between jobs, not be
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SlurmCluster]:
     with running(SlurmClusterSpec(tmp_path / "slurm", nodes=4, gpus_per_node=8, constrain_devices=CONSTRAINED,
-                                  **TUNED)) as made:
+                                  rest=True, **TUNED)) as made:
         yield made
 
 
 def test_the_shipped_gang_feature_passes_unedited_with_every_rank_on_gpus_of_its_own(cluster: SlurmCluster,
                                                                                     tmp_path: Path) -> None:
     feature = (REPO / "features" / "gang_submission.feature").read_text()
-    proc, results = firedrill_run(cluster, tmp_path, feature, name="gang_submission.feature")
+    proc, results = firedrill_run(cluster, tmp_path, feature, name="gang_submission.feature", rest=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and [r["verdict"] for r in results] == ["PASS"] * 3, out
     for result in results:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
-from tests.realslurm.drill import CLI, TUNED_WINDOWS, firedrill_run, profile_yaml, scenario
+from tests.realslurm.drill import CLI, TUNED_WINDOWS, firedrill_run, kill_once_journaled, profile_yaml, scenario
 from tests.realslurm.test_cluster import MESSAGE_TIMEOUT_S, TUNED
 
 pytestmark = pytest.mark.realslurm
@@ -108,24 +108,9 @@ def test_a_run_killed_mid_pull_is_refused_until_recover_restores_the_node_and_ca
     shared.mkdir()
     profile.write_text(profile_yaml(cluster, shared))
     env = {**cluster.env(), "FIREDRILL_STATE_DIR": str(tmp_path / "state")}
-    journals = tmp_path / "state" / "journals"
-    with open(tmp_path / "killed.log", "wb") as out:
-        run = subprocess.Popen([*CLI, "run", "--profile", str(profile), "--features", str(features), "--reports",
-                                str(tmp_path / "reports"), "--no-live"], env=env, stdout=out,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not any("nodectl.py" in line and '"intent"' in line for p in journals.glob("*/*.jsonl")
-                      for line in p.read_text().splitlines()):
-            assert run.poll() is None, (tmp_path / "killed.log").read_text()
-            assert time.monotonic() < deadline, "no fault journaled"
-            time.sleep(0.2)
-        time.sleep(1.0)  # test pacing only: the fault's command acts right after its intent is written
-    finally:
-        run.kill()
-        run.wait(timeout=30)
-    (journal,) = journals.glob("*/*.jsonl")
-    node = re.search(r"on Slurm node (\S+):", journal.read_text()).group(1)  # type: ignore[union-attr]
+    node = kill_once_journaled([*CLI, "run", "--profile", str(profile), "--features", str(features), "--reports",
+                                str(tmp_path / "reports"), "--no-live"], env, tmp_path / "state",
+                               tmp_path / "killed.log", platform="Slurm")
     assert [j for j in cluster.driver.jobs() if j.name.startswith("canary-") and not j.state.ended]
     plan = [*CLI, "run", "--dry-run", "--profile", str(profile), "--features", str(features)]
     refused = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)

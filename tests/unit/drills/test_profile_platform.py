@@ -146,3 +146,62 @@ def test_a_fault_without_a_stand_in_on_slurm_says_the_one_that_can_stand_in() ->
     with pytest.raises(FaultUnavailable, match=r"set fault.stand_ins.partition to command \(docs/PROFILE.md"):
         load_profile(SLURM).fault.method_for(FaultMethod.PARTITION, reference=False)
     assert load_profile(SLURM).fault.method_for(FaultMethod.KILL, reference=False) is FaultMethod.COMMAND
+
+
+def test_slurm_rest_names_slurmrestd_the_tokens_user_and_where_the_token_is(tmp_path: Path) -> None:
+    profile = load(tmp_path, slurm_doc(slurm={"partition": "gpu", "rest": {"url": "http://slurm-head:6820/",
+                                                                            "user": "firedrill"}}))
+    rest = profile.slurm.rest
+    assert (rest.url, rest.user, rest.token_env, rest.api) == ("http://slurm-head:6820", "firedrill",
+                                                               "FIREDRILL_SLURM_JWT", "v0.0.38")
+    assert profile.to_dict()["slurm"]["rest"] == {"url": "http://slurm-head:6820", "user": "firedrill",
+                                                  "token_env": "FIREDRILL_SLURM_JWT", "api": "v0.0.38"}
+    assert load(tmp_path, slurm_doc()).slurm.rest is None  # the commands' --json is the read path
+
+
+def test_every_mistake_of_slurm_rest_is_named(tmp_path: Path) -> None:
+    doc = slurm_doc(slurm={"partition": "gpu", "rest": {"url": "slurm-head:6820", "user": "root", "token_env": "1X",
+                                                        "api": "v38", "token": "eyJ..."}})
+    with pytest.raises(ProfileError) as caught:
+        load(tmp_path, doc)
+    said = "\n".join(caught.value.problems)
+    assert "slurm.rest.url: 'slurm-head:6820' is not slurmrestd's http(s) URL" in said, said
+    assert "slurm.rest.user: 'root' is not an ordinary user for the token (slurmrestd refuses tokens of root)" in said
+    assert "slurm.rest.token_env: '1X' is not the name of the environment variable" in said, said
+    assert "slurm.rest.api: 'v38' is not an openapi plugin version such as v0.0.38" in said, said
+    assert "slurm.rest.token: unknown field" in said, said  # the token itself never goes in the profile
+
+
+def test_a_slurm_rest_token_missing_from_the_environment_says_how_to_mint_one(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from drills.slurm.state import SlurmError
+    from drills.target.slurmtarget import slurm_driver
+
+    profile = load(tmp_path, slurm_doc(slurm={"partition": "gpu", "rest": {"url": "http://127.0.0.1:6820",
+                                                                           "user": "alice", "token_env": "LAB_JWT"}}))
+    monkeypatch.delenv("LAB_JWT", raising=False)
+    with pytest.raises(SlurmError, match=r"\$LAB_JWT holds no token: mint one \(scontrol token username=alice "
+                                         r"lifespan=SECONDS\) and export LAB_JWT=<the token>"):
+        slurm_driver(profile)
+    monkeypatch.setenv("LAB_JWT", "SLURM_JWT=eyJabc")  # scontrol token's line as it prints it
+    driver = slurm_driver(profile)
+    assert driver.rest is not None and driver.rest.token == "eyJabc" and driver.rest.user == "alice"
+    assert slurm_driver(load(tmp_path, slurm_doc())).rest is None
+
+
+def test_a_token_for_another_user_in_slurm_jwt_is_refused_before_slurms_commands_speak_as_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's commands read SLURM_JWT themselves: a token there for a user other than the harness's own would make
+    sbatch submit as that user, which slurmctld refuses ("Invalid user id", found on the real Slurm)."""
+    import getpass
+
+    from drills.slurm.state import SlurmError
+    from drills.target.slurmtarget import slurm_driver
+
+    other = "nobody" if getpass.getuser() != "nobody" else "daemon"
+    profile = load(tmp_path, slurm_doc(slurm={"partition": "gpu", "rest": {"url": "http://127.0.0.1:6820",
+                                                                           "user": other, "token_env": "SLURM_JWT"}}))
+    monkeypatch.setenv("SLURM_JWT", "eyJabc")
+    with pytest.raises(SlurmError, match=rf"slurm.rest.token_env is SLURM_JWT, which Slurm's own commands read too: "
+                                         rf"sbatch would then speak as {other}, not as {getpass.getuser()}"):
+        slurm_driver(profile)
