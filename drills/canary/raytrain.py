@@ -36,7 +36,7 @@ from typing import Any
 from drills.canary.log import Event, EventLog
 
 __all__ = ["GENERATION_FILE", "SNAPSHOT_FILE", "GangWorker", "checkpoint_dir_name", "main", "next_generation",
-           "registered", "registered_step", "train_loop"]
+           "registered", "registered_step", "train_loop", "whole_state"]
 
 GENERATION_FILE = "firedrill-generation"
 """In ``DIR/NAME``: the generation the newest worker group took (a counter, one more per group start)."""
@@ -120,6 +120,16 @@ def _write_state(directory: Path, step: int, generation: int) -> str:
     return digest
 
 
+def whole_state(directory: Path) -> tuple[int, str | None]:
+    """A checkpoint's step, and its digest when its state.json is whole (the digest beside it matches its bytes);
+    None for a torn or unsigned one."""
+    body = (directory / STATE_FILE).read_bytes()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    said = directory / DIGEST_FILE
+    whole = said.exists() and said.read_text().strip() == digest
+    return int(json.loads(body)["step"]), digest if whole else None
+
+
 # --- the train side (one Ray Train worker) ---------------------------------------------------------------------
 def train_loop(config: dict[str, Any]) -> None:
     """One Ray Train worker's run: START, RESUMED, then a STEP line per step; every ``checkpoint_every`` steps a
@@ -143,8 +153,12 @@ def train_loop(config: dict[str, Any]) -> None:
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
-            from_step = int(json.loads(Path(d, STATE_FILE).read_text())["step"])
+            from_step, digest = whole_state(Path(d))
         resumed_from = Path(checkpoint.path).name
+        if rank == 0 and digest is not None:
+            # Ray handed it over, so Ray registered it, and its bytes are whole: logged complete here too, for a
+            # rank 0 that died between Ray registering it and its next look at Ray's record never logged it
+            log.emit(Event.CHECKPOINT, step=from_step, file=resumed_from, digest=digest, seen="on resume")
     log.emit(Event.RESUMED, from_step=from_step, checkpoint=resumed_from, skipped=[])
 
     every, total, seconds = config["checkpoint_every"], config["steps_total"], config["compute_seconds"]

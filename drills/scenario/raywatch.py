@@ -75,7 +75,8 @@ class RayInvariantWatch:
         try:
             jobs = {j.submission_id: j for j in self.target.driver.jobs() if j.submission_id.endswith(self.run_id)}
             for job_id in jobs:
-                self.logs.setdefault(job_id, RayJobLog(self.target.driver, job_id))
+                # the drill polling the same job has most often just read its whole log: that read will do
+                self.logs.setdefault(job_id, RayJobLog(self.target.driver, job_id, max_age=POLL_SECONDS))
             self._read(jobs)
             nodes = self.target.driver.nodes()
         except RayError as exc:

@@ -86,12 +86,14 @@ class RayJobLog:
 
     driver: RayDriver
     submission_id: str
+    max_age: float = 0.0
+    """A read of the whole log this recent, by another reader of the same driver, will do (``job_logs``)."""
     _offset: int = 0
 
     def new_raw(self) -> list[str]:
         """Every complete line added since the last call, colours stripped (Ray's ``(Class pid=...)`` prefix
         kept); a line still being written waits for the next call."""
-        text = self.driver.job_logs(self.submission_id)
+        text = self.driver.job_logs(self.submission_id, self.max_age)
         if len(text) < self._offset:  # the log was cut (a new driver log): read it again from its start
             self._offset = 0
         fresh = text[self._offset:]

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 VENV="${RAY_VENV:-.venv-ray}"
 PYTHON="${PYTHON:-python3}"
 # ray[train] adds pandas, pyarrow, fsspec, tensorboardX and pydantic (no torch): Ray Train's
-# DataParallelTrainer runs with them alone (tests/realray/canary_probe.py).
+# DataParallelTrainer runs with them alone (drills/canary/raytrain.py).
 RAY_SPEC="ray[default,train]==2.60.0"
 
 if [[ ! -x "$VENV/bin/python" ]]; then

@@ -9,18 +9,24 @@ against a head and four worker nodes of 8 declared GPUs, the GCS health check tu
   the node's session SIGKILLed), detect = the node DEAD, evict = its Train workers dead, replace = a new worker
   group off the node, resume = the canary past its checkpoint, each timed: PASS; with ``max_failures: 0`` Ray
   Train gives up and the scenario FAILs naming the job that never came back;
-- a short campaign of node kills, its effective training time from the canary's own lines.
+- a short campaign of node kills, its effective training time from the canary's own lines;
+- a run SIGKILLed once its node kill is journaled: the next run is refused until ``firedrill recover`` has
+  started the node again and stopped the dead run's job.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.realray.cluster import TUNED, RayCluster
-from tests.realray.drill import REPO, firedrill_run, scenario
+from tests.realray.cluster import TUNED, RayCluster, alive_node_ids
+from tests.realray.drill import CLI, REPO, firedrill_run, profile_yaml, scenario
+from tests.realslurm.drill import kill_once_journaled
 
 pytestmark = pytest.mark.realray
 
@@ -129,3 +135,45 @@ def test_a_campaign_of_node_kills_is_measured_on_ray(cluster: RayCluster, tmp_pa
     assert injected and campaign["recovered"] == len(injected), campaign["faults"]
     assert 20 <= values["effective training time"] < 100, values  # the node losses cost training time
     assert result["details"]["invariants"]["breaches"] == [], result["details"]["invariants"]
+
+
+def drill_jobs_running(cluster: RayCluster) -> list[str]:
+    """The drills' Ray jobs still running (the Job Submission API's list)."""
+    return [j["submission_id"] for j in cluster.get("/api/jobs/") if (j.get("submission_id") or "").startswith(
+        ("canary-fd", "gang-")) and j["status"] in ("PENDING", "RUNNING")]
+
+
+def test_a_run_killed_mid_pull_is_refused_until_recover_restores_the_node_and_stops_its_job(cluster: RayCluster,
+                                                                                          tmp_path: Path) -> None:
+    """A run SIGKILLed once its fault is journaled (a CI timeout, a lost runner): nothing rolled back, the node dead,
+    the canary job still running on the cluster (Ray Train carries it on without the node). The next run's plan
+    refuses, naming the fault and `firedrill recover`; recover runs the restore command and stops the dead run's
+    job; the node serves again and the plan goes ahead."""
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "node_pull.feature").write_text(scenario("node_pull.feature", "5.1"))
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(profile_yaml(cluster, storage))
+    env = {**cluster.env, "FIREDRILL_STATE_DIR": str(tmp_path / "state")}
+    node = kill_once_journaled([*CLI, "run", "--profile", str(profile), "--features", str(features), "--reports",
+                                str(tmp_path / "reports"), "--no-live"], env, tmp_path / "state",
+                               tmp_path / "killed.log", platform="Ray", timeout=180)
+    assert drill_jobs_running(cluster), "the dead run's canary job should still run"
+    plan = [*CLI, "run", "--dry-run", "--profile", str(profile), "--features", str(features)]
+    refused = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 4 and f"on Ray node {node}" in refused.stderr, refused.stdout + refused.stderr
+    assert "firedrill recover" in refused.stderr, refused.stderr
+    done = subprocess.run([*CLI, "recover", "--profile", str(profile)], env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"on Ray node {node}" in done.stdout and "restore" in done.stdout, done.stdout
+    assert re.search(r"undone: Ray job canary-fd[0-9a-f]+", done.stdout), done.stdout
+    assert alive_node_ids(cluster.dashboard_url, node), f"node {node} is not ALIVE after recover"
+    deadline = time.monotonic() + 30  # a stopped job is STOPPED once its driver has exited
+    while left := drill_jobs_running(cluster):
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+    planned = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=60)
+    assert planned.returncode in (0, 3), planned.stdout + planned.stderr

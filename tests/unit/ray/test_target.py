@@ -5,6 +5,7 @@ forwards them (each worker's line behind its ``(Class pid=...)`` prefix, in colo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from drills.ray.state import RayNode
 from drills.target.raytarget import DRILL_JOB, by_name, node_service
@@ -38,7 +39,7 @@ class GrowingLog:
     text: str = ""
     asked: list[str] = field(default_factory=list)
 
-    def job_logs(self, submission_id: str) -> str:
+    def job_logs(self, submission_id: str, max_age: float = 0.0) -> str:
         self.asked.append(submission_id)
         return self.text
 
@@ -57,3 +58,17 @@ def test_each_canary_line_comes_once_behind_rays_prefix_and_colours_and_a_partia
     second = reader.new_lines()
     assert len(second) == 1 and '"event":"step"' in second[0] and reader.new_lines() == []
     assert logs.asked == ["canary-fd000001"] * 3
+
+
+def test_a_checkpoint_given_on_resume_is_whole_only_when_its_digest_matches_its_bytes(tmp_path: Path) -> None:
+    """The Ray canary's rank 0 logs the checkpoint Ray handed a new worker group as complete (Ray registered it)
+    only when its bytes are whole: a rank 0 that died between Ray registering a checkpoint and announcing it had
+    left it unlogged, and a resume from it read as one from nowhere (found on the real Ray)."""
+    from drills.canary.raytrain import DIGEST_FILE, STATE_FILE, _write_state, whole_state
+
+    digest = _write_state(tmp_path, 10, 0)
+    assert whole_state(tmp_path) == (10, digest)
+    (tmp_path / STATE_FILE).write_bytes(b'{"generation":0,"step":10}  ')  # the same step, other bytes: torn
+    assert whole_state(tmp_path) == (10, None)
+    (tmp_path / DIGEST_FILE).unlink()
+    assert whole_state(tmp_path) == (10, None)
