@@ -422,7 +422,7 @@ def recover(
     sweeping = run_id is None and not going  # a named run's faults alone, or a run still going: no sweep
     if on_slurm or on_ray:
         assert loaded is not None
-        done, swept = (_recover_slurm if on_slurm else _recover_ray)(loaded, states, sweeping, dry_run, timeout)
+        done, swept = _recover_batch(loaded, states, sweeping, dry_run, timeout)
         _recovery_said(done, swept, states, going, where, cluster, dry_run)
         return
     try:
@@ -442,44 +442,29 @@ def recover(
     _recovery_said(done, swept, states, going, where, cluster, dry_run)
 
 
-def _recover_slurm(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
+def _recover_batch(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
                    timeout: float) -> tuple[list[Any], list[Any]]:
-    """A Slurm cluster's part of ``firedrill recover``: each dead run's restore commands from its journal, then
-    (``sweeping``) the dead runs' drill jobs still on the cluster, cancelled; what was done of each."""
+    """A Slurm or Ray cluster's part of ``firedrill recover``: each dead run's restore commands from its journal,
+    then (``sweeping``) the dead runs' drill jobs still on the cluster, cancelled or stopped; what was done of
+    each."""
+    from drills.ray.state import RayError
     from drills.slurm.state import SlurmError
+    from drills.target.raytarget import ray_driver, ray_marks, ray_serving_on
     from drills.target.recover import recover as undo_all, sweep
     from drills.target.slurmtarget import serving_on, slurm_driver, slurm_marks
 
+    name, connect, marks, serving = (("Slurm", slurm_driver, slurm_marks, serving_on) if profile.on_slurm else
+                                     ("Ray", ray_driver, ray_marks, ray_serving_on))
     try:
-        driver = slurm_driver(profile)
-    except SlurmError as exc:
+        driver = connect(profile)
+    except (SlurmError, RayError) as exc:
         err.print(f"error: {exc}" + ("; the open faults stay in their journals" if states else ""))
         raise typer.Exit(4) from None
     try:
-        done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving_on(driver))
-        swept = sweep(None, slurm_marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
-    except SlurmError as exc:
-        err.print(f"error: the Slurm cluster answered {exc}; run `firedrill recover` again once it can be read")
-        raise typer.Exit(4) from None
-    finally:
-        driver.close()
-    return done, swept
-
-
-def _recover_ray(profile: Any, states: list[Any], sweeping: bool, dry_run: bool,
-                 timeout: float) -> tuple[list[Any], list[Any]]:
-    """A Ray cluster's part of ``firedrill recover``: each dead run's restore commands from its journal, then
-    (``sweeping``) the dead runs' drill jobs still running, stopped; what was done of each."""
-    from drills.ray.state import RayError
-    from drills.target.raytarget import ray_driver, ray_marks, ray_serving_on
-    from drills.target.recover import recover as undo_all, sweep
-
-    driver = ray_driver(profile)
-    try:
-        done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=ray_serving_on(driver))
-        swept = sweep(None, ray_marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
-    except RayError as exc:
-        err.print(f"error: the Ray cluster answered {exc}; run `firedrill recover` again once it can be read")
+        done = undo_all(None, states, dry_run=dry_run, timeout=timeout, serving=serving(driver))
+        swept = sweep(None, marks(profile, driver), dry_run=dry_run, timeout=timeout) if sweeping else []
+    except (SlurmError, RayError) as exc:
+        err.print(f"error: the {name} cluster answered {exc}; run `firedrill recover` again once it can be read")
         raise typer.Exit(4) from None
     finally:
         driver.close()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drills.kinds.campaign.drill import NODE_METHODS, CampaignDrill, CampaignFault
-from drills.records.verdict import DrillInconclusive
+from drills.kinds.campaign.bynode import NodeCampaign
+from drills.kinds.campaign.drill import CampaignDrill
 from drills.scenario.drill import ray_side
 from drills.workloads.raytraining import RayTrainingRun, later
 
@@ -24,44 +24,15 @@ __all__ = ["RayCampaign"]
 
 @ray_side(CampaignDrill)
 @dataclass
-class RayCampaign(RayTrainingRun, CampaignDrill):
+class RayCampaign(RayTrainingRun, NodeCampaign):
     """The campaign on a Ray cluster (``target`` is a :class:`drills.target.raytarget.RayTarget`)."""
 
-    victim: str = ""
-    """The rank (``<job>.<generation>.<rank>``) on the current fault's node: its silence confirms the fault."""
-
-    def _aim(self, fault: CampaignFault) -> bool:
-        """Under the lock: the node ``fault.rank`` said it runs on, the ranks so far (a resumption must come from a
-        later worker group) and the group at the fault."""
-        assert self.spec is not None
-        stepping = self._stepping()
-        if len(stepping) < self.spec.min_available:
-            fault.skipped = "the job was not training whole at its arrival"
-            return False
-        generation = self._generation()
-        uid = next((u for u in stepping if u.endswith(f".{generation}.{fault.rank}")), None)
-        if uid is None or not self.rank_nodes.get(uid):
-            fault.skipped = f"worker {fault.rank} was not training at its arrival"
-            return False
-        fault.node, self.victim = self.rank_nodes[uid], uid
-        fault.before = frozenset(self.canary.uids())
+    def _note_aim(self, generation: str) -> None:
         self.generation_at_fault = int(generation)
-        return True
 
-    def _inject(self, fault: CampaignFault) -> None:
-        why = self._cannot_inject(fault.kind)
-        if why or fault.kind not in NODE_METHODS:
-            raise DrillInconclusive(why or f"{fault.kind.value} is not a node fault")
-        method = self.target.profile.fault.method_for(NODE_METHODS[fault.kind], reference=False)
-        with self._cond:
-            self.pulled, self.before_fault = fault.node, set(fault.before)
-            self.pulled_id, self.noticed_at, self.evicted_at = self._node_id_of(fault.node), None, None
-        fault.record = self.target.pull(fault.node, method, self.run_id, NODE_METHODS[fault.kind])
-        if not fault.record.confirmed:
-            raise DrillInconclusive(f"the {method.value} fault failed: {fault.record.detail}")
-        confirmed, why = self._confirm(self.victim, fault.record.acted_at or self.target.timeline.clock.mono())
-        if not confirmed:
-            raise DrillInconclusive(f"the {method.value} fault on {fault.node} could not be confirmed ({why})")
+    def _forget_before_pull(self) -> None:
+        assert self.pulled is not None
+        self.pulled_id, self.noticed_at, self.evicted_at = self._node_id_of(self.pulled), None, None
 
     def _advance(self) -> None:
         """Under the lock, on every change: the current fault's detect, replace and resume."""
