@@ -149,6 +149,9 @@ class RayDriver:
         return str(job)
 
     def stop(self, submission_id: str) -> bool:
-        """Ask the job to stop; whether it was still running."""
+        """Ask the job to stop; whether it was still running. Its last log read is dropped: a run's jobs end here,
+        and their whole logs are not kept for the rest of the run."""
+        with self._logs_lock:
+            self._logs.pop(submission_id, None)
         doc = self.request("POST", f"/api/jobs/{quote(submission_id)}/stop")
         return isinstance(doc, Mapping) and bool(doc.get("stopped"))

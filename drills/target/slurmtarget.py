@@ -133,19 +133,19 @@ def slurm_driver(profile: TargetProfile, workdir: Path | None = None) -> SlurmDr
     assert profile.slurm is not None
     rest = None
     if profile.slurm.rest is not None:
-        settings = profile.slurm.rest
-        if settings.token_env == "SLURM_JWT" and settings.user != getpass.getuser():
+        settings, me = profile.slurm.rest, getpass.getuser()
+        if settings.token_env == "SLURM_JWT" and settings.user != me:
             raise SlurmError(f"slurm.rest.token_env is SLURM_JWT, which Slurm's own commands read too: sbatch would "
-                             f"then speak as {settings.user}, not as {getpass.getuser()} who runs it, and be refused "
+                             f"then speak as {settings.user}, not as {me} who runs it, and be refused "
                              f"('Invalid user id'); name another variable (token_env: {TOKEN_ENV}), or mint the token "
-                             f"for {getpass.getuser()}")
+                             f"for {me}")
         token = os.environ.get(settings.token_env, "").strip()
         if not token:
             raise SlurmError(f"slurm.rest reads through slurmrestd as {settings.user}, but ${settings.token_env} holds "
                              f"no token: mint one (scontrol token username={settings.user} lifespan=SECONDS) and "
                              f"export {settings.token_env}=<the token>, or remove slurm.rest to read with squeue "
                              "and sinfo")
-        token = token.removeprefix(f"{settings.token_env}=").removeprefix("SLURM_JWT=")  # scontrol token's own line
+        token = token.removeprefix("SLURM_JWT=")  # scontrol token's line as it prints it
         rest = SlurmRest(settings.url, settings.user, token, api=settings.api, token_env=settings.token_env)
     return SlurmDriver(conf=Path(profile.slurm.conf) if profile.slurm.conf else None, workdir=workdir, rest=rest)
 
