@@ -362,10 +362,10 @@ class Target(FaultRecords):
         self.touched.add(node)
         act()
 
-    def _annotation_gone(self, node: str, annotation: str) -> None:
+    def _annotation_gone(self, node: str, annotation: str, why: str = "the annotation removed") -> None:
         for intent in self.annotated.pop((node, annotation), []):
             if self.journal is not None and intent:
-                self.journal.close(intent, "undone by the run: the annotation removed")
+                self.journal.close(intent, f"undone by the run: {why}")
 
     def identify(self) -> Fingerprint:
         """What the target is (server version, GPU models, driver and flavor CRD versions), for the evidence."""
@@ -456,6 +456,11 @@ class Target(FaultRecords):
         for node, annotation in list(self.annotated):  # the reference platform's injections still standing
             try:
                 self.clear_annotation(node, annotation)
+            except KubeError as exc:
+                if exc.code == 404:  # the node is gone (a drill's own node removed), and its annotation with it
+                    self._annotation_gone(node, annotation, "the node was removed, and its annotation with it")
+                else:
+                    log.warning("could not remove %s from %s: %s", annotation, node, exc)
             except Exception as exc:  # noqa: BLE001 - rollback must try every fault
                 log.warning("could not remove %s from %s: %s", annotation, node, exc)
 

@@ -44,6 +44,13 @@ def test_every_mode_keeps_its_promise_and_the_matrix_is_recorded(tmp_path: Path)
     assert all("Insufficient" in why for why in refused["pending"].values()), refused["pending"]
     html = (_archive(out.stdout) / "report.html").read_text()
     assert 'data-testid="isolation-matrix"' in html
+    # Each mode's reset-class Xid stands on a node of the drill's own, removed in its rollback: the fault went with
+    # the node, and the journal says so (it once warned "fault(s) of this run were not undone" on a 404).
+    assert "not undone" not in out.stdout + out.stderr, out.stdout + out.stderr
+    lines = [json.loads(ln) for ln in (_archive(out.stdout) / "fault-journal.jsonl").read_text().splitlines()]
+    closed = {ln["closed"]: ln["how"] for ln in lines if "closed" in ln}
+    assert {ln["intent"] for ln in lines if "intent" in ln} == set(closed), lines
+    assert "undone by the run: the node was removed, and its annotation with it" in closed.values(), closed
 
 
 @needs_platform
