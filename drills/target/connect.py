@@ -205,6 +205,8 @@ class Target(FaultRecords):
     fault), by (node, annotation): their journal intents ("" when the run keeps no journal)."""
     service_noted_at: float = 0.0
     """When (epoch s) the scenario began: burn-ins since then are its own (:meth:`settle_gpus`)."""
+    burn_ins_forgotten: dict[str, float] = field(default_factory=dict)
+    """Per node, when (epoch s) the newest burn-in whose history :meth:`settle_gpus` had forgotten began."""
     xids_cleared: dict[str, tuple[float, float]] = field(default_factory=dict)
     """When (the harness's monotonic and wall clocks) each node's Xid injections were last removed: the GPU's repair, from
     which its way back (burn-in, return) is judged."""
@@ -321,9 +323,11 @@ class Target(FaultRecords):
                     if not record.gpus or clock.mono() >= deadline:
                         break
                     time.sleep(0.2)
-                known = sorted({b.gpu for b in record.burn_ins if b.started >= since})
-                if known:
-                    self.clear_gpus(node, known)
+                floor = self.burn_ins_forgotten.get(node)
+                mine = [b for b in record.burn_ins if b.started >= since and (floor is None or b.started > floor)]
+                if mine:  # each burn-in's history forgotten once (the drill's rollback and the scenario's both settle)
+                    self.clear_gpus(node, sorted({b.gpu for b in mine}))
+                    self.burn_ins_forgotten[node] = max(b.started for b in mine)
                     while clock.mono() < deadline and CLEAR_ANNOTATION in (
                             self.driver.get(NODE, node)["metadata"].get("annotations") or {}):
                         time.sleep(0.1)

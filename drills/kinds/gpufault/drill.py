@@ -616,8 +616,14 @@ class GpuFaultDrill(TrainingRun, Drill):
         if failed is not None and self.target.embedded is None:
             super().rollback()  # the restore command (a GPU reset) is among the target's faults
             return
+        removed = False
         if failed is not None:
+            try:
+                standing = set((self.target.driver.get(NODE, failed.node)["metadata"].get("annotations") or {}))
+            except KubeError:
+                standing = {INJECT_ANNOTATION, DIAG_ANNOTATION}  # unknown: clear both and wait as if both stood
             for annotation in (INJECT_ANNOTATION, DIAG_ANNOTATION):
+                removed = removed or annotation in standing
                 try:
                     self.target.clear_annotation(failed.node, annotation)
                 except KubeError as exc:
@@ -627,8 +633,9 @@ class GpuFaultDrill(TrainingRun, Drill):
             return
         clock = self.target.timeline.clock
         deadline = clock.mono() + BACK_IN_SERVICE_S
-        # the GPU works again once the agent has read the removal, whatever the platform reports of it
-        wait_seen(self.target.driver, failed.node, clock.mono, BACK_IN_SERVICE_S)
+        if removed:  # the GPU works again once the agent has read the removal, whatever the platform reports of it;
+            # a scenario that repaired the GPU itself (its back-in-service step) left nothing for the agent to read
+            wait_seen(self.target.driver, failed.node, clock.mono, BACK_IN_SERVICE_S)
         if failed.index is not None:  # its burn-in, a hold cleared, its return forgotten
             self.target.settle_gpus([failed.node], BACK_IN_SERVICE_S)
         while clock.mono() < deadline:
