@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from drills.bdd.features import FeatureInfo
-from drills.bdd.plugin import FIRST_DONE, ScenarioKey, ScenarioOutcome
+from drills.bdd import niceness
+from drills.bdd.plugin import FIRST_DONE, HELD, ScenarioKey, ScenarioOutcome
 from drills.records.evidence.collect import rfc3339
 from drills.scenario import needs
 
@@ -60,10 +61,16 @@ BOOT_CPU_S = 5.5
 stopping: ``/usr/bin/time firedrill run -k advertises`` on the 2-core CI machine (docs/BENCHMARKS.md)."""
 
 
-def head_start(pools: int, cpus: int) -> float:
+HELD_BOOT_LEFT = 0.5
+"""The share of their start-up held workers have left when wave 1 ends: at nice 19 beside it they hardly move, then
+their platforms come up about 3.5 s after the go instead of 8 (4 pools on the 2-core CI machine)."""
+
+
+def head_start(pools: int, cpus: int, held: bool = False) -> float:
     """Seconds the first pool, whose platform is already up when its alone scenarios end, is expected to gain on
-    the others, which start then: their start-up, side by side on ``cpus`` cores."""
-    return BOOT_CPU_S * max(0, pools - 1) / max(1, cpus)
+    the others, which start then (or, ``held``, begun beside wave 1, go on then): their start-up, side by side on
+    ``cpus`` cores."""
+    return BOOT_CPU_S * max(0, pools - 1) / max(1, cpus) * (HELD_BOOT_LEFT if held else 1.0)
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,9 @@ def units_of(features: Sequence[FeatureInfo], features_dir: Path,
 
 def past_seconds(reports: Path, newest: int = HISTORY_RUNS) -> dict[tuple[str, str], float]:
     """Each scenario's median seconds over the newest sealed archives under ``reports`` (by feature file and
-    scenario name); unreadable archives are passed over."""
+    scenario name), its rollback included where the record has it (``details.harness_cost.seconds`` spans the
+    scenario and its rollback: a GPU held out takes its burn-in to give back, seconds its pool spends all the
+    same); unreadable archives are passed over."""
     records = sorted(reports.glob("*/record.json"), key=lambda p: p.parent.name)[-newest:] if reports.is_dir() else []
     seen: dict[tuple[str, str], list[float]] = {}
     for path in records:
@@ -202,8 +211,16 @@ def past_seconds(reports: Path, newest: int = HISTORY_RUNS) -> dict[tuple[str, s
             continue
         for s in doc.get("scenarios") or []:
             if isinstance(s, dict) and s.get("verdict") == "PASS" and isinstance(s.get("seconds"), (int, float)):
-                seen.setdefault((str(s.get("feature_file")), str(s.get("scenario"))), []).append(float(s["seconds"]))
+                seen.setdefault((str(s.get("feature_file")), str(s.get("scenario"))), []).append(_slot_seconds(s))
     return {k: statistics.median(v) for k, v in seen.items()}
+
+
+def _slot_seconds(scenario: dict[str, Any]) -> float:
+    """A scenario's seconds in its worker: with its rollback where the record measured it, never less than the
+    scenario itself."""
+    cost = ((scenario.get("details") or {}).get("harness_cost") or {}).get("seconds")
+    seconds = float(scenario["seconds"])
+    return max(seconds, float(cost)) if isinstance(cost, (int, float)) else seconds
 
 
 def plan_lines(plan: Plan) -> list[str]:
@@ -212,7 +229,8 @@ def plan_lines(plan: Plan) -> list[str]:
              "group of its own (API server, controllers, nodes), so no two scenarios share a node"]
     if _carried(plan):
         lines.append(f"  {plan.waves[0].slots[0].pool.name} carries on into wave 2 once wave 1 is over (its platform "
-                     "is up); the other pools start then, so nothing runs beside wave 1")
+                     "is up); the other pools run nothing before then (where this machine lets the run give "
+                     "them their CPU priority back, their platforms start beside wave 1 at nice 19)")
     for w, wave in enumerate(plan.waves, 1):
         expect = max(s.seconds for s in wave.slots)
         lines.append(f"  wave {w}: " + ("alone, one scenario at a time, nothing beside" if wave.alone else
@@ -264,6 +282,8 @@ class Worker:
     """Scenarios of wave 1 that run alone before the worker carries on into its ``wave``."""
     first_over: threading.Event = field(default_factory=threading.Event)
     """Set when the worker said its ``first`` scenarios are over (:data:`FIRST_DONE`), or ended."""
+    held: bool = False
+    """Started at nice 19 while wave 1 runs; it waits, up, for :func:`_go`."""
 
     def wave_of(self, key: ScenarioKey | None) -> tuple[int, bool]:
         """The wave a scenario of this worker ran in, and whether alone."""
@@ -276,13 +296,19 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
 
 
+def _held_start() -> None:
+    _die_with_parent()
+    niceness.hold_niceness()
+
+
 def _start(worker: Worker, say: Callable[[str], None]) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker.proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from drills.bdd.run import worker_main; "
          "sys.exit(worker_main(sys.argv[1]))", str(worker.spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env,
-        start_new_session=True, preexec_fn=_die_with_parent)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.PIPE if worker.held else subprocess.DEVNULL, text=True, env=env,
+        start_new_session=True, preexec_fn=_held_start if worker.held else _die_with_parent)
 
     def pump() -> None:
         assert worker.proc is not None and worker.proc.stdout is not None
@@ -292,6 +318,8 @@ def _start(worker: Worker, say: Callable[[str], None]) -> None:
                 if line == FIRST_DONE:
                     worker.first_over.set()
                     continue
+                if line == HELD:
+                    continue
                 worker.tail = (worker.tail + [line])[-20:]
                 say(f"[{worker.slot.pool.name}] {line}")
         finally:
@@ -299,6 +327,17 @@ def _start(worker: Worker, say: Callable[[str], None]) -> None:
 
     worker.reader = threading.Thread(target=pump, name=f"firedrill-{worker.slot.pool.name}", daemon=True)
     worker.reader.start()
+
+
+def _go(worker: Worker) -> None:
+    """A held worker back at nice 0 (it, its platform's processes and their threads), then told to go."""
+    assert worker.proc is not None and worker.proc.stdin is not None
+    with contextlib.suppress(OSError):  # it ended: nothing to give back
+        niceness.renice(worker.proc.pid, 0)
+    with contextlib.suppress(OSError):  # BrokenPipeError: it ended
+        worker.proc.stdin.write("go\n")
+        worker.proc.stdin.close()
+    worker.held = False
 
 
 def _stop(workers: Iterable[Worker]) -> None:
@@ -326,24 +365,29 @@ def _carried(plan: Plan) -> bool:
 
 
 def _worker(work: Path, options: Any, slot: Slot, wave: int, alone: bool,
-            first: tuple[Unit, ...] = ()) -> Worker:
+            first: tuple[Unit, ...] = (), held: bool = False) -> Worker:
     base = work / f"wave{wave}-{slot.pool.name}"
     base.mkdir()
     units = (*first, *slot.units)
     w = Worker(Slot(slot.pool, units), wave, alone, base / "spec.pickle", base / "part.pickle",
-               first=frozenset(u.key for u in first))
-    spec = replace(options, parallel=1, select=frozenset(u.key for u in units), first=w.first,
+               first=frozenset(u.key for u in first), held=held)
+    spec = replace(options, parallel=1, select=frozenset(u.key for u in units), first=w.first, hold=held,
                    node_prefix=slot.pool.prefix, part_out=w.out, reports=base / "reports", live=False)
     w.spec.write_bytes(pickle.dumps(spec))
     return w
 
 
-def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -> list[tuple[Worker, Part | None]]:
+def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None], *,
+             hold: bool | None = None) -> list[tuple[Worker, Part | None]]:
     """Run each wave's workers side by side, one wave after the other; every worker's part (None: it left
     none).  Where wave 1 runs alone on a pool that has a share of wave 2, that pool's one worker runs both: the
-    others start when it says wave 1 is over (rolled back), and its platform, already up, goes straight on."""
+    others start when it says wave 1 is over (rolled back), and its platform, already up, goes straight on.
+    ``hold`` (None: where :func:`niceness.can_hold`): the others start at once instead, at nice 19, so
+    their platforms come up on the CPU wave 1 leaves idle; they wait, up, and are given nice 0 and told to go when
+    wave 1 is over.  No scenario of theirs runs beside wave 1 either way."""
     done: list[tuple[Worker, Part | None]] = []
     carried = _carried(plan)
+    hold = carried and (niceness.can_hold() if hold is None else hold)
     lead: Worker | None = None
     for number, wave in enumerate(plan.waves, 1):
         if carried and number == 1:
@@ -354,20 +398,29 @@ def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -
                 lead = _worker(work, options, slot, number, wave.alone, first=plan.waves[0].slots[0].units)
                 workers.insert(0, lead)
             else:
-                workers.append(_worker(work, options, slot, number, wave.alone))
+                workers.append(_worker(work, options, slot, number, wave.alone, held=hold and number == 2))
         try:
             others = workers
             if lead is not None and lead in workers:
-                say(f"wave 1: starting 1 worker: {lead.slot.pool.name} ({len(lead.first)} scenario(s) alone, then "
-                    f"{len(lead.slot.units) - len(lead.first)} in wave 2)")
-                _start(lead, say)
-                lead.first_over.wait()
                 others = [w for w in workers if w is not lead]
+                say(f"wave 1: starting 1 worker: {lead.slot.pool.name} ({len(lead.first)} scenario(s) alone, then "
+                    f"{len(lead.slot.units) - len(lead.first)} in wave 2)"
+                    + (f"; {', '.join(w.slot.pool.name for w in others)} start their platforms beside it at nice 19 "
+                       "and wait" if hold and others else ""))
+                _start(lead, say)
+                for w in others:
+                    if w.held:
+                        _start(w, say)
+                lead.first_over.wait()
             say(f"wave {number}: starting {len(others)} worker(s): "
                 + ", ".join(f"{w.slot.pool.name} ({len(w.slot.units)} scenario(s))" for w in others)
+                + (" (up already: back to nice 0)" if hold and others else "")
                 + (f"; {lead.slot.pool.name} carries on" if lead is not None and lead in workers else ""))
             for w in others:
-                _start(w, say)
+                if w.held:
+                    _go(w)
+                else:
+                    _start(w, say)
             for w in workers:
                 assert w.proc is not None and w.reader is not None
                 w.proc.wait()

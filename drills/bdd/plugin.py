@@ -96,6 +96,9 @@ def live_line(outcome: ScenarioOutcome) -> str:
 
 
 FIRST_DONE = "firedrill-worker: the scenarios that run alone are over"
+HELD = "firedrill-worker: up and collected, waiting for the word to go"
+"""What a ``--parallel`` worker started during wave 1 (:func:`drills.bdd.parallel.run_plan`) prints once its platform
+is up and its scenarios collected; it then waits for a line on its stdin before the first of them."""
 """The line a ``--parallel`` worker prints once its ``first`` scenarios have ended and been rolled back."""
 
 
@@ -103,8 +106,11 @@ class FiredrillPlugin:
     def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
                  features_dir: Path | None = None, live: LivePublisher | None = None,
                  select: frozenset[ScenarioKey] | None = None,
-                 first: frozenset[ScenarioKey] = frozenset()) -> None:
+                 first: frozenset[ScenarioKey] = frozenset(), hold: Callable[[], None] | None = None) -> None:
         self.target = target
+        self.hold = hold
+        """Called once the scenarios are collected, before the first: returns when the worker may go (a held
+        ``--parallel`` worker); None: go at once."""
         self.select = select
         """Only these scenarios run (a ``--parallel`` worker's share); None: every collected one."""
         self.first = first
@@ -169,6 +175,10 @@ class FiredrillPlugin:
             self._first_left = {i.nodeid for i in ahead}
             self._first_over()
         items[:] = keep
+        if self.hold is not None:
+            self.progress(HELD)
+            self.hold()
+            self.t0 = time.monotonic()  # its progress lines count from the go
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         """After a scenario's teardown (its rollback included)."""

@@ -32,7 +32,7 @@ from rich.table import Table
 
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.live import LivePublisher
-from drills.bdd import parallel
+from drills.bdd import niceness, parallel
 from drills.bdd.plugin import FiredrillPlugin, ScenarioKey, ScenarioOutcome
 from drills.bdd.rbac import needed, rbac_command
 from drills.errors import FiredrillError
@@ -110,6 +110,9 @@ class RunOptions:
     first: frozenset[ScenarioKey] = frozenset()
     """Of a ``--parallel`` worker's share, the scenarios that run alone: they go first, and the worker says when
     they are over (:data:`drills.bdd.plugin.FIRST_DONE`), so the other pools start only then."""
+    hold: bool = False
+    """A ``--parallel`` worker started while wave 1 runs: it starts its platform and collects its scenarios, says
+    so (:data:`drills.bdd.plugin.HELD`) and waits for a line on its stdin before its first scenario."""
     node_prefix: str = "gpu-node"
     """The embedded platform's node names (a ``--parallel`` pool's own)."""
     part_out: Path | None = None
@@ -286,7 +289,8 @@ def run(options: RunOptions, console: Console | None = None) -> int:
         plan = parallel.make_plan(parallel.units_of(features, options.features,
                                                     parallel.past_seconds(options.reports), options.keyword),
                                   parallel.node_pools(options.parallel, options.nodes),
-                                  head_start=parallel.head_start(options.parallel, os.cpu_count() or 1))
+                                  head_start=parallel.head_start(options.parallel, os.cpu_count() or 1,
+                                                                 held=niceness.can_hold()))
         where = (f"embedded reference platform, {options.parallel} node groups side by side ({options.nodes} nodes "
                  f"+ 1 spare each, {options.scheduler_profile} scheduler, simulated GPUs" +
                  (f", with defect(s) {', '.join(options.defects)})" if options.defects else ")"))
@@ -422,7 +426,7 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         publisher = LivePublisher(live.log, target, repeats=options.repeat).start()
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
                              features_dir=options.features.resolve(), live=publisher, select=options.select,
-                             first=options.first)
+                             first=options.first, hold=_wait_for_go if options.hold else None)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
@@ -592,6 +596,11 @@ def worker_main(spec_path: str) -> int:
     options = pickle.loads(Path(spec_path).read_bytes())
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     return int(run(options, Console(highlight=False, soft_wrap=True, markup=False, width=200)))
+
+
+def _wait_for_go() -> None:
+    """A held worker's wait: one line on its stdin (or its end: the run is gone, and its SIGINT follows)."""
+    sys.stdin.readline()
 
 
 def _signer(options: RunOptions, err: Console) -> Signer:

@@ -37,7 +37,7 @@ from typing import IO
 
 import httpx
 
-from refplatform import bootstrap
+from refplatform import autogroup, bootstrap
 from refplatform.credentials import (ADMIN, AGENT_CLIENTS_FILE, CONTROLLER, KUBECONFIG_FILE, SCHEDULER, TENANTS,
                                      TOKENS_FILE, Credentials, CredentialsError, node_user)
 from refplatform.defects import DefectError, parse_defects
@@ -100,6 +100,7 @@ class ManagedProcess:
         popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True)
         warden().watch(popen.pid)  # it dies with this process, even by SIGKILL (refplatform.warden)
+        autogroup.follow(popen.pid)  # its new session as nice as this one's (a held --parallel pool's: 19)
         return cls(name, popen, log_path, log)
 
     @property

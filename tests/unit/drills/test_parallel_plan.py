@@ -65,6 +65,7 @@ def test_the_pool_that_ran_the_alone_scenarios_carries_on_with_a_head_start() ->
     assert [names(s) for s in make_plan(units[1:], node_pools(2), head_start=10).waves[0].slots] == [["a", "c"], ["b"]]
     # the others' start-up, side by side on the cores: none for one pool, more with more pools or fewer cores
     assert head_start(1, 2) == 0 and head_start(4, 2) > head_start(3, 2) > head_start(3, 4) > 0
+    assert 0 < head_start(4, 2, held=True) < head_start(4, 2), "held pools start up mostly before wave 1 ends"
 
 
 def test_a_whole_cluster_scenario_runs_alone_only_where_pools_share_a_control_plane() -> None:
@@ -108,6 +109,20 @@ def test_estimates_are_the_median_of_past_passing_runs(tmp_path: Path) -> None:
     (tmp_path / "broken" / "record.json").write_text("{not json")
     assert past_seconds(tmp_path) == {("a.feature", "s"): 12.0}
     assert past_seconds(tmp_path / "missing") == {}
+
+
+def test_an_estimate_counts_the_rollback_the_record_measured(tmp_path: Path) -> None:
+    """A scenario's worker spends its rollback too (a held GPU's burn-in): ``harness_cost.seconds`` spans both."""
+    d = tmp_path / "20261201T000000Z-abc"
+    d.mkdir()
+    (d / "record.json").write_text(json.dumps({"scenarios": [
+        {"feature_file": "a.feature", "scenario": "held", "verdict": "PASS", "seconds": 6.0,
+         "details": {"harness_cost": {"seconds": 12.0}}},
+        {"feature_file": "a.feature", "scenario": "odd", "verdict": "PASS", "seconds": 6.0,
+         "details": {"harness_cost": {"seconds": 2.0}}},
+        {"feature_file": "a.feature", "scenario": "old", "verdict": "PASS", "seconds": 6.0, "details": {}}]}))
+    assert past_seconds(tmp_path) == {("a.feature", "held"): 12.0, ("a.feature", "odd"): 6.0,
+                                      ("a.feature", "old"): 6.0}
 
 
 def test_the_pools_fault_journals_enter_the_archive_one_after_the_other(tmp_path: Path) -> None:
