@@ -9,8 +9,8 @@ Feature: The control plane under chaos
   Scenario: The control plane holds its SLOs while a node is pulled
     Given steady control-plane load from 4 users writing, listing and watching pods
     And 2 pods of 1 GPU each are started every second, each running for 5 seconds
-    When a node is pulled with the configured fault method after 3 seconds of load
-    And the load goes on for 10 seconds
+    When a node is pulled with the configured fault method after 2 seconds of load
+    And the load goes on for 5 seconds
     Then mutating API calls have a p99 latency within 1 second
     And pod startup has a p99 latency within 5 seconds
     And every write the API acknowledged is found afterwards

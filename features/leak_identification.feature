@@ -6,7 +6,7 @@ Feature: Leak identification
 
   @clause:8.1
   Scenario Outline: The leak report names the <hole> hole we opened
-    Given a workload mix that leaks GPU time through <hole> for 12 seconds
+    Given a workload mix that leaks GPU time through <hole> for 6 seconds
     When the platform's leak report is read for that window
     Then it names <hole> as the largest hole
     And it sizes that hole within 10 % of what was injected

@@ -45,7 +45,7 @@ Feature: Remediation you can trust
     When 3 nodes away from the job report a fatal GPU fault at once
     Then the platform quarantines at most 1 of them
     And the platform says it stopped acting within 5 seconds
-    And the job trains on undisturbed for 6 seconds
+    And the job trains on undisturbed for 4 seconds
     And every node the fault touched is back in service within 10 seconds
 
   @clause:21.5 @severity:major

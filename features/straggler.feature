@@ -21,5 +21,5 @@ Feature: A slow GPU is named and its job gets its speed back
   @clause:13.2 @severity:major
   Scenario: A job slowed alike on every rank by its input has no node named
     When every worker waits 300 ms longer for its input each step
-    Then no node is named for 20 seconds
+    Then no node is named for 10 seconds
     And every node the fault touched is back in service within 10 seconds
