@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from drills.bdd.niceness import can_hold
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +47,10 @@ def test_two_scenarios_run_side_by_side_on_disjoint_nodes_and_the_control_plane_
     assert "pool-1 carries on into wave 2" in text
     assert text.index("[pool-1]") < text.index("wave 2: starting 1 worker(s): pool-2"), \
         "pool-2 starts only once the control-plane scenario is over"
-    assert "firedrill-worker:" not in text  # the worker's signal is read, not shown
+    assert "firedrill-worker:" not in text  # the worker's signals are read, not shown
+    if can_hold():  # pool-2 came up beside wave 1 at nice 19 and waited (docs/PARALLEL.md)
+        assert "pool-2 start their platforms beside it at nice 19 and wait" in text, text[:3000]
+        assert text.index("[pool-2] Target:") < text.index("wave 2: starting 1 worker(s): pool-2"), text[:3000]
 
     (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
     record = json.loads((run_dir / "record.json").read_text())
