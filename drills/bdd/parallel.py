@@ -377,17 +377,16 @@ def _worker(work: Path, options: Any, slot: Slot, wave: int, alone: bool,
     return w
 
 
-def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None], *,
-             hold: bool | None = None) -> list[tuple[Worker, Part | None]]:
+def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -> list[tuple[Worker, Part | None]]:
     """Run each wave's workers side by side, one wave after the other; every worker's part (None: it left
     none).  Where wave 1 runs alone on a pool that has a share of wave 2, that pool's one worker runs both: the
     others start when it says wave 1 is over (rolled back), and its platform, already up, goes straight on.
-    ``hold`` (None: where :func:`niceness.can_hold`): the others start at once instead, at nice 19, so
+    Where :func:`niceness.can_hold`, the others start at once instead, at nice 19, so
     their platforms come up on the CPU wave 1 leaves idle; they wait, up, and are given nice 0 and told to go when
     wave 1 is over.  No scenario of theirs runs beside wave 1 either way."""
     done: list[tuple[Worker, Part | None]] = []
     carried = _carried(plan)
-    hold = carried and (niceness.can_hold() if hold is None else hold)
+    hold = carried and niceness.can_hold()
     lead: Worker | None = None
     for number, wave in enumerate(plan.waves, 1):
         if carried and number == 1:

@@ -335,11 +335,18 @@ class Target(FaultRecords):
                 log.warning("could not settle the GPUs of %s: %s", node, exc)
 
     def clear_annotation(self, node: str, annotation: str) -> None:
-        """One of the reference platform's annotation faults removed from the node; its journal entries closed."""
-        if annotation == INJECT_ANNOTATION:
-            self.clear_xids(node)
+        """One of the reference platform's annotation faults removed from the node; its journal entries closed.
+        A node that is gone (a drill's own, removed in its rollback) took its annotation with it."""
+        try:
+            if annotation == INJECT_ANNOTATION:
+                self.clear_xids(node)
+                return
+            remove_annotation(self.driver, node, annotation)
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+            self._annotation_gone(node, annotation, "the node was removed, and its annotation with it")
             return
-        remove_annotation(self.driver, node, annotation)
         self._annotation_gone(node, annotation)
 
     def inject_throttle(self, node: str, entry: dict[str, Any]) -> None:
@@ -460,11 +467,6 @@ class Target(FaultRecords):
         for node, annotation in list(self.annotated):  # the reference platform's injections still standing
             try:
                 self.clear_annotation(node, annotation)
-            except KubeError as exc:
-                if exc.code == 404:  # the node is gone (a drill's own node removed), and its annotation with it
-                    self._annotation_gone(node, annotation, "the node was removed, and its annotation with it")
-                else:
-                    log.warning("could not remove %s from %s: %s", annotation, node, exc)
             except Exception as exc:  # noqa: BLE001 - rollback must try every fault
                 log.warning("could not remove %s from %s: %s", annotation, node, exc)
 

@@ -618,12 +618,8 @@ class GpuFaultDrill(TrainingRun, Drill):
             return
         removed = False
         if failed is not None:
-            try:
-                standing = set((self.target.driver.get(NODE, failed.node)["metadata"].get("annotations") or {}))
-            except KubeError:
-                standing = {INJECT_ANNOTATION, DIAG_ANNOTATION}  # unknown: clear both and wait as if both stood
             for annotation in (INJECT_ANNOTATION, DIAG_ANNOTATION):
-                removed = removed or annotation in standing
+                removed = removed or (failed.node, annotation) in self.target.annotated  # this run's, still standing
                 try:
                     self.target.clear_annotation(failed.node, annotation)
                 except KubeError as exc:
