@@ -35,10 +35,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from refplatform.api import errors as E
 from refplatform.resources import PODS, RESOURCEQUOTAS
+from refplatform.quantity import parse_quantity
 from refplatform.store import ObjectNotFound, Store
 
 Obj = dict[str, Any]

@@ -13,13 +13,12 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from refplatform.api.configobjects import validate_configmap, validate_secret, validate_serviceaccount
 from refplatform.api.errors import Cause
 from refplatform.api.jobadmission import validate_job
 from refplatform.api.pdbadmission import validate_pdb
 from refplatform.api.priority import validate_priority_class
+from refplatform.quantity import parse_quantity
 from refplatform.resources import (
     DEPLOYMENTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, REPLICASETS, SERVICES,
     VCJOBS, ResourceType,

@@ -55,13 +55,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
 from prometheus_client.parser import text_string_to_metric_families
 
 from refplatform.client import MERGE_PATCH, ApiStatusError, ApiUnreachable, RestClient, resource_path
 from refplatform.controllers.deployment import pod_ready
 from refplatform.controllers.events import EventRecorder
 from refplatform.controllers.manager import Cache
+from refplatform.quantity import parse_quantity
 from refplatform.resources import DEPLOYMENTS, HPAS, PODS, REPLICASETS, ResourceType
 from refplatform.selectors import LabelSelector, SelectorError
 

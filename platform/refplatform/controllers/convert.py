@@ -12,12 +12,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from refplatform import core
 from refplatform.controllers.vcjob import JOB_VERSION
 from refplatform.core.topology import topology_request
 from refplatform.gpu.health import UNHEALTHY_ANNOTATION, parse_unhealthy
+from refplatform.quantity import parse_quantity
 from refplatform.core import (
     GPU, GPU_INDEX_ANNOTATION, GPU_MILLI, NodeSelectorRequirement, PodGroupPhase, PodPhase, PreemptionPolicy,
     QueueState, SelectorOperator, TaintEffect, TolerationOperator,

@@ -42,8 +42,6 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from refplatform.client import (
     ApiStatusError, ApiUnreachable, JSON_PATCH, MERGE_PATCH, RestClient, resource_path,
 )
@@ -54,6 +52,7 @@ from refplatform.core.vcjob import (
     JobAction, JobPhase, JobPlan, JobSpec, JobView, Policy, Rank, RankPod, TaskSpec, plan_job, ranks_of,
 )
 from refplatform.resources import NODES, PODGROUPS, PODS, VCJOBS
+from refplatform.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

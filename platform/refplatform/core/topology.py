@@ -21,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from refplatform.core.node import Node
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["PREFERRED_TOPOLOGY_ANNOTATION", "REQUIRED_TOPOLOGY_ANNOTATION", "DomainIndex", "TopologyMode",
            "TopologyRequest", "gang_request", "topology_request"]
@@ -84,6 +86,8 @@ class DomainIndex:
 
     @classmethod
     def of(cls, nodes: Sequence[Node], key: str) -> DomainIndex:
+        import numpy as np  # here: a node agent reads topology requests and never builds an index
+
         values = [nd.labels.get(key) for nd in nodes]
         names = tuple(sorted({v for v in values if v is not None}))
         pos = {v: d for d, v in enumerate(names)}
@@ -99,5 +103,7 @@ class DomainIndex:
 
     def totals(self, per_node: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
         """``per_node`` summed per domain (over the nodes ``among`` only, when given)."""
+        import numpy as np
+
         keep = self.ids >= 0 if among is None else (self.ids >= 0) & among
         return np.bincount(self.ids[keep], weights=per_node[keep], minlength=len(self.names))
