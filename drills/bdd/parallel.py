@@ -13,7 +13,9 @@ The plan (:func:`make_plan`, pure: scenarios + pools -> waves) is printed before
   scenario that acts on the whole cluster (:attr:`Drill.needs_whole_cluster`) runs alone only where pools share
   a control plane (``shared_control_plane``); an embedded pool is a whole cluster of its own.
 - **Parallel wave**: the rest, spread over the pools longest first (each scenario's seconds from the last
-  archives under ``--reports``, else :data:`DEFAULT_SECONDS`), each pool running its share in order.
+  archives under ``--reports``, else :data:`DEFAULT_SECONDS`), each pool running its share in order.  The shares
+  are a start: each scenario is claimed before it runs, and a pool that has run its share takes the last unstarted
+  scenario of the pool with the most seconds left (:mod:`drills.bdd.claims`).
 
 Each pool's share is run by a worker: a ``firedrill run`` subprocess (:func:`drills.bdd.run.worker_main`) against
 its own pool, the same pytest plugin, steps and rollback as a serial run, writing its outcomes instead of an
@@ -46,6 +48,7 @@ from typing import Any
 
 from drills.bdd.features import FeatureInfo
 from drills.bdd import niceness
+from drills.bdd.claims import Claims, Share
 from drills.bdd.plugin import FIRST_DONE, HELD, ScenarioKey, ScenarioOutcome
 from drills.records.evidence.collect import rfc3339
 from drills.scenario import needs
@@ -231,6 +234,9 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"  {plan.waves[0].slots[0].pool.name} carries on into wave 2 once wave 1 is over (its platform "
                      "is up); the other pools run nothing before then (where this machine lets the run give "
                      "them their CPU priority back, their platforms start beside wave 1 at nice 19)")
+    if any(_shares(wave) for wave in plan.waves):
+        lines.append("  the shares below are a start: a pool that has run its own takes the last unstarted scenario "
+                     "of the pool with the most seconds left, so no pool waits idle while another has work")
     for w, wave in enumerate(plan.waves, 1):
         expect = max(s.seconds for s in wave.slots)
         lines.append(f"  wave {w}: " + ("alone, one scenario at a time, nothing beside" if wave.alone else
@@ -365,22 +371,37 @@ def _carried(plan: Plan) -> bool:
 
 
 def _worker(work: Path, options: Any, slot: Slot, wave: int, alone: bool,
-            first: tuple[Unit, ...] = (), held: bool = False) -> Worker:
+            first: tuple[Unit, ...] = (), held: bool = False, shares: tuple[Share, ...] = ()) -> Worker:
+    """The worker of ``slot`` in ``wave``. With ``shares`` (the wave's pools side by side), it claims its scenarios
+    as it goes, and may take the others' (:mod:`drills.bdd.claims`)."""
     base = work / f"wave{wave}-{slot.pool.name}"
     base.mkdir()
     units = (*first, *slot.units)
     w = Worker(Slot(slot.pool, units), wave, alone, base / "spec.pickle", base / "part.pickle",
                first=frozenset(u.key for u in first), held=held)
-    spec = replace(options, parallel=1, select=frozenset(u.key for u in units), first=w.first, hold=held,
+    claims = None
+    if shares:
+        claims = Claims(work / f"claims-wave{wave}", slot.pool.name, shares)
+        claims.folder.mkdir(exist_ok=True)
+    select = w.first | (claims.keys() if claims is not None else frozenset(u.key for u in units))
+    spec = replace(options, parallel=1, select=select, first=w.first, hold=held, claims=claims,
                    node_prefix=slot.pool.prefix, part_out=w.out, reports=base / "reports", live=False)
     w.spec.write_bytes(pickle.dumps(spec))
     return w
 
 
+def _shares(wave: Wave) -> tuple[Share, ...]:
+    """A wave's planned shares, for its pools to claim from as they go; none where the wave runs alone or on one
+    pool."""
+    if wave.alone or len(wave.slots) < 2:
+        return ()
+    return tuple(Share(s.pool.name, tuple((u.key, u.seconds) for u in s.units)) for s in wave.slots)
+
+
 def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -> list[tuple[Worker, Part | None]]:
     """Run each wave's workers side by side, one wave after the other; every worker's part (None: it left
     none).  Where wave 1 runs alone on a pool that has a share of wave 2, that pool's one worker runs both: the
-    others start when it says wave 1 is over (rolled back), and its platform, already up, goes straight on.
+    others start when it says wave 1 is over (its verdicts in), and its platform, already up, goes straight on.
     Where :func:`niceness.can_hold`, the others start at once instead, at nice 19, so
     their platforms come up on the CPU wave 1 leaves idle; they wait, up, and are given nice 0 and told to go when
     wave 1 is over.  No scenario of theirs runs beside wave 1 either way."""
@@ -392,12 +413,15 @@ def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -
         if carried and number == 1:
             continue  # run by the wave-2 worker of the same pool, first
         workers = []
+        shares = _shares(wave)
         for slot in wave.slots:
             if carried and number == 2 and slot.pool == plan.waves[0].slots[0].pool:
-                lead = _worker(work, options, slot, number, wave.alone, first=plan.waves[0].slots[0].units)
+                lead = _worker(work, options, slot, number, wave.alone, first=plan.waves[0].slots[0].units,
+                               shares=shares)
                 workers.insert(0, lead)
             else:
-                workers.append(_worker(work, options, slot, number, wave.alone, held=hold and number == 2))
+                workers.append(_worker(work, options, slot, number, wave.alone, held=hold and number == 2,
+                                       shares=shares))
         try:
             others = workers
             if lead is not None and lead in workers:
@@ -438,39 +462,48 @@ def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -
 def merge(done: Sequence[tuple[Worker, Part | None]], plan: Plan,
           order: dict[ScenarioKey, int]) -> tuple[list[ScenarioOutcome], list[dict[str, Any]]]:
     """Every worker's outcomes (placed) in the features' order, and one timeline (each worker's in turn, the
-    outcomes' spans moved with it).  A worker that left no part counts each of its scenarios as a harness error."""
+    outcomes' spans moved with it).  A worker that left no part counts as a harness error each scenario of its
+    share that no other pool ran (pools take each other's unstarted scenarios: :mod:`drills.bdd.claims`)."""
     outcomes: list[ScenarioOutcome] = []
     timeline: list[dict[str, Any]] = []
+    units = {u.key: u for wave in plan.waves for slot in wave.slots for u in slot.units}
+    planned = {u.key: slot.pool.name for wave in plan.waves for slot in wave.slots for u in slot.units}
+    ran = {o.key for _, part in done if part is not None for o in part.outcomes}
     for w, part in done:
         if part is None:
             code = w.proc.returncode if w.proc is not None else None
             why = (f"the worker of {w.slot.pool.name} ended (exit {code}) without a result: "
                    + " / ".join(w.tail[-3:]))
             for u in w.slot.units:
+                if u.key in ran:
+                    continue
                 o = ScenarioOutcome(nodeid=f"{u.feature_file}::{u.name}", feature_file=u.feature_file,
                                     scenario=u.name, error=why, key=u.key)
-                o.placement = _placement(w, plan, u, o)
+                o.placement = _placement(w, plan, u, o, planned.get(u.key))
                 outcomes.append(o)
             continue
         offset = len(timeline)
         timeline += part.timeline
-        units = {u.key: u for u in w.slot.units}
         for o in part.outcomes:
             start, end = o.timeline_span
             o.timeline_span = (start + offset, end + offset)
-            o.placement = _placement(w, plan, units.get(o.key) if o.key is not None else None, o)
+            o.placement = _placement(w, plan, units.get(o.key) if o.key is not None else None, o,
+                                     planned.get(o.key) if o.key is not None else None)
             outcomes.append(o)
     outcomes.sort(key=lambda o: (order.get(o.key, len(order)) if o.key is not None else len(order), o.repeat))
     return outcomes, timeline
 
 
-def _placement(w: Worker, plan: Plan, unit: Unit | None, o: ScenarioOutcome) -> dict[str, Any]:
+def _placement(w: Worker, plan: Plan, unit: Unit | None, o: ScenarioOutcome, planned: str | None) -> dict[str, Any]:
+    """Where the scenario ran: its wave, its pool and nodes, why alone, its span, and ``taken_from`` (the pool the
+    plan gave it) where another pool ran it."""
     began, ended = o.wall
     wave, alone = w.wave_of(o.key if o.key is not None else unit.key if unit is not None else None)
     return {"wave": wave, "pool": w.slot.pool.name, "nodes": list(w.slot.pool.nodes),
             "alone": (plan.why_alone(unit) or "run alone") if alone and unit is not None else None,
             "started": rfc3339(datetime.fromtimestamp(began, timezone.utc)) if began else None,
-            "finished": rfc3339(datetime.fromtimestamp(ended, timezone.utc)) if ended else None}
+            "finished": rfc3339(datetime.fromtimestamp(ended, timezone.utc)) if ended else None,
+            **({"taken_from": planned} if planned is not None and planned != w.slot.pool.name else {})}
 
 
 def merge_junit(parts: Sequence[Part], out: Path) -> None:

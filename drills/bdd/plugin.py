@@ -22,6 +22,7 @@ import pytest
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from drills.bdd import collector
+from drills.bdd.claims import Claims
 from drills.bdd.cost import HarnessMeter
 from drills.bdd.live import LivePublisher
 from drills.records.live.events import StepLine, StepState
@@ -96,18 +97,23 @@ def live_line(outcome: ScenarioOutcome) -> str:
 
 
 FIRST_DONE = "firedrill-worker: the scenarios that run alone are over"
+"""The line a ``--parallel`` worker prints once the verdict of its last ``first`` scenario is in (its rollback, which
+measures nothing, goes on beside the other pools)."""
 HELD = "firedrill-worker: up and collected, waiting for the word to go"
 """What a ``--parallel`` worker started during wave 1 (:func:`drills.bdd.parallel.run_plan`) prints once its platform
 is up and its scenarios collected; it then waits for a line on its stdin before the first of them."""
-"""The line a ``--parallel`` worker prints once its ``first`` scenarios have ended and been rolled back."""
 
 
 class FiredrillPlugin:
     def __init__(self, target: Target, progress: Callable[[str], None] = print, repeat: int = 1,
                  features_dir: Path | None = None, live: LivePublisher | None = None,
                  select: frozenset[ScenarioKey] | None = None,
-                 first: frozenset[ScenarioKey] = frozenset(), hold: Callable[[], None] | None = None) -> None:
+                 first: frozenset[ScenarioKey] = frozenset(), hold: Callable[[], None] | None = None,
+                 claims: Claims | None = None) -> None:
         self.target = target
+        self.claims = claims
+        """A ``--parallel`` worker of a wave whose pools share their scenarios as they go (:mod:`drills.bdd.claims`):
+        of ``select``, it runs ``first``, then each scenario it claims; None: every selected one, in order."""
         self.hold = hold
         """Called once the scenarios are collected, before the first: returns when the worker may go (a held
         ``--parallel`` worker); None: go at once."""
@@ -180,8 +186,46 @@ class FiredrillPlugin:
             self.hold()
             self.t0 = time.monotonic()  # its progress lines count from the go
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """With :attr:`claims`: ``first`` in order, then every scenario this worker claims, one at a time, as
+        :meth:`Claims.next_key` picks them (its own share, then another pool's last unstarted one); a scenario
+        another worker claimed is not run here and leaves no trace (no report, no JUnit case, no Allure result).
+        Without: pytest's own loop."""
+        if self.claims is None or session.testsfailed or session.config.option.collectonly:
+            return None  # pytest's own loop (it also stops on collection errors)
+        items = list(session.items)
+        by_key: dict[ScenarioKey, list[pytest.Item]] = {}
+        for item in items:
+            key = self.key_of(item)
+            if key is not None:
+                by_key.setdefault(key, []).append(item)
+        claims = self.claims
+        queue = [i for i in items if self.key_of(i) in self.first]
+        for item in queue:
+            self._protocol(session, item, items)
+        while (key := claims.next_key(claims.is_claimed, by_key)) is not None:
+            if claims.claim(key):
+                for item in by_key[key]:
+                    self._protocol(session, item, items)
+        return True
+
+    @staticmethod
+    def _protocol(session: pytest.Session, item: pytest.Item, items: list[pytest.Item]) -> None:
+        """One item's setup, call and teardown, as pytest's loop runs it. Its ``nextitem`` is a neighbour in the
+        list: every scenario is of the same module, so only the item's own fixtures are torn down after it, as in
+        pytest's loop; what stands after the last is torn down when the session ends."""
+        at = items.index(item)
+        neighbour = items[at + 1] if at + 1 < len(items) else items[at - 1] if at > 0 else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=neighbour)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        """After a scenario's teardown (its rollback included)."""
+        """After a scenario's teardown (its rollback included): where no verdict was recorded (a harness error in
+        its teardown alone), a ``first`` scenario is over only now."""
         if self._first_left is not None:
             self._first_left.discard(nodeid)
             self._first_over()
@@ -352,6 +396,9 @@ class FiredrillPlugin:
             out.error = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
         self._say(live_line(out))
         self.outcomes.append(out)
+        if self._first_left is not None:  # its verdict is in: what is left, its rollback, measures nothing
+            self._first_left.discard(item.nodeid)
+            self._first_over()
         if out.verdict is Verdict.ABORTED:  # the guard's breach: nothing after this scenario runs
             item.session.shouldstop = f"ABORTED: {ctx.result.halted if ctx is not None else ''}"
         if self.live is not None:

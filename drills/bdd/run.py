@@ -30,6 +30,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
+from drills.bdd.claims import Claims
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.live import LivePublisher
 from drills.bdd import niceness, parallel
@@ -117,6 +118,8 @@ class RunOptions:
     """The embedded platform's node names (a ``--parallel`` pool's own)."""
     part_out: Path | None = None
     """A ``--parallel`` worker: write the outcomes here (:class:`drills.bdd.parallel.Part`) instead of sealing."""
+    claims: Claims | None = None
+    """A ``--parallel`` worker of a wave whose pools share their scenarios as they go (:mod:`drills.bdd.claims`)."""
 
 
 def live_by_default(environ: dict[str, str] | None = None, interactive: bool | None = None) -> bool:
@@ -426,7 +429,8 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
         publisher = LivePublisher(live.log, target, repeats=options.repeat).start()
     plugin = FiredrillPlugin(target, progress=console.print, repeat=options.repeat,
                              features_dir=options.features.resolve(), live=publisher, select=options.select,
-                             first=options.first, hold=_wait_for_go if options.hold else None)
+                             first=options.first, hold=_wait_for_go if options.hold else None,
+                             claims=options.claims)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
             "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
