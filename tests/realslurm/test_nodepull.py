@@ -9,7 +9,7 @@ from the harness's own reads (``sinfo``, ``squeue``) and the canary's own lines:
   restore command powers the node on and it serves again (back in service): PASS, the invariants held;
 - with ``JobRequeue=0`` the job ends NODE_FAIL and never comes back: FAIL at once, naming the job;
 - scenario 5.2, the node cut off from slurmctld (``nodectl.py partition``): FAIL, split brain, since Slurm fences
-  nothing it cannot reach.
+  nothing it cannot reach; PASS at a site whose fence powers off a DOWN node (``tests/realslurm/fence.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pytest
 
 from tests.realslurm.cluster import SlurmCluster, SlurmClusterSpec, running
 from tests.realslurm.drill import CLI, TUNED_WINDOWS, firedrill_run, kill_once_journaled, profile_yaml, scenario
+from tests.realslurm.fence import FenceAgent
 from tests.realslurm.test_cluster import MESSAGE_TIMEOUT_S, TUNED
 
 pytestmark = pytest.mark.realslurm
@@ -159,6 +160,25 @@ def test_a_partitioned_node_s_rank_trains_on_beside_its_replacement_slurm_fences
         while [p for p in cluster.node_pids(old) if not _is_slurmd(p)]:
             assert time.monotonic() < deadline, cluster.node_pids(old)
             time.sleep(0.2)
+
+
+def test_a_partitioned_node_is_fenced_at_a_site_that_powers_off_down_nodes(tmp_path: Path) -> None:
+    """Scenario 5.2 at a site that fences (``tests/realslurm/fence.py``: a watcher powers off each node slurmctld sets
+    DOWN, as a BMC's STONITH does): the same partition, and the old rank dies with its node before the requeued job
+    resumes on the spare, so the promise PASSes; the restore command powers the node on and it serves again."""
+    spec = SlurmClusterSpec(tmp_path / "slurm", nodes=3, gpus_per_node=8, **TUNED)
+    with running(spec) as cluster, FenceAgent(cluster) as fence:
+        proc, (result,) = firedrill_run(cluster, tmp_path, scenario("node_pull.feature", "5.2", PARTITION_WINDOWS))
+        out = proc.stdout + proc.stderr
+        measured = {m["name"]: m["value"] for m in result["measurements"]}
+        print("partition on slurm, fenced: " + ", ".join(f"{k} {v:.2f}" for k, v in measured.items()
+                                                         if v is not None))
+        assert proc.returncode == 0 and result["verdict"] == "PASS", out
+        assert measured["steps by replaced ranks after the resume"] == 0, measured
+        assert all(measured[p] is not None for p in ("detect", "replace", "resume", "back in service")), measured
+        old = result["details"]["fault"]["node"]
+        assert [f.node for f in fence.fenced] == [old], fence.fenced  # the one node cut off, powered off once
+        assert cluster.node_states()[old] & {"IDLE", "MIXED", "ALLOCATED"}, cluster.node_states()
 
 
 def _is_slurmd(pid: int) -> bool:
