@@ -9,7 +9,7 @@ fields only (the timeline keeps summaries, never whole objects; the fingerprint 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 
@@ -118,7 +118,12 @@ class RunRecord:
     ``signers.yaml`` (drills.records.evidence.contract); empty when it pins none."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as JSON-ready data, as :func:`dataclasses.asdict` makes it, but sharing the values that are
+        JSON already instead of copying them: every dict it holds (details, the timeline, the fingerprint, the
+        options) was made JSON-safe when the record was built (:mod:`drills.records.evidence.collect`).  A run of
+        every shipped feature holds hundreds of thousands of such values, and asdict's deep copy of them was
+        about half a second of its sealing."""
+        return _plain(self)  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunRecord":
@@ -133,3 +138,12 @@ class RunRecord:
         return cls(**{**d, "target": TargetRecord(**{**target, "defects": tuple(target.get("defects") or ())}),
                       "scenarios": tuple(scenario(s) for s in d.get("scenarios") or ()),
                       "timeline": tuple(d.get("timeline") or ()), "signers": tuple(d.get("signers") or ())})
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses (in tuples and lists too) as dicts of their fields; any other value as it is."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_plain(v) for v in value)
+    return value
