@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import pickle
 import shutil
@@ -46,15 +45,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from drills.bdd.features import FeatureInfo
 from drills.bdd import niceness
 from drills.bdd.claims import Claims, Share
-from drills.bdd.plugin import FIRST_DONE, HELD, ScenarioKey, ScenarioOutcome
+from drills.bdd.plugin import FIRST_DONE, HELD, PART_WRITTEN, ScenarioKey, ScenarioOutcome
 from drills.records.evidence.collect import rfc3339
 from drills.scenario import needs
 
 DEFAULT_SECONDS = 15.0
 """A scenario's expected seconds when no earlier archive under ``--reports`` timed it."""
+TAIL_SECONDS = 4.0
+"""A scenario expected to take at most this long goes to the end of its pool's share (:func:`_run_order`)."""
 HISTORY_RUNS = 20
 """How many of the newest archives the estimates read."""
 WORKER_STOP_S = 120.0
@@ -141,8 +144,9 @@ def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_pl
     """Waves for ``units`` over ``pools`` (pure).  First the scenarios that must run alone, one after another on
     the first pool (all of its nodes, nothing beside); then one wave with the rest spread over every pool, longest
     first onto the pool with the least work so far (ties: the lower pool), each pool keeping the scenarios' own
-    order.  The first pool's worker carries on into that wave while the others start (:func:`run_plan`), so where
-    scenarios ran alone it is counted ``head_start`` seconds ahead.  Raises ValueError without a pool."""
+    order but for its short ones, which go last (:func:`_run_order`).  The first pool's worker carries on into that
+    wave while the others start (:func:`run_plan`), so where scenarios ran alone it is counted ``head_start``
+    seconds ahead.  Raises ValueError without a pool."""
     if not pools:
         raise ValueError("a plan needs at least one pool")
     plan = Plan((), tuple(pools), shared_control_plane)
@@ -160,11 +164,20 @@ def make_plan(units: Sequence[Unit], pools: Sequence[Pool], *, shared_control_pl
     waves = []
     if alone:
         waves.append(Wave((Slot(pools[0], alone),), alone=True))
-    parallel = tuple(Slot(pool, tuple(sorted(share, key=lambda u: order[u.key])))
+    parallel = tuple(Slot(pool, tuple(sorted(share, key=lambda u: _run_order(u, order[u.key]))))
                      for pool, share in zip(pools, shares) if share)
     if parallel:
         waves.append(Wave(parallel, alone=False))
     return replace(plan, waves=tuple(waves))
+
+
+def _run_order(unit: Unit, index: int) -> tuple[bool, float, int]:
+    """Where a scenario goes in its pool's share: the longer ones in the features' order (side by side with the
+    other pools' as a serial run has them), then the short ones (:data:`TAIL_SECONDS`), longest first.  The pools'
+    last scenarios are then short ones, which a pool done with its share can take from a busier one
+    (:mod:`drills.bdd.claims`): their ends come within seconds of each other."""
+    short = unit.seconds <= TAIL_SECONDS
+    return short, -unit.seconds if short else 0.0, index
 
 
 def _matches(keyword: str | None, scenario: str, example: tuple[tuple[str, str], ...]) -> bool:
@@ -209,7 +222,7 @@ def past_seconds(reports: Path, newest: int = HISTORY_RUNS) -> dict[tuple[str, s
     seen: dict[tuple[str, str], list[float]] = {}
     for path in records:
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = orjson.loads(path.read_bytes())  # a record is megabytes (its timeline): twice json's speed
         except (OSError, ValueError):
             continue
         for s in doc.get("scenarios") or []:
@@ -290,6 +303,8 @@ class Worker:
     """Set when the worker said its ``first`` scenarios are over (:data:`FIRST_DONE`), or ended."""
     held: bool = False
     """Started at nice 19 while wave 1 runs; it waits, up, for :func:`_go`."""
+    parted: threading.Event = field(default_factory=threading.Event)
+    """Set when the worker said its part file is written (:data:`PART_WRITTEN`), or ended."""
 
     def wave_of(self, key: ScenarioKey | None) -> tuple[int, bool]:
         """The wave a scenario of this worker ran in, and whether alone."""
@@ -326,10 +341,14 @@ def _start(worker: Worker, say: Callable[[str], None]) -> None:
                     continue
                 if line == HELD:
                     continue
+                if line == PART_WRITTEN:
+                    worker.parted.set()
+                    continue
                 worker.tail = (worker.tail + [line])[-20:]
                 say(f"[{worker.slot.pool.name}] {line}")
         finally:
             worker.first_over.set()  # it ended: nobody is left to wait for
+            worker.parted.set()
 
     worker.reader = threading.Thread(target=pump, name=f"firedrill-{worker.slot.pool.name}", daemon=True)
     worker.reader.start()
@@ -444,10 +463,11 @@ def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -
                     _go(w)
                 else:
                     _start(w, say)
-            for w in workers:
-                assert w.proc is not None and w.reader is not None
-                w.proc.wait()
-                w.reader.join()
+            for w in workers:  # a worker's outcomes are whole once it says so; it then stops its platform
+                w.parted.wait()
+                if not w.out.exists():
+                    assert w.proc is not None
+                    w.proc.wait()  # it ended without them: its exit code goes into the error
         except BaseException:
             _stop(workers)
             raise
@@ -457,6 +477,21 @@ def run_plan(plan: Plan, options: Any, work: Path, say: Callable[[str], None]) -
                 part.pool = w.slot.pool.name
             done.append((w, part))
     return done
+
+
+def finish(workers: Iterable[Worker]) -> None:
+    """Wait for every worker to end (each stops its platform after writing its part), up to
+    :data:`WORKER_STOP_S` in all; one that outlives it is stopped as an interrupted one is (:func:`_stop`)."""
+    live = [w for w in workers if w.proc is not None]
+    deadline = time.monotonic() + WORKER_STOP_S
+    for w in live:
+        assert w.proc is not None
+        try:
+            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop([w])
+        if w.reader is not None:
+            w.reader.join()
 
 
 def merge(done: Sequence[tuple[Worker, Part | None]], plan: Plan,
@@ -557,4 +592,4 @@ def leak_reports(parts: Sequence[Part]) -> dict[str, Any] | None:
 
 
 __all__ = ["Unit", "Pool", "Slot", "Wave", "Plan", "Part", "make_plan", "node_pools", "units_of", "past_seconds",
-           "plan_lines", "run_plan", "merge", "merge_junit", "merge_allure", "leak_reports"]
+           "plan_lines", "run_plan", "finish", "merge", "merge_junit", "merge_allure", "leak_reports"]

@@ -102,6 +102,9 @@ measures nothing, goes on beside the other pools)."""
 HELD = "firedrill-worker: up and collected, waiting for the word to go"
 """What a ``--parallel`` worker started during wave 1 (:func:`drills.bdd.parallel.run_plan`) prints once its platform
 is up and its scenarios collected; it then waits for a line on its stdin before the first of them."""
+PART_WRITTEN = "firedrill-worker: outcomes written"
+"""What a ``--parallel`` worker prints once its outcomes are in its part file, whole (renamed into place): the run
+may seal them while the worker stops its platform."""
 
 
 class FiredrillPlugin:

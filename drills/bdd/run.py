@@ -34,7 +34,7 @@ from drills.bdd.claims import Claims
 from drills.bdd.features import FeatureError, FeatureInfo, load_features
 from drills.bdd.live import LivePublisher
 from drills.bdd import niceness, parallel
-from drills.bdd.plugin import FiredrillPlugin, ScenarioKey, ScenarioOutcome
+from drills.bdd.plugin import PART_WRITTEN, FiredrillPlugin, ScenarioKey, ScenarioOutcome
 from drills.bdd.rbac import needed, rbac_command
 from drills.errors import FiredrillError
 from drills.kube.flavors import valid_dns_label
@@ -64,6 +64,11 @@ running (a wait on an event the test sends, not a sleep). Never set it for a rea
 
 DEFECT_NOTE = ("  NOTE: the reference platform runs with defect(s) {defects} from the defect zoo (docs/DEFECTS.md): "
                "a FAIL is what the drills owe it; this run is no acceptance of any platform.")
+
+
+CONTRACT_PLUGINS = ("pytest_bdd.plugin", "allure_pytest.plugin", "drills.bdd.steps")
+"""The pytest plugins of the contract's session, and the only ones it loads (:func:`_no_caller_pytest_options`):
+Gherkin scenarios, the Allure results, Firedrill's steps (its scenario plugin is passed as an object)."""
 
 
 class ExitCode(IntEnum):
@@ -433,8 +438,8 @@ def _perform(options: RunOptions, console: Console, err: Console, *, features: l
                              claims=options.claims)
     run_dir.mkdir(parents=True, exist_ok=False)
     args = [str(Path(__file__).parent / "test_contract.py"), "-c", os.devnull,
-            "--rootdir", str(options.features.resolve()), "-p", "drills.bdd.steps", "-p", "no:cacheprovider",
-            "-p", "no:terminal", "-p", "no:randomly", "--capture=no",
+            "--rootdir", str(options.features.resolve()), *(x for p in CONTRACT_PLUGINS for x in ("-p", p)),
+            "-p", "no:cacheprovider", "-p", "no:terminal", "--capture=no",
             f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_suite_name=firedrill", "-o", "junit_family=xunit2",
             f"--alluredir={run_dir / 'allure-results'}"]
     if options.keyword:
@@ -522,9 +527,13 @@ def _write_part(options: RunOptions, target: Target, plugin: FiredrillPlugin, le
                          fp.digest() if fp else "", leak, target.secrets(), str(run_dir), target.defects,
                          _journal_text(target))
     assert options.part_out is not None
-    fd = os.open(options.part_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = options.part_out.with_name(options.part_out.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
         pickle.dump(part, out)
+    os.replace(partial, options.part_out)  # whole or absent: the run reads it while this worker stops its platform
+    sys.stdout.write(PART_WRITTEN + "\n")
+    sys.stdout.flush()
 
 
 def _journal_text(target: Target) -> str:
@@ -554,6 +563,7 @@ def _perform_parallel(options: RunOptions, console: Console, err: Console, plan:
             console.print(text)
 
     work = Path(tempfile.mkdtemp(prefix="firedrill-parallel-"))
+    done: list[tuple[parallel.Worker, parallel.Part | None]] = []
     try:
         try:
             done = parallel.run_plan(plan, options, work, say)
@@ -585,6 +595,7 @@ def _perform_parallel(options: RunOptions, console: Console, err: Console, plan:
             err.print(f"error: the run's evidence could not be sealed: {exc}")
             return RunEnded(ExitCode.HARNESS, f"the run's evidence could not be sealed: {exc}")
     finally:
+        parallel.finish(w for w, _ in done)  # the workers stopped their platforms while the run sealed
         shutil.rmtree(work, ignore_errors=True)
     summary(console, outcomes, options.repeat)
     if options.defects:
@@ -737,12 +748,18 @@ __all__: list[Any] = ["ExitCode", "RunOptions", "live_by_default", "run", "exit_
 
 @contextmanager
 def _no_caller_pytest_options() -> Iterator[None]:
-    """The contract's pytest session reads its options from this module alone.  A caller's ``PYTEST_ADDOPTS`` (a
-    CI job's ``-x`` or random-order seed, meant for its own test suite) would stop or reorder the drills, or be
-    refused by a session that does not load the plugin it names."""
-    saved = os.environ.pop("PYTEST_ADDOPTS", None)
+    """The contract's pytest session reads its options from this module alone, and loads only the plugins it names
+    (:data:`CONTRACT_PLUGINS`).  A caller's ``PYTEST_ADDOPTS`` (a CI job's ``-x`` or random-order seed, meant for
+    its own test suite) would stop or reorder the drills, or be refused by a session that does not load the plugin
+    it names; so would its ``PYTEST_PLUGINS``.  Whatever other pytest plugins the machine has installed would load into the session too (here:
+    anyio's, locust's, pytest-timeout's), each free to change it, and they cost every run, and every
+    ``--parallel`` worker, about 0.5 s of CPU and more of waiting before its first scenario."""
+    saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         yield
     finally:
-        if saved is not None:
-            os.environ["PYTEST_ADDOPTS"] = saved
+        for k, v in saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v

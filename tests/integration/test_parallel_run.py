@@ -61,19 +61,18 @@ def test_two_scenarios_run_side_by_side_on_disjoint_nodes_and_the_control_plane_
     rest = [s["placement"] for s in by_name.values() if s is not cp]
     assert cp["placement"]["wave"] == 1 and cp["placement"]["alone"] and cp["placement"]["pool"] == "pool-1"
     assert all(p["wave"] == 2 and not p["alone"] for p in rest)
-    # The plan gives pool-2 one scenario; pool-1, done with its two, may take it if pool-2 has not begun it yet
-    # (drills/bdd/claims.py). A held pool-2 is up at the go and claims it at once.
-    assert all(p.get("taken_from") in (None, "pool-2") and p["pool"] != p.get("taken_from") for p in rest)
-    two = [p for p in rest if p["pool"] == "pool-2"]
+    # The plan gives pool-1 two scenarios and pool-2 one; a pool done with its share takes the other's unstarted
+    # one (drills/bdd/claims.py): pool-2 often takes pool-1's second while pool-1 rolls the control plane back.
+    assert all(p["pool"] in ("pool-1", "pool-2") and p.get("taken_from") in (None, *{"pool-1", "pool-2"} - {p["pool"]})
+               for p in rest), rest
     one = [p for p in rest if p["pool"] == "pool-1"]
-    assert len(one) + len(two) == 3 and len(two) <= 1
+    two = [p for p in rest if p["pool"] == "pool-2"]
+    assert len(one) + len(two) == 3
     assert not any(set(a["nodes"]) & set(b["nodes"]) for a in one for b in two), "disjoint nodes"
-    if can_hold():
-        (b,) = two
-        # With no history every scenario is planned at 15 s, so which of pool-1's two runs beside pool-2's one
-        # depends on how fast pool-2 boots; one of them must.
+    if can_hold():  # pool-2 is up when wave 2 begins: the two pools work side by side
+        assert one and two
         assert any(max(when(a["started"]), when(b["started"])) < min(when(a["finished"]), when(b["finished"]))
-                   for a in one), "scenarios of the two pools overlapped in time"
+                   for a in one for b in two), "scenarios of the two pools overlapped in time"
     assert when(cp["placement"]["finished"]) <= min(when(p["started"]) for p in rest), \
         "nothing ran beside the control-plane scenario"
     # a pod of each scenario ran on its own pool's nodes

@@ -31,7 +31,7 @@ def test_pools_have_disjoint_node_names_and_the_serial_shape() -> None:
 
 
 @pytest.mark.parametrize("given, pools, expect", [
-    # longest first onto the pool with least work; each pool keeps the features' order
+    # longest first onto the pool with least work; each pool keeps the features' order (its short ones last)
     ([("a", 30), ("b", 10), ("c", 10), ("d", 10)], 2, [["a"], ["b", "c", "d"]]),
     ([("a", 5), ("b", 5), ("c", 5)], 3, [["a"], ["b"], ["c"]]),
     ([("a", 5), ("b", 5), ("c", 5), ("d", 5)], 2, [["a", "c"], ["b", "d"]]),
@@ -41,6 +41,12 @@ def test_the_parallel_wave_balances_the_expected_seconds(given, pools, expect) -
     plan = make_plan([unit(n, s) for n, s in given], node_pools(pools))
     assert len(plan.waves) == 1 and not plan.waves[0].alone
     assert [names(s) for s in plan.waves[0].slots] == expect
+
+
+def test_each_pool_runs_its_short_scenarios_last_longest_first() -> None:
+    units = [unit("s1", 1), unit("long1", 30), unit("s3", 3), unit("long2", 20), unit("s2", 2), unit("long3", 25)]
+    (wave,) = make_plan(units, node_pools(1)).waves
+    assert names(wave.slots[0]) == ["long1", "long2", "long3", "s3", "s2", "s1"]
 
 
 def test_a_control_plane_scenario_runs_alone_before_the_parallel_wave() -> None:
