@@ -373,14 +373,22 @@ def _stop(workers: Iterable[Worker]) -> None:
         assert w.proc is not None
         with contextlib.suppress(ProcessLookupError):
             w.proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + WORKER_STOP_S
-    for w in live:
+    for w in _outlived(live):
+        assert w.proc is not None
+        w.proc.kill()
+        w.proc.wait()
+
+
+def _outlived(workers: list[Worker]) -> list[Worker]:
+    """Wait for ``workers`` to end, up to :data:`WORKER_STOP_S` in all; the ones still running then."""
+    deadline, out = time.monotonic() + WORKER_STOP_S, []
+    for w in workers:
         assert w.proc is not None
         try:
             w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            w.proc.kill()
-            w.proc.wait()
+            out.append(w)
+    return out
 
 
 def _carried(plan: Plan) -> bool:
@@ -483,13 +491,8 @@ def finish(workers: Iterable[Worker]) -> None:
     """Wait for every worker to end (each stops its platform after writing its part), up to
     :data:`WORKER_STOP_S` in all; one that outlives it is stopped as an interrupted one is (:func:`_stop`)."""
     live = [w for w in workers if w.proc is not None]
-    deadline = time.monotonic() + WORKER_STOP_S
+    _stop(_outlived(live))
     for w in live:
-        assert w.proc is not None
-        try:
-            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _stop([w])
         if w.reader is not None:
             w.reader.join()
 
