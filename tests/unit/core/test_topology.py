@@ -90,6 +90,22 @@ def test_topology_lost_on_restart_keeps_the_first_placement_and_forgets_it_after
     assert (used == {"rack-a", "rack-b"}) if crosses else (used == {"rack-a"})
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_topology_lost_on_restart_crosses_racks_whenever_two_racks_have_room(seed: int) -> None:
+    """Scenario 18.4 on the embedded platform: a gang of two 8-GPU workers lost n1, its other node n0 is empty
+    again and rack-b is free.  Whatever the seed of the platform's random tie-break (three empty nodes tie on
+    best fit), the defect places the restarted gang first fit in node order, across racks; an honest scheduler
+    keeps it inside rack-b."""
+    config = SchedulerConfig(seed=seed)
+    entry = restarted(asking(gang("a", 2, gpus=8)), 1)
+    binds = {"a-0": "*", "a-1": "*"}
+    lost = Case("restarted, defect", racks(), pods=fillers({"n1": 8}), binds=binds,
+                config=replace(config, topology_lost_on_restart=True)).gangs(entry)
+    assert {b.node for b in check(lost).binds} == {"n0", "n2"}
+    honest = Case("restarted, honest", racks(), pods=fillers({"n1": 8}), binds=binds, config=config).gangs(entry)
+    assert racks_used(check(honest)) == {"rack-b"}
+
+
 def test_an_honest_scheduler_keeps_a_restarted_gang_inside_one_rack() -> None:
     case = Case("restarted", racks(), pods=fillers(HALF_B),
                 binds={"a-0": "*", "a-1": "*", "a-2": "*", "a-3": "*"}).gangs(restarted(asking(gang("a", 4, gpus=4)), 2))
