@@ -60,8 +60,19 @@ FAULT_LEAD = 2.0
 RESUME_MARGIN = 2.0
 """Fault tolerance: seconds the window stays open after the harness saw the resume."""
 READY_TIMEOUT, GONE_TIMEOUT, RESUME_TIMEOUT = 60.0, 60.0, 120.0
+VERDICT_TIMEOUT = 10.0
+"""Fragmentation: how long the blocked pod may wait Pending for the scheduler's word that it cannot be placed;
+past it the window opens anyway (a scheduler that never says so: the verdict's absence is in the evidence)."""
 SIZE = "hole size error"
 """The measurement judged against the feature's tolerance: |reported - injected| / injected, in %."""
+
+
+def unschedulable(pod: Obj | None) -> bool:
+    """The scheduler's word on a pod: ``PodScheduled`` False with reason ``Unschedulable`` (kube-scheduler's,
+    Volcano's and the reference platform's alike)."""
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in conditions)
 
 
 @register
@@ -238,16 +249,27 @@ class LeakDrill(Drill):
         self.pods.append(name)
         self.target.driver.create(self._plain_pod(name, blocked, None))
 
-        def pending() -> bool:
+        def pending() -> Obj | None:
             pod = next((p for p in self._mine() if p["metadata"]["name"] == name), None)
-            return pod is not None and not (pod.get("spec") or {}).get("nodeName") and \
-                (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            if pod is None or (pod.get("spec") or {}).get("nodeName") or \
+                    (pod.get("status") or {}).get("phase", "Pending") != "Pending":
+                return None
+            return pod
         if not self._poll(pending, READY_TIMEOUT):
             raise DrillInconclusive(f"pod {name} ({blocked} GPUs) was never seen Pending")
+        seen = self.clock.wall()
+        # The hole opens when the scheduler says the pod cannot be placed (PodScheduled False, Unschedulable:
+        # what kube-state-metrics' kube_pod_status_unschedulable and the platform's own account read), not when
+        # the pod was made; and a sampling source (Prometheus) first shows it one scrape later.
+        verdict = self._poll(lambda: unschedulable(pending()), VERDICT_TIMEOUT)
+        said = self.clock.wall()
+        self._until(said + self.source.lag if self.source is not None else said)
         t0 = self.clock.wall()
         self.window = (t0, t0 + seconds)
-        self.result.details["leak"]["mix"] = {"free_before": free, "fill": fill, "free_after_fill": left,
-                                              "blocked_gpus": blocked}
+        self.result.details["leak"]["mix"] = {
+            "free_before": free, "fill": fill, "free_after_fill": left, "blocked_gpus": blocked,
+            "unschedulable_after_s": round(said - seen, 3) if verdict else None,
+            "window_opened_after_s": round(t0 - seen, 3)}
         self._until(self.window[1])
         pod = next((p for p in self._mine() if p["metadata"]["name"] == name), None)
         if pod is None or (pod.get("spec") or {}).get("nodeName"):

@@ -53,6 +53,9 @@ class LeakSource(Protocol):
     """``apiserver``, ``url`` or ``prometheus``: recorded in the evidence and said in the verdict."""
     settle: float
     """Seconds to wait after a window's end before asking, so the window's last samples have arrived."""
+    lag: float
+    """Seconds a change of the cluster can take to reach the source's samples (0: it reads what the platform
+    itself accounts); a window opens no earlier than this after the state it measures began."""
 
     @property
     def description(self) -> str: ...
@@ -65,6 +68,7 @@ class ApiServerSource:
 
     kind = "apiserver"
     settle = SETTLE
+    lag = 0.0
 
     def __init__(self, driver: KubeDriver) -> None:
         self.driver = driver
@@ -95,6 +99,7 @@ class UrlSource:
 
     kind = "url"
     settle = SETTLE
+    lag = 0.0
 
     def __init__(self, url: str, timeout: float = 15.0) -> None:
         self.url = url
@@ -150,6 +155,7 @@ class PrometheusSource:
         self.url = url
         self.step = step
         self.settle = max(SETTLE, 2 * scrape_interval)
+        self.lag = scrape_interval  # a state begun just after a scrape is first sampled one interval later
         self.timeout = timeout
         self._fetch = fetch or self._urllib3_fetch
         parts = urlsplit(url)

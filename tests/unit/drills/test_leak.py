@@ -16,6 +16,7 @@ import yaml
 
 from drills.workloads.canarylog import StallTotals
 
+from drills.kinds.leak.drill import unschedulable
 from drills.kinds.leak.judge import judge_naming, judge_size
 from drills.kinds.leak.truth import (
     Truth, fault_truth, fragmentation_truth, measured_stall_truth, stall_truth,
@@ -340,7 +341,24 @@ def test_a_slow_scraping_prometheus_is_asked_two_scrapes_after_the_window(tmp_pa
                                                           "scrape_interval": 30}))
     source = source_for(profile, _Driver({}))  # type: ignore[arg-type]
     assert isinstance(source, PrometheusSource) and source.settle == 60.0
+    assert source.lag == 30.0  # a fragmentation window opens a scrape after the scheduler's verdict
     assert profile.to_dict()["prometheus"] == {"url": "http://prometheus.monitoring:9090", "scrape_interval": 30.0}
+
+
+def test_sources_that_read_the_platform_s_own_account_open_a_window_at_once(tmp_path: Path) -> None:
+    assert ApiServerSource.lag == 0.0 and UrlSource.lag == 0.0
+
+
+@pytest.mark.parametrize(("conditions", "said"), [
+    ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes are available"}],
+     True),
+    ([{"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}], False),
+    ([{"type": "PodScheduled", "status": "True"}], False),
+    ([], False),
+])
+def test_the_fragmentation_window_waits_for_the_scheduler_s_unschedulable_verdict(conditions: list, said: bool) -> None:
+    assert unschedulable({"status": {"phase": "Pending", "conditions": conditions}}) is said
+    assert unschedulable(None) is False
 
 
 def test_default_source_is_the_api_server_and_the_profile_dict_is_unchanged() -> None:
