@@ -112,10 +112,32 @@ def run_feature(made: Partitioned, tmp_path: Path) -> tuple[str, dict[str, dict[
     return proc.stdout + proc.stderr, by_row
 
 
+AGENT_WORDS = ("out of service", "Xid", "heartbeat", "GPU 0", "Traceback", "Error")
+"""The agent log lines that tell why a row's slices did or did not leave allocatable."""
+
+
+def why_not_pass(made: Partitioned, by_row: dict[str, dict[str, Any]]) -> str:
+    """For each row that did not PASS: what the drill saw of the node's allocatable after the fault, and what the
+    node's agent logged about its GPU's health and its heartbeats (a FAIL here must name its cause)."""
+    parts = []
+    for name, s in by_row.items():
+        if s["verdict"] == "PASS":
+            continue
+        node = (s["details"].get("partition_layout") or {}).get("node")
+        parts.append(f"--- {name}: {s['verdict']}; slices_out: {json.dumps(s['details'].get('slices_out'))}")
+        agent = made.agents.agents.get(str(node))
+        if agent is not None:
+            lines = [line for line in agent.log_path.read_text(errors="replace").splitlines()
+                     if any(word in line for word in AGENT_WORDS)]
+            parts.append(f"--- agent {node}, its health and heartbeat lines (last 40):\n" + "\n".join(lines[-40:]))
+    return "\n".join(parts)
+
+
 def test_the_isolation_feature_passes_on_the_nodes_it_describes(partitioned: Partitioned, tmp_path: Path) -> None:
     out, by_row = run_feature(partitioned, tmp_path)
     assert len(by_row) == 5, out
-    assert {name: s["verdict"] for name, s in by_row.items()} == dict.fromkeys(by_row, "PASS"), out
+    assert {name: s["verdict"] for name, s in by_row.items()} == dict.fromkeys(by_row, "PASS"), (
+        out + "\n" + why_not_pass(partitioned, by_row))
     nodes = {s["details"]["partition_layout"]["node"] for s in by_row.values()}
     assert nodes == set(NODES), nodes  # each row on the node that advertises its layout
     for s in by_row.values():
