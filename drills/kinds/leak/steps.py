@@ -15,7 +15,9 @@ def leaking_mix(drill: ScenarioContext, hole: Hole, seconds: float) -> None:
     wait on input half of each step), `communication` (half of each step stalled on collectives),
     `fragmentation` (every node keeps 2 GPUs free, one pod needs 4) or `fault tolerance` (the node of a
     training rank is pulled; the window then stays open until training resumes, plus 2 s). The window opens
-    once the mix leaks steadily; the drill's own arithmetic of what it injected is the truth."""
+    once the mix leaks steadily (for fragmentation: once the scheduler marked the pod `Unschedulable`, and, with
+    a Prometheus source, one scrape interval later, when its samples can show it); the drill's own arithmetic
+    of what it injected is the truth."""
     drill.drill(LeakDrill).inject(hole, seconds)
 
 
