@@ -263,7 +263,8 @@ class LeakDrill(Drill):
         # the pod was made; and a sampling source (Prometheus) first shows it one scrape later.
         verdict = self._poll(lambda: unschedulable(pending()), VERDICT_TIMEOUT)
         said = self.clock.wall()
-        self._until(said + self.source.lag if self.source is not None else said)
+        assert self.source is not None  # inject() asked it first (_source_answers)
+        self._until(said + self.source.lag)
         t0 = self.clock.wall()
         self.window = (t0, t0 + seconds)
         self.result.details["leak"]["mix"] = {

@@ -38,7 +38,7 @@ class TopologyPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        if not ssn.state.domain_names and not any(job.topology for job in ssn.job_list):
+        if not ssn.state.domain_names and not any(self.request(job) or self._forgot(job) for job in ssn.job_list):
             return
         ssn.add_fn(ExtensionPoint.NODE_GROUPS, self.name, self.groups)
         ssn.add_fn(ExtensionPoint.CONFINE, self.name, self.confine)
