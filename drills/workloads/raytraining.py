@@ -41,7 +41,7 @@ from drills.ray.state import ActorState, JobStatus, RayError, RayJob, RayNode
 from drills.records.verdict import DrillInconclusive
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
-from drills.workloads.rankpull import RankPull
+from drills.workloads.rankpull import RankPull, later
 from drills.workloads.training import Instant, TrainingRun
 
 __all__ = ["RayJobLog", "RayTrainingRun", "ray_storage_problem", "said_node_id"]
@@ -61,12 +61,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 NO_STORAGE = ("the training canary on Ray needs a directory every node sees at the same path for Ray Train's "
               "checkpoints: set ray.storage_path in the target profile (docs/RAY.md)")
-
-
-def later(a: Instant, b: Instant) -> Instant:
-    """The later of two instants: a phase of the chain never ends before the one before it (what Ray did first,
-    the harness may learn second)."""
-    return a if a.mono >= b.mono else b
 
 
 def ray_storage_problem(profile: TargetProfile) -> str | None:
@@ -316,7 +310,7 @@ class RayTrainingRun(RankPull, TrainingRun):
         if "fault" not in self.instants or self.pulled is None:
             return
         if "detect" not in self.instants and self.noticed_at is not None:
-            self._stamp("detect", self.noticed_at)
+            self._stamp("detect", later(self.noticed_at, self.instants["fault"]))
             self.result.details["detected_by"] = self.noticed_by
         if "detect" in self.instants and "evict" not in self.instants and self.evicted_at is not None:
             self._stamp("evict", later(self.evicted_at, self.instants["detect"]))
@@ -338,10 +332,10 @@ class RayTrainingRun(RankPull, TrainingRun):
         """When the last rank of a worker group later than the one at the fault logged its start, once every rank
         did, none on the pulled node and all on live nodes; None until then."""
         assert self.spec is not None
-        later = [ln for ln in self.canary.of(CanaryEvent.START) if ln.generation.isdigit()
-                 and int(ln.generation) > self.generation_at_fault]
+        started = [ln for ln in self.canary.of(CanaryEvent.START) if ln.generation.isdigit()
+                   and int(ln.generation) > self.generation_at_fault]
         by_group: dict[str, list[CanaryLine]] = {}
-        for ln in later:
+        for ln in started:
             by_group.setdefault(ln.generation, []).append(ln)
         for lines in by_group.values():
             ranks = {ln.rank for ln in lines}

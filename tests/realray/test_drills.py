@@ -78,8 +78,12 @@ def test_a_node_pulled_under_ray_train_is_detected_replaced_and_resumed(cluster:
     assert proc.returncode == 0 and result["verdict"] == "PASS", out
     assert all(values[p] is not None and values[p] >= 0 for p in PHASES), values  # every phase measured
     # Ray marks a dead node's actors DEAD with it (evict 0), and a rank of the new group may step before the last
-    # one starts (resume 0); detecting and restarting the group take time
-    assert values["detect"] >= 1 and values["replace"] > 0, values
+    # one starts (resume 0). Detect counts from the kill command's return: Ray Train's controller, polling every
+    # 0.5 s, may see the broken connection a fraction of a second after it (0.12 s in one CI run), or before it
+    # (0 s). Restarting the group takes time, and the record says who noticed first.
+    assert values["replace"] > 0, values
+    assert result["details"]["detected_by"] in ("the GCS marked the node DEAD",
+                                                "Ray Train's controller found a worker gone (its log)"), result["details"]
     assert values["lost steps"] <= 10 and values["back in service"] is not None, values
     fault = result["details"]["fault"]
     assert fault["confirmed"] and fault["node"].startswith("w"), fault
