@@ -126,6 +126,13 @@ RESTAMP_WAIT = 1.0
 RENDEZVOUS_GRACE = 10.0
 """Seconds after the last rank of a canary job started within which its world must have formed."""
 
+INTO_WRITE = 1 / 3
+"""How far into a checkpoint write, as a share of the time the scenario asked each write to take, a pull "in the
+middle of a checkpoint write" lands: part of the checkpoint is on the storage then and part is not. At the write's
+very start the pull may land before the writer has created any file (the harness acts on the ``checkpoint-begin``
+line, and the writer opens its file milliseconds after it), and nothing is torn; a third in leaves two thirds of
+the write for the line's delivery and the fault command."""
+
 
 def training_job_problem(profile: TargetProfile) -> str | None:
     """Why ``profile``'s flavor has no training job to run the canary as (kai today), or None; the storage the
@@ -200,6 +207,8 @@ class TrainingRun:
     """The progress threshold the scenario stated (seconds; :meth:`watch_progress`)."""
     torn: CheckpointWrite | None = None
     """The checkpoint write a pull cut short (:meth:`pull_during_checkpoint`), as the canary declared it."""
+    write_seconds: float = 0.0
+    """How long the scenario asked each checkpoint write to take (0: as fast as the storage takes it)."""
     instants: dict[str, Instant] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
@@ -473,20 +482,26 @@ class TrainingRun:
 
     def pull_during_checkpoint(self, rank: int, method: FaultMethod, asked: FaultMethod | None = None,
                                timeout: float = 60.0) -> None:
-        """Pull the node of worker ``rank`` the moment a checkpoint write of the job begins (rank 0's
-        ``checkpoint-begin`` line, received by the harness), so the write is cut short: the torn checkpoint."""
+        """Pull the node of worker ``rank`` while a checkpoint write of the job is under way, :data:`INTO_WRITE`
+        of :attr:`write_seconds` after rank 0's ``checkpoint-begin`` line reached the harness, so the write is cut
+        short: the torn checkpoint. A write that completes before that point is passed over for the next one."""
         assert self.spec is not None, "start the canary job first"
-        since = self.target.timeline.clock.mono()
+        clock = self.target.timeline.clock
+        since = clock.mono()
+        lead = INTO_WRITE * self.write_seconds
 
-        def begun() -> CheckpointWrite | None:
+        def writing() -> CheckpointWrite | None:
             running = self._live_ranks()
-            return next((w for w in checkpoint_writes(self.canary.snapshot())
-                         if w.began >= since and w.done is None and w.uid in running), None)
-        if not self._wait(lambda: begun() is not None, timeout):
-            raise DrillInconclusive(f"no checkpoint write of the canary job began within {timeout:g} s (its own "
-                                    "checkpoint-begin lines), so none could be cut short")
+            return next((w for w in checkpoint_writes(self.canary.snapshot()) if w.began >= since
+                         and w.done is None and w.uid in running and clock.mono() >= w.began + lead), None)
+        # the lead is a point in time, not a line: look again every 50 ms as well as on every line
+        if not wait_for(self._cond, lambda: writing() is not None, timeout, clock, poll=0.05,
+                        check=self.result.raise_if_halted):
+            raise DrillInconclusive(f"no checkpoint write of the canary job was still under way {lead:.1f} s after "
+                                    f"it began (a third of the {self.write_seconds:g} s asked) within {timeout:g} s "
+                                    "(its own checkpoint-begin and checkpoint lines), so none could be cut short")
         with self._cond:
-            self.torn = begun()
+            self.torn = writing()
         self.pull(rank, method, asked)
 
     def judge_not_torn(self) -> None:

@@ -71,7 +71,7 @@ TORN_WINDOWS = {k: v for k, v in TUNED_WINDOWS.items() if "off the failed node" 
 
 def test_a_node_pulled_mid_checkpoint_resumes_from_the_last_complete_one(cluster: SlurmCluster,
                                                                           tmp_path: Path) -> None:
-    """Scenario 20.2 (issue 48): the node of rank 0 killed the moment its canary begins a 3 s checkpoint write; the
+    """Scenario 20.2 (issue 48): the node of rank 0 killed a third of the way into its canary's 3 s checkpoint write; the
     requeued job resumes from the last complete checkpoint, and the torn write never shows under a final name (the
     canary writes to a temporary file and renames it; the shared directory keeps the rename promise)."""
     proc, (result,) = firedrill_run(cluster, tmp_path, scenario("checkpoint_storage.feature", "20.2", TORN_WINDOWS),

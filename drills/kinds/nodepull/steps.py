@@ -29,7 +29,9 @@ def canary_job(drill: ScenarioContext, workers: int, gpus: int, every: int) -> N
 def canary_job_slow_checkpoints(drill: ScenarioContext, workers: int, gpus: int, every: int, seconds: float) -> None:
     """The canary job whose checkpoints are large: each write of rank 0 takes that long (the canary declares it,
     ``checkpoint-begin`` before and ``checkpoint`` once durable, and makes no step meanwhile)."""
-    _training(drill).start_canary(workers, gpus, every, checkpoint_seconds=seconds)
+    run = _training(drill)
+    run.write_seconds = seconds
+    run.start_canary(workers, gpus, every, checkpoint_seconds=seconds)
 
 
 @step("Given", "the job has written a checkpoint within {limit:Duration}",
@@ -51,8 +53,10 @@ def pull_node(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> 
 @step("When", "the job is writing a checkpoint and I pull the node of worker {rank:Whole} with {method:FaultMethod}",
       "the job is writing a checkpoint and I pull the node of worker 0 with kill", sets=(FAULTED,))
 def pull_node_mid_checkpoint(drill: ScenarioContext, rank: int, method: FaultMethod | None) -> None:
-    """As "I pull the node of worker N with ...", the moment rank 0 begins a checkpoint write (its
-    ``checkpoint-begin`` line): worker 0's node pulled then tears the checkpoint it was writing."""
+    """As "I pull the node of worker N with ...", while rank 0 writes a checkpoint: a third of the way into the
+    write time the canary was given (a third of "each checkpoint taking N seconds to write", counted from its
+    ``checkpoint-begin`` line; at once when no write time was given), so worker 0's node pulled tears the
+    checkpoint it was writing."""
     _pull_run(drill).pull_during_checkpoint(rank, drill.fault_method(method), method)
 
 
