@@ -11,7 +11,11 @@ The device:
   datagram, and accepts a datagram only when that pid is the main process of a
   running container of a pod on this node, or a descendant of one, and the
   datagram names that same pid; anything else is ignored (counted);
-- stamps it with the agent's injected clock at receipt;
+- stamps it with the agent's injected clock at receipt: at the instant the
+  **kernel** queued it on the socket (``SO_TIMESTAMPNS``), not when the agent
+  got round to reading it, so an agent starved of CPU does not stretch the
+  state before it (a datagram read 0.5 s late would credit that half second
+  to the state it ended);
 - integrates, per pod, the seconds spent in each state and the bytes moved by
   collectives (:class:`DeviceIntegrator`, pure and clock-driven).  A state holds
   until the next datagram of that pid, or until the process is gone (then
@@ -34,6 +38,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -49,9 +54,15 @@ log = logging.getLogger(__name__)
 
 _US = timedelta(microseconds=1)
 MAX_DATAGRAM = 4096
+MAX_QUEUE_WAIT = 5.0
+"""The longest queue wait the device believes of the kernel's stamp (a wall clock stepped meanwhile could say
+anything)."""
 WINDOW_SECONDS = 1.0
 """The gauges' averaging window: the share of the last second spent in each state."""
 _SUN_PATH_MAX = 107  # bytes in sockaddr_un.sun_path, less the terminating NUL
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux's option (and control message type) for the kernel's receive stamp, a ``struct timespec`` of the
+real-time clock; Python's socket module does not name it."""
 
 
 class DeviceState(enum.Enum):
@@ -382,6 +393,7 @@ class Device:
         self.path.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.bind(str(self.path))
         sock.settimeout(0.2)
         self._sock = sock
@@ -417,27 +429,33 @@ class Device:
 
     def _serve(self) -> None:
         assert self._sock is not None
-        creds = struct.calcsize("3i")
+        creds, stamp = struct.calcsize("3i"), struct.calcsize("2q")
         while not self._stop.is_set():
             try:
-                data, ancdata, _flags, _addr = self._sock.recvmsg(MAX_DATAGRAM, socket.CMSG_SPACE(creds))
+                data, ancdata, _flags, _addr = self._sock.recvmsg(
+                    MAX_DATAGRAM, socket.CMSG_SPACE(creds) + socket.CMSG_SPACE(stamp))
             except TimeoutError:
                 continue
             except OSError:
                 if self._stop.is_set():
                     return
                 continue
-            sender = None
+            read_at = time.time()
+            sender, waited = None, 0.0
             for level, kind, payload in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= creds:
                     sender = struct.unpack("3i", payload[:creds])[0]
+                elif level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= stamp:
+                    sec, nsec = struct.unpack("2q", payload[:stamp])
+                    waited = min(max(0.0, read_at - (sec + nsec / 1e9)), MAX_QUEUE_WAIT)
             try:
-                self.receive(sender, data)
+                self.receive(sender, data, self.clock.now() - timedelta(seconds=waited))
             except Exception:  # the driver must survive any datagram
                 log.exception("device: datagram handling failed")
 
-    def receive(self, sender: int | None, data: bytes) -> bool:
-        """Handle one datagram from the process ``sender`` (the kernel's word); True if it counted."""
+    def receive(self, sender: int | None, data: bytes, at: datetime | None = None) -> bool:
+        """Handle one datagram from the process ``sender`` (the kernel's word), queued on the socket at ``at`` (the
+        kernel's stamp on the agent's clock; None: now); True if it counted."""
         parsed = parse_datagram(data)
         if parsed is None or sender is None or parsed[0] != sender:
             self.ignored += 1
@@ -452,7 +470,7 @@ class Device:
             if not self.integrator.attached(pod):
                 self.ignored += 1
                 return False
-            self.integrator.observe(pod, pid, state, nbytes, self.clock.now(), main)
+            self.integrator.observe(pod, pid, state, nbytes, self.clock.now() if at is None else at, main)
         self.accepted += 1
         return True
 

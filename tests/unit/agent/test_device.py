@@ -7,13 +7,14 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from refplatform.agent.clock import VirtualClock
+from refplatform.agent.clock import SystemClock, VirtualClock
 from refplatform.agent.device import Device, DeviceIntegrator, DeviceState, parse_datagram, socket_path_for
 from refplatform.cluster import wait_until
 
@@ -202,3 +203,45 @@ def test_the_socket_path_stays_under_the_data_dir_when_it_fits(tmp_path: Path) -
     long = socket_path_for(tmp_path / ("x" * 120), "n")
     assert len(os.fsencode(str(long))) <= 107 and long.name == "device.sock"
     assert long == socket_path_for(tmp_path / ("x" * 120), "n")
+
+
+ON_DEMAND = """
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for line in sys.stdin:
+    for state in line.split():
+        s.sendto(json.dumps({"pid": os.getpid(), "state": state}).encode(), sys.argv[1])
+    print("sent", flush=True)
+"""
+
+
+def test_a_datagram_read_late_counts_from_when_the_kernel_queued_it(tmp_path: Path) -> None:
+    """An agent starved of CPU reads a datagram late: the state change counts from the kernel's stamp, not from
+    the read or the handling, so the state it ended is not stretched by the wait. The wait is real (the kernel
+    stamps with the real clock): the serving thread is held on the device's lock for 0.5 s with one datagram
+    read and the next one queued."""
+    device = Device(socket_path_for(tmp_path, "gpu-node-0"), SystemClock())
+    device.start()
+    with subprocess.Popen([sys.executable, "-c", ON_DEMAND, str(device.path)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as sender:
+        assert sender.stdin is not None and sender.stdout is not None
+        try:
+            device.attach("pod-a", device.clock.now())
+            device.add_process("pod-a", sender.pid)
+            sender.stdin.write("input\n")
+            sender.stdin.flush()
+            wait_until(lambda: device.accepted >= 1, 10, "the input datagram")
+            with device._lock:  # the serving thread reads "comm" and waits here, while "compute" queues behind it
+                sender.stdin.write("comm compute\n")
+                sender.stdin.flush()
+                assert sender.stdout.readline() == "sent\n" and sender.stdout.readline() == "sent\n"
+                time.sleep(0.5)
+            wait_until(lambda: device.accepted >= 3, 10, "every datagram")
+            totals = device.totals("pod-a", device.clock.now())
+            assert totals is not None and totals.compute_s > 0, totals
+            # "comm" and "compute" were sent together: neither input (read on time) nor comm (read on time, handled
+            # late) nor the wait of "compute" in the queue stretches a state by the half second
+            assert totals.input_s < 0.25 and totals.comm_s < 0.25, totals
+        finally:
+            sender.kill()
+            device.stop()
