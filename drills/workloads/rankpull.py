@@ -10,18 +10,11 @@ from drills.records.verdict import DrillInconclusive
 from drills.target.profile import FaultMethod
 from drills.workloads.training import Instant
 
-__all__ = ["RankPull", "SILENCE_S", "later"]
+__all__ = ["RankPull", "SILENCE_S"]
 
 SILENCE_S = 2.0
 """A rank that logged nothing for this long after the fault acted is taken as gone with its node: a live rank logs
 a step every step time, or ``stalled`` every second while it waits on a lost peer."""
-
-
-def later(a: Instant, b: Instant) -> Instant:
-    """The later of two instants: a phase of the chain never ends before the one before it (what the platform did
-    first, the harness may learn second: a node Ray noticed dead before the fault command returned is detected at
-    the return, 0 s after it)."""
-    return a if a.mono >= b.mono else b
 
 
 class RankPull:

@@ -41,7 +41,7 @@ from drills.ray.state import ActorState, JobStatus, RayError, RayJob, RayNode
 from drills.records.verdict import DrillInconclusive
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
-from drills.workloads.rankpull import RankPull, later
+from drills.workloads.rankpull import RankPull
 from drills.workloads.training import Instant, TrainingRun
 
 __all__ = ["RayJobLog", "RayTrainingRun", "ray_storage_problem", "said_node_id"]
@@ -310,10 +310,10 @@ class RayTrainingRun(RankPull, TrainingRun):
         if "fault" not in self.instants or self.pulled is None:
             return
         if "detect" not in self.instants and self.noticed_at is not None:
-            self._stamp("detect", later(self.noticed_at, self.instants["fault"]))
+            self._stamp("detect", self.noticed_at)
             self.result.details["detected_by"] = self.noticed_by
         if "detect" in self.instants and "evict" not in self.instants and self.evicted_at is not None:
-            self._stamp("evict", later(self.evicted_at, self.instants["detect"]))
+            self._stamp("evict", self.evicted_at)
         job = self.job
         if job is not None and job.status.finished and "replace" not in self.instants and not self.result.halted:
             self.result.halt(f"the canary job {job.submission_id} ended {job.status.value}"
@@ -325,7 +325,7 @@ class RayTrainingRun(RankPull, TrainingRun):
         if "evict" in self.instants and "replace" not in self.instants:
             started = self._restarted()
             if started is not None:
-                self._stamp("replace", later(started, self.instants["evict"]))
+                self._stamp("replace", started)
         self._stamp_resume()
 
     def _restarted(self) -> Instant | None:

@@ -39,7 +39,7 @@ from drills.records.verdict import DrillInconclusive
 from drills.slurm.state import JobState, SlurmError, SlurmJob, SlurmNode
 from drills.target.profile import TargetProfile
 from drills.workloads.canarylog import CanaryEvent, CanaryLine, parse_line
-from drills.workloads.rankpull import RankPull, later
+from drills.workloads.rankpull import RankPull
 from drills.workloads.training import Instant, TrainingRun
 
 __all__ = ["RankOutput", "SlurmTrainingRun", "job_of", "run_folder", "said_node", "slurm_storage_problem"]
@@ -268,7 +268,7 @@ class SlurmTrainingRun(RankPull, TrainingRun):
         if "fault" not in self.instants or self.pulled is None:
             return
         if "detect" not in self.instants and self.node_down_at is not None:
-            self._stamp("detect", later(self.node_down_at, self.instants["fault"]))
+            self._stamp("detect", self.node_down_at)
         job = self.job
         if job is None:
             return

@@ -398,11 +398,17 @@ class TrainingRun:
         return ready and not any(t.get("key") in UNHEALTHY_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
 
     def _stamp(self, name: str, at: Instant | None = None) -> None:
-        """Stamp instant ``name`` now (or at ``at``: when the harness received the line that proved it)."""
-        if name not in self.instants:
-            clock = self.target.timeline.clock
-            self.instants[name] = at or Instant(clock.mono(), clock.wall())
-            self.target.timeline.action(f"t_{name}", target=self.pulled or "")
+        """Stamp instant ``name`` now (or at ``at``: when the harness received the line that proved it). A phase
+        never ends before the instant it is timed from (:attr:`STARTS`): what the platform did first, the harness
+        may learn second (a node Ray noticed dead while the fault command still ran is detected at the command's
+        return, 0 s after the fault; a rank that stepped before the last one started resumes at the replacement)."""
+        if name in self.instants:
+            return
+        clock = self.target.timeline.clock
+        at = at or Instant(clock.mono(), clock.wall())
+        start = self.instants.get(self.STARTS.get(name, ""))
+        self.instants[name] = Instant(start.mono, start.wall) if start is not None and at.mono < start.mono else at
+        self.target.timeline.action(f"t_{name}", target=self.pulled or "")
 
     def _advance(self) -> None:
         """Called under the lock on every change: stamp each instant the moment its condition first holds."""
@@ -430,8 +436,7 @@ class TrainingRun:
             if found:
                 self.resumption = found[0]
                 first = found[0].first_step
-                self._stamp("resume", Instant(max(first.mono, self.instants[after].mono),
-                                              max(first.wall, self.instants[after].wall)))
+                self._stamp("resume", Instant(first.mono, first.wall))
 
     # ----------------------------------------------------------------- act
     def _mark_before_fault(self) -> None:

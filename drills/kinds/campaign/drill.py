@@ -78,9 +78,21 @@ class CampaignFault:
     named_before: int = 0
     """The platform's namings of the job hung (its ProgressStalled Events) before this fault."""
 
+    CHAIN: ClassVar[tuple[str, ...]] = ("fault", "detect", "replace", "resume")
+
     @property
     def kind(self) -> FaultKind:
         return self.scheduled.fault.kind
+
+    def stamp(self, name: str, at: Instant) -> None:
+        """Record instant ``name`` at ``at``, never before an earlier instant of :attr:`CHAIN` already recorded:
+        what the platform did first, the harness may learn second (a node Ray noticed dead while the fault command
+        still ran is detected at the command's return)."""
+        if name in self.instants:
+            return
+        floor = max((self.instants[k] for k in self.CHAIN[:self.CHAIN.index(name)] if k in self.instants),
+                    key=lambda i: i.mono, default=None)
+        self.instants[name] = Instant(floor.mono, floor.wall) if floor is not None and at.mono < floor.mono else at
 
     def seconds(self, a: str, b: str) -> float | None:
         if a in self.instants and b in self.instants:
@@ -325,10 +337,10 @@ class CampaignDrill(TrainingRun, Drill):
         now = Instant(clock.mono(), clock.wall())
         node = self.nodes.get(fault.node) or {}
         if "detect" not in fault.instants and self._detected(fault, node):
-            fault.instants["detect"] = now
+            fault.stamp("detect", now)
         fresh = [p for p in self._running_pods() if p["metadata"]["uid"] not in fault.before]
         if "replace" not in fault.instants and len(fresh) >= self.spec.min_available:
-            fault.instants["replace"] = now
+            fault.stamp("replace", now)
         self._stamp_fault_resume(fault)
 
     def _stamp_fault_resume(self, fault: CampaignFault) -> None:
@@ -338,8 +350,7 @@ class CampaignDrill(TrainingRun, Drill):
             if found:
                 first = found[0].first_step
                 fault.resumed_from, fault.resume_ts = found[0].from_step, first.ts
-                fault.instants["resume"] = Instant(max(first.mono, fault.instants["replace"].mono),
-                                                   max(first.wall, fault.instants["replace"].wall))
+                fault.stamp("resume", Instant(first.mono, first.wall))
 
     def _detected(self, fault: CampaignFault, node: Obj) -> bool:
         if fault.kind in NODE_METHODS:

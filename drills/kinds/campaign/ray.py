@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from drills.kinds.campaign.bynode import NodeCampaign
 from drills.kinds.campaign.drill import CampaignDrill
 from drills.scenario.drill import ray_side
-from drills.workloads.raytraining import RayTrainingRun, later
+from drills.workloads.raytraining import RayTrainingRun
 
 __all__ = ["RayCampaign"]
 
@@ -40,9 +40,9 @@ class RayCampaign(RayTrainingRun, NodeCampaign):
         if fault is None or "fault" not in fault.instants or self.spec is None:
             return
         if "detect" not in fault.instants and self.noticed_at is not None:
-            fault.instants["detect"] = self.noticed_at
+            fault.stamp("detect", self.noticed_at)
         if "replace" not in fault.instants:
             started = self._restarted()
             if started is not None:
-                fault.instants["replace"] = later(started, fault.instants.get("detect") or fault.instants["fault"])
+                fault.stamp("replace", started)
         self._stamp_fault_resume(fault)

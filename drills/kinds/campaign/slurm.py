@@ -47,8 +47,8 @@ class SlurmCampaign(SlurmTrainingRun, NodeCampaign):
         now = Instant(clock.mono(), clock.wall())
         node = self.cluster.get(fault.node)
         if "detect" not in fault.instants and (self.node_down_at is not None or (node is not None and node.down)):
-            fault.instants["detect"] = self.node_down_at or now
+            fault.stamp("detect", self.node_down_at or now)
         if "replace" not in fault.instants and job.state is JobState.RUNNING and \
                 job.restarts > self.restarts_before and fault.node not in job.nodes:
-            fault.instants["replace"] = now
+            fault.stamp("replace", now)
         self._stamp_fault_resume(fault)

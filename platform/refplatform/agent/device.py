@@ -453,9 +453,9 @@ class Device:
             except Exception:  # the driver must survive any datagram
                 log.exception("device: datagram handling failed")
 
-    def receive(self, sender: int | None, data: bytes, at: datetime | None = None) -> bool:
+    def receive(self, sender: int | None, data: bytes, at: datetime) -> bool:
         """Handle one datagram from the process ``sender`` (the kernel's word), queued on the socket at ``at`` (the
-        kernel's stamp on the agent's clock; None: now); True if it counted."""
+        kernel's stamp on the agent's clock); True if it counted."""
         parsed = parse_datagram(data)
         if parsed is None or sender is None or parsed[0] != sender:
             self.ignored += 1
@@ -470,7 +470,7 @@ class Device:
             if not self.integrator.attached(pod):
                 self.ignored += 1
                 return False
-            self.integrator.observe(pod, pid, state, nbytes, self.clock.now() if at is None else at, main)
+            self.integrator.observe(pod, pid, state, nbytes, at, main)
         self.accepted += 1
         return True
 

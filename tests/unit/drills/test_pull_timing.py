@@ -3,7 +3,8 @@ tests/realslurm and tests/realray, and the embedded platform in tests/integratio
 
 - on Slurm and Ray the harness learns what the platform did by polling: a platform that noticed the pulled node
   before the fault command returned (Ray Train's controller polls its workers every 0.5 s when tuned; the command
-  is a process of its own that must start, kill and exit) is detected 0 s after the fault, never before it;
+  is a process of its own that must start, kill and exit) is detected 0 s after the fault, never before it, in a
+  node pull and in each fault of a campaign;
 - a pull "in the middle of a checkpoint write" lands a third of the way into the write time the scenario gave,
   not at the write's first line (where it could come before the writer had created any file)."""
 
@@ -13,8 +14,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from drills.kinds.campaign.drill import CampaignFault
 from drills.kube.flavors import GangSpec
 from drills.records.verdict import DrillInconclusive, DrillResult
+from drills.target.faultmix import FaultKind, MixFault, ScheduledFault
 from drills.target.profile import FaultMethod
 from drills.workloads.canarylog import CanaryEvent, CanaryLine
 from drills.workloads.raytraining import RayTrainingRun
@@ -106,3 +109,15 @@ def test_a_write_that_always_completes_before_the_pull_point_is_inconclusive_nam
     with pytest.raises(DrillInconclusive, match=r"still under way 1\.0 s after it began \(a third of the 3 s asked\)"):
         run.pull_during_checkpoint(0, FaultMethod.KILL, timeout=5)
     assert run.pulled_at is None
+
+
+def test_each_instant_of_a_campaign_fault_is_never_before_the_one_it_follows() -> None:
+    fault = CampaignFault(ScheduledFault(0, 10.0, MixFault(FaultKind.NODE_KILL, 1.0)))
+    fault.stamp("fault", Instant(100.0, 100.0))
+    fault.stamp("detect", Instant(99.6, 99.6))  # Ray noticed while the kill command still ran
+    fault.stamp("replace", Instant(103.0, 103.0))
+    fault.stamp("resume", Instant(102.5, 102.5))  # a rank stepped before the last one of the group started
+    fault.stamp("detect", Instant(101.0, 101.0))  # the first record stands
+    assert {k: v.mono for k, v in fault.instants.items()} == {"fault": 100.0, "detect": 100.0, "replace": 103.0,
+                                                              "resume": 103.0}
+    assert fault.seconds("fault", "detect") == 0.0 and fault.recovery == 3.0
